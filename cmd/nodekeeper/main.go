@@ -1,0 +1,134 @@
+// Command nodekeeper is a node agent that does the kubelet's node-level resource
+// management: eviction, OOM scores, garbage collection, device plugins, probes and
+// critical-pod preemption. See the README for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at link time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitUsage is the exit code for usage errors and bad input.
+const exitUsage = 2
+
+// usageError marks an error caused by the user's command line or input files: it is
+// printed as one line and the process exits with exitUsage.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// badInput wraps err as a usage error.
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err: err}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	root := newRootCmd(logger)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "nodekeeper: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) || isFlagError(err) {
+		return exitUsage
+	}
+	return 1
+}
+
+// isFlagError reports whether err came from cobra's argument or flag parsing.
+// cobra returns those before any RunE runs; we mark them in the FlagErrorFunc.
+func isFlagError(err error) bool {
+	var fe flagError
+	return errors.As(err, &fe)
+}
+
+type flagError struct{ error }
+
+func (e flagError) Unwrap() error { return e.error }
+
+func newRootCmd(logger *slog.Logger) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "nodekeeper",
+		Short:         "A node agent for the kubelet's node-level resource management",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError{err} })
+	root.AddCommand(newVersionCmd(), newExplainCmd(logger))
+	markArgErrors(root)
+	return root
+}
+
+// markArgErrors wraps every command's positional-argument validator so that its
+// errors count as usage errors.
+func markArgErrors(c *cobra.Command) {
+	if c.Args != nil {
+		orig := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := orig(cmd, args); err != nil {
+				return flagError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markArgErrors(sub)
+	}
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the nodekeeper version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "nodekeeper %s\n", version)
+			return err
+		},
+	}
+}
+
+// newExplainCmd groups the explain subcommands: each replays one subsystem's
+// decision code on a snapshot taken from a real node.
+func newExplainCmd(logger *slog.Logger) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain",
+		Short: "Replay nodekeeper's decisions on a snapshot from a real node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return badInput(errors.New("explain needs a subcommand; see nodekeeper explain --help"))
+		},
+	}
+	// Each explain subcommand lives in its own file: explain_<name>.go.
+	_ = logger
+	return cmd
+}

@@ -1,0 +1,256 @@
+// Package snapshot loads the files an SRE takes from a real node or cluster:
+// pods as `kubectl get pods -o json|yaml` prints them and the kubelet's Summary API
+// JSON. Every error names the file and, where it can, the field and the value.
+package snapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// ErrBadInput is the class of every error this package returns for malformed input.
+var ErrBadInput = errors.New("bad input")
+
+func badf(path, format string, args ...any) error {
+	return fmt.Errorf("%s: %s: %w", path, fmt.Sprintf(format, args...), ErrBadInput)
+}
+
+// LoadPods reads pods from path. The file may hold a PodList or a v1 List of pods
+// (kubectl get pods -o json|yaml), a single Pod, or a stream of Pods (JSON objects
+// one after another, or YAML documents separated by ---).
+func LoadPods(path string) ([]*v1.Pod, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrBadInput)
+	}
+	return ParsePods(path, data)
+}
+
+// LoadPod reads exactly one pod from path (a Pod, or a list holding one pod).
+func LoadPod(path string) (*v1.Pod, error) {
+	pods, err := LoadPods(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(pods) != 1 {
+		return nil, badf(path, "want exactly one pod, found %d", len(pods))
+	}
+	return pods[0], nil
+}
+
+// ParsePods parses data as LoadPods does; name is used in errors.
+func ParsePods(name string, data []byte) ([]*v1.Pod, error) {
+	docs, err := splitDocuments(name, data)
+	if err != nil {
+		return nil, err
+	}
+	var pods []*v1.Pod
+	for _, doc := range docs {
+		var head struct {
+			Kind  string            `json:"kind"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(doc, &head); err != nil {
+			return nil, badf(name, "%v", err)
+		}
+		switch head.Kind {
+		case "PodList", "List":
+			for i, item := range head.Items {
+				p, err := decodePod(name, fmt.Sprintf("items[%d]", i), item)
+				if err != nil {
+					return nil, err
+				}
+				pods = append(pods, p)
+			}
+		case "Pod", "":
+			p, err := decodePod(name, fmt.Sprintf("document %d", len(pods)+1), doc)
+			if err != nil {
+				return nil, err
+			}
+			pods = append(pods, p)
+		default:
+			return nil, badf(name, "kind %q is not a Pod, PodList or List", head.Kind)
+		}
+	}
+	if len(pods) == 0 {
+		return nil, badf(name, "no pods found")
+	}
+	return pods, nil
+}
+
+// splitDocuments turns a JSON or YAML stream into JSON documents, skipping empty ones.
+func splitDocuments(name string, data []byte) ([]json.RawMessage, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, badf(name, "file is empty")
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var docs []json.RawMessage
+	for {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, badf(name, "%v", err)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			continue
+		}
+		if bytes.TrimSpace(raw)[0] != '{' {
+			return nil, badf(name, "expected an object, found %s", truncate(string(raw), 40))
+		}
+		docs = append(docs, raw)
+	}
+	return docs, nil
+}
+
+// decodePod decodes one pod object. Quantities are checked first so that a bad
+// one is reported with its field path rather than as a bare parse error.
+func decodePod(file, where string, raw []byte) (*v1.Pod, error) {
+	var generic map[string]any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		return nil, badf(file, "%s: %v", where, err)
+	}
+	if kind, _ := generic["kind"].(string); kind != "" && kind != "Pod" {
+		return nil, badf(file, "%s: kind %q is not a Pod", where, kind)
+	}
+	meta, _ := generic["metadata"].(map[string]any)
+	podName, _ := meta["name"].(string)
+	if podName == "" {
+		return nil, badf(file, "%s: pod has no metadata.name", where)
+	}
+	where = "pod " + podName
+	if ns, _ := meta["namespace"].(string); ns != "" {
+		where = "pod " + ns + "/" + podName
+	}
+	if err := checkQuantities(generic); err != nil {
+		return nil, badf(file, "%s: %v", where, err)
+	}
+	pod := new(v1.Pod)
+	if err := json.Unmarshal(raw, pod); err != nil {
+		return nil, badf(file, "%s: %v", where, err)
+	}
+	return pod, nil
+}
+
+// checkQuantities validates every resource quantity in a pod's spec and reports
+// the first bad one as "field: value: reason". Requests must not be negative.
+func checkQuantities(pod map[string]any) error {
+	spec, _ := pod["spec"].(map[string]any)
+	if spec == nil {
+		return nil
+	}
+	check := func(field string, list any) error {
+		m, _ := list.(map[string]any)
+		for name, raw := range m {
+			f := field + "." + name
+			s, ok := raw.(string)
+			if !ok {
+				if n, isNum := raw.(float64); isNum {
+					s = fmt.Sprint(n)
+				} else {
+					return fmt.Errorf("%s: %v: not a quantity", f, raw)
+				}
+			}
+			q, err := resource.ParseQuantity(s)
+			if err != nil {
+				return fmt.Errorf("%s: %q: not a valid quantity", f, s)
+			}
+			if q.Sign() < 0 {
+				return fmt.Errorf("%s: %q: must not be negative", f, s)
+			}
+		}
+		return nil
+	}
+	for _, group := range []string{"initContainers", "containers", "ephemeralContainers"} {
+		ctrs, _ := spec[group].([]any)
+		for i, c := range ctrs {
+			cm, _ := c.(map[string]any)
+			res, _ := cm["resources"].(map[string]any)
+			for _, kind := range []string{"requests", "limits"} {
+				if err := check(fmt.Sprintf("spec.%s[%d].resources.%s", group, i, kind), res[kind]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := check("spec.overhead", spec["overhead"]); err != nil {
+		return err
+	}
+	res, _ := spec["resources"].(map[string]any)
+	for _, kind := range []string{"requests", "limits"} {
+		if err := check("spec.resources."+kind, res[kind]); err != nil {
+			return err
+		}
+	}
+	vols, _ := spec["volumes"].([]any)
+	for i, v := range vols {
+		vm, _ := v.(map[string]any)
+		ed, _ := vm["emptyDir"].(map[string]any)
+		if sl, ok := ed["sizeLimit"]; ok {
+			if err := check(fmt.Sprintf("spec.volumes[%d].emptyDir", i), map[string]any{"sizeLimit": sl}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// LoadSummary reads a kubelet Summary API document (the JSON of
+// `kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary`). It must have node stats.
+func LoadSummary(path string) (*statsapi.Summary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrBadInput)
+	}
+	return ParseSummary(path, data)
+}
+
+// ParseSummary parses data as LoadSummary does; name is used in errors.
+func ParseSummary(name string, data []byte) (*statsapi.Summary, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, badf(name, "file is empty")
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, badf(name, "%v", err)
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(js, &probe); err != nil {
+		return nil, badf(name, "not a stats Summary object: %v", err)
+	}
+	node, ok := probe["node"]
+	if !ok || bytes.Equal(bytes.TrimSpace(node), []byte("null")) {
+		return nil, badf(name, "summary has no node stats (field \"node\")")
+	}
+	s := new(statsapi.Summary)
+	if err := json.Unmarshal(js, s); err != nil {
+		return nil, badf(name, "%v", err)
+	}
+	for i, p := range s.Pods {
+		if p.PodRef.Name == "" {
+			return nil, badf(name, "pods[%d]: podRef.name is empty", i)
+		}
+	}
+	return s, nil
+}
+
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
