@@ -1,0 +1,10 @@
+// Package eviction implements the kubelet's node-pressure eviction: signals observed
+// from a stats Summary, hard and soft thresholds with grace periods and minimum
+// reclaim, node conditions with a pressure-transition period, node-level reclaim,
+// pod ranking per signal, local-storage limit violations, admission under pressure,
+// and the Manager loop that evicts at most one pod per pass.
+//
+// Decision code is pure: it takes data and the current time and returns data.
+// The Manager is the only part that loops; it reaches the outside world through
+// the small interfaces declared in manager.go.
+package eviction
