@@ -169,6 +169,9 @@ func parseThresholdValue(val string) (v Value, disabled bool, err error) {
 		if p > 1 {
 			return Value{}, false, fmt.Errorf("percentage must be at most 100%%")
 		}
+		if p == 0 || p == 1 { // spellings such as "0.0%" or "100.00%" disable too
+			return Value{}, true, nil
+		}
 		return Value{Percentage: p}, false, nil
 	}
 	q, err := resource.ParseQuantity(val)
