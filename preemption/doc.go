@@ -1,0 +1,17 @@
+// Package preemption admits critical pods on a full node by killing lower-priority
+// pods, as the kubelet's critical-pod admission handler does.
+//
+// A pod is critical when it is a static pod, a mirror pod, or has a priority of at
+// least [qos.SystemCriticalPriority]. When such a pod fails admission only because
+// the node lacks resources ([InsufficientResource] failures), [Handler] picks a set
+// of victims with [SelectVictims] and kills them through a [PodKiller] before the pod
+// is admitted. Any other kind of failure is returned unchanged: preempting would not
+// make the pod fit.
+//
+// Victim selection is a pure function of the pods and the requirement. It keeps the
+// kubelet's result exactly (see SelectVictims) but precomputes requests and groups
+// pods with identical requests, so it does far less work on large nodes.
+//
+// The package is importable on its own: it depends only on the Kubernetes API types,
+// component-helpers and nodekeeper's qos package.
+package preemption
