@@ -11,8 +11,8 @@ import (
 
 // Local-storage limit kinds, as the kubelet labels them in its eviction metric.
 const (
-	LimitEmptyDir        = "emptydirfs.limit"
-	LimitPodEphemeral    = "ephemeralpodfs.limit"
+	LimitEmptyDir           = "emptydirfs.limit"
+	LimitPodEphemeral       = "ephemeralpodfs.limit"
 	LimitContainerEphemeral = "ephemeralcontainerfs.limit"
 )
 
