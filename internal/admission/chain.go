@@ -1,0 +1,235 @@
+// Package admission decides whether a pod may start on the node: a Chain of
+// handlers, as the kubelet's pod admit handlers, run by the agent's sync loop for
+// every new pod. The default chain is eviction admission (node pressure), then
+// resource fit with critical-pod preemption on resource failures.
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/preemption"
+)
+
+// Rejection reasons set by this package besides the eviction package's "Evicted",
+// the resource failures' "OutOf<resource>" and the predicate names.
+const (
+	// ReasonUnexpected is the kubelet's UnexpectedAdmissionError: a handler could not
+	// decide, or preemption found no victims.
+	ReasonUnexpected = "UnexpectedAdmissionError"
+	// ReasonInvalidNodeInfo: the node's allocatable resources are not known.
+	ReasonInvalidNodeInfo = "InvalidNodeInfo"
+	// ReasonUnexpectedPredicate: a failure of a kind the chain does not know.
+	ReasonUnexpectedPredicate = "UnexpectedPredicateFailureType"
+)
+
+// Request is the input of an admission handler. New fields may be added.
+type Request struct {
+	// Pod is the pod to admit. Handlers must not modify it.
+	Pod *v1.Pod
+}
+
+// Response is the verdict being built by the chain. New fields may be added.
+type Response struct {
+	// Admit is true until a handler rejects the pod.
+	Admit bool
+	// Reason and Message explain a rejection, as in the pod's status (for example
+	// "OutOfcpu" and "Node didn't have enough resource: cpu, ...").
+	Reason, Message string
+	// Failures are the failures of the first resource-fit check, in Fit's order;
+	// empty when the pod fit as it was. They are kept when preemption then admits
+	// the pod.
+	Failures []error
+	// Victims are the pods preempted to admit the pod, in the order killed.
+	Victims []*v1.Pod
+}
+
+// Reject marks resp as rejected with reason and message.
+func (r *Response) Reject(reason, message string) {
+	r.Admit, r.Reason, r.Message = false, reason, message
+}
+
+// Handler is one admission step.
+type Handler interface {
+	// Name identifies the handler in logs and errors.
+	Name() string
+	// Admit looks at req and either leaves resp alone (admit) or calls
+	// resp.Reject. It returns an error only when it cannot decide; the chain then
+	// rejects with ReasonUnexpected. It is called only from the goroutine that runs
+	// the Chain, with resp.Admit true.
+	Admit(ctx context.Context, req *Request, resp *Response) error
+}
+
+// Chain runs handlers in order and stops at the first rejection. It has no state of
+// its own; it is as safe for concurrent use as its handlers are (the agent calls it
+// only from its sync loop).
+type Chain struct {
+	handlers []Handler
+}
+
+// NewChain returns a chain of the given handlers, run in that order.
+func NewChain(handlers ...Handler) *Chain {
+	return &Chain{handlers: handlers}
+}
+
+// Admit decides whether pod may start now. A handler error becomes a rejection with
+// ReasonUnexpected.
+func (c *Chain) Admit(ctx context.Context, pod *v1.Pod) Response {
+	req := &Request{Pod: pod}
+	resp := Response{Admit: true}
+	for _, h := range c.handlers {
+		if err := h.Admit(ctx, req, &resp); err != nil {
+			resp.Reject(ReasonUnexpected, fmt.Sprintf("%s admission: %v", h.Name(), err))
+		}
+		if !resp.Admit {
+			break
+		}
+	}
+	return resp
+}
+
+// Deps are the outside things the default chain needs.
+type Deps struct {
+	// ActivePods returns the pods admitted and not yet terminated. It may include
+	// the pod being admitted; that one is left out.
+	ActivePods func() []*v1.Pod
+	// Conditions reports the node's pressure conditions (eviction.Manager).
+	Conditions ConditionSource
+	// Node returns the node's allocatable resources and, optionally, the Node object.
+	Node func() (Node, error)
+	// Killer stops preempted pods. Nil disables preemption.
+	Killer preemption.PodKiller
+	// Logger receives preemption logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// ConditionSource reports the node's current pressure conditions. eviction.Manager
+// implements it. Conditions must be safe to call from the admitting goroutine.
+type ConditionSource interface {
+	Conditions() []v1.NodeConditionType
+}
+
+// New returns the default chain: EvictionHandler, then ResourceHandler with
+// critical-pod preemption when deps.Killer is set.
+func New(deps Deps) (*Chain, error) {
+	if deps.ActivePods == nil || deps.Conditions == nil || deps.Node == nil {
+		return nil, errors.New("admission: ActivePods, Conditions and Node are required")
+	}
+	res := &ResourceHandler{ActivePods: deps.ActivePods, Node: deps.Node}
+	if deps.Killer != nil {
+		pre, err := preemption.NewHandler(func() []*v1.Pod { return deps.ActivePods() }, deps.Killer, deps.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("admission: %w", err)
+		}
+		res.Preemption = pre
+	}
+	return NewChain(&EvictionHandler{Conditions: deps.Conditions}, res), nil
+}
+
+// EvictionHandler rejects pods the node cannot take under pressure (eviction.Admit).
+type EvictionHandler struct {
+	Conditions ConditionSource
+}
+
+// Name returns "eviction".
+func (h *EvictionHandler) Name() string { return "eviction" }
+
+// Admit applies eviction.Admit with the current conditions.
+func (h *EvictionHandler) Admit(_ context.Context, req *Request, resp *Response) error {
+	if r := eviction.Admit(req.Pod, h.Conditions.Conditions()); !r.Admit {
+		resp.Reject(r.Reason, r.Message)
+	}
+	return nil
+}
+
+// ResourceHandler checks that the pod fits the node (Fit) and, when it does not only
+// for lack of resources and is critical, preempts other pods to make room. It is the
+// kubelet's predicate admit handler with its critical-pod failure handler.
+type ResourceHandler struct {
+	// ActivePods returns the node's active pods; the pod being admitted is skipped.
+	ActivePods func() []*v1.Pod
+	// Node returns what Fit needs to know of the node.
+	Node func() (Node, error)
+	// Preemption, when set, handles resource failures of critical pods.
+	Preemption *preemption.Handler
+}
+
+// Name returns "resources".
+func (h *ResourceHandler) Name() string { return "resources" }
+
+// Admit runs Fit; on failure it offers them to Preemption, then checks the fit
+// again without the victims (the kubelet admits without this second check; we make
+// sure a skipped kill or a changed pod set does not overcommit the node). It rejects
+// with the first remaining failure's reason, as the kubelet does.
+func (h *ResourceHandler) Admit(ctx context.Context, req *Request, resp *Response) error {
+	node, err := h.Node()
+	if err != nil {
+		resp.Reject(ReasonInvalidNodeInfo, "Kubelet cannot get node info.")
+		return nil
+	}
+	others := without(h.ActivePods(), req.Pod, nil)
+	failures := Fit(req.Pod, others, node)
+	resp.Failures = failures
+	if len(failures) == 0 {
+		return nil
+	}
+	remaining := failures
+	if h.Preemption != nil {
+		rem, victims, err := h.Preemption.HandleAdmissionFailure(ctx, req.Pod, failures)
+		resp.Victims = victims
+		if err != nil {
+			resp.Reject(ReasonUnexpected, "Unexpected error while attempting to recover from admission failure: "+err.Error())
+			return nil
+		}
+		remaining = rem
+		if len(remaining) == 0 {
+			remaining = Fit(req.Pod, without(h.ActivePods(), req.Pod, victims), node)
+		}
+	}
+	if len(remaining) == 0 {
+		return nil
+	}
+	resp.Reject(reasonFor(remaining[0]))
+	return nil
+}
+
+// reasonFor returns the kubelet's rejection reason and message for a failure.
+func reasonFor(f error) (reason, message string) {
+	var ir *preemption.InsufficientResource
+	var pf *PredicateFailure
+	switch {
+	case errors.As(f, &ir):
+		return "OutOf" + string(ir.ResourceName), ir.Error()
+	case errors.As(f, &pf):
+		return pf.Name, pf.Error()
+	}
+	return ReasonUnexpectedPredicate, fmt.Sprintf("GeneralPredicates failed due to %v, which is unexpected.", f)
+}
+
+// without returns pods other than pod and the victims. Pods are matched by UID, or
+// by namespace and name when pod has no UID.
+func without(pods []*v1.Pod, pod *v1.Pod, victims []*v1.Pod) []*v1.Pod {
+	skip := map[string]bool{podKey(pod): true}
+	for _, v := range victims {
+		skip[podKey(v)] = true
+	}
+	out := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if p != nil && !skip[podKey(p)] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func podKey(p *v1.Pod) string {
+	if p.UID != "" {
+		return "uid:" + string(p.UID)
+	}
+	return "name:" + p.Namespace + "/" + p.Name
+}
