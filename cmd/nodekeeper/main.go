@@ -129,6 +129,7 @@ func newExplainCmd(logger *slog.Logger) *cobra.Command {
 		},
 	}
 	// Each explain subcommand lives in its own file: explain_<name>.go.
+	cmd.AddCommand(newExplainOOMCmd())
 	_ = logger
 	return cmd
 }
