@@ -97,6 +97,10 @@ type selection struct {
 	vec []int64
 	// mem and cpu are the tie-break requests of each candidate.
 	mem, cpu []int64
+	// names are the resources read from each candidate (reqs, then memory and
+	// cpu) and buf receives them.
+	names []v1.ResourceName
+	buf   []int64
 }
 
 // need is a requirement not yet met: the index in reqs and the amount still to free.
@@ -111,12 +115,18 @@ func newSelection(reqs Requirements) *selection {
 
 // add records pod as a candidate and returns its index.
 func (s *selection) add(p *v1.Pod) int32 {
-	r := podRequests(p)
-	for _, req := range s.reqs {
-		s.vec = append(s.vec, requestFrom(r, req.Resource))
+	if s.names == nil {
+		for _, req := range s.reqs {
+			s.names = append(s.names, req.Resource)
+		}
+		s.names = append(s.names, v1.ResourceMemory, v1.ResourceCPU)
+		s.buf = make([]int64, len(s.names))
 	}
-	s.mem = append(s.mem, requestFrom(r, v1.ResourceMemory))
-	s.cpu = append(s.cpu, requestFrom(r, v1.ResourceCPU))
+	requestsOf(p, s.names, s.buf)
+	n := len(s.reqs)
+	s.vec = append(s.vec, s.buf[:n]...)
+	s.mem = append(s.mem, s.buf[n])
+	s.cpu = append(s.cpu, s.buf[n+1])
 	s.pods = append(s.pods, p)
 	return int32(len(s.pods) - 1)
 }
