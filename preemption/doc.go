@@ -12,6 +12,18 @@
 // kubelet's result exactly (see SelectVictims) but precomputes requests and groups
 // pods with identical requests, so it does far less work on large nodes.
 //
+// # Where we differ from the kubelet, on purpose
+//
+//   - Requests are effective requests (component-helpers PodRequests: sidecars,
+//     pod-level resources, overhead), the same the fit check counts, so a victim frees
+//     exactly what the fit check charged for it. The kubelet's preemption code sums
+//     container requests and takes the init-container maximum, ignoring sidecars.
+//   - Victims are grouped by QoS class only, as in kubelet 1.32 and the seed. Newer
+//     kubelet sources also group by priority within the preemptable pods; we do not.
+//   - HandleAdmissionFailure reports the pods it killed, and stops between kills when
+//     its context ends.
+//   - The kubelet_preemptions metric and the Preempting event are not emitted yet.
+//
 // The package is importable on its own: it depends only on the Kubernetes API types,
 // component-helpers and nodekeeper's qos package.
 package preemption

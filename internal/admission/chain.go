@@ -2,6 +2,20 @@
 // handlers, as the kubelet's pod admit handlers, run by the agent's sync loop for
 // every new pod. The default chain is eviction admission (node pressure), then
 // resource fit with critical-pod preemption on resource failures.
+//
+// Rejection reasons are the kubelet's: "Evicted" (node pressure), "OutOf<resource>"
+// (for example OutOfcpu, OutOfmemory, OutOfpods, OutOfephemeral-storage,
+// OutOfhugepages-2Mi, OutOfexample.com/gpu) with the InsufficientResourceError
+// message, the predicate name (NodeAffinity, NodeName, NodePorts, TaintToleration)
+// with "Predicate <name> failed", InvalidNodeInfo, and UnexpectedAdmissionError when
+// preemption finds no victims ("Unexpected error while attempting to recover from
+// admission failure: ...") or a handler fails.
+//
+// Differences from the kubelet: after preemption the fit is checked again without the
+// victims (the kubelet admits without checking); the OS and device-manager checks of
+// the kubelet's predicate handler are not done here (device allocation will be its
+// own handler); when no Node object is known, node affinity, node name and taints are
+// not checked.
 package admission
 
 import (
