@@ -22,7 +22,7 @@
 //     kubelet sources also group by priority within the preemptable pods; we do not.
 //   - HandleAdmissionFailure reports the pods it killed, and stops between kills when
 //     its context ends.
-//   - The kubelet_preemptions metric and the Preempting event are not emitted yet.
+//   - The Preempting warning event is not emitted yet (no event sink).
 //
 // The package is importable on its own: it depends only on the Kubernetes API types,
 // component-helpers and nodekeeper's qos package.

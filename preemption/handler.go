@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -53,25 +54,59 @@ func PreemptedStatus() v1.PodStatus {
 // ActivePods and the PodKiller are, but the agent calls it only from its sync loop,
 // which is what makes the active-pod list it sees current.
 type Handler struct {
-	activePods func() []*v1.Pod
-	killer     PodKiller
-	logger     *slog.Logger
+	activePods  func() []*v1.Pod
+	killer      PodKiller
+	logger      *slog.Logger
+	preemptions *prometheus.CounterVec // nil without a Registerer
 }
 
-// NewHandler returns a Handler that chooses victims among activePods() (the pods
-// admitted and not yet terminated) and kills them with killer. logger may be nil to
-// discard logs.
-func NewHandler(activePods func() []*v1.Pod, killer PodKiller, logger *slog.Logger) (*Handler, error) {
-	if activePods == nil {
-		return nil, errors.New("preemption: nil active pods func")
+// Deps are the outside things a Handler uses.
+type Deps struct {
+	// ActivePods returns the pods admitted and not yet terminated: the candidates.
+	ActivePods func() []*v1.Pod
+	// Killer stops victims.
+	Killer PodKiller
+	// Logger receives the handler's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer, when set, gets the kubelet's counter kubelet_preemptions
+	// {preemption_signal}: one per victim killed, labelled with the first
+	// insufficient resource. Handlers sharing a Registerer share the counter.
+	Registerer prometheus.Registerer
+}
+
+// NewHandler returns a Handler. ActivePods and Killer are required.
+func NewHandler(d Deps) (*Handler, error) {
+	if d.ActivePods == nil {
+		return nil, errors.New("preemption: nil ActivePods")
 	}
-	if killer == nil {
-		return nil, errors.New("preemption: nil pod killer")
+	if d.Killer == nil {
+		return nil, errors.New("preemption: nil Killer")
 	}
+	logger := d.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{activePods: activePods, killer: killer, logger: logger.With("subsystem", "preemption")}, nil
+	h := &Handler{activePods: d.ActivePods, killer: d.Killer, logger: logger.With("subsystem", "preemption")}
+	if d.Registerer != nil {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet",
+			Name:      "preemptions",
+			Help:      "Cumulative number of pod preemptions by preemption resource",
+		}, []string{"preemption_signal"})
+		if err := d.Registerer.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("preemption: register metrics: %w", err)
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, fmt.Errorf("preemption: register metrics: %w", err)
+			}
+			c = existing
+		}
+		h.preemptions = c
+	}
+	return h, nil
 }
 
 // HandleAdmissionFailure is called when pod failed admission for failures. It
@@ -121,6 +156,9 @@ func (h *Handler) HandleAdmissionFailure(ctx context.Context, pod *v1.Pod, failu
 			continue
 		}
 		victims = append(victims, v)
+		if h.preemptions != nil {
+			h.preemptions.WithLabelValues(string(reqs[0].Resource)).Inc()
+		}
 	}
 	return nil, victims, nil
 }

@@ -3,10 +3,12 @@ package preemption
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -100,7 +102,7 @@ func TestHandleAdmissionFailure(t *testing.T) {
 				}
 				return nil
 			}}
-			h, err := NewHandler(func() []*v1.Pod { return running }, killer, slog.New(slog.NewTextHandler(t.Output(), nil)))
+			h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return running }, Killer: killer, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +139,7 @@ func TestHandleAdmissionFailure(t *testing.T) {
 
 func TestHandleAdmissionFailureErrorMessage(t *testing.T) {
 	t.Parallel()
-	h, err := NewHandler(func() []*v1.Pod { return nil }, fakeKiller{}, nil)
+	h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return nil }, Killer: fakeKiller{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,11 +156,11 @@ func TestHandleAdmissionFailureStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	running := []*v1.Pod{newPod("a"), newPod("b")}
 	var killed []string
-	h, err := NewHandler(func() []*v1.Pod { return running }, fakeKiller{kill: func(_ context.Context, p *v1.Pod, _ v1.PodStatus, _ *int64) error {
+	h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return running }, Killer: fakeKiller{kill: func(_ context.Context, p *v1.Pod, _ v1.PodStatus, _ *int64) error {
 		killed = append(killed, p.Name)
 		cancel() // the agent is shutting down
 		return nil
-	}}, nil)
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,10 +176,44 @@ func TestHandleAdmissionFailureStopsWithContext(t *testing.T) {
 
 func TestNewHandlerValidates(t *testing.T) {
 	t.Parallel()
-	if _, err := NewHandler(nil, fakeKiller{}, nil); err == nil {
+	if _, err := NewHandler(Deps{Killer: fakeKiller{}}); err == nil {
 		t.Error("nil active pods accepted")
 	}
-	if _, err := NewHandler(func() []*v1.Pod { return nil }, nil, nil); err == nil {
+	if _, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return nil }}); err == nil {
 		t.Error("nil killer accepted")
+	}
+}
+
+func TestHandlerMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	running := []*v1.Pod{newPod("a"), newPod("b"), newPod("c")}
+	ok := fakeKiller{kill: func(context.Context, *v1.Pod, v1.PodStatus, *int64) error { return nil }}
+	for range 2 { // a second handler on the same registry shares the counter
+		h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return running }, Killer: ok, Registerer: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, victims, err := h.HandleAdmissionFailure(t.Context(), newPod("x", static()), []error{
+			&InsufficientResource{ResourceName: v1.ResourcePods, Requested: 1, Used: 3, Capacity: 2},
+		})
+		if err != nil || len(victims) != 2 {
+			t.Fatalf("victims %v, err %v; want 2 victims", names(victims), err)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				got = append(got, fmt.Sprintf("%s{%s=%q} %v", f.GetName(), l.GetName(), l.GetValue(), m.GetCounter().GetValue()))
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{`kubelet_preemptions{preemption_signal="pods"} 4`}, got); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
@@ -120,6 +121,8 @@ type Deps struct {
 	Killer preemption.PodKiller
 	// Logger receives preemption logs; nil discards them.
 	Logger *slog.Logger
+	// Registerer, when set, gets the preemption metrics (kubelet_preemptions).
+	Registerer prometheus.Registerer
 }
 
 // ConditionSource reports the node's current pressure conditions. eviction.Manager
@@ -136,7 +139,9 @@ func New(deps Deps) (*Chain, error) {
 	}
 	res := &ResourceHandler{ActivePods: deps.ActivePods, Node: deps.Node}
 	if deps.Killer != nil {
-		pre, err := preemption.NewHandler(func() []*v1.Pod { return deps.ActivePods() }, deps.Killer, deps.Logger)
+		pre, err := preemption.NewHandler(preemption.Deps{
+			ActivePods: deps.ActivePods, Killer: deps.Killer, Logger: deps.Logger, Registerer: deps.Registerer,
+		})
 		if err != nil {
 			return nil, fmt.Errorf("admission: %w", err)
 		}
