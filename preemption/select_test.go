@@ -274,8 +274,8 @@ func TestSelectVictims(t *testing.T) {
 				newPod("d", burstable("cpu", "100m")),
 			},
 			reqs: Requirements{{v1.ResourceCPU, 700}},
-			// 700: a is closest (0.08); then 200 left: b and c both cover it, c has
-			// the smaller request? both request no memory; c has less cpu.
+			// 700 needed: a is closest ((200/700)² = 0.08). 200 left: b and c both
+			// cover it (distance 0) and request no memory; c requests less cpu.
 			want: []string{"a", "c"},
 		},
 		{
