@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,8 +193,10 @@ func parsePercentage(val string) (float32, error) {
 	return float32(f) / 100, nil
 }
 
+// formatPercent renders a fraction as the percentage it was written as: float32
+// 0.15 prints as "15%", not "15.000001%".
 func formatPercent(p float32) string {
-	return strconv.FormatFloat(float64(p*100), 'f', -1, 32) + "%"
+	return strconv.FormatFloat(math.Round(float64(p)*1e6)/1e4, 'f', -1, 64) + "%"
 }
 
 func parseMinimumReclaims(m map[string]string) (map[Signal]*Value, error) {

@@ -130,6 +130,7 @@ func newExplainCmd(logger *slog.Logger) *cobra.Command {
 	}
 	// Each explain subcommand lives in its own file: explain_<name>.go.
 	cmd.AddCommand(newExplainOOMCmd())
+	cmd.AddCommand(newExplainEvictionCmd())
 	_ = logger
 	return cmd
 }

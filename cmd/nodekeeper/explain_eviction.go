@@ -1,0 +1,309 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/snapshot"
+	"github.com/nodekeeper/nodekeeper/qos"
+)
+
+type explainEvictionOpts struct {
+	pods, summary, config, signal, layout string
+	out                                   outputFlag
+}
+
+func newExplainEvictionCmd() *cobra.Command {
+	var o explainEvictionOpts
+	cmd := &cobra.Command{
+		Use:   "eviction --pods FILE --summary FILE [--config FILE] [--signal SIGNAL] [-o table|json]",
+		Short: "Show which thresholds are met and which pod node-pressure eviction picks",
+		Long: `Replays one eviction pass on a snapshot: PODS as 'kubectl get pods -o json|yaml' prints
+them, SUMMARY as 'kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary' prints it,
+and optionally the node's KubeletConfiguration file (default: the kubelet's defaults).
+A snapshot has no history, so every grace period is taken as elapsed.
+With --signal, the pods are ranked for that signal even when no threshold is met.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.pods, "pods", "", "pods file (PodList, List or Pod stream; JSON or YAML)")
+	f.StringVar(&o.summary, "summary", "", "kubelet stats Summary JSON")
+	f.StringVar(&o.config, "config", "", "KubeletConfiguration file (default: kubelet defaults)")
+	f.StringVar(&o.signal, "signal", "", "rank pods for this signal (e.g. memory.available) even if no threshold is met")
+	f.StringVar(&o.layout, "image-fs", "auto", "disk layout: auto (detect from the Summary), none, dedicated or split")
+	o.out.register(cmd)
+	return cmd
+}
+
+func (o *explainEvictionOpts) run(stdout, stderr io.Writer) error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	if o.pods == "" || o.summary == "" {
+		return badInput(errors.New("explain eviction: --pods and --summary are required"))
+	}
+	var signals []eviction.Signal
+	if o.signal != "" {
+		s := eviction.Signal(o.signal)
+		if _, ok := s.Resource(); !ok {
+			return badInput(fmt.Errorf("--signal: unknown eviction signal %q (known: %s)", o.signal, signalNames()))
+		}
+		signals = []eviction.Signal{s}
+	}
+	var layout *eviction.DiskLayout
+	switch o.layout {
+	case "auto":
+	case "none", "dedicated", "split":
+		l := map[string]eviction.DiskLayout{"none": eviction.NoImageFs, "dedicated": eviction.DedicatedImageFs, "split": eviction.SplitImageFs}[o.layout]
+		layout = &l
+	default:
+		return badInput(fmt.Errorf("--image-fs: unknown layout %q (want auto, none, dedicated or split)", o.layout))
+	}
+	cfg := config.Default()
+	if o.config != "" {
+		c, err := config.Load(o.config)
+		if err != nil {
+			return badInput(err)
+		}
+		cfg = c
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	pods, err := snapshot.LoadPods(o.pods)
+	if err != nil {
+		return badInput(err)
+	}
+	summary, err := snapshot.LoadSummary(o.summary)
+	if err != nil {
+		return badInput(err)
+	}
+	d := eviction.Decide(cfg.Eviction, eviction.Snapshot{Pods: pods, Summary: summary, Layout: layout},
+		signals, cfg.Eviction.LocalStorageCapacityIsolation)
+	if o.out.json() {
+		return writeJSON(stdout, evictionJSON(d))
+	}
+	return writeEvictionTable(stdout, d)
+}
+
+func signalNames() string {
+	names := make([]string, len(eviction.Signals))
+	for i, s := range eviction.Signals {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// The JSON document of explain eviction; a stable interface, documented in the README.
+type evictionDoc struct {
+	Layout        string                     `json:"layout"`
+	Observations  map[string]observationJSON `json:"observations"`
+	ThresholdsMet []thresholdJSON            `json:"thresholdsMet"`
+	Conditions    []string                   `json:"conditions"`
+	Rankings      []rankingJSON              `json:"rankings"`
+	Evict         *evictJSON                 `json:"evict"`
+}
+
+type observationJSON struct {
+	Available string `json:"available"`
+	Capacity  string `json:"capacity"`
+}
+
+type thresholdJSON struct {
+	Signal      string `json:"signal"`
+	Operator    string `json:"operator"`
+	Value       string `json:"value"`
+	GracePeriod string `json:"gracePeriod"`
+}
+
+type rankingJSON struct {
+	Signal string          `json:"signal"`
+	Pods   []rankedPodJSON `json:"pods"`
+}
+
+type rankedPodJSON struct {
+	Namespace      string `json:"namespace"`
+	Name           string `json:"name"`
+	UID            string `json:"uid"`
+	QOS            string `json:"qos"`
+	Priority       int32  `json:"priority"`
+	Usage          string `json:"usage"`
+	Request        string `json:"request"`
+	ExceedsRequest bool   `json:"exceedsRequest"`
+}
+
+type evictJSON struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Signal    string `json:"signal"`
+	Message   string `json:"message"`
+}
+
+func evictionJSON(d eviction.Decision) evictionDoc {
+	doc := evictionDoc{
+		Layout:        d.Layout.String(),
+		Observations:  map[string]observationJSON{},
+		ThresholdsMet: []thresholdJSON{},
+		Conditions:    []string{},
+		Rankings:      []rankingJSON{},
+	}
+	for s, o := range d.Observations {
+		doc.Observations[string(s)] = observationJSON{Available: qty(o.Available), Capacity: qty(o.Capacity)}
+	}
+	for _, t := range d.ThresholdsMet {
+		doc.ThresholdsMet = append(doc.ThresholdsMet, thresholdJSON{
+			Signal: string(t.Signal), Operator: string(t.Operator), Value: t.Value.String(), GracePeriod: t.GracePeriod.String(),
+		})
+	}
+	for _, c := range d.Conditions {
+		doc.Conditions = append(doc.Conditions, string(c))
+	}
+	for _, r := range d.Rankings {
+		rj := rankingJSON{Signal: string(r.Signal), Pods: []rankedPodJSON{}}
+		for _, p := range r.Pods {
+			rj.Pods = append(rj.Pods, rankedPodJSON{
+				Namespace: p.Pod.Namespace, Name: p.Pod.Name, UID: string(p.Pod.UID),
+				QOS: string(qos.Class(p.Pod)), Priority: p.Usage.Priority,
+				Usage: qty(&p.Usage.Usage), Request: qty(&p.Usage.Request), ExceedsRequest: p.Usage.ExceedsRequest,
+			})
+		}
+		doc.Rankings = append(doc.Rankings, rj)
+	}
+	if e := d.Evict; e != nil {
+		doc.Evict = &evictJSON{Namespace: e.Pod.Namespace, Name: e.Pod.Name, Signal: string(e.Signal), Message: e.Message}
+	}
+	return doc
+}
+
+// qty renders a quantity for people: binary units when the value is a whole
+// number of MiB, decimal units otherwise (1800M rather than 1800000000). Either
+// form parses as a Kubernetes quantity.
+func qty(q *resource.Quantity) string {
+	if q == nil {
+		return ""
+	}
+	v := q.Value()
+	if v%(1<<20) == 0 {
+		return resource.NewQuantity(v, resource.BinarySI).String()
+	}
+	return resource.NewQuantity(v, resource.DecimalSI).String()
+}
+
+func writeEvictionTable(w io.Writer, d eviction.Decision) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Disk layout: %s\n\nSIGNAL\tAVAILABLE\tCAPACITY\tTHRESHOLDS\n", d.Layout)
+	for _, s := range eviction.Signals {
+		o, ok := d.Observations[s]
+		var ts []string
+		for _, t := range d.Thresholds {
+			if t.Signal == s {
+				kind := "hard"
+				if !t.Hard() {
+					kind = "soft " + t.GracePeriod.String()
+				}
+				met := ""
+				if containsThresholdOf(d.ThresholdsMet, t) {
+					met = " MET"
+				}
+				ts = append(ts, fmt.Sprintf("<%s (%s)%s", t.Value, kind, met))
+			}
+		}
+		if !ok && len(ts) == 0 {
+			continue
+		}
+		avail, capa := "-", "-"
+		if ok {
+			avail, capa = qty(o.Available), qty(o.Capacity)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s, avail, capa, strings.Join(ts, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	conds := "none"
+	if len(d.Conditions) > 0 {
+		conds = fmt.Sprint(d.Conditions)
+	}
+	fmt.Fprintf(w, "\nNode conditions: %s\n", conds)
+	for _, v := range d.Violations {
+		fmt.Fprintf(w, "Local storage: %s/%s: %s\n", v.Pod.Namespace, v.Pod.Name, v.Message)
+	}
+	if d.Target != nil {
+		var steps []string
+		if d.Reclaim.Containers {
+			steps = append(steps, "delete dead containers")
+		}
+		if d.Reclaim.Images {
+			steps = append(steps, "delete unused images")
+		}
+		if len(steps) == 0 {
+			steps = []string{"nothing"}
+		}
+		fmt.Fprintf(w, "Reclaiming %s: node-level reclaim first: %s; then evict one pod if still met\n",
+			d.Target.Signal, strings.Join(steps, ", then "))
+	}
+	for _, r := range d.Rankings {
+		fmt.Fprintf(w, "\nRanking for %s:\n", r.Signal)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RANK\tPOD\tQOS\tPRIORITY\tUSAGE\tREQUEST\tUSAGE-REQUEST\tWHY")
+		for i, p := range r.Pods {
+			diff := p.Usage.Usage.DeepCopy()
+			diff.Sub(p.Usage.Request)
+			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", i+1, p.Pod.Namespace, p.Pod.Name, qos.Class(p.Pod),
+				p.Usage.Priority, qty(&p.Usage.Usage), qty(&p.Usage.Request), qty(&diff), why(r.Signal, p))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if e := d.Evict; e != nil {
+		fmt.Fprintf(w, "\nWould evict %s/%s (grace period %s):\n  %s\n", e.Pod.Namespace, e.Pod.Name, e.GracePeriod, e.Message)
+	} else {
+		fmt.Fprintln(w, "\nWould evict: none")
+	}
+	return nil
+}
+
+func containsThresholdOf(ts []eviction.Threshold, t eviction.Threshold) bool {
+	for _, x := range ts {
+		if x.Signal == t.Signal && x.GracePeriod == t.GracePeriod {
+			return true
+		}
+	}
+	return false
+}
+
+// why explains a pod's place in a ranking.
+func why(s eviction.Signal, p eviction.Ranked) string {
+	var parts []string
+	if qos.IsCritical(p.Pod) {
+		parts = append(parts, "critical: never evicted")
+	}
+	if !p.Usage.HasStats {
+		return strings.Join(append(parts, "no stats: ranked first"), "; ")
+	}
+	r, _ := s.Resource()
+	switch r {
+	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
+		if p.Usage.ExceedsRequest {
+			parts = append(parts, "usage exceeds request")
+		} else {
+			parts = append(parts, "usage within request")
+		}
+	case eviction.ResourcePIDs:
+		parts = append(parts, "by priority, then process count")
+	default:
+		parts = append(parts, "by priority, then inode usage")
+	}
+	return strings.Join(parts, "; ")
+}
