@@ -170,8 +170,10 @@ func ReclaimTarget(ts []Threshold) (t Threshold, r v1.ResourceName, ok bool) {
 	return Threshold{}, "", false
 }
 
-// thresholdMetInfo returns the quantity and available amount of the first met
-// threshold whose signal reclaims r, for the eviction message.
+// thresholdMetInfo returns the quantity and available amount of the first
+// threshold whose signal reclaims r and has an observation, for the eviction
+// message. Like the kubelet's getThresholdMetInfo it does not re-check that the
+// threshold is met: one held only by its minimum reclaim is reported too.
 func thresholdMetInfo(r v1.ResourceName, ts []Threshold, obs Observations) (q, avail *resource.Quantity) {
 	for _, t := range ts {
 		if sr, _ := t.Signal.Resource(); sr != r {
@@ -181,10 +183,7 @@ func thresholdMetInfo(r v1.ResourceName, ts []Threshold, obs Observations) (q, a
 		if !ok || o.Available == nil {
 			continue
 		}
-		tq := t.Value.Of(o.Capacity)
-		if tq.Cmp(*o.Available) > 0 {
-			return tq, o.Available
-		}
+		return t.Value.Of(o.Capacity), o.Available
 	}
 	return nil, nil
 }

@@ -93,7 +93,7 @@ func containerEphemeralViolation(pod *v1.Pod, ps *statsapi.PodStats, layout Disk
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		limit, ok := c.Resources.Limits[v1.ResourceEphemeralStorage]
-		if !ok {
+		if !ok || limit.IsZero() { // the kubelet ignores a zero limit
 			continue
 		}
 		for j := range ps.Containers {

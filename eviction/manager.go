@@ -131,7 +131,7 @@ func (m *Manager) Admit(pod *v1.Pod) AdmitResult { return Admit(pod, m.Condition
 type state struct {
 	layout       *DiskLayout
 	thresholds   []Threshold // config thresholds with containerfs derived for the layout
-	met          []Threshold
+	met          []Threshold // met and past their grace period in the last pass
 	firstSeen    map[thresholdKey]time.Time
 	condObserved map[v1.NodeConditionType]time.Time
 	lastObs      Observations
@@ -184,10 +184,14 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 	firstSeen := firstObservedAt(met, st.firstSeen, now)
 	condObserved := conditionsLastObservedAt(Conditions(met), st.condObserved, now)
 	conds := conditionsObservedSince(condObserved, m.cfg.PressureTransitionPeriod, now)
-	actionable := updatedStats(metGracePeriod(met, firstSeen, now), obs, st.lastObs)
+	// Only thresholds past their grace period are carried to the next pass for
+	// minimum-reclaim hysteresis (the kubelet stores thresholdsMet after
+	// thresholdsMetGracePeriod).
+	graced := metGracePeriod(met, firstSeen, now)
+	actionable := updatedStats(graced, obs, st.lastObs)
 
 	m.logConditionChanges(m.status.Load().Conditions, conds)
-	st.met, st.firstSeen, st.condObserved, st.lastObs = met, firstSeen, condObserved, obs
+	st.met, st.firstSeen, st.condObserved, st.lastObs = graced, firstSeen, condObserved, obs
 	m.status.Store(&Status{Time: now, Conditions: conds, ThresholdsMet: met, Observations: obs, Layout: *st.layout})
 
 	pods := m.deps.ActivePods()

@@ -23,7 +23,7 @@ const (
 // the event annotations naming the offending containers:
 //
 //	The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi.
-//	Container app was using 1800M, request is 1Gi, has larger consumption of memory.
+//	Container app was using 1800Mi, request is 1Gi, has larger consumption of memory.
 func Message(r v1.ResourceName, pod *v1.Pod, stats StatsFunc, met []Threshold, obs Observations) (string, map[string]string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "The node was low on resource: %s. ", r)

@@ -39,17 +39,20 @@ func PodStatsFunc(pods []statsapi.PodStats) StatsFunc {
 // fsStats names the filesystem usage that counts towards a disk signal.
 type fsStats struct {
 	rootfs, logs, localVolumes bool
+	// hostPath counts hostPath volumes among the local volumes, as the kubelet's
+	// ranking does; its pod ephemeral-storage accounting leaves them out.
+	hostPath bool
 }
 
 // fsStatsFor returns which usage counts for signal s on a node with layout l
 // (the kubelet's table; image layers are not attributed to pods).
 func fsStatsFor(s Signal, l DiskLayout) fsStats {
-	all := fsStats{rootfs: true, logs: true, localVolumes: true}
+	all := fsStats{rootfs: true, logs: true, localVolumes: true, hostPath: true}
 	switch l {
 	case DedicatedImageFs:
 		switch s {
 		case SignalNodeFsAvailable, SignalNodeFsInodesFree:
-			return fsStats{logs: true, localVolumes: true}
+			return fsStats{logs: true, localVolumes: true, hostPath: true}
 		case SignalImageFsAvailable, SignalImageFsInodesFree, SignalContainerFsAvailable, SignalContainerFsInodesFree:
 			return fsStats{rootfs: true}
 		}
@@ -157,7 +160,7 @@ func podDiskUsage(ps *statsapi.PodStats, pod *v1.Pod, m fsStats) (bytes, inodes 
 		}
 	}
 	if m.localVolumes {
-		for _, name := range localVolumeNames(pod) {
+		for _, name := range localVolumeNames(pod, m.hostPath) {
 			for i := range ps.VolumeStats {
 				if ps.VolumeStats[i].Name == name {
 					add(&ps.VolumeStats[i].FsStats)
@@ -168,13 +171,15 @@ func podDiskUsage(ps *statsapi.PodStats, pod *v1.Pod, m fsStats) (bytes, inodes 
 	return bytes, inodes
 }
 
-// localVolumeNames lists the pod's volumes whose usage the kubelet charges to the
-// node filesystem: disk-backed emptyDir, gitRepo, configMap and downwardAPI.
-func localVolumeNames(pod *v1.Pod) []string {
+// localVolumeNames lists the pod's local ephemeral volumes as the kubelet's
+// volumeutil.IsLocalEphemeralVolume defines them: gitRepo, configMap and emptyDir
+// with the default medium (not Memory, not HugePages). With hostPath, hostPath
+// volumes are added, as in the kubelet's eviction ranking (localVolumeNames).
+func localVolumeNames(pod *v1.Pod, hostPath bool) []string {
 	var out []string
 	for _, v := range pod.Spec.Volumes {
-		if v.GitRepo != nil || v.ConfigMap != nil || v.DownwardAPI != nil ||
-			(v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumMemory) {
+		if (hostPath && v.HostPath != nil) || v.GitRepo != nil || v.ConfigMap != nil ||
+			(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) {
 			out = append(out, v.Name)
 		}
 	}
