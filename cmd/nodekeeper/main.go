@@ -131,6 +131,7 @@ func newExplainCmd(logger *slog.Logger) *cobra.Command {
 	// Each explain subcommand lives in its own file: explain_<name>.go.
 	cmd.AddCommand(newExplainOOMCmd())
 	cmd.AddCommand(newExplainEvictionCmd())
+	cmd.AddCommand(newExplainPreemptionCmd())
 	_ = logger
 	return cmd
 }
