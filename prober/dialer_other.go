@@ -1,0 +1,5 @@
+//go:build !unix
+
+package prober
+
+func setsockoptLinger(uintptr) error { return nil }
