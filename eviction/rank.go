@@ -13,22 +13,28 @@ import (
 // StatsFunc returns a pod's stats; ok is false when the Summary has none for it.
 type StatsFunc func(pod *v1.Pod) (stats *statsapi.PodStats, ok bool)
 
-// PodStatsFunc indexes a Summary's pod stats by UID, falling back to
-// namespace/name for stats whose podRef carries no UID.
+// PodStatsFunc indexes a Summary's pod stats by UID. A pod whose UID is not found
+// (or that has none, as in hand-written snapshots) is looked up by namespace/name;
+// that index is built on the first such miss. The returned func is not safe for
+// concurrent use.
 func PodStatsFunc(pods []statsapi.PodStats) StatsFunc {
 	byUID := make(map[string]*statsapi.PodStats, len(pods))
-	byName := make(map[[2]string]*statsapi.PodStats, len(pods))
 	for i := range pods {
-		p := &pods[i]
-		if p.PodRef.UID != "" {
-			byUID[p.PodRef.UID] = p
+		if uid := pods[i].PodRef.UID; uid != "" {
+			byUID[uid] = &pods[i]
 		}
-		byName[[2]string{p.PodRef.Namespace, p.PodRef.Name}] = p
 	}
+	var byName map[[2]string]*statsapi.PodStats
 	return func(pod *v1.Pod) (*statsapi.PodStats, bool) {
 		if uid := string(pod.UID); uid != "" {
 			if s, ok := byUID[uid]; ok {
 				return s, true
+			}
+		}
+		if byName == nil {
+			byName = make(map[[2]string]*statsapi.PodStats, len(pods))
+			for i := range pods {
+				byName[[2]string{pods[i].PodRef.Namespace, pods[i].PodRef.Name}] = &pods[i]
 			}
 		}
 		s, ok := byName[[2]string{pod.Namespace, pod.Name}]
@@ -69,45 +75,76 @@ func fsStatsFor(s Signal, l DiskLayout) fsStats {
 type Usage struct {
 	// HasStats is false when the Summary has no stats for the pod; such pods rank first.
 	HasStats bool
-	// Usage is the pod's working set (memory), disk bytes, inodes or process count.
-	Usage resource.Quantity
-	// Request is the pod's memory or ephemeral-storage request; zero for inodes and PIDs.
-	Request resource.Quantity
+	// Usage is the pod's working set or disk bytes, or its inode or process count.
+	Usage int64
+	// Request is the pod's memory or ephemeral-storage request in bytes; zero for
+	// inodes and PIDs.
+	Request int64
 	// ExceedsRequest reports Usage > Request.
 	ExceedsRequest bool
 	// Priority is the pod's spec.priority (0 when unset).
 	Priority int32
+	// Count is true when Usage counts inodes or processes rather than bytes.
+	Count bool
+}
+
+// UsageQuantity returns Usage as a quantity: bytes in binary units, counts in decimal.
+func (u Usage) UsageQuantity() resource.Quantity {
+	if u.Count {
+		return *resource.NewQuantity(u.Usage, resource.DecimalSI)
+	}
+	return *resource.NewQuantity(u.Usage, resource.BinarySI)
+}
+
+// RequestQuantity returns Request as a quantity.
+func (u Usage) RequestQuantity() resource.Quantity {
+	return *resource.NewQuantity(u.Request, resource.BinarySI)
 }
 
 // PodUsage measures pod for signal s on layout l.
 func PodUsage(s Signal, l DiskLayout, pod *v1.Pod, stats StatsFunc) Usage {
-	u := Usage{Priority: qos.Priority(pod)}
+	return measure(s, l, pod, stats).toUsage()
+}
+
+// measurement is a pod's usage and request for one signal.
+type measurement struct {
+	hasStats       bool
+	count          bool
+	usage, request int64
+	priority       int32
+}
+
+func (m measurement) toUsage() Usage {
+	return Usage{HasStats: m.hasStats, Usage: m.usage, Request: m.request,
+		ExceedsRequest: m.hasStats && m.usage > m.request, Priority: m.priority, Count: m.count}
+}
+
+func measure(s Signal, l DiskLayout, pod *v1.Pod, stats StatsFunc) measurement {
+	m := measurement{priority: qos.Priority(pod)}
 	ps, ok := stats(pod)
 	if !ok || ps == nil {
-		return u
+		return m
 	}
-	u.HasStats = true
+	m.hasStats = true
 	r, _ := s.Resource()
 	switch r {
 	case v1.ResourceMemory:
-		u.Usage = *resource.NewQuantity(int64(workingSet(ps.Memory)), resource.BinarySI)
-		u.Request = podRequest(pod, v1.ResourceMemory)
+		m.usage = int64(workingSet(ps.Memory))
+		m.request = podRequest(pod, v1.ResourceMemory)
 	case v1.ResourceEphemeralStorage:
 		b, _ := podDiskUsage(ps, pod, fsStatsFor(s, l))
-		u.Usage = *resource.NewQuantity(int64(b), resource.BinarySI)
-		u.Request = podRequest(pod, v1.ResourceEphemeralStorage)
+		m.usage = int64(b)
+		m.request = podRequest(pod, v1.ResourceEphemeralStorage)
 	case ResourceInodes:
 		_, n := podDiskUsage(ps, pod, fsStatsFor(s, l))
-		u.Usage = *resource.NewQuantity(int64(n), resource.DecimalSI)
+		m.usage, m.count = int64(n), true
 	case ResourcePIDs:
-		var n uint64
 		if ps.ProcessStats != nil && ps.ProcessStats.ProcessCount != nil {
-			n = *ps.ProcessStats.ProcessCount
+			m.usage = int64(*ps.ProcessStats.ProcessCount)
 		}
-		u.Usage = *resource.NewQuantity(int64(n), resource.DecimalSI)
+		m.count = true
 	}
-	u.ExceedsRequest = u.Usage.Cmp(u.Request) > 0
-	return u
+	return m
 }
 
 func workingSet(m *statsapi.MemoryStats) uint64 {
@@ -119,22 +156,19 @@ func workingSet(m *statsapi.MemoryStats) uint64 {
 
 // podRequest is the pod's request of r as the kubelet's eviction code computes it:
 // the larger of the sum over regular containers and the largest init container.
-func podRequest(pod *v1.Pod, r v1.ResourceName) resource.Quantity {
-	var sum, initMax resource.Quantity
+func podRequest(pod *v1.Pod, r v1.ResourceName) int64 {
+	var sum, initMax int64
 	for i := range pod.Spec.Containers {
 		if q, ok := pod.Spec.Containers[i].Resources.Requests[r]; ok {
-			sum.Add(q)
+			sum += q.Value()
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if q, ok := pod.Spec.InitContainers[i].Resources.Requests[r]; ok && q.Cmp(initMax) > 0 {
-			initMax = q
+		if q, ok := pod.Spec.InitContainers[i].Resources.Requests[r]; ok && q.Value() > initMax {
+			initMax = q.Value()
 		}
 	}
-	if sum.Cmp(initMax) >= 0 {
-		return *resource.NewQuantity(sum.Value(), resource.BinarySI)
-	}
-	return *resource.NewQuantity(initMax.Value(), resource.BinarySI)
+	return max(sum, initMax)
 }
 
 // podDiskUsage sums the pod's bytes and inodes on the measured filesystems.
@@ -160,9 +194,13 @@ func podDiskUsage(ps *statsapi.PodStats, pod *v1.Pod, m fsStats) (bytes, inodes 
 		}
 	}
 	if m.localVolumes {
-		for _, name := range localVolumeNames(pod, m.hostPath) {
+		for j := range pod.Spec.Volumes {
+			v := &pod.Spec.Volumes[j]
+			if !isLocalVolume(v, m.hostPath) {
+				continue
+			}
 			for i := range ps.VolumeStats {
-				if ps.VolumeStats[i].Name == name {
+				if ps.VolumeStats[i].Name == v.Name {
 					add(&ps.VolumeStats[i].FsStats)
 				}
 			}
@@ -171,19 +209,13 @@ func podDiskUsage(ps *statsapi.PodStats, pod *v1.Pod, m fsStats) (bytes, inodes 
 	return bytes, inodes
 }
 
-// localVolumeNames lists the pod's local ephemeral volumes as the kubelet's
+// isLocalVolume reports whether v is a local ephemeral volume as the kubelet's
 // volumeutil.IsLocalEphemeralVolume defines them: gitRepo, configMap and emptyDir
 // with the default medium (not Memory, not HugePages). With hostPath, hostPath
-// volumes are added, as in the kubelet's eviction ranking (localVolumeNames).
-func localVolumeNames(pod *v1.Pod, hostPath bool) []string {
-	var out []string
-	for _, v := range pod.Spec.Volumes {
-		if (hostPath && v.HostPath != nil) || v.GitRepo != nil || v.ConfigMap != nil ||
-			(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) {
-			out = append(out, v.Name)
-		}
-	}
-	return out
+// volumes count too, as in the kubelet's eviction ranking (localVolumeNames).
+func isLocalVolume(v *v1.Volume, hostPath bool) bool {
+	return (hostPath && v.HostPath != nil) || v.GitRepo != nil || v.ConfigMap != nil ||
+		(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault)
 }
 
 // Ranked is one pod in a ranking with what the ranking saw of it.
@@ -202,86 +234,63 @@ type Ranked struct {
 //
 // The sort is stable, so pods that tie keep their input order. pods is not modified.
 func Rank(s Signal, l DiskLayout, pods []*v1.Pod, stats StatsFunc) []Ranked {
-	out := make([]Ranked, len(pods))
+	ms := make([]measurement, len(pods))
 	keys := make([]rankKey, len(pods))
 	for i, p := range pods {
-		u := PodUsage(s, l, p, stats)
-		out[i] = Ranked{Pod: p, Usage: u}
-		k := rankKey{i: i, noStats: !u.HasStats, exceeds: u.ExceedsRequest, priority: u.Priority}
-		if u.HasStats {
-			d := u.Usage.DeepCopy()
-			d.Sub(u.Request)
-			k.over = d.Value()
+		m := measure(s, l, p, stats)
+		ms[i] = m
+		keys[i] = m.key(s == SignalPIDAvailable, i)
+	}
+	slices.SortFunc(keys, func(a, b rankKey) int {
+		switch {
+		case a.hi != b.hi:
+			return cmpUint(a.hi, b.hi)
+		case a.lo != b.lo:
+			return cmpUint(a.lo, b.lo)
 		}
-		keys[i] = k
-	}
-	cmp := cmpRequestsFirst
-	if s == SignalPIDAvailable {
-		cmp = cmpPriorityFirst
-	}
-	slices.SortStableFunc(keys, cmp)
-	sorted := make([]Ranked, len(out))
+		return int(a.i) - int(b.i) // the input index as last key makes the sort stable
+	})
+	sorted := make([]Ranked, len(pods))
 	for i, k := range keys {
-		sorted[i] = out[k.i]
+		sorted[i] = Ranked{Pod: pods[k.i], Usage: ms[k.i].toUsage()}
 	}
 	return sorted
 }
 
+// rankKey packs a pod's ranking criteria into two words that sort ascending,
+// first to evict first, so that sorting 10,000 pods compares integers only.
 type rankKey struct {
-	i        int
-	noStats  bool
-	exceeds  bool
-	priority int32
-	over     int64 // usage − request, or process count
+	hi, lo uint64
+	i      int32 // index in the input
 }
 
-func cmpBoolFirst(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
+func cmpUint(a, b uint64) int {
+	if a < b {
 		return -1
 	}
 	return 1
 }
 
-func cmpRequestsFirst(a, b rankKey) int {
-	if c := cmpBoolFirst(a.noStats, b.noStats); c != 0 {
-		return c
-	}
-	if c := cmpBoolFirst(a.exceeds, b.exceeds); c != 0 {
-		return c
-	}
-	if a.priority != b.priority {
-		if a.priority < b.priority {
-			return -1
+// key builds the rank key of m.
+//
+//	requests first (memory, disk): hi = [has stats][within request][priority], lo = −(usage − request)
+//	priority first (pid):          hi = [priority][has stats],                lo = −process count
+//
+// Booleans sort false first, priority ascending (sign bit flipped), and lo holds the
+// negated amount so that larger amounts come first.
+func (m measurement) key(priorityFirst bool, i int) rankKey {
+	prio := uint64(uint32(m.priority) ^ 1<<31)
+	var stats, within, over uint64
+	if m.hasStats {
+		stats = 1
+		if m.usage <= m.request {
+			within = 1
 		}
-		return 1
+		over = uint64(m.usage - m.request)
 	}
-	switch {
-	case a.over > b.over:
-		return -1
-	case a.over < b.over:
-		return 1
+	lo := ^(over ^ 1<<63) // descending by signed over
+	if priorityFirst {
+		return rankKey{hi: prio<<1 | stats, lo: lo, i: int32(i)}
 	}
-	return 0
-}
-
-func cmpPriorityFirst(a, b rankKey) int {
-	if a.priority != b.priority {
-		if a.priority < b.priority {
-			return -1
-		}
-		return 1
-	}
-	if c := cmpBoolFirst(a.noStats, b.noStats); c != 0 {
-		return c
-	}
-	switch {
-	case a.over > b.over:
-		return -1
-	case a.over < b.over:
-		return 1
-	}
-	return 0
+	return rankKey{hi: stats<<34 | within<<33 | prio, lo: lo, i: int32(i)}
 }

@@ -28,7 +28,14 @@ func rows(rs []Ranked) []rankRow {
 
 // measured is a Usage for a pod with stats.
 func measured(usage, request string, exceeds bool, priority int32) Usage {
-	return Usage{HasStats: true, Usage: quantity(usage), Request: quantity(request), ExceedsRequest: exceeds, Priority: priority}
+	u, r := quantity(usage), quantity(request)
+	return Usage{HasStats: true, Usage: u.Value(), Request: r.Value(), ExceedsRequest: exceeds, Priority: priority}
+}
+
+// counted marks u as a count of inodes or processes.
+func counted(u Usage) Usage {
+	u.Count = true
+	return u
 }
 
 // TestRankSeedDiskTable is the seed's nodefs example: six pods of every QoS class,
@@ -264,12 +271,12 @@ func TestRankPID(t *testing.T) {
 	got := Rank(SignalPIDAvailable, NoImageFs, pods, stats)
 	want := []rankRow{
 		{"c", Usage{Priority: 0}},
-		{"d", measured("30", "0", true, 0)},
-		{"b", measured("10", "0", true, 0)},
-		{"g", measured("10", "0", true, 0)}, // tie with b: input order
-		{"f", measured("0", "0", false, 0)},
+		{"d", counted(measured("30", "0", true, 0))},
+		{"b", counted(measured("10", "0", true, 0))},
+		{"g", counted(measured("10", "0", true, 0))}, // tie with b: input order
+		{"f", counted(measured("0", "0", false, 0))},
 		{"e", Usage{Priority: 100}},
-		{"a", measured("50", "0", true, 100)},
+		{"a", counted(measured("50", "0", true, 100))},
 	}
 	if diff := cmp.Diff(want, rows(got)); diff != "" {
 		t.Errorf("Rank(pid.available) mismatch (-want +got):\n%s", diff)
@@ -337,7 +344,7 @@ func TestPodUsageDiskLayouts(t *testing.T) {
 			inodeSignal := inodesOf[bytesSignal]
 			t.Run(fmt.Sprint(layout, "/", inodeSignal), func(t *testing.T) {
 				t.Parallel()
-				wantUsage := measured(used, "0", used != "0", 7)
+				wantUsage := counted(measured(used, "0", used != "0", 7))
 				if diff := cmp.Diff(wantUsage, PodUsage(inodeSignal, layout, pod, stats)); diff != "" {
 					t.Errorf("PodUsage(%s, %s) mismatch (-want +got):\n%s", inodeSignal, layout, diff)
 				}
@@ -383,7 +390,8 @@ func TestPodUsageRequests(t *testing.T) {
 			t.Parallel()
 			stats := statsOf(newPodStats(tc.pod, podWorkingSet("0")))
 			got := PodUsage(SignalMemoryAvailable, NoImageFs, tc.pod, stats).Request
-			if diff := cmp.Diff(quantity(tc.want), got); diff != "" {
+			want := quantity(tc.want)
+			if diff := cmp.Diff(want.Value(), got); diff != "" {
 				t.Errorf("memory request mismatch (-want +got):\n%s", diff)
 			}
 		})

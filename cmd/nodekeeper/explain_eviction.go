@@ -174,7 +174,7 @@ func evictionJSON(d eviction.Decision) evictionDoc {
 			rj.Pods = append(rj.Pods, rankedPodJSON{
 				Namespace: p.Pod.Namespace, Name: p.Pod.Name, UID: string(p.Pod.UID),
 				QOS: string(qos.Class(p.Pod)), Priority: p.Usage.Priority,
-				Usage: qty(&p.Usage.Usage), Request: qty(&p.Usage.Request), ExceedsRequest: p.Usage.ExceedsRequest,
+				Usage: qtyv(p.Usage.UsageQuantity()), Request: qtyv(p.Usage.RequestQuantity()), ExceedsRequest: p.Usage.ExceedsRequest,
 			})
 		}
 		doc.Rankings = append(doc.Rankings, rj)
@@ -198,6 +198,8 @@ func qty(q *resource.Quantity) string {
 	}
 	return resource.NewQuantity(v, resource.DecimalSI).String()
 }
+
+func qtyv(q resource.Quantity) string { return qty(&q) }
 
 func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -257,10 +259,9 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "RANK\tPOD\tQOS\tPRIORITY\tUSAGE\tREQUEST\tUSAGE-REQUEST\tWHY")
 		for i, p := range r.Pods {
-			diff := p.Usage.Usage.DeepCopy()
-			diff.Sub(p.Usage.Request)
+			diff := eviction.Usage{Usage: p.Usage.Usage - p.Usage.Request, Count: p.Usage.Count}.UsageQuantity()
 			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", i+1, p.Pod.Namespace, p.Pod.Name, qos.Class(p.Pod),
-				p.Usage.Priority, qty(&p.Usage.Usage), qty(&p.Usage.Request), qty(&diff), why(r.Signal, p))
+				p.Usage.Priority, qtyv(p.Usage.UsageQuantity()), qtyv(p.Usage.RequestQuantity()), qtyv(diff), why(r.Signal, p))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
