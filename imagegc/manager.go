@@ -1,0 +1,445 @@
+package imagegc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The kubelet's periods.
+const (
+	DefaultDetectPeriod = 5 * time.Minute
+	DefaultCachePeriod  = 30 * time.Second
+	DefaultGCPeriod     = 5 * time.Minute
+)
+
+// Event reasons, the kubelet's.
+const (
+	EventInvalidDiskCapacity = "InvalidDiskCapacity"
+	EventFreeDiskSpaceFailed = "FreeDiskSpaceFailed"
+	EventImageGCFailed       = "ImageGCFailed"
+)
+
+// ImageService is the part of CRI's ImageManagerService the Manager uses.
+// internal/cri's Client and cri-api's FakeImageService satisfy it. Calls may
+// come from several goroutines; the Manager never calls RemoveImage for the
+// same image twice at once.
+type ImageService interface {
+	// ListImages lists all images; GC passes nil.
+	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
+	// ImageStatus resolves the sandbox image's reference to its ID; a nil
+	// Image in the response means it is absent.
+	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, verbose bool) (*runtimeapi.ImageStatusResponse, error)
+	// RemoveImage removes an image by ID. Removing an absent image succeeds.
+	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error
+}
+
+// ImageFs reports which filesystem holds the images: the CRI ImageFsInfo call.
+// The Manager statfs'es the first image filesystem's mountpoint for capacity.
+type ImageFs interface {
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
+}
+
+// Recorder receives node events (the agent maps them to logs or Kubernetes
+// events). It must not block. The eviction package's Recorder has the same shape.
+type Recorder interface {
+	NodeEvent(eventType, reason, message string)
+}
+
+// Config configures a Manager.
+type Config struct {
+	Policy Policy
+	// SandboxImage is the pod sandbox (pause) image reference; it is always in
+	// use. Empty: rely on the runtime's pinned flag alone.
+	SandboxImage string
+	// Periods of the loops; zero means the kubelet's default.
+	DetectPeriod, CachePeriod, GCPeriod time.Duration
+}
+
+// Deps are the Manager's collaborators.
+type Deps struct {
+	Images  ImageService // required
+	ImageFs ImageFs      // required for GarbageCollect
+	// InUse returns the references (image IDs) of the images running
+	// containers use; see RunningContainerImages. Required.
+	InUse func(ctx context.Context) ([]string, error)
+	// Statfs returns the capacity and available bytes of the filesystem at
+	// path. Nil means statfs(2).
+	Statfs   func(path string) (FsStats, error)
+	Recorder Recorder // optional
+	// Registerer receives kubelet_image_garbage_collected_total. Nil: the
+	// counter is kept but not registered.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger // nil: discard
+}
+
+// Manager garbage-collects images. Run drives the periodic loops; GarbageCollect,
+// FreeSpace and DeleteUnusedImages may also be called from any goroutine: passes
+// are serialized.
+type Manager struct {
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	started time.Time
+	removed *prometheus.CounterVec
+
+	// token is held (a value sent into it) by the one pass that may touch
+	// records and initialized; acquiring it honours ctx.
+	token       chan struct{}
+	records     map[string]*Record // guarded by token
+	initialized bool               // guarded by token: a detection succeeded
+
+	cache atomic.Pointer[[]*runtimeapi.Image] // the last image list; read by Images
+}
+
+// New validates the policy and returns a Manager. The maximum age counts from now.
+func New(cfg Config, deps Deps) (*Manager, error) {
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Images == nil || deps.InUse == nil {
+		return nil, errors.New("imagegc: Deps.Images and Deps.InUse are required")
+	}
+	cfg.DetectPeriod = cmpOr(cfg.DetectPeriod, DefaultDetectPeriod)
+	cfg.CachePeriod = cmpOr(cfg.CachePeriod, DefaultCachePeriod)
+	cfg.GCPeriod = cmpOr(cfg.GCPeriod, DefaultGCPeriod)
+	if deps.Statfs == nil {
+		deps.Statfs = statfs
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	removed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelet_image_garbage_collected_total",
+		Help: "Total number of images garbage collected, by reason (age or space).",
+	}, []string{"reason"})
+	if r := deps.Registerer; r != nil {
+		if err := r.Register(removed); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("imagegc: register metrics: %w", err)
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, fmt.Errorf("imagegc: register metrics: %w", err)
+			}
+			removed = existing
+		}
+	}
+	return &Manager{
+		cfg: cfg, deps: deps, log: log.With("subsystem", "imagegc"),
+		started: time.Now(), removed: removed,
+		token: make(chan struct{}, 1), records: map[string]*Record{},
+	}, nil
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Run detects images, refreshes the image-list cache and, unless the policy
+// disables it (high = 100 and no maximum age), garbage-collects, each at once
+// and then every period, until ctx ends. Failures are logged and retried at the
+// next period; a GC failure that repeats emits ImageGCFailed. Run returns nil
+// when ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	detect := time.NewTicker(m.cfg.DetectPeriod)
+	defer detect.Stop()
+	cache := time.NewTicker(m.cfg.CachePeriod)
+	defer cache.Stop()
+	var gcC <-chan time.Time
+	if m.cfg.Policy.PeriodicEnabled() {
+		gc := time.NewTicker(m.cfg.GCPeriod)
+		defer gc.Stop()
+		gcC = gc.C
+	} else {
+		m.log.Info("image GC disabled: imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0")
+	}
+	prevFailed := false
+	runGC := func() {
+		err := m.GarbageCollect(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && prevFailed:
+			m.log.Error("image garbage collection failed multiple times in a row", "err", err)
+			m.event(EventImageGCFailed, err.Error())
+		case err != nil:
+			m.log.Error("image garbage collection failed once; stats may not be ready yet", "err", err)
+		case prevFailed:
+			m.log.Info("image garbage collection succeeded")
+		default:
+			m.log.Debug("image garbage collection succeeded")
+		}
+		prevFailed = err != nil
+	}
+	m.detectOnce(ctx)
+	m.refreshCache(ctx)
+	if gcC != nil {
+		runGC()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-detect.C:
+			m.detectOnce(ctx)
+		case <-cache.C:
+			m.refreshCache(ctx)
+		case <-gcC:
+			runGC()
+		}
+	}
+}
+
+// Images returns the image list of the last successful cache refresh (nil
+// before the first). The slice is shared: do not modify it.
+func (m *Manager) Images() []*runtimeapi.Image {
+	if p := m.cache.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (m *Manager) refreshCache(ctx context.Context) {
+	imgs, err := m.deps.Images.ListImages(ctx, nil)
+	if err != nil {
+		m.log.Warn("update image list", "err", err)
+		return
+	}
+	m.cache.Store(&imgs)
+}
+
+// detectOnce is the periodic detection; until one succeeds, new images are
+// recorded as detected at the zero time ("unknown, in the past").
+func (m *Manager) detectOnce(ctx context.Context) {
+	if err := m.acquire(ctx); err != nil {
+		return
+	}
+	defer m.release()
+	var ts time.Time
+	if m.initialized {
+		ts = time.Now()
+	}
+	if _, err := m.detect(ctx, ts, time.Now()); err != nil {
+		m.log.Warn("detect images", "err", err)
+		return
+	}
+	m.initialized = true
+}
+
+func (m *Manager) acquire(ctx context.Context) error {
+	select {
+	case m.token <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Manager) release() { <-m.token }
+
+// detect lists images and the images in use and updates the records. The
+// caller holds the token.
+func (m *Manager) detect(ctx context.Context, detectTime, now time.Time) (InUse, error) {
+	inUse := InUse{}
+	if ref := m.cfg.SandboxImage; ref != "" {
+		// Like the kubelet, a sandbox image that cannot be resolved is not an error.
+		st, err := m.deps.Images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false)
+		if err == nil && st.GetImage().GetId() != "" {
+			inUse[st.GetImage().GetId()] = KeepSandbox
+		}
+		inUse[ref] = KeepSandbox
+	}
+	images, err := m.deps.Images.ListImages(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list images: %w", err)
+	}
+	refs, err := m.deps.InUse(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list images in use: %w", err)
+	}
+	for _, r := range refs {
+		if _, ok := inUse[r]; !ok && r != "" {
+			inUse[r] = KeepInUse
+		}
+	}
+	Detect(m.records, images, inUse, detectTime, now)
+	return inUse, nil
+}
+
+// GarbageCollect runs one GC pass now: unused images not used for longer than
+// the maximum age are removed; then, if image filesystem usage is at or above
+// the high threshold, unused images are removed in LRU order until usage
+// reaches the low threshold. A zero capacity emits InvalidDiskCapacity; freeing
+// less than wanted emits FreeDiskSpaceFailed. Removal errors do not stop the
+// walk; they are returned together.
+func (m *Manager) GarbageCollect(ctx context.Context) error {
+	if err := m.acquire(ctx); err != nil {
+		return err
+	}
+	defer m.release()
+	now := time.Now()
+	inUse, err := m.detect(ctx, now, now)
+	if err != nil {
+		return err
+	}
+	fs, fsErr := m.fsStats(ctx)
+	st, planErr := gcSteps(m.records, inUse, fs, m.cfg.Policy, m.started, now)
+	_, ageErrs := m.remove(ctx, st.byAge, math.MaxInt64, ReasonAge)
+	switch {
+	case fsErr != nil:
+		return errors.Join(append([]error{fmt.Errorf("image filesystem stats: %w", fsErr)}, ageErrs...)...)
+	case errors.Is(planErr, ErrInvalidCapacity):
+		m.event(EventInvalidDiskCapacity, planErr.Error())
+		return errors.Join(append([]error{planErr}, ageErrs...)...)
+	case planErr != nil:
+		return planErr
+	}
+	if !st.over {
+		return errors.Join(ageErrs...)
+	}
+	m.log.Info("image filesystem usage over the high threshold; freeing down to the low threshold",
+		"usage", st.usage, "highThreshold", m.cfg.Policy.HighThresholdPercent,
+		"bytesToFree", st.toFree, "lowThreshold", m.cfg.Policy.LowThresholdPercent)
+	freed, errs := m.remove(ctx, st.bySpace, st.toFree, ReasonSpace)
+	errs = append(ageErrs, errs...)
+	if freed < st.toFree {
+		err := fmt.Errorf("wanted to free %d bytes, but freed %d bytes", st.toFree, freed)
+		m.event(EventFreeDiskSpaceFailed, err.Error())
+		return errors.Join(append([]error{err}, errs...)...)
+	}
+	return errors.Join(errs...)
+}
+
+// FreeSpace removes unused images in LRU order until bytes are freed, honouring
+// the minimum age, and returns the bytes freed. Removal errors are returned
+// together with the bytes freed by the removals that worked.
+func (m *Manager) FreeSpace(ctx context.Context, bytes int64) (int64, error) {
+	if err := m.acquire(ctx); err != nil {
+		return 0, err
+	}
+	defer m.release()
+	now := time.Now()
+	inUse, err := m.detect(ctx, now, now)
+	if err != nil {
+		return 0, err
+	}
+	st := unusedSteps(m.records, inUse, m.cfg.Policy, now)
+	freed, errs := m.remove(ctx, st.bySpace, bytes, ReasonSpace)
+	return freed, errors.Join(errs...)
+}
+
+// DeleteUnusedImages removes every unused, unpinned image first detected at
+// least the minimum age ago: the eviction manager's reclaim step. It works
+// whatever the thresholds (also with high = 100).
+func (m *Manager) DeleteUnusedImages(ctx context.Context) error {
+	_, err := m.FreeSpace(ctx, math.MaxInt64)
+	return err
+}
+
+// remove removes cands in order until want bytes are freed, continuing past
+// errors. The caller holds the token.
+func (m *Manager) remove(ctx context.Context, cands []Candidate, want int64, why Reason) (int64, []error) {
+	var freed int64
+	var errs []error
+	for _, c := range cands {
+		if freed >= want {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		m.log.Info("removing image", "imageID", c.ID, "tags", c.Tags, "size", c.Size, "reason", string(why))
+		if err := m.deps.Images.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: c.ID}); err != nil {
+			errs = append(errs, fmt.Errorf("remove image %q: %w", c.ID, err))
+			continue
+		}
+		delete(m.records, c.ID)
+		freed += c.Size
+		m.removed.WithLabelValues(string(why)).Inc()
+	}
+	return freed, errs
+}
+
+// fsStats measures the image filesystem.
+func (m *Manager) fsStats(ctx context.Context) (FsStats, error) {
+	if m.deps.ImageFs == nil {
+		return FsStats{}, errors.New("no image filesystem source configured")
+	}
+	info, err := m.deps.ImageFs.ImageFsInfo(ctx)
+	if err != nil {
+		return FsStats{}, err
+	}
+	fss := info.GetImageFilesystems()
+	if len(fss) == 0 || fss[0].GetFsId().GetMountpoint() == "" {
+		return FsStats{}, errors.New("runtime reported no image filesystem")
+	}
+	return m.deps.Statfs(fss[0].GetFsId().GetMountpoint())
+}
+
+func (m *Manager) event(reason, msg string) {
+	if m.deps.Recorder != nil {
+		m.deps.Recorder.NodeEvent("Warning", reason, msg)
+	}
+}
+
+// statfs measures the filesystem holding path.
+func statfs(path string) (FsStats, error) {
+	var s syscall.Statfs_t
+	if err := syscall.Statfs(path, &s); err != nil {
+		return FsStats{}, fmt.Errorf("statfs %q: %w", path, err)
+	}
+	return FsStats{
+		CapacityBytes:  int64(s.Blocks) * int64(s.Bsize),
+		AvailableBytes: int64(s.Bavail) * int64(s.Bsize),
+	}, nil
+}
+
+// ContainerLister is the part of CRI's RuntimeService that RunningContainerImages
+// uses; internal/cri's Client and cri-api's FakeRuntimeService satisfy it.
+type ContainerLister interface {
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+}
+
+// RunningContainerImages returns a Deps.InUse that lists running containers and
+// returns the image IDs they use (CRI image_id, else image_ref).
+func RunningContainerImages(l ContainerLister) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		cs, err := l.ListContainers(ctx, &runtimeapi.ContainerFilter{
+			State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		})
+		if err != nil {
+			return nil, err
+		}
+		refs := make([]string, 0, len(cs))
+		for _, c := range cs {
+			if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				continue
+			}
+			refs = append(refs, ContainerImageRef(c))
+		}
+		return refs, nil
+	}
+}
+
+// ContainerImageRef is the image a CRI container uses: its image_id when the
+// runtime sets it, else its image_ref (containerd 1.6 puts the image ID there).
+func ContainerImageRef(c *runtimeapi.Container) string {
+	if id := c.GetImageId(); id != "" {
+		return id
+	}
+	return c.GetImageRef()
+}
