@@ -390,8 +390,8 @@ func TestRunLoopNewImageTooYoung(t *testing.T) {
 		go func() { done <- f.m.Run(ctx) }()
 		synctest.Wait()
 		time.Sleep(time.Minute)
-		f.add("late", 10) // detected at 5m
-		time.Sleep(9 * time.Minute)                                       // GC at 5m and 10m: too young both times
+		f.add("late", 10)           // detected at 5m
+		time.Sleep(9 * time.Minute) // GC at 5m and 10m: too young both times
 		synctest.Wait()
 		if diff := cmp.Diff([]string{"late", "pause"}, f.remaining()); diff != "" {
 			t.Errorf("remaining at 10m (-want +got):\n%s", diff)

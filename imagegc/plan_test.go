@@ -156,13 +156,13 @@ func TestDecide(t *testing.T) {
 			name:    "zero capacity is an error; age removals still planned",
 			records: map[string]*Record{"a": rec(10, time.Hour, never)},
 			fs:      FsStats{}, p: pol,
-			want:    plannedIDs{Usage: -1, Kept: map[string]KeepReason{}, WantErr: true},
+			want: plannedIDs{Usage: -1, Kept: map[string]KeepReason{}, WantErr: true},
 		},
 		{
 			name:    "available above capacity is clamped",
 			records: map[string]*Record{"a": rec(10, time.Hour, never)},
 			fs:      FsStats{CapacityBytes: 100, AvailableBytes: 500}, p: Policy{HighThresholdPercent: 0, LowThresholdPercent: 0},
-			want:    plannedIDs{Usage: 0, ToFree: 0, Kept: map[string]KeepReason{"a": KeepNotNeeded}},
+			want: plannedIDs{Usage: 0, ToFree: 0, Kept: map[string]KeepReason{"a": KeepNotNeeded}},
 		},
 		{
 			name: "not enough eligible images: everything eligible goes",
