@@ -168,7 +168,7 @@ func New(cfg Config, d Deps) (*Manager, error) {
 		probes:  make(map[probeKey]*probe),
 	}
 	if m.jitter == nil {
-		m.jitter = func(p time.Duration) time.Duration { return rand.N(p) }
+		m.jitter = defaultJitter
 	}
 	m.runners[handlerExec] = d.Exec
 	m.runners[handlerHTTP] = orDefault(d.HTTP, func() Runner { return NewHTTP() })
@@ -702,3 +702,6 @@ func (q *probeQueue) Pop() any {
 	*q = old[:n-1]
 	return p
 }
+
+// defaultJitter draws the first run's delay uniformly in [0, period).
+func defaultJitter(period time.Duration) time.Duration { return rand.N(period) }

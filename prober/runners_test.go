@@ -1,0 +1,250 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	apitest "k8s.io/cri-api/pkg/apis/testing"
+	utilexec "k8s.io/utils/exec"
+)
+
+var _ execer = (*apitest.FakeRuntimeService)(nil)
+
+// runProbe runs r against t with a timeout, as the Manager does.
+func runProbe(t *testing.T, r Runner, tg Target) (Outcome, string, error, time.Duration) {
+	t.Helper()
+	if tg.Timeout == 0 {
+		tg.Timeout = time.Second
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), tg.Timeout)
+	defer cancel()
+	start := time.Now()
+	o, msg, err := r.Probe(ctx, tg)
+	return o, msg, err, time.Since(start)
+}
+
+func TestHTTP(t *testing.T) {
+	t.Parallel()
+	var otherHits atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { otherHits.Add(1) }))
+	t.Cleanup(other.Close)
+	otherPort := other.Listener.Addr().(*net.TCPAddr).Port
+
+	type seen struct{ ua, accept, conn string }
+	seenC := make(chan seen, 100)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) {
+		seenC <- seen{r.Header.Get("User-Agent"), r.Header.Get("Accept"), r.Header.Get("Connection")}
+	})
+	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+	mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, r *http.Request) {
+		// Same machine, another host name: must not be followed.
+		http.Redirect(w, r, fmt.Sprintf("http://localhost:%d/", otherPort), http.StatusMovedPermanently)
+	})
+	mux.HandleFunc("/moved-ok", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ok", http.StatusFound) })
+	mux.HandleFunc("/moved-fail", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/fail", http.StatusFound) })
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	var bigWritten atomic.Int64
+	mux.HandleFunc("/huge", func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := w.Write(buf)
+			bigWritten.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+
+	p := NewHTTP()
+	tests := []struct {
+		path    string
+		timeout time.Duration
+		want    Outcome
+		wantMsg string
+	}{
+		{"/ok", 0, OutcomeSuccess, ""},
+		{"/fail", 0, OutcomeFailure, "statuscode: 500"},
+		{"/elsewhere", 0, OutcomeWarning, "redirects"},
+		{"/moved-ok", 0, OutcomeSuccess, ""},
+		{"/moved-fail", 0, OutcomeFailure, "statuscode: 500"},
+		{"/hang", 300 * time.Millisecond, OutcomeFailure, "deadline exceeded"},
+		{"/huge", 0, OutcomeSuccess, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			req, err := newHTTPRequest(&httpSpec{scheme: "http", port: port, path: tc.path, header: http.Header{}}, "127.0.0.1", UserAgent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, msg, err, took := runProbe(t, p, Target{Request: req, Timeout: tc.timeout})
+			if err != nil || got != tc.want || !strings.Contains(msg, tc.wantMsg) {
+				t.Errorf("Probe(%s) = %v, %q, %v; want %v, %q", tc.path, got, msg, err, tc.want, tc.wantMsg)
+			}
+			if limit := tc.timeout + 500*time.Millisecond; took > limit+time.Second {
+				t.Errorf("Probe(%s) took %v", tc.path, took)
+			}
+		})
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Errorf("redirect to another host was followed %d times", n)
+	}
+	if n := bigWritten.Load(); n > 64<<20 {
+		t.Errorf("huge body: server wrote %d bytes before the probe hung up", n)
+	}
+	close(seenC)
+	for s := range seenC {
+		if diff := fmt.Sprint(s); s != (seen{"kube-probe/1.37", "*/*", "close"}) {
+			t.Errorf("request headers %s, want kube-probe/1.37, */*, close", diff)
+		}
+	}
+}
+
+func TestHTTPConnectionRefused(t *testing.T) {
+	t.Parallel()
+	port := closedPort(t)
+	req, _ := newHTTPRequest(&httpSpec{scheme: "http", port: port, header: http.Header{}}, "127.0.0.1", UserAgent)
+	got, _, err, _ := runProbe(t, NewHTTP(), Target{Request: req})
+	if err != nil || got != OutcomeFailure {
+		t.Fatalf("Probe = %v, %v; want failure", got, err)
+	}
+}
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+func TestTCP(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	p := NewTCP()
+	if got, msg, err, _ := runProbe(t, p, Target{Host: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port}); got != OutcomeSuccess || err != nil {
+		t.Errorf("accepting listener: %v %q %v", got, msg, err)
+	}
+	if got, _, err, _ := runProbe(t, p, Target{Host: "127.0.0.1", Port: closedPort(t)}); got != OutcomeFailure || err != nil {
+		t.Errorf("refusing port: %v %v, want failure", got, err)
+	}
+}
+
+func TestGRPC(t *testing.T) {
+	t.Parallel()
+	start := func(withHealth bool) (int, *health.Server) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer()
+		hs := health.NewServer()
+		if withHealth {
+			healthpb.RegisterHealthServer(s, hs)
+		}
+		go s.Serve(l)
+		t.Cleanup(s.Stop)
+		return l.Addr().(*net.TCPAddr).Port, hs
+	}
+	port, hs := start(true)
+	bare, _ := start(false)
+	p := NewGRPC()
+	check := func(name string, port int, service string, want Outcome, wantMsg string) {
+		t.Helper()
+		got, msg, err, _ := runProbe(t, p, Target{Host: "127.0.0.1", Port: port, Service: service})
+		if err != nil || got != want || !strings.Contains(msg, wantMsg) {
+			t.Errorf("%s: %v %q %v, want %v %q", name, got, msg, err, want, wantMsg)
+		}
+	}
+	hs.SetServingStatus("db", healthpb.HealthCheckResponse_SERVING)
+	check("server", port, "", OutcomeSuccess, "")
+	check("db serving", port, "db", OutcomeSuccess, "")
+	hs.SetServingStatus("db", healthpb.HealthCheckResponse_NOT_SERVING)
+	check("db not serving", port, "db", OutcomeFailure, "NOT_SERVING")
+	hs.SetServingStatus("db", healthpb.HealthCheckResponse_SERVING)
+	check("db serving again", port, "db", OutcomeSuccess, "")
+	check("unknown service", port, "nope", OutcomeFailure, "NotFound")
+	check("no health service", bare, "", OutcomeFailure, "does not implement")
+	check("refused", closedPort(t), "", OutcomeFailure, "")
+}
+
+type execFunc func(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, []byte, error)
+
+func (f execFunc) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, []byte, error) {
+	return f(ctx, id, cmd, timeout)
+}
+
+func TestExec(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		err     error
+		want    Outcome
+		wantErr bool
+	}{
+		{"exit 0", nil, OutcomeSuccess, false},
+		{"exit 1", utilexec.CodeExitError{Err: errors.New("exited"), Code: 1}, OutcomeFailure, false},
+		{"timeout", fmt.Errorf("exec: %w", context.DeadlineExceeded), OutcomeFailure, false},
+		{"grpc deadline", status.Error(codes.DeadlineExceeded, "slow"), OutcomeFailure, false},
+		{"runtime error", status.Error(codes.NotFound, "no such container"), OutcomeUnknown, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rt := apitest.NewFakeRuntimeService()
+			if tc.err != nil {
+				rt.InjectError("ExecSync", tc.err)
+			}
+			got, _, err, _ := runProbe(t, NewExec(rt), Target{ContainerID: "containerd://abc", Command: []string{"true"}})
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("Probe = %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			}
+			if err := rt.AssertCalls([]string{"ExecSync"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	var gotID string
+	var gotTimeout time.Duration
+	e := NewExec(execFunc(func(_ context.Context, id string, _ []string, timeout time.Duration) ([]byte, []byte, error) {
+		gotID, gotTimeout = id, timeout
+		return nil, nil, nil
+	}))
+	runProbe(t, e, Target{ContainerID: "containerd://abc", Command: []string{"true"}, Timeout: 3 * time.Second})
+	if gotID != "abc" || gotTimeout != 3*time.Second {
+		t.Errorf("ExecSync got id %q timeout %v, want abc 3s", gotID, gotTimeout)
+	}
+}
