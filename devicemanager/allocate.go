@@ -1,0 +1,340 @@
+package devicemanager
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// AllocatePod assigns devices to every container of pod that requests device
+// resources: init containers first, in order, then app containers, as pod
+// admission does. See Allocate.
+func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
+	for i := range pod.Spec.InitContainers {
+		if err := m.Allocate(ctx, pod, &pod.Spec.InitContainers[i]); err != nil {
+			return err
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if err := m.Allocate(ctx, pod, &pod.Spec.Containers[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Allocate assigns devices of every device resource in container's limits,
+// calls the plugins' Allocate RPC (bounded by Config.AllocateTimeout), keeps
+// their answers for ContainerOptions and writes the checkpoint before it
+// returns. Call it for a pod's init containers in order before its app
+// containers (AllocatePod does): app containers take the devices that
+// non-restartable init containers of the same pod used before any others;
+// restartable (sidecar) init containers keep theirs.
+//
+// A container that already holds devices keeps them (a restart); a changed
+// count is an error. Before choosing, devices of pods that Deps.ActivePods no
+// longer lists are freed. Errors wrap ErrUnavailable (unregistered resource,
+// no or too few healthy devices, previously assigned devices unhealthy) or
+// ErrPlugin (an RPC failed or timed out); on error the container holds no
+// new devices of the failing resource. Allocate needs Run to be active.
+func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Container) error {
+	uid := string(pod.UID)
+	reqs := m.deviceRequests(container)
+
+	m.freeInactive(pod)
+	changed := false
+	for _, r := range reqs {
+		c, err := m.allocateResource(ctx, pod, container.Name, r.name, r.count)
+		if err != nil {
+			return err
+		}
+		changed = changed || c
+	}
+
+	restartable := false
+	isInit := false
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == container.Name {
+			isInit = true
+			rp := pod.Spec.InitContainers[i].RestartPolicy
+			restartable = rp != nil && *rp == v1.ContainerRestartPolicyAlways
+		}
+	}
+	m.mu.Lock()
+	for other := range m.reuse {
+		if other != uid {
+			delete(m.reuse, other)
+		}
+	}
+	if m.reuse[uid] == nil {
+		m.reuse[uid] = map[string]sets.Set[string]{}
+	}
+	for res, a := range m.pods[uid][container.Name] {
+		if isInit && !restartable {
+			m.reuse[uid][res] = m.reuse[uid][res].Union(sets.New(a.ids...))
+		} else if m.reuse[uid][res] != nil {
+			m.reuse[uid][res].Delete(a.ids...)
+		}
+	}
+	m.mu.Unlock()
+
+	if !changed {
+		return nil
+	}
+	if err := m.persist(ctx); err != nil {
+		return fmt.Errorf("pod %q container %q: %w", pod.Name, container.Name, err)
+	}
+	return nil
+}
+
+type deviceRequest struct {
+	name  string
+	count int
+}
+
+// deviceRequests lists the container's limits that name device resources:
+// registered ones and ones that some container still holds. Other extended
+// resources are not the device manager's business.
+func (m *Manager) deviceRequests(c *v1.Container) []deviceRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []deviceRequest
+	for name, q := range c.Resources.Limits {
+		res := string(name)
+		_, registered := m.resources[res]
+		_, held := m.used[res]
+		if !registered && !held {
+			continue
+		}
+		if n := q.Value(); n > 0 {
+			out = append(out, deviceRequest{name: res, count: int(n)})
+		}
+	}
+	slices.SortFunc(out, func(a, b deviceRequest) int {
+		if a.name < b.name {
+			return -1
+		}
+		if a.name > b.name {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// freeInactive frees the devices of pods that are neither active nor the
+// one being admitted, when the pod sources are complete.
+func (m *Manager) freeInactive(admitting *v1.Pod) {
+	if m.deps.ActivePods == nil || (m.deps.SourcesReady != nil && !m.deps.SourcesReady()) {
+		return
+	}
+	active := sets.New(string(admitting.UID))
+	for _, p := range m.deps.ActivePods() {
+		active.Insert(string(p.UID))
+	}
+	var freed []string
+	m.mu.Lock()
+	for uid, ctrs := range m.pods {
+		if active.Has(uid) {
+			continue
+		}
+		for _, byRes := range ctrs {
+			for res, a := range byRes {
+				m.used.remove(res, a.ids...)
+			}
+		}
+		delete(m.pods, uid)
+		delete(m.reuse, uid)
+		freed = append(freed, uid)
+	}
+	m.mu.Unlock()
+	if len(freed) > 0 {
+		slices.Sort(freed)
+		m.log.Info("Freed devices of pods that are no longer active", "podUIDs", freed)
+		m.notify()
+	}
+}
+
+// choice is the outcome of the locked part of an allocation.
+type choice struct {
+	devices  []string // all devices for the container, sorted
+	reserved []string // the new ones, counted in used until committed or released
+	client   rpcClient
+	opts     *pluginapi.DevicePluginOptions
+}
+
+// allocateResource gives one resource to one container. It reports whether
+// it assigned anything new.
+func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res string, need int) (bool, error) {
+	uid := string(pod.UID)
+	running := false
+	if m.deps.SourcesReady != nil && !m.deps.SourcesReady() && m.deps.ContainerRunning != nil {
+		running = m.deps.ContainerRunning(uid, ctr)
+	}
+	log := m.log.With("pod", pod.Namespace+"/"+pod.Name, "podUID", uid, "containerName", ctr, "resourceName", res)
+
+	m.mu.Lock()
+	ch, askPreferred, err := m.choose(uid, ctr, res, need, running, nil)
+	m.mu.Unlock()
+	if err != nil || ch == nil {
+		return false, err
+	}
+	if askPreferred != nil {
+		preferred, err := m.preferred(ctx, ch.client, askPreferred)
+		if err != nil {
+			return false, fmt.Errorf("pod %q container %q resource %s: %w", pod.Name, ctr, res, err)
+		}
+		m.mu.Lock()
+		ch, _, err = m.choose(uid, ctr, res, need, running, preferred)
+		m.mu.Unlock()
+		if err != nil || ch == nil {
+			return false, err
+		}
+	}
+
+	start := time.Now()
+	actx, cancel := context.WithTimeout(ctx, m.cfg.AllocateTimeout)
+	resp, err := ch.client.Allocate(actx, &pluginapi.AllocateRequest{
+		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ch.devices}},
+	})
+	cancel()
+	m.metrics.allocDuration.WithLabelValues(res).Observe(time.Since(start).Seconds())
+	if err == nil && len(resp.GetContainerResponses()) == 0 {
+		err = fmt.Errorf("no containers in the allocation response")
+	}
+	if err != nil {
+		m.mu.Lock()
+		m.used.remove(res, ch.reserved...)
+		m.mu.Unlock()
+		return false, fmt.Errorf("pod %q container %q: allocate %s devices %q: %w: %w", pod.Name, ctr, res, ch.devices, ErrPlugin, err)
+	}
+
+	m.mu.Lock()
+	rs := m.resources[res]
+	if rs == nil {
+		rs = newResourceState()
+	}
+	m.pods.put(uid, ctr, res, &allocation{devices: rs.perNUMA(ch.devices), ids: ch.devices, resp: resp.ContainerResponses[0]})
+	// The reused devices are now held by this container as well.
+	m.used.add(res, without(ch.devices, ch.reserved)...)
+	m.mu.Unlock()
+	log.Info("Allocated devices", "devices", quoted(ch.devices))
+	return true, nil
+}
+
+func without(all, drop []string) []string {
+	d := sets.New(drop...)
+	var out []string
+	for _, id := range all {
+		if !d.Has(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// choose decides, under m.mu, which devices the container gets. It returns
+// a nil choice when nothing needs allocating. When the plugin can suggest a
+// choice and preferred is nil, it returns the request to send instead of
+// reserving; the caller asks outside the lock and calls again with the
+// answer. A non-nil choice has its new devices reserved in m.used.
+func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred []string) (*choice, *pluginapi.ContainerPreferredAllocationRequest, error) {
+	prev := m.pods.get(uid, ctr, res)
+	if prev != nil && len(prev.ids) != need {
+		return nil, nil, fmt.Errorf("pod %q container %q changed request for resource %q from %d to %d",
+			uid, ctr, res, len(prev.ids), need)
+	}
+	if running {
+		return nil, nil, nil
+	}
+	rs, ok := m.resources[res]
+	if !ok {
+		return nil, nil, fmt.Errorf("cannot allocate unregistered device %s: %w", res, ErrUnavailable)
+	}
+	if rs.healthy.Len() == 0 {
+		return nil, nil, fmt.Errorf("no healthy devices present; cannot allocate unhealthy devices %s: %w", res, ErrUnavailable)
+	}
+	if prev != nil {
+		if !rs.healthy.HasAll(prev.ids...) {
+			return nil, nil, fmt.Errorf("previously allocated devices are no longer healthy; cannot allocate unhealthy devices %s: %w", res, ErrUnavailable)
+		}
+		return nil, nil, nil
+	}
+	if rs.ep == nil {
+		return nil, nil, errStopped(res)
+	}
+
+	// Devices the pod's init containers used come first.
+	var picked []string
+	for _, id := range sortedIDs(m.reuse[uid][res]) {
+		if len(picked) == need {
+			break
+		}
+		picked = append(picked, id)
+	}
+	remaining := need - len(picked)
+	var available []string
+	if remaining > 0 {
+		for id := range rs.healthy {
+			if !m.used.has(res, id) {
+				available = append(available, id)
+			}
+		}
+		if len(available) < remaining {
+			return nil, nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d: %w",
+				res, remaining, len(available), ErrUnavailable)
+		}
+		slices.Sort(available)
+	}
+	if remaining > 0 && preferred == nil && rs.ep.opts.GetGetPreferredAllocationAvailable() && len(available) > remaining {
+		return &choice{client: rs.ep.client}, &pluginapi.ContainerPreferredAllocationRequest{
+			AvailableDeviceIDs:   append(slices.Clone(picked), available...),
+			MustIncludeDeviceIDs: slices.Clone(picked),
+			AllocationSize:       int32(need),
+		}, nil
+	}
+	var reserved []string
+	if remaining > 0 {
+		avail := sets.New(available...)
+		// The plugin's suggestion first, as far as it is still free and
+		// valid, then the free devices in order.
+		for _, id := range append(slices.Clone(preferred), available...) {
+			if len(reserved) == remaining {
+				break
+			}
+			if avail.Has(id) {
+				reserved = append(reserved, id)
+				avail.Delete(id)
+			}
+		}
+		m.used.add(res, reserved...)
+	}
+	all := append(picked, reserved...)
+	slices.Sort(all)
+	return &choice{devices: all, reserved: reserved, client: rs.ep.client, opts: rs.ep.opts}, nil, nil
+}
+
+// preferred asks the plugin for its choice.
+func (m *Manager) preferred(ctx context.Context, c rpcClient, req *pluginapi.ContainerPreferredAllocationRequest) ([]string, error) {
+	pctx, cancel := context.WithTimeout(ctx, m.cfg.AllocateTimeout)
+	defer cancel()
+	resp, err := c.GetPreferredAllocation(pctx, &pluginapi.PreferredAllocationRequest{
+		ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{req},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get preferred allocation: %w: %w", ErrPlugin, err)
+	}
+	if len(resp.GetContainerResponses()) == 0 {
+		return []string{}, nil
+	}
+	ids := resp.ContainerResponses[0].GetDeviceIDs()
+	if ids == nil {
+		ids = []string{}
+	}
+	return ids, nil
+}

@@ -1,0 +1,91 @@
+package devicemanager
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultDir              = "/var/lib/kubelet/device-plugins"
+	DefaultStopGracePeriod  = 5 * time.Minute
+	DefaultDialTimeout      = 10 * time.Second
+	DefaultAllocateTimeout  = 30 * time.Second
+	DefaultPreStartTimeout  = 30 * time.Second
+	DefaultReconnectBackoff = 100 * time.Millisecond
+	DefaultMaxReconnect     = 10 * time.Second
+	// SocketName is the registration socket's name inside Dir.
+	SocketName = "kubelet.sock"
+)
+
+// Config holds the Manager's settings. Zero fields take the defaults above.
+type Config struct {
+	// Dir is the device-plugin directory: the registration socket, the
+	// plugins' sockets and the checkpoint live here.
+	Dir string
+	// StopGracePeriod is how long a resource whose plugin went away keeps
+	// appearing (with its devices unhealthy) before Capacity removes it.
+	StopGracePeriod time.Duration
+	// DialTimeout bounds connecting to a registering plugin and its
+	// GetDevicePluginOptions answer.
+	DialTimeout time.Duration
+	// AllocateTimeout bounds each GetPreferredAllocation and Allocate RPC.
+	AllocateTimeout time.Duration
+	// PreStartTimeout bounds each PreStartContainer RPC.
+	PreStartTimeout time.Duration
+	// ReconnectBackoff is the first wait before re-dialling a plugin whose
+	// ListAndWatch stream ended; it doubles up to MaxReconnectBackoff.
+	ReconnectBackoff    time.Duration
+	MaxReconnectBackoff time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Dir == "" {
+		c.Dir = DefaultDir
+	}
+	if !filepath.IsAbs(c.Dir) {
+		return c, fmt.Errorf("device-plugin directory %q: must be an absolute path", c.Dir)
+	}
+	set := func(d *time.Duration, def time.Duration, name string) error {
+		switch {
+		case *d == 0:
+			*d = def
+		case *d < 0:
+			return fmt.Errorf("%s %v: must not be negative", name, *d)
+		}
+		return nil
+	}
+	return c, errors.Join(
+		set(&c.StopGracePeriod, DefaultStopGracePeriod, "stopGracePeriod"),
+		set(&c.DialTimeout, DefaultDialTimeout, "dialTimeout"),
+		set(&c.AllocateTimeout, DefaultAllocateTimeout, "allocateTimeout"),
+		set(&c.PreStartTimeout, DefaultPreStartTimeout, "preStartTimeout"),
+		set(&c.ReconnectBackoff, DefaultReconnectBackoff, "reconnectBackoff"),
+		set(&c.MaxReconnectBackoff, DefaultMaxReconnect, "maxReconnectBackoff"),
+	)
+}
+
+// Deps are the Manager's links to the rest of the agent. Every function is
+// called without any Manager lock held and may be called from any goroutine.
+type Deps struct {
+	// Logger receives the Manager's logs. Nil discards them.
+	Logger *slog.Logger
+	// ActivePods lists the pods that still hold their devices; devices of
+	// other pods are freed before each allocation. Nil frees nothing.
+	ActivePods func() []*v1.Pod
+	// SourcesReady reports whether every pod source has been seen since
+	// start, so that ActivePods is complete. Nil means always ready.
+	SourcesReady func() bool
+	// ContainerRunning reports whether the runtime already runs the
+	// container; while sources are not ready (a restart), a running
+	// container keeps its devices without any check. Nil means never.
+	ContainerRunning func(podUID, containerName string) bool
+	// Registerer receives the Manager's metrics. Nil registers none.
+	Registerer prometheus.Registerer
+}

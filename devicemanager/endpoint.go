@@ -1,0 +1,189 @@
+package devicemanager
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// rpcClient is the part of a plugin's API that allocation uses.
+// pluginapi.DevicePluginClient satisfies it.
+type rpcClient interface {
+	GetPreferredAllocation(ctx context.Context, in *pluginapi.PreferredAllocationRequest, opts ...grpc.CallOption) (*pluginapi.PreferredAllocationResponse, error)
+	Allocate(ctx context.Context, in *pluginapi.AllocateRequest, opts ...grpc.CallOption) (*pluginapi.AllocateResponse, error)
+	PreStartContainer(ctx context.Context, in *pluginapi.PreStartContainerRequest, opts ...grpc.CallOption) (*pluginapi.PreStartContainerResponse, error)
+}
+
+// endpoint is one registration of a plugin. Its fields are set before it is
+// published under Manager.mu and never change.
+type endpoint struct {
+	resource string
+	socket   string
+	client   rpcClient
+	opts     *pluginapi.DevicePluginOptions
+	// cancel stops the endpoint's goroutine; safe to call more than once.
+	cancel context.CancelFunc
+}
+
+func dialPlugin(socket string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("passthrough:///"+socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("dial device plugin %s: %w", socket, err)
+	}
+	return conn, nil
+}
+
+// runEndpoint connects to a registering plugin, answers its registration,
+// then follows its ListAndWatch stream until the endpoint is replaced or
+// removed or ctx ends. When the stream ends the resource's devices become
+// unhealthy; while the plugin's socket exists the stream is re-dialled with
+// back-off.
+func (m *Manager) runEndpoint(ctx context.Context, r registration) {
+	res := r.req.GetResourceName()
+	socket := filepath.Join(m.cfg.Dir, r.req.GetEndpoint())
+	log := m.log.With("resourceName", res, "endpoint", socket)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	conn, err := dialPlugin(socket)
+	if err != nil {
+		r.reply <- err
+		return
+	}
+	defer conn.Close()
+	client := pluginapi.NewDevicePluginClient(conn)
+
+	octx, ocancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
+	opts, err := client.GetDevicePluginOptions(octx, &pluginapi.Empty{}, grpc.WaitForReady(true))
+	ocancel()
+	if err != nil {
+		r.reply <- fmt.Errorf("get options of device plugin %q at %s: %w", res, socket, err)
+		return
+	}
+	if opts == nil {
+		opts = &pluginapi.DevicePluginOptions{}
+	}
+	ep := &endpoint{resource: res, socket: socket, client: client, opts: opts, cancel: cancel}
+	m.install(ep)
+	log.Info("Registered device plugin",
+		"preStartRequired", opts.GetPreStartRequired(),
+		"getPreferredAllocationAvailable", opts.GetGetPreferredAllocationAvailable())
+	r.reply <- nil
+
+	backoff := m.cfg.ReconnectBackoff
+	for {
+		start := time.Now()
+		err := m.watch(ctx, ep, client)
+		if ctx.Err() != nil {
+			return
+		}
+		m.stopped(ep, time.Now())
+		log.Info("Device plugin stream ended; its devices are unhealthy", "err", err)
+		if time.Since(start) > m.cfg.MaxReconnectBackoff {
+			backoff = m.cfg.ReconnectBackoff
+		}
+		if !isSocket(socket) {
+			log.Info("Device plugin socket is gone; waiting for the plugin to register again")
+			return
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, m.cfg.MaxReconnectBackoff)
+		log.Info("Re-dialling device plugin")
+	}
+}
+
+// watch runs one ListAndWatch stream and applies every message.
+func (m *Manager) watch(ctx context.Context, ep *endpoint, client pluginapi.DevicePluginClient) error {
+	stream, err := client.ListAndWatch(ctx, &pluginapi.Empty{})
+	if err != nil {
+		return fmt.Errorf("list and watch: %w", err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("list and watch: %w", err)
+		}
+		m.updateDevices(ep, resp.GetDevices())
+	}
+}
+
+func isSocket(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode()&fs.ModeSocket != 0
+}
+
+// install makes ep the resource's endpoint, stopping the one it replaces.
+func (m *Manager) install(ep *endpoint) {
+	m.mu.Lock()
+	rs := m.resources[ep.resource]
+	if rs == nil {
+		rs = newResourceState()
+		m.resources[ep.resource] = rs
+	}
+	old := rs.ep
+	rs.ep = ep
+	rs.stoppedAt = time.Time{}
+	m.mu.Unlock()
+	if old != nil {
+		old.cancel()
+	}
+	m.notify()
+}
+
+// updateDevices applies a ListAndWatch message from ep, if ep is still the
+// resource's endpoint.
+func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
+	m.mu.Lock()
+	rs := m.resources[ep.resource]
+	if rs == nil || rs.ep != ep {
+		m.mu.Unlock()
+		return
+	}
+	dropped := rs.setDevices(devs)
+	rs.stoppedAt = time.Time{}
+	healthy, unhealthy := rs.healthy.Len(), rs.unhealthy.Len()
+	m.mu.Unlock()
+	if dropped > 0 {
+		m.log.Warn("Device plugin sent devices without an ID; ignored them", "resourceName", ep.resource, "count", dropped)
+	}
+	m.log.Debug("Device plugin pushed device state", "resourceName", ep.resource, "healthy", healthy, "unhealthy", unhealthy)
+	m.notify()
+}
+
+// stopped marks ep's resource unhealthy from now, if ep is still current.
+func (m *Manager) stopped(ep *endpoint, now time.Time) {
+	m.mu.Lock()
+	rs := m.resources[ep.resource]
+	if rs == nil || rs.ep != ep {
+		m.mu.Unlock()
+		return
+	}
+	rs.markUnhealthy(now)
+	m.mu.Unlock()
+	m.notify()
+}
+
+// errStopped is returned for an RPC to a resource with no live plugin.
+func errStopped(res string) error {
+	return fmt.Errorf("endpoint %s has been stopped: %w", res, ErrUnavailable)
+}

@@ -1,0 +1,146 @@
+package devicemanager
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// ContainerOptions is what the device plugins asked the runtime to give one
+// container, merged over its resources and ready for a CRI ContainerConfig.
+type ContainerOptions struct {
+	Envs        []*runtimeapi.KeyValue
+	Mounts      []*runtimeapi.Mount
+	Devices     []*runtimeapi.Device
+	Annotations map[string]string
+	CDIDevices  []*runtimeapi.CDIDevice
+}
+
+// ContainerOptions returns the runtime options for a container that passed
+// Allocate. Before that it calls PreStartContainer (bounded by
+// Config.PreStartTimeout) for each resource whose plugin asked for it, and it
+// allocates again when a device resource in the container's limits has no
+// assignment (a node restart before the plugin was back). Call it right
+// before creating the container.
+//
+// Merging follows the kubelet: resources in name order; the first value of an
+// environment variable or annotation wins, as does the first mount or device
+// for a container path; CDI devices are listed once. Conflicts are logged.
+func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *v1.Container) (*ContainerOptions, error) {
+	uid := string(pod.UID)
+	reallocate := false
+	for _, r := range m.deviceRequests(container) {
+		m.mu.Lock()
+		a := m.pods.get(uid, container.Name, r.name)
+		m.mu.Unlock()
+		if a == nil {
+			reallocate = true
+		}
+	}
+	if reallocate {
+		m.log.Info("Container has device resources without an assignment; allocating again",
+			"pod", pod.Namespace+"/"+pod.Name, "podUID", uid, "containerName", container.Name)
+		if err := m.Allocate(ctx, pod, container); err != nil {
+			return nil, err
+		}
+	}
+
+	type prestart struct {
+		res    string
+		client rpcClient
+		ids    []string
+	}
+	var calls []prestart
+	var resps []*pluginapi.ContainerAllocateResponse
+	m.mu.Lock()
+	byRes := m.pods[uid][container.Name]
+	for _, res := range sortedKeys(byRes) {
+		a := byRes[res]
+		resps = append(resps, a.resp)
+		rs := m.resources[res]
+		if rs == nil || rs.ep == nil || !rs.ep.opts.GetPreStartRequired() {
+			continue
+		}
+		calls = append(calls, prestart{res: res, client: rs.ep.client, ids: slices.Clone(a.ids)})
+	}
+	m.mu.Unlock()
+
+	for _, c := range calls {
+		pctx, cancel := context.WithTimeout(ctx, m.cfg.PreStartTimeout)
+		_, err := c.client.PreStartContainer(pctx, &pluginapi.PreStartContainerRequest{DevicesIds: c.ids})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("pod %q container %q: pre-start %s devices %q: %w: %w", pod.Name, container.Name, c.res, c.ids, ErrPlugin, err)
+		}
+	}
+	return m.mergeOptions(uid, container.Name, resps), nil
+}
+
+func (m *Manager) mergeOptions(uid, ctr string, resps []*pluginapi.ContainerAllocateResponse) *ContainerOptions {
+	out := &ContainerOptions{}
+	envs := map[string]string{}
+	mounts := map[string]string{}
+	devices := map[string]string{}
+	cdi := map[string]bool{}
+	log := m.log.With("podUID", uid, "containerName", ctr)
+	for _, r := range resps {
+		for _, k := range sortedKeys(r.GetEnvs()) {
+			v := r.Envs[k]
+			if old, ok := envs[k]; ok {
+				if old != v {
+					log.Warn("Device plugins set an environment variable differently; keeping the first", "name", k, "kept", old, "ignored", v)
+				}
+				continue
+			}
+			envs[k] = v
+			out.Envs = append(out.Envs, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
+		}
+		for _, mt := range r.GetMounts() {
+			if old, ok := mounts[mt.ContainerPath]; ok {
+				if old != mt.HostPath {
+					log.Warn("Device plugins mount different host paths at one container path; keeping the first",
+						"containerPath", mt.ContainerPath, "kept", old, "ignored", mt.HostPath)
+				}
+				continue
+			}
+			mounts[mt.ContainerPath] = mt.HostPath
+			out.Mounts = append(out.Mounts, &runtimeapi.Mount{ContainerPath: mt.ContainerPath, HostPath: mt.HostPath, Readonly: mt.ReadOnly})
+		}
+		for _, d := range r.GetDevices() {
+			if old, ok := devices[d.ContainerPath]; ok {
+				if old != d.HostPath {
+					log.Warn("Device plugins map different host devices at one container path; keeping the first",
+						"containerPath", d.ContainerPath, "kept", old, "ignored", d.HostPath)
+				}
+				continue
+			}
+			devices[d.ContainerPath] = d.HostPath
+			out.Devices = append(out.Devices, &runtimeapi.Device{ContainerPath: d.ContainerPath, HostPath: d.HostPath, Permissions: d.Permissions})
+		}
+		for _, k := range sortedKeys(r.GetAnnotations()) {
+			v := r.Annotations[k]
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			if old, ok := out.Annotations[k]; ok {
+				if old != v {
+					log.Warn("Device plugins set an annotation differently; keeping the first", "key", k, "kept", old, "ignored", v)
+				}
+				continue
+			}
+			out.Annotations[k] = v
+		}
+		for _, c := range r.GetCdiDevices() {
+			if c == nil || c.Name == "" || cdi[c.Name] {
+				continue
+			}
+			cdi[c.Name] = true
+			out.CDIDevices = append(out.CDIDevices, &runtimeapi.CDIDevice{Name: c.Name})
+		}
+	}
+	return out
+}

@@ -1,0 +1,244 @@
+package devicemanager
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/status"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodekeeper/nodekeeper/devicemanager/plugintest"
+)
+
+func TestIsExtendedResourceName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"example.com/gpu", true},
+		{"gpu.intel.com/i915", true},
+		{"smarter-devices/null", true},
+		{"nvidia.com/gpu", true},
+		{"gpu", false},
+		{"cpu", false},
+		{"kubernetes.io/gpu", false},
+		{"foo.kubernetes.io/gpu", false},
+		{"requests.example.com/gpu", false},
+		{"example.com/", false},
+		{"/gpu", false},
+		{"example.com/g pu", false},
+		{"example.com/gpu/x", false},
+		{"", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := IsExtendedResourceName(tc.name); got != tc.want {
+				t.Errorf("IsExtendedResourceName(%q) = %v, want %v", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRegisterRejected(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{DialTimeout: 300 * time.Millisecond})
+	stub := plugintest.New(filepath.Join(env.dir, "p.sock"), devices(pluginapi.Healthy, "a"), nil, plugintest.Funcs{})
+	if err := stub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stub.Stop)
+	for _, tc := range []struct {
+		name    string
+		req     *pluginapi.RegisterRequest
+		wantMsg string
+	}{
+		{
+			name:    "version",
+			req:     &pluginapi.RegisterRequest{Version: "v1alpha", Endpoint: "p.sock", ResourceName: "example.com/dev"},
+			wantMsg: `requested API version "v1alpha" is not supported by kubelet. Supported versions are ["v1beta1"]`,
+		},
+		{
+			name:    "native name",
+			req:     &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "p.sock", ResourceName: "cpu"},
+			wantMsg: `the ResourceName "cpu" is invalid`,
+		},
+		{
+			name:    "kubernetes.io",
+			req:     &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "p.sock", ResourceName: "kubernetes.io/dev"},
+			wantMsg: `the ResourceName "kubernetes.io/dev" is invalid`,
+		},
+		{
+			name:    "unreachable endpoint",
+			req:     &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "nothing.sock", ResourceName: "example.com/none"},
+			wantMsg: `get options of device plugin "example.com/none"`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := plugintest.RegisterAs(testCtx(t), env.socket(), tc.req)
+			if err == nil {
+				t.Fatal("registration accepted")
+			}
+			if msg := status.Convert(errors.Unwrap(err)).Message(); !strings.HasPrefix(msg, tc.wantMsg) {
+				t.Errorf("message = %q, want prefix %q", msg, tc.wantMsg)
+			}
+		})
+	}
+	if diff := cmp.Diff(map[string]counts{}, env.counts()); diff != "" {
+		t.Errorf("capacity after rejections (-want +got):\n%s", diff)
+	}
+	if got := env.metricValue("kubelet_device_plugin_registration_total", "cpu"); got != 1 {
+		t.Errorf("registration_total{cpu} = %v, want 1", got)
+	}
+}
+
+func TestStartRemovesSocketsOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "stale-plugin.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := startManager(t, dir, Config{})
+	var names []string
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if diff := cmp.Diff([]string{SocketName, "notes.txt", "sub"}, names); diff != "" {
+		t.Errorf("directory after start (-want +got):\n%s", diff)
+	}
+	if err := env.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(env.socket()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("kubelet.sock left after Run returned: %v", err)
+	}
+}
+
+func TestDeviceStateFollowsListAndWatch(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	const res = "example.com/dev"
+	devs := append(devices(pluginapi.Healthy, "a", "b"), devices(pluginapi.Unhealthy, "c")...)
+	stub := env.plugin("p.sock", res, devs, nil, plugintest.Funcs{})
+	env.waitCounts(res, counts{3, 2})
+
+	numa := &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: 1}}}
+	steps := []struct {
+		name string
+		devs []*pluginapi.Device
+		want counts
+	}{
+		{"empty", nil, counts{0, 0}},
+		{"repeated and reordered", []*pluginapi.Device{
+			{ID: "b", Health: pluginapi.Healthy}, {ID: "a", Health: pluginapi.Healthy, Topology: numa},
+			{ID: "b", Health: pluginapi.Healthy},
+		}, counts{2, 2}},
+		{"last health wins", []*pluginapi.Device{
+			{ID: "a", Health: pluginapi.Healthy}, {ID: "a", Health: pluginapi.Unhealthy},
+			{ID: "b", Health: "Bogus"}, {ID: "", Health: pluginapi.Healthy},
+			{ID: "c", Health: pluginapi.Healthy, Topology: &pluginapi.TopologyInfo{}},
+		}, counts{3, 1}},
+	}
+	for _, s := range steps {
+		stub.SetDevices(s.devs)
+		env.waitCounts(res, s.want)
+	}
+}
+
+func TestStreamDropReconnects(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{ReconnectBackoff: 10 * time.Millisecond})
+	const res = "example.com/dev"
+	stub := env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
+	env.waitCounts(res, counts{2, 2})
+	if n := <-stub.Watches(); n != 1 {
+		t.Fatalf("first stream number %d", n)
+	}
+	stub.DropStreams()
+	select {
+	case n := <-stub.Watches():
+		if n != 2 {
+			t.Fatalf("stream number %d after drop, want 2", n)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("manager did not re-dial the plugin")
+	}
+	stub.SetDevices(devices(pluginapi.Healthy, "a", "b", "c"))
+	env.waitCounts(res, counts{3, 3})
+}
+
+func TestPluginGoneRemovedAfterGracePeriod(t *testing.T) {
+	t.Parallel()
+	const grace = time.Minute
+	env := startManager(t, "", Config{StopGracePeriod: grace})
+	const res = "example.com/dev"
+	stub := env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
+	other := env.plugin("q.sock", "example.com/other", devices(pluginapi.Healthy, "x"), nil, plugintest.Funcs{})
+	_ = other
+	env.waitCounts(res, counts{2, 2})
+	env.waitCounts("example.com/other", counts{1, 1})
+
+	stub.Stop()
+	env.waitCounts(res, counts{2, 0})
+	c, a, removed := env.m.capacityAt(time.Now().Add(grace / 2))
+	if len(removed) != 0 || toCounts(c, a)[res] != (counts{2, 0}) {
+		t.Fatalf("within grace: counts %v removed %v", toCounts(c, a), removed)
+	}
+	c, a, removed = env.m.capacityAt(time.Now().Add(grace + time.Second))
+	if diff := cmp.Diff([]string{res}, removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]counts{"example.com/other": {1, 1}}, toCounts(c, a)); diff != "" {
+		t.Errorf("counts after removal (-want +got):\n%s", diff)
+	}
+	if _, _, removed := env.m.Capacity(); len(removed) != 0 {
+		t.Errorf("removed reported twice: %v", removed)
+	}
+
+	// The plugin comes back and registers again.
+	env.plugin("p2.sock", res, devices(pluginapi.Healthy, "a"), nil, plugintest.Funcs{})
+	env.waitCounts(res, counts{1, 1})
+}
+
+func TestReRegistrationReplacesEndpoint(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	const res = "example.com/dev"
+	first := env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
+	env.waitCounts(res, counts{2, 2})
+	env.plugin("p-new.sock", res, devices(pluginapi.Healthy, "c"), nil, plugintest.Funcs{})
+	env.waitCounts(res, counts{1, 1})
+	// The old plugin's updates no longer count, and its end does not make
+	// the new devices unhealthy.
+	first.SetDevices(devices(pluginapi.Healthy, "a", "b", "d"))
+	first.Stop()
+	pod := pod("u1", nil, ctr("app", map[string]int64{res: 1}))
+	if err := env.m.AllocatePod(testCtx(t), pod); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]string{res: {"c"}}, env.m.AllocatedDevices("u1", "app")); diff != "" {
+		t.Errorf("allocation (-want +got):\n%s", diff)
+	}
+	if got := env.counts()[res]; got != (counts{1, 1}) {
+		t.Errorf("counts = %v, want {1 1}", got)
+	}
+}

@@ -1,0 +1,77 @@
+package devicemanager
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// registration is a validated Register request on its way to the Run loop;
+// reply receives the outcome of connecting to the plugin (buffered).
+type registration struct {
+	req   *pluginapi.RegisterRequest
+	reply chan error
+}
+
+// registrar serves the Registration service on kubelet.sock.
+type registrar struct {
+	pluginapi.UnimplementedRegistrationServer
+	m *Manager
+}
+
+// Register validates the request, then has the Run loop connect to the
+// plugin; it answers once the plugin's options were read, so a plugin that
+// cannot be reached learns it from the error.
+func (r registrar) Register(ctx context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	m := r.m
+	m.metrics.registrations.WithLabelValues(req.GetResourceName()).Inc()
+	log := m.log.With("resourceName", req.GetResourceName(), "endpoint", req.GetEndpoint())
+	log.Info("Got registration request from device plugin")
+	if err := validateRegistration(req); err != nil {
+		log.Info("Rejected device plugin registration", "err", err)
+		return &pluginapi.Empty{}, err
+	}
+	reg := registration{req: req, reply: make(chan error, 1)}
+	select {
+	case m.regC <- reg:
+	case <-ctx.Done():
+		return &pluginapi.Empty{}, ctx.Err()
+	}
+	select {
+	case err := <-reg.reply:
+		if err != nil {
+			log.Info("Device plugin registration failed", "err", err)
+			return &pluginapi.Empty{}, err
+		}
+		return &pluginapi.Empty{}, nil
+	case <-ctx.Done():
+		return &pluginapi.Empty{}, ctx.Err()
+	}
+}
+
+// validateRegistration applies the kubelet's checks with its error texts.
+func validateRegistration(req *pluginapi.RegisterRequest) error {
+	if !slices.Contains(pluginapi.SupportedVersions[:], req.GetVersion()) {
+		return fmt.Errorf("requested API version %q is not supported by kubelet. Supported versions are %q",
+			req.GetVersion(), pluginapi.SupportedVersions)
+	}
+	if !IsExtendedResourceName(req.GetResourceName()) {
+		return fmt.Errorf("the ResourceName %q is invalid", req.GetResourceName())
+	}
+	return nil
+}
+
+// IsExtendedResourceName reports whether name is an extended resource name
+// as Kubernetes defines it: it has a prefix ("example.com/gpu"; a prefix
+// without a dot is allowed), is not in the kubernetes.io namespace, and
+// "requests.<name>" is a qualified name.
+func IsExtendedResourceName(name string) bool {
+	if !strings.Contains(name, "/") || strings.Contains(name, "kubernetes.io/") || strings.HasPrefix(name, "requests.") {
+		return false
+	}
+	return len(content.IsQualifiedName("requests."+name)) == 0
+}
