@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
+	quantities "github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 // ThresholdConfig is the eviction part of a KubeletConfiguration, as written in the
@@ -175,7 +175,7 @@ func parseThresholdValue(val string) (v Value, disabled bool, err error) {
 		}
 		return Value{Percentage: p}, false, nil
 	}
-	q, err := resource.ParseQuantity(val)
+	q, err := quantities.Parse(val)
 	if err != nil {
 		return Value{}, false, fmt.Errorf("not a quantity or percentage")
 	}
@@ -219,7 +219,7 @@ func parseMinimumReclaims(m map[string]string) (map[Signal]*Value, error) {
 			out[s] = &Value{Percentage: p}
 			continue
 		}
-		q, err := resource.ParseQuantity(val)
+		q, err := quantities.Parse(val)
 		if err != nil {
 			return nil, &FieldError{Field: field, Value: val, Reason: "not a quantity or percentage"}
 		}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
@@ -89,7 +89,7 @@ func parseMemoryCapacity(s string) (int64, error) {
 	if s == "" {
 		return 0, errors.New("--memory-capacity: missing (want the node's memory capacity, e.g. 30Gi)")
 	}
-	q, err := resource.ParseQuantity(s)
+	q, err := quantity.Parse(s)
 	if err != nil {
 		return 0, fmt.Errorf("--memory-capacity %q: not a valid quantity (want e.g. 30Gi)", s)
 	}

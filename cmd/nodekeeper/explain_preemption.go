@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/qos"
@@ -154,7 +155,7 @@ func parseResourceList(flag, s string) (v1.ResourceList, error) {
 		if !ok || name == "" {
 			return nil, badInput(fmt.Errorf("%s: entry %q: want NAME=QUANTITY", flag, entry))
 		}
-		q, err := resource.ParseQuantity(value)
+		q, err := quantity.Parse(value)
 		if err != nil {
 			return nil, badInput(fmt.Errorf("%s: %s: %q is not a valid quantity", flag, name, value))
 		}

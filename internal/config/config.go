@@ -14,12 +14,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 // ErrInvalid is the class of every error caused by the content of a configuration
@@ -455,7 +455,7 @@ func parseReserved(file, field string, m map[string]string) (v1.ResourceList, er
 		if !slices.Contains(reservable, v1.ResourceName(name)) {
 			return nil, fieldError(file, f, val, "cannot reserve this resource; want cpu, memory, ephemeral-storage or pid")
 		}
-		q, err := resource.ParseQuantity(strings.TrimSpace(val))
+		q, err := quantity.Parse(strings.TrimSpace(val))
 		if err != nil {
 			return nil, fieldError(file, f, val, "not a valid quantity")
 		}

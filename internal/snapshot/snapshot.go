@@ -13,10 +13,11 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 // ErrBadInput is the class of every error this package returns for malformed input.
@@ -164,7 +165,7 @@ func checkQuantities(pod map[string]any) error {
 					return fmt.Errorf("%s: %v: not a quantity", f, raw)
 				}
 			}
-			q, err := resource.ParseQuantity(s)
+			q, err := quantity.Parse(s)
 			if err != nil {
 				return fmt.Errorf("%s: %q: not a valid quantity", f, s)
 			}

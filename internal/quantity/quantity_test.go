@@ -1,0 +1,44 @@
+package quantity
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in      string
+		want    int64
+		wantErr error
+	}{
+		{in: "100Mi", want: 100 << 20},
+		{in: "1e3", want: 1000},
+		{in: "1E6", want: 1_000_000},
+		{in: "2e+002", want: 200},
+		{in: "1Ei", want: 1 << 60},
+		{in: "1e-999999999", wantErr: ErrExponent},
+		{in: "1e99999", wantErr: ErrExponent},
+		{in: "1e0000000003", want: 1000}, // leading zeros do not count
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			q, err := Parse(tc.in)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Parse(%q) error = %v, want %v", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", tc.in, err)
+			}
+			if q.Value() != tc.want {
+				t.Errorf("Parse(%q) = %d, want %d", tc.in, q.Value(), tc.want)
+			}
+		})
+	}
+	if _, err := Parse("12x"); err == nil {
+		t.Error("Parse(12x) succeeded")
+	}
+}

@@ -1,0 +1,21 @@
+package snapshot
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A quantity with a huge exponent would keep resource.ParseQuantity busy for
+// minutes; the loader must reject it at once, naming the field.
+func TestParsePodsRejectsHugeExponent(t *testing.T) {
+	t.Parallel()
+	doc := `{"kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"1e-999999999"}}}]}}`
+	_, err := ParsePods("pods.json", []byte(doc))
+	if !errors.Is(err, ErrBadInput) {
+		t.Fatalf("err = %v, want ErrBadInput", err)
+	}
+	if want := `spec.containers[0].resources.requests.memory: "1e-999999999"`; !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %q, want it to contain %q", err, want)
+	}
+}
