@@ -1,0 +1,337 @@
+package devicemanager
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodekeeper/nodekeeper/devicemanager/plugintest"
+)
+
+const gpu = "example.com/gpu"
+
+func TestAllocateInitContainerReuse(t *testing.T) {
+	t.Parallel()
+	type want map[string][]string // container → devices
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want want
+	}{
+		{
+			name: "app reuses init devices",
+			pod: pod("p", []v1.Container{ctr("init1", map[string]int64{gpu: 2}), ctr("init2", map[string]int64{gpu: 1})},
+				ctr("app1", map[string]int64{gpu: 1}), ctr("app2", map[string]int64{gpu: 2})),
+			want: want{"init1": {"d0", "d1"}, "init2": {"d0"}, "app1": {"d0"}, "app2": {"d1", "d2"}},
+		},
+		{
+			name: "sidecar keeps its devices",
+			pod: pod("p", []v1.Container{ctr("init", map[string]int64{gpu: 1}), sidecar(ctr("side", map[string]int64{gpu: 1}))},
+				ctr("app", map[string]int64{gpu: 2})),
+			// The sidecar starts after the init container ended, takes its
+			// device and keeps it; the app gets new ones.
+			want: want{"init": {"d0"}, "side": {"d0"}, "app": {"d1", "d2"}},
+		},
+		{
+			name: "containers without devices",
+			pod:  pod("p", []v1.Container{ctr("init", nil)}, ctr("app", map[string]int64{"cpu": 1, "example.com/unknown": 1})),
+			want: want{"init": {}, "app": {}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := startManager(t, "", Config{})
+			env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1", "d2", "d3"), nil, plugintest.Funcs{})
+			env.waitCounts(gpu, counts{4, 4})
+			if err := env.m.AllocatePod(testCtx(t), tc.pod); err != nil {
+				t.Fatal(err)
+			}
+			got := want{}
+			for _, c := range append(tc.pod.Spec.InitContainers, tc.pod.Spec.Containers...) {
+				got[c.Name] = append([]string{}, env.m.AllocatedDevices("p", c.Name)[gpu]...)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAllocateErrors(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	stub := env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil, plugintest.Funcs{})
+	env.waitCounts(gpu, counts{2, 2})
+	ctx := testCtx(t)
+
+	holder := pod("holder", nil, ctr("app", map[string]int64{gpu: 1}))
+	*env.active = []*v1.Pod{holder}
+	if err := env.m.AllocatePod(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+
+	err := env.m.AllocatePod(ctx, pod("big", nil, ctr("app", map[string]int64{gpu: 2})))
+	wantErr(t, err, ErrUnavailable, "requested number of devices unavailable for example.com/gpu. Requested: 2, Available: 1")
+
+	changed := pod("holder", nil, ctr("app", map[string]int64{gpu: 2}))
+	err = env.m.AllocatePod(ctx, changed)
+	wantErr(t, err, nil, `pod "holder" container "app" changed request for resource "example.com/gpu" from 1 to 2`)
+
+	// The holder's device turns unhealthy: its restart cannot get it back.
+	stub.SetDevices(append(devices(pluginapi.Unhealthy, "d0"), devices(pluginapi.Healthy, "d1")...))
+	env.waitCounts(gpu, counts{2, 1})
+	err = env.m.AllocatePod(ctx, holder)
+	wantErr(t, err, ErrUnavailable, "previously allocated devices are no longer healthy; cannot allocate unhealthy devices example.com/gpu")
+
+	stub.SetDevices(devices(pluginapi.Unhealthy, "d0", "d1"))
+	env.waitCounts(gpu, counts{2, 0})
+	err = env.m.AllocatePod(ctx, pod("new", nil, ctr("app", map[string]int64{gpu: 1})))
+	wantErr(t, err, ErrUnavailable, "no healthy devices present; cannot allocate unhealthy devices example.com/gpu")
+
+	// Once the resource is removed, a pod asking for it is told so.
+	stub.Stop()
+	env.waitFor("removal after plugin loss", func() bool {
+		_, _, removed := env.m.capacityAt(time.Now().Add(DefaultStopGracePeriod + time.Second))
+		return len(removed) == 1
+	})
+	err = env.m.AllocatePod(ctx, pod("late", nil, ctr("app", map[string]int64{gpu: 1})))
+	wantErr(t, err, ErrUnavailable, "cannot allocate unregistered device example.com/gpu")
+
+	// Devices of pods that are gone are freed; allocatable still covers
+	// what the holder keeps.
+	if diff := cmp.Diff(v1.ResourceList{gpu: resource.MustParse("1"), "cpu": resource.MustParse("4")},
+		env.m.SanitizeAllocatable(v1.ResourceList{"cpu": resource.MustParse("4")})); diff != "" {
+		t.Errorf("sanitized allocatable (-want +got):\n%s", diff)
+	}
+}
+
+func wantErr(t *testing.T, err, class error, text string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want %q", text)
+	}
+	if class != nil && !errors.Is(err, class) {
+		t.Errorf("error %v is not %v", err, class)
+	}
+	if !strings.Contains(err.Error(), text) {
+		t.Errorf("error %q does not contain %q", err, text)
+	}
+}
+
+func TestFreesDevicesOfInactivePods(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil, plugintest.Funcs{})
+	env.waitCounts(gpu, counts{2, 2})
+	ctx := testCtx(t)
+	first := pod("first", nil, ctr("app", map[string]int64{gpu: 2}))
+	*env.active = []*v1.Pod{first}
+	if err := env.m.AllocatePod(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	second := pod("second", nil, ctr("app", map[string]int64{gpu: 2}))
+	wantErr(t, env.m.AllocatePod(ctx, second), ErrUnavailable, "Available: 0")
+	*env.active = nil // the first pod terminated
+	if err := env.m.AllocatePod(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]string{}, env.m.AllocatedDevices("first", "app")); diff != "" {
+		t.Errorf("first pod still holds (-want +got):\n%s", diff)
+	}
+}
+
+func TestPreferredAllocation(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	var mu sync.Mutex
+	var reqs []*pluginapi.ContainerPreferredAllocationRequest
+	stub := plugintest.Funcs{}
+	s := plugintest.New("", nil, nil, plugintest.Funcs{}) // the default chooser
+	stub.Preferred = func(ctx context.Context, r *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+		mu.Lock()
+		reqs = append(reqs, r.ContainerRequests...)
+		mu.Unlock()
+		return s.GetPreferredAllocation(ctx, r)
+	}
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1", "d2", "d3"),
+		&pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, stub)
+	env.waitCounts(gpu, counts{4, 4})
+	p := pod("p", []v1.Container{ctr("init", map[string]int64{gpu: 1})}, ctr("app", map[string]int64{gpu: 2}))
+	if err := env.m.AllocatePod(testCtx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]string{gpu: {"d3"}}, env.m.AllocatedDevices("p", "init")); diff != "" {
+		t.Errorf("init (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string][]string{gpu: {"d2", "d3"}}, env.m.AllocatedDevices("p", "app")); diff != "" {
+		t.Errorf("app (-want +got):\n%s", diff)
+	}
+	want := []*pluginapi.ContainerPreferredAllocationRequest{
+		{AvailableDeviceIDs: []string{"d0", "d1", "d2", "d3"}, AllocationSize: 1},
+		{AvailableDeviceIDs: []string{"d3", "d0", "d1", "d2"}, MustIncludeDeviceIDs: []string{"d3"}, AllocationSize: 2},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, reqs, protocmp.Transform()); diff != "" {
+		t.Errorf("preferred-allocation requests (-want +got):\n%s", diff)
+	}
+}
+
+func TestPreferredAllocationBadAnswer(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1", "d2"),
+		&pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true},
+		plugintest.Funcs{Preferred: func(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+			return &pluginapi.PreferredAllocationResponse{ContainerResponses: []*pluginapi.ContainerPreferredAllocationResponse{
+				{DeviceIDs: []string{"nonsense", "d2", "d2"}},
+			}}, nil
+		}})
+	env.waitCounts(gpu, counts{3, 3})
+	if err := env.m.AllocatePod(testCtx(t), pod("p", nil, ctr("app", map[string]int64{gpu: 2}))); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]string{gpu: {"d0", "d2"}}, env.m.AllocatedDevices("p", "app")); diff != "" {
+		t.Errorf("devices (-want +got):\n%s", diff)
+	}
+}
+
+func TestContainerOptionsAndPreStart(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	prestarts := make(chan []string, 4)
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"),
+		&pluginapi.DevicePluginOptions{PreStartRequired: true},
+		plugintest.Funcs{PreStart: func(_ context.Context, r *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+			prestarts <- r.DevicesIds
+			return &pluginapi.PreStartContainerResponse{}, nil
+		}})
+	const nic = "example.com/nic"
+	env.plugin("n.sock", nic, devices(pluginapi.Healthy, "n0"), nil,
+		plugintest.Funcs{Allocate: func(context.Context, *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+			return &pluginapi.AllocateResponse{ContainerResponses: []*pluginapi.ContainerAllocateResponse{{
+				Envs:        map[string]string{"DEV_d0": "other", "NIC": "n0"},
+				Mounts:      []*pluginapi.Mount{{ContainerPath: "/usr/local/stub", HostPath: "/elsewhere"}},
+				Devices:     []*pluginapi.DeviceSpec{{ContainerPath: "/dev/n0", HostPath: "/dev/n0", Permissions: "r"}},
+				Annotations: map[string]string{"nic": "yes"},
+				CdiDevices:  []*pluginapi.CDIDevice{{Name: "example.com/nic=n0"}, {Name: "example.com/nic=n0"}},
+			}}}, nil
+		}})
+	env.waitCounts(gpu, counts{2, 2})
+	env.waitCounts(nic, counts{1, 1})
+	c := ctr("app", map[string]int64{gpu: 1, nic: 1})
+	p := pod("p", nil, c)
+	ctx := testCtx(t)
+	if err := env.m.AllocatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := env.m.ContainerOptions(ctx, p, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &ContainerOptions{
+		Envs:        []*runtimeapi.KeyValue{{Key: "DEV_d0", Value: []byte("d0")}, {Key: "NIC", Value: []byte("n0")}},
+		Mounts:      []*runtimeapi.Mount{{ContainerPath: "/usr/local/stub", HostPath: "/opt/stub", Readonly: true}},
+		Devices:     []*runtimeapi.Device{{ContainerPath: "/dev/d0", HostPath: "/dev/d0", Permissions: "rw"}, {ContainerPath: "/dev/n0", HostPath: "/dev/n0", Permissions: "r"}},
+		Annotations: map[string]string{"nic": "yes"},
+		CDIDevices:  []*runtimeapi.CDIDevice{{Name: "example.com/nic=n0"}},
+	}
+	if diff := cmp.Diff(want, opts, protocmp.Transform()); diff != "" {
+		t.Errorf("options (-want +got):\n%s", diff)
+	}
+	select {
+	case ids := <-prestarts:
+		if diff := cmp.Diff([]string{"d0"}, ids); diff != "" {
+			t.Errorf("pre-start devices (-want +got):\n%s", diff)
+		}
+	default:
+		t.Error("PreStartContainer not called")
+	}
+	if len(prestarts) != 0 {
+		t.Error("PreStartContainer called more than once")
+	}
+}
+
+func TestHungAllocateTimesOut(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	env := startManager(t, "", Config{AllocateTimeout: timeout})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil,
+		plugintest.Funcs{Allocate: func(ctx context.Context, _ *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, ctx.Err()
+		}})
+	const nic = "example.com/nic"
+	env.plugin("n.sock", nic, devices(pluginapi.Healthy, "n0"), nil, plugintest.Funcs{})
+	env.waitCounts(gpu, counts{2, 2})
+	env.waitCounts(nic, counts{1, 1})
+	ctx := testCtx(t)
+
+	hung := make(chan error, 1)
+	start := time.Now()
+	go func() { hung <- env.m.AllocatePod(ctx, pod("hung", nil, ctr("app", map[string]int64{gpu: 2}))) }()
+	// Another resource's admission is not held up by the hung plugin.
+	if err := env.m.AllocatePod(ctx, pod("ok", nil, ctr("app", map[string]int64{nic: 1}))); err != nil {
+		t.Fatal(err)
+	}
+	err := <-hung
+	elapsed := time.Since(start)
+	wantErr(t, err, ErrPlugin, "DeadlineExceeded")
+	if elapsed < timeout || elapsed > timeout+10*time.Second {
+		t.Errorf("hung Allocate returned after %v, want about %v", elapsed, timeout)
+	}
+	// The devices reserved for the failed container are free again.
+	if diff := cmp.Diff(v1.ResourceList{nic: resource.MustParse("1")}, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
+		t.Errorf("allocated after timeout (-want +got):\n%s", diff)
+	}
+	if got := env.metricValue("kubelet_device_plugin_alloc_duration_seconds", gpu); got != 1 {
+		t.Errorf("alloc_duration samples for %s = %v, want 1", gpu, got)
+	}
+}
+
+func TestSanitizeAllocatable(t *testing.T) {
+	t.Parallel()
+	m, err := New(Config{Dir: t.TempDir()}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.used.add(gpu, "a", "b", "b")
+	m.used.add("example.com/nic", "n")
+	for _, tc := range []struct {
+		name    string
+		in, out v1.ResourceList
+	}{
+		{"raised", v1.ResourceList{gpu: resource.MustParse("1")},
+			v1.ResourceList{gpu: resource.MustParse("2"), "example.com/nic": resource.MustParse("1")}},
+		{"already enough", v1.ResourceList{gpu: resource.MustParse("5"), "example.com/nic": resource.MustParse("1")},
+			v1.ResourceList{gpu: resource.MustParse("5"), "example.com/nic": resource.MustParse("1")}},
+		{"nil", nil, v1.ResourceList{gpu: resource.MustParse("2"), "example.com/nic": resource.MustParse("1")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			before := tc.in.DeepCopy()
+			got := m.SanitizeAllocatable(tc.in)
+			if diff := cmp.Diff(tc.out, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.in); diff != "" {
+				t.Errorf("argument modified (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
