@@ -1,0 +1,15 @@
+// Package containerdtest starts a private containerd for tests and builds and
+// imports small OCI images, so CRI integration tests run with no registry.
+//
+// Start launches containerd with a generated config whose root, state and
+// socket live under a short temporary directory (unix socket paths must stay
+// under 108 bytes), the native snapshotter, a sandbox (pause) image built by
+// the test, host-network pods only (no CNI) and, where this process may not
+// lower its oom_score_adj, restrict_oom_score_adj = true. Cleanup, registered
+// with t.Cleanup, removes the pods, stops containerd, kills the shims it left
+// (by PID, only those serving this containerd), unmounts what is left under
+// the directory and removes it.
+//
+// Without root or without the containerd, ctr and runc binaries, Start skips
+// the test, unless CI=true, where it fails it: CI must run these tests.
+package containerdtest
