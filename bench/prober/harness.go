@@ -48,14 +48,14 @@ func rssBytes() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// serverPorts are the benchmark servers' ports, as /proc/net/tcp writes
-// them (upper-case hex); set once before any sampling.
-var serverPorts = map[string]bool{}
+// portSet holds the benchmark servers' ports as /proc/net/tcp writes them
+// (upper-case hex).
+type portSet map[string]bool
 
 // timeWaitSockets counts the IPv4 TCP sockets in TIME-WAIT of connections
 // to the benchmark servers: on the client side (remote port is a server's)
 // and on the server side (local port is a server's).
-func timeWaitSockets() (client, server int) {
+func timeWaitSockets(serverPorts portSet) (client, server int) {
 	f, err := os.Open("/proc/net/tcp")
 	if err != nil {
 		return -1, -1
@@ -78,12 +78,14 @@ func timeWaitSockets() (client, server int) {
 	return client, server
 }
 
-func setServerPorts(addrs []string) {
+func newPortSet(addrs []string) portSet {
+	serverPorts := portSet{}
 	for _, a := range addrs {
 		_, p, _ := strings.Cut(a, ":")
 		n, _ := strconv.Atoi(p)
 		serverPorts[fmt.Sprintf("%04X", n)] = true
 	}
+	return serverPorts
 }
 
 // latencies collects durations from many goroutines.
@@ -119,8 +121,8 @@ type sample struct {
 	TimeWaitClient, TimeWaitServer int
 }
 
-func takeSample(start time.Time) sample {
-	c, s := timeWaitSockets()
+func takeSample(start time.Time, ps portSet) sample {
+	c, s := timeWaitSockets(ps)
 	return sample{At: time.Since(start).Round(time.Second), Goroutines: runtime.NumGoroutine(), RSS: rssBytes(), TimeWaitClient: c, TimeWaitServer: s}
 }
 
@@ -251,7 +253,7 @@ func (r *engineResult) cpuPerProbe() time.Duration {
 
 // engineRun runs probes HTTP liveness probes with the given period against
 // the targets (host:port) for d, sampling resources every sampleEvery.
-func engineRun(ctx context.Context, targets []string, probes int, period, d, sampleEvery time.Duration, concurrency int) (*engineResult, error) {
+func engineRun(ctx context.Context, targets []string, ps portSet, probes int, period, d, sampleEvery time.Duration, concurrency int) (*engineResult, error) {
 	r := &engineResult{Probes: probes, Period: period, Concurrency: concurrency}
 	var runs atomic.Int64
 	status := make(staticStatus, probes)
@@ -310,14 +312,14 @@ func engineRun(ctx context.Context, targets []string, probes int, period, d, sam
 			return nil, err
 		}
 	}
-	r.Samples = append(r.Samples, takeSample(start))
+	r.Samples = append(r.Samples, takeSample(start, ps))
 	tick := time.NewTicker(sampleEvery)
 	timer := time.NewTimer(d)
 loop:
 	for {
 		select {
 		case <-tick.C:
-			r.Samples = append(r.Samples, takeSample(start))
+			r.Samples = append(r.Samples, takeSample(start, ps))
 		case <-timer.C:
 			break loop
 		case <-ctx.Done():
@@ -328,7 +330,7 @@ loop:
 	r.CPU = cpuTime() - cpu0
 	r.Elapsed = time.Since(start)
 	r.Runs = runs.Load()
-	r.Samples = append(r.Samples, takeSample(start))
+	r.Samples = append(r.Samples, takeSample(start, ps))
 	cancel()
 	if err := <-done; err != nil {
 		return nil, err

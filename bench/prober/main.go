@@ -157,8 +157,8 @@ func urlsOf(addrs []string) []string {
 // report runs the phases and writes a markdown report to w.
 func report(ctx context.Context, w io.Writer, addrs []string, o options) error {
 	urls := urlsOf(addrs)
-	setServerPorts(addrs)
-	c0, s0 := timeWaitSockets()
+	ps := newPortSet(addrs)
+	c0, s0 := timeWaitSockets(ps)
 	rate := float64(o.probes) / o.period.Seconds()
 	fmt.Fprintf(w, "GOMAXPROCS=%d, %s/%s, %s; %d servers on 127.0.0.1 in a child process\n\n",
 		runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), len(addrs))
@@ -167,13 +167,13 @@ func report(ctx context.Context, w io.Writer, addrs []string, o options) error {
 	bp50, bp99, _ := bare.Lateness.percentiles()
 	fmt.Fprintf(w, "bare loop, paced at %.0f req/s for %v: %d requests (%d errors), %.0f req/s, CPU/request %s, start lateness p50 %s p99 %s\n",
 		rate, o.bareDuration, bare.Requests, bare.Errors, bare.rate(), us(bare.cpuPerRequest()), ms(bp50), ms(bp99))
-	c1, s1 := timeWaitSockets()
+	c1, s1 := timeWaitSockets(ps)
 	fmt.Fprintf(w, "TIME-WAIT sockets after the paced bare loop: client side %d, server side %d (before: %d, %d)\n", c1, s1, c0, s0)
 	bmax := bareMax(ctx, urls, o.bareDuration, 2*runtime.GOMAXPROCS(0))
 	fmt.Fprintf(w, "bare loop, back to back (%d goroutines) for %v: %.0f req/s (%d errors), CPU/request %s\n\n",
 		2*runtime.GOMAXPROCS(0), o.bareDuration, bmax.rate(), bmax.Errors, us(bmax.cpuPerRequest()))
 
-	e, err := engineRun(ctx, addrs, o.probes, o.period, o.duration, 5*time.Second, o.concurrency)
+	e, err := engineRun(ctx, addrs, ps, o.probes, o.period, o.duration, 5*time.Second, o.concurrency)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func report(ctx context.Context, w io.Writer, addrs []string, o options) error {
 	best := 0.0
 	for r := 250.0; r <= 2*bmax.rate() && ctx.Err() == nil; r *= 1.25 {
 		n := int(r)
-		e, err := engineRun(ctx, addrs, n, time.Second, o.maxStep, o.maxStep, o.concurrency)
+		e, err := engineRun(ctx, addrs, ps, n, time.Second, o.maxStep, o.maxStep, o.concurrency)
 		if err != nil {
 			return err
 		}
