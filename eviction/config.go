@@ -34,6 +34,9 @@ type Config struct {
 	LocalStorageCapacityIsolation bool
 	// PodCleanupTimeout bounds the wait for an evicted pod's cleanup. Zero means 30s.
 	PodCleanupTimeout time.Duration
+	// Layout, when set, is the node's disk layout; when nil it is detected from
+	// the first Summary (see DetectLayout).
+	Layout *DiskLayout
 }
 
 // withDefaults returns c with zero durations replaced by the kubelet's defaults.

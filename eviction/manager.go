@@ -78,6 +78,9 @@ type Status struct {
 	ThresholdsMet []Threshold
 	Observations  Observations
 	Layout        DiskLayout
+	// Reclaiming is the signal the pass acts on (after its grace period and with
+	// fresh stats), "" when none.
+	Reclaiming Signal
 }
 
 // HasCondition reports whether c is among the conditions.
@@ -97,7 +100,10 @@ type Manager struct {
 	cfg    Config
 	deps   Deps
 	log    *slog.Logger
-	status atomic.Pointer[Status] // written by Run's goroutine only
+	status atomic.Pointer[Status] // written by the goroutine running passes
+	// st is the state carried between passes. Only the goroutine running passes
+	// touches it: Run's, or the caller of Pass when Run is not running.
+	st state
 }
 
 // New validates cfg and deps and returns a manager.
@@ -141,7 +147,6 @@ type state struct {
 // pod's cleanup and starts the next pass at once; otherwise it waits one
 // monitoring interval. It returns nil when ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
-	var st state
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -150,7 +155,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C:
 		}
-		evicted := m.synchronize(ctx, &st, time.Now())
+		evicted := m.synchronize(ctx, &m.st, time.Now())
 		if len(evicted) > 0 {
 			m.waitForCleanup(ctx, evicted)
 			timer.Reset(0)
@@ -158,6 +163,13 @@ func (m *Manager) Run(ctx context.Context) error {
 			timer.Reset(m.cfg.MonitoringInterval)
 		}
 	}
+}
+
+// Pass runs one pass of the control loop at now and returns the pods it evicted.
+// It does not wait for their cleanup. Pass must not be called while Run is running:
+// it is for driving the manager on a virtual clock (nodekeeper simulate).
+func (m *Manager) Pass(ctx context.Context, now time.Time) []*v1.Pod {
+	return m.synchronize(ctx, &m.st, now)
 }
 
 // synchronize is one pass of the control loop; it returns the pods it evicted.
@@ -169,6 +181,9 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 	}
 	if st.layout == nil {
 		l := DetectLayout(summary)
+		if m.cfg.Layout != nil {
+			l = *m.cfg.Layout
+		}
 		st.layout = &l
 		st.thresholds = WithContainerFsThresholds(m.cfg.Thresholds, l)
 		m.log.Info("Eviction manager: detected disk layout", "layout", l.String())
@@ -192,7 +207,12 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 
 	m.logConditionChanges(m.status.Load().Conditions, conds)
 	st.met, st.firstSeen, st.condObserved, st.lastObs = graced, firstSeen, condObserved, obs
-	m.status.Store(&Status{Time: now, Conditions: conds, ThresholdsMet: met, Observations: obs, Layout: *st.layout})
+	target, res, acting := ReclaimTarget(actionable)
+	status := &Status{Time: now, Conditions: conds, ThresholdsMet: met, Observations: obs, Layout: *st.layout}
+	if acting {
+		status.Reclaiming = target.Signal
+	}
+	m.status.Store(status)
 
 	pods := m.deps.ActivePods()
 	if m.cfg.LocalStorageCapacityIsolation {
@@ -200,10 +220,9 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 			return evicted
 		}
 	}
-	if len(actionable) == 0 {
+	if !acting {
 		return nil
 	}
-	target, res, _ := ReclaimTarget(actionable)
 	m.log.Warn("Eviction manager: attempting to reclaim", "resourceName", string(res), "signal", string(target.Signal))
 	if r := m.deps.Recorder; r != nil {
 		r.NodeEvent(v1.EventTypeWarning, "EvictionThresholdMet", fmt.Sprintf("Attempting to reclaim %s", res))

@@ -83,7 +83,7 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 		Args:          cobra.NoArgs,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError{err} })
-	root.AddCommand(newVersionCmd(), newExplainCmd(logger))
+	root.AddCommand(newVersionCmd(), newExplainCmd(logger), newSimulateCmd(logger))
 	markArgErrors(root)
 	return root
 }

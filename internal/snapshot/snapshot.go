@@ -23,8 +23,18 @@ import (
 // ErrBadInput is the class of every error this package returns for malformed input.
 var ErrBadInput = errors.New("bad input")
 
+// inputError is an error of class ErrBadInput whose text is only its message.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string        { return e.err.Error() }
+func (e *inputError) Unwrap() error        { return e.err }
+func (e *inputError) Is(target error) bool { return target == ErrBadInput }
+
+// bad marks err as bad input without changing its text.
+func bad(err error) error { return &inputError{err: err} }
+
 func badf(path, format string, args ...any) error {
-	return fmt.Errorf("%s: %s: %w", path, fmt.Sprintf(format, args...), ErrBadInput)
+	return bad(fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
 }
 
 // LoadPods reads pods from path. The file may hold a PodList or a v1 List of pods
@@ -33,7 +43,7 @@ func badf(path, format string, args ...any) error {
 func LoadPods(path string) ([]*v1.Pod, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, ErrBadInput)
+		return nil, bad(err)
 	}
 	return ParsePods(path, data)
 }
@@ -214,7 +224,7 @@ func checkQuantities(pod map[string]any) error {
 func LoadSummary(path string) (*statsapi.Summary, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, ErrBadInput)
+		return nil, bad(err)
 	}
 	return ParseSummary(path, data)
 }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodekeeper/nodekeeper/internal/simulate"
+)
+
+func newSimulateCmd(logger *slog.Logger) *cobra.Command {
+	var format string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "simulate FILE [-o text|json]",
+		Short: "Replay a scripted node history through the real managers on a virtual clock",
+		Long: `Runs the eviction manager, image and container GC, the admission chain and
+critical-pod preemption against the scenario in FILE (YAML or JSON) on a virtual
+clock and prints every decision with its time. See the README for the format.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return badInput(fmt.Errorf("--output: unknown format %q (want text or json)", format))
+			}
+			sc, err := simulate.Load(args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			for _, w := range sc.Config.Warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
+			log := slog.New(slog.DiscardHandler)
+			if verbose {
+				log = logger
+			}
+			events, err := simulate.Run(cmd.Context(), sc, log)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return simulate.WriteJSON(cmd.OutOrStdout(), events)
+			}
+			if len(events) == 0 {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), "no decisions")
+				return err
+			}
+			return simulate.WriteText(cmd.OutOrStdout(), events)
+		},
+	}
+	cmd.Flags().StringVarP(&format, "output", "o", "text", "output format: text or json (one object per line)")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also log the managers' own messages to stderr")
+	return cmd
+}
+

@@ -1,0 +1,282 @@
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/eviction"
+)
+
+// node is the scripted node: the pods, stats, images and containers the scenario
+// says are there, changed by the managers' actions as a real node would change:
+// an evicted or preempted pod's memory and disk come back, a removed image's size
+// is freed on the image filesystem. Only the simulation goroutine touches it.
+type node struct {
+	now        time.Time
+	pods       []*v1.Pod
+	summary    *statsapi.Summary
+	images     []*runtimeapi.Image
+	containers []*runtimeapi.Container
+	imageFs    *ImageFs
+	dedicated  bool
+	emit       func(Event)
+	// freed counts bytes freed on disk by image and container removal since the
+	// last reset; the eviction pass reports it as Reclaimed.
+	freed int64
+}
+
+var errNoSummary = errors.New("simulate: no summary given yet")
+
+// Summary returns the current stats, stamped with the virtual time.
+func (n *node) Summary(context.Context) (*statsapi.Summary, error) {
+	if n.summary == nil {
+		return nil, errNoSummary
+	}
+	s, err := copySummary(n.summary)
+	if err != nil {
+		return nil, err
+	}
+	t := metav1.NewTime(n.now)
+	if m := s.Node.Memory; m != nil {
+		m.Time = t
+	}
+	for i := range s.Node.SystemContainers {
+		if m := s.Node.SystemContainers[i].Memory; m != nil {
+			m.Time = t
+		}
+	}
+	for _, fs := range []*statsapi.FsStats{s.Node.Fs, runtimeFs(s, false), runtimeFs(s, true)} {
+		if fs != nil {
+			fs.Time = t
+		}
+	}
+	if r := s.Node.Rlimit; r != nil {
+		r.Time = t
+	}
+	return s, nil
+}
+
+// copySummary deep-copies s (the stats types have no generated DeepCopy).
+func copySummary(s *statsapi.Summary) (*statsapi.Summary, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	out := new(statsapi.Summary)
+	return out, json.Unmarshal(b, out)
+}
+
+func runtimeFs(s *statsapi.Summary, container bool) *statsapi.FsStats {
+	if s.Node.Runtime == nil {
+		return nil
+	}
+	if container {
+		return s.Node.Runtime.ContainerFs
+	}
+	return s.Node.Runtime.ImageFs
+}
+
+// removePod takes pod off the node and gives back its memory and disk.
+func (n *node) removePod(pod *v1.Pod) {
+	n.pods = slices.DeleteFunc(n.pods, func(p *v1.Pod) bool { return p.UID == pod.UID && p.Namespace == pod.Namespace && p.Name == pod.Name })
+	if n.summary == nil {
+		return
+	}
+	i := slices.IndexFunc(n.summary.Pods, func(ps statsapi.PodStats) bool {
+		return (pod.UID != "" && ps.PodRef.UID == string(pod.UID)) || (ps.PodRef.Namespace == pod.Namespace && ps.PodRef.Name == pod.Name)
+	})
+	if i < 0 {
+		return
+	}
+	ps := n.summary.Pods[i]
+	n.summary.Pods = slices.Delete(n.summary.Pods, i, i+1)
+	if ps.Memory != nil && ps.Memory.WorkingSetBytes != nil {
+		ws := *ps.Memory.WorkingSetBytes
+		giveMemory(n.summary.Node.Memory, ws)
+		for j := range n.summary.Node.SystemContainers {
+			if n.summary.Node.SystemContainers[j].Name == statsapi.SystemContainerPods {
+				giveMemory(n.summary.Node.SystemContainers[j].Memory, ws)
+			}
+		}
+	}
+	var rootfs, other uint64
+	for _, c := range ps.Containers {
+		rootfs += used(c.Rootfs)
+		other += used(c.Logs)
+	}
+	for _, v := range ps.VolumeStats {
+		other += used(&v.FsStats)
+	}
+	if n.dedicated {
+		n.giveImageFs(rootfs)
+		giveFs(n.summary.Node.Fs, other)
+	} else {
+		n.giveNodeFs(rootfs + other)
+	}
+}
+
+// freeImageBytes records that b bytes were freed on the image filesystem.
+func (n *node) freeImageBytes(b uint64) {
+	n.freed += int64(b)
+	if n.imageFs != nil {
+		n.imageFs.AvailableBytes = min(n.imageFs.AvailableBytes+b, max(n.imageFs.CapacityBytes, n.imageFs.AvailableBytes+b))
+	}
+	if n.summary == nil {
+		return
+	}
+	if n.dedicated {
+		n.giveImageFs(b)
+	} else {
+		n.giveNodeFs(b)
+	}
+}
+
+func (n *node) giveImageFs(b uint64) {
+	if s := n.summary; s.Node.Runtime != nil {
+		giveFs(s.Node.Runtime.ImageFs, b)
+		if s.Node.Runtime.ContainerFs != s.Node.Runtime.ImageFs {
+			giveFs(s.Node.Runtime.ContainerFs, b)
+		}
+	}
+}
+
+// giveNodeFs frees b bytes on the node filesystem, which without a dedicated image
+// filesystem the Summary also reports as imageFs and containerFs.
+func (n *node) giveNodeFs(b uint64) {
+	giveFs(n.summary.Node.Fs, b)
+	if !n.dedicated {
+		n.giveImageFs(b)
+	}
+}
+
+func giveMemory(m *statsapi.MemoryStats, b uint64) {
+	if m == nil || m.AvailableBytes == nil {
+		return
+	}
+	*m.AvailableBytes += b
+	if m.WorkingSetBytes != nil {
+		*m.WorkingSetBytes -= min(b, *m.WorkingSetBytes)
+	}
+}
+
+func giveFs(fs *statsapi.FsStats, b uint64) {
+	if fs == nil || fs.AvailableBytes == nil {
+		return
+	}
+	*fs.AvailableBytes += b
+	if fs.CapacityBytes != nil {
+		*fs.AvailableBytes = min(*fs.AvailableBytes, *fs.CapacityBytes)
+	}
+	if fs.UsedBytes != nil {
+		*fs.UsedBytes -= min(b, *fs.UsedBytes)
+	}
+}
+
+func used(fs *statsapi.FsStats) uint64 {
+	if fs == nil || fs.UsedBytes == nil {
+		return 0
+	}
+	return *fs.UsedBytes
+}
+
+// evictionKiller is the eviction manager's PodKiller on the scripted node.
+type evictionKiller struct{ n *node }
+
+func (k evictionKiller) KillPod(_ context.Context, pod *v1.Pod, ev eviction.Eviction) error {
+	k.n.emit(Event{Event: EventEvicted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+		Signal: string(ev.Signal), Message: ev.Message})
+	k.n.removePod(pod)
+	return nil
+}
+
+// preemptionKiller is the preemption handler's PodKiller on the scripted node.
+type preemptionKiller struct{ n *node }
+
+func (k preemptionKiller) KillPod(_ context.Context, pod *v1.Pod, status v1.PodStatus, _ *int64) error {
+	k.n.emit(Event{Event: EventPreempted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+		Reason: status.Reason, Message: status.Message})
+	k.n.removePod(pod)
+	return nil
+}
+
+// The CRI subset the garbage collectors use.
+
+func (n *node) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+	return slices.Clone(n.images), nil
+}
+
+func (n *node) ImageStatus(_ context.Context, spec *runtimeapi.ImageSpec, _ bool) (*runtimeapi.ImageStatusResponse, error) {
+	for _, img := range n.images {
+		if img.Id == spec.GetImage() || slices.Contains(img.RepoTags, spec.GetImage()) {
+			return &runtimeapi.ImageStatusResponse{Image: img}, nil
+		}
+	}
+	return &runtimeapi.ImageStatusResponse{}, nil
+}
+
+func (n *node) RemoveImage(_ context.Context, spec *runtimeapi.ImageSpec) error {
+	i := slices.IndexFunc(n.images, func(img *runtimeapi.Image) bool {
+		return img.Id == spec.GetImage() || slices.Contains(img.RepoTags, spec.GetImage())
+	})
+	if i < 0 {
+		return nil // removing a missing image succeeds, as in CRI
+	}
+	img := n.images[i]
+	n.images = slices.Delete(n.images, i, i+1)
+	n.emit(Event{Event: EventImageRemoved, ID: img.Id, Size: ptr(int64(img.Size))})
+	n.freeImageBytes(img.Size)
+	return nil
+}
+
+func (n *node) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	if n.imageFs == nil {
+		return nil, errors.New("simulate: no imageFs given yet")
+	}
+	used := n.imageFs.CapacityBytes - min(n.imageFs.AvailableBytes, n.imageFs.CapacityBytes)
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
+		Timestamp: n.now.UnixNano(),
+		UsedBytes: &runtimeapi.UInt64Value{Value: used},
+	}}}, nil
+}
+
+// statfs reports the image filesystem's capacity and free bytes for image GC.
+func (n *node) statfs() (capacity, available uint64, err error) {
+	if n.imageFs == nil {
+		return 0, 0, errors.New("simulate: no imageFs given yet")
+	}
+	return n.imageFs.CapacityBytes, n.imageFs.AvailableBytes, nil
+}
+
+func (n *node) ListContainers(_ context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	var out []*runtimeapi.Container
+	for _, c := range n.containers {
+		if f != nil && f.State != nil && c.State != f.State.State {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (n *node) RemoveContainer(_ context.Context, id string) error {
+	i := slices.IndexFunc(n.containers, func(c *runtimeapi.Container) bool { return c.Id == id })
+	if i < 0 {
+		return nil
+	}
+	n.containers = slices.Delete(n.containers, i, i+1)
+	n.emit(Event{Event: EventContainerRemoved, ID: id})
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func podKey(p *v1.Pod) string { return fmt.Sprintf("%s/%s", p.Namespace, p.Name) }

@@ -1,0 +1,334 @@
+package simulate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/snapshot"
+)
+
+// ErrBadScenario is the class of every error about a scenario file's content.
+var ErrBadScenario = errors.New("bad scenario")
+
+// Scenario is a parsed scenario file.
+type Scenario struct {
+	Config    *config.Config
+	Node      Node
+	Loops     bool
+	Steps     []Step
+	Until     time.Duration
+	Container ContainerGCPolicy
+}
+
+// Node is the simulated node.
+type Node struct {
+	Capacity         v1.ResourceList
+	DedicatedImageFs bool
+}
+
+// ContainerGCPolicy is the kubelet's container GC policy (flags, not
+// KubeletConfiguration fields): scenario key config.containerGC.
+type ContainerGCPolicy struct {
+	MinAge             time.Duration
+	MaxPerPodContainer int
+	MaxContainers      int
+}
+
+// Step changes the node at an offset from the start. Nil fields leave things as
+// they were.
+type Step struct {
+	At         time.Duration
+	Pods       []*v1.Pod // nil: unchanged; non-nil (possibly empty): the new set
+	Summary    *statsapi.Summary
+	Images     []*runtimeapi.Image // nil: unchanged
+	Containers []*runtimeapi.Container
+	ImageFs    *ImageFs
+	Admit      *v1.Pod
+	Do         []Action
+}
+
+// ImageFs is the runtime's image filesystem as CRI ImageFsInfo reports it.
+type ImageFs struct {
+	CapacityBytes  uint64 `json:"capacityBytes"`
+	AvailableBytes uint64 `json:"availableBytes"`
+}
+
+// Action is an explicit action of a step.
+type Action struct {
+	Name  string // detectImages, garbageCollectImages, deleteUnusedImages, freeImageSpace, garbageCollectContainers, evictionPass
+	Bytes int64  // for freeImageSpace
+}
+
+var actionNames = map[string]bool{
+	"detectImages": true, "garbageCollectImages": true, "deleteUnusedImages": true,
+	"freeImageSpace": true, "garbageCollectContainers": true, "evictionPass": true,
+}
+
+// Load reads and validates a scenario file (YAML or JSON).
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, bad(err)
+	}
+	return Parse(path, data)
+}
+
+type rawScenario struct {
+	Config json.RawMessage `json:"config"`
+	Node   struct {
+		Capacity         map[string]string `json:"capacity"`
+		DedicatedImageFs bool              `json:"dedicatedImageFs"`
+	} `json:"node"`
+	Loops *bool     `json:"loops"`
+	Steps []rawStep `json:"steps"`
+	Until string    `json:"until"`
+}
+
+type rawStep struct {
+	At         string            `json:"at"`
+	Pods       json.RawMessage   `json:"pods"`
+	Summary    json.RawMessage   `json:"summary"`
+	Images     []json.RawMessage `json:"images"`
+	Containers []json.RawMessage `json:"containers"`
+	ImageFs    *ImageFs          `json:"imageFs"`
+	Admit      json.RawMessage   `json:"admit"`
+	Do         []json.RawMessage `json:"do"`
+	hasPods    bool
+	hasImages  bool
+	hasCtrs    bool
+}
+
+// scenarioError is an error of class ErrBadScenario whose text is only its message.
+type scenarioError struct{ err error }
+
+func (e *scenarioError) Error() string        { return e.err.Error() }
+func (e *scenarioError) Unwrap() error        { return e.err }
+func (e *scenarioError) Is(target error) bool { return target == ErrBadScenario }
+
+// bad marks err as a scenario error without changing its text.
+func bad(err error) error { return &scenarioError{err: err} }
+
+func badf(file, format string, args ...any) error {
+	return bad(fmt.Errorf("%s: %s", file, fmt.Sprintf(format, args...)))
+}
+
+// Parse parses a scenario; name is used in errors.
+func Parse(name string, data []byte) (*Scenario, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, badf(name, "%v", err)
+	}
+	var raw rawScenario
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, badf(name, "%v", err)
+	}
+	// Which keys were present decides "unchanged" versus "empty".
+	var presence struct {
+		Steps []map[string]json.RawMessage `json:"steps"`
+	}
+	_ = json.Unmarshal(js, &presence)
+	for i := range raw.Steps {
+		if i < len(presence.Steps) {
+			_, raw.Steps[i].hasPods = presence.Steps[i]["pods"]
+			_, raw.Steps[i].hasImages = presence.Steps[i]["images"]
+			_, raw.Steps[i].hasCtrs = presence.Steps[i]["containers"]
+		}
+	}
+
+	sc := &Scenario{Loops: raw.Loops == nil || *raw.Loops, Container: ContainerGCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}}
+	if sc.Config, sc.Container, err = parseConfig(name, raw.Config, sc.Container); err != nil {
+		return nil, err
+	}
+	sc.Node.DedicatedImageFs = raw.Node.DedicatedImageFs
+	sc.Node.Capacity = v1.ResourceList{}
+	for k, v := range raw.Node.Capacity {
+		q, err := quantity.Parse(v)
+		if err != nil {
+			return nil, badf(name, "node.capacity[%s]: %q: %v", k, v, err)
+		}
+		sc.Node.Capacity[v1.ResourceName(k)] = q
+	}
+	if sc.Until, err = parseDuration(raw.Until); err != nil || raw.Until == "" {
+		return nil, badf(name, "until: %q: want a duration such as 10m", raw.Until)
+	}
+	var last time.Duration
+	for i, rs := range raw.Steps {
+		st, err := parseStep(name, i, rs)
+		if err != nil {
+			return nil, err
+		}
+		if st.At < last {
+			return nil, badf(name, "steps[%d].at: %q: steps must be in time order", i, rs.At)
+		}
+		if st.At > sc.Until {
+			return nil, badf(name, "steps[%d].at: %q: after until (%s)", i, rs.At, sc.Until)
+		}
+		last = st.At
+		sc.Steps = append(sc.Steps, st)
+	}
+	sort.SliceStable(sc.Steps, func(a, b int) bool { return sc.Steps[a].At < sc.Steps[b].At })
+	return sc, nil
+}
+
+func parseConfig(name string, raw json.RawMessage, gc ContainerGCPolicy) (*config.Config, ContainerGCPolicy, error) {
+	fields := map[string]json.RawMessage{}
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, gc, badf(name, "config: %v", err)
+		}
+	}
+	if g, ok := fields["containerGC"]; ok {
+		var p struct {
+			MinAge             string `json:"minAge"`
+			MaxPerPodContainer *int   `json:"maxPerPodContainer"`
+			MaxContainers      *int   `json:"maxContainers"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(g))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return nil, gc, badf(name, "config.containerGC: %v", err)
+		}
+		if p.MinAge != "" {
+			d, err := parseDuration(p.MinAge)
+			if err != nil || d < 0 {
+				return nil, gc, badf(name, "config.containerGC.minAge: %q: want a non-negative duration", p.MinAge)
+			}
+			gc.MinAge = d
+		}
+		if p.MaxPerPodContainer != nil {
+			gc.MaxPerPodContainer = *p.MaxPerPodContainer
+		}
+		if p.MaxContainers != nil {
+			gc.MaxContainers = *p.MaxContainers
+		}
+		delete(fields, "containerGC")
+	}
+	fields["apiVersion"] = json.RawMessage(`"kubelet.config.k8s.io/v1beta1"`)
+	fields["kind"] = json.RawMessage(`"KubeletConfiguration"`)
+	js, _ := json.Marshal(fields)
+	cfg, err := config.Parse(name+": config", js)
+	if err != nil {
+		return nil, gc, bad(err)
+	}
+	return cfg, gc, nil
+}
+
+func parseStep(name string, i int, rs rawStep) (Step, error) {
+	var st Step
+	var err error
+	where := fmt.Sprintf("steps[%d]", i)
+	if st.At, err = parseDuration(rs.At); err != nil || st.At < 0 {
+		return st, badf(name, "%s.at: %q: want a non-negative duration such as 30s", where, rs.At)
+	}
+	if rs.hasPods {
+		st.Pods = []*v1.Pod{}
+		if len(rs.Pods) > 0 && string(rs.Pods) != "null" && string(rs.Pods) != "[]" {
+			pods, err := snapshot.ParsePods(name+": "+where+".pods", asList(rs.Pods))
+			if err != nil {
+				return st, bad(err)
+			}
+			st.Pods = pods
+		}
+	}
+	if len(rs.Summary) > 0 && string(rs.Summary) != "null" {
+		s, err := snapshot.ParseSummary(name+": "+where+".summary", rs.Summary)
+		if err != nil {
+			return st, bad(err)
+		}
+		st.Summary = s
+	}
+	if rs.hasImages {
+		st.Images = []*runtimeapi.Image{}
+		for j, raw := range rs.Images {
+			img := new(runtimeapi.Image)
+			if err := protojson.Unmarshal(raw, img); err != nil {
+				return st, badf(name, "%s.images[%d]: %v", where, j, err)
+			}
+			if img.Id == "" {
+				return st, badf(name, "%s.images[%d]: image has no id", where, j)
+			}
+			st.Images = append(st.Images, img)
+		}
+	}
+	if rs.hasCtrs {
+		st.Containers = []*runtimeapi.Container{}
+		for j, raw := range rs.Containers {
+			c := new(runtimeapi.Container)
+			if err := protojson.Unmarshal(raw, c); err != nil {
+				return st, badf(name, "%s.containers[%d]: %v", where, j, err)
+			}
+			if c.Id == "" {
+				return st, badf(name, "%s.containers[%d]: container has no id", where, j)
+			}
+			st.Containers = append(st.Containers, c)
+		}
+	}
+	st.ImageFs = rs.ImageFs
+	if len(rs.Admit) > 0 && string(rs.Admit) != "null" {
+		pods, err := snapshot.ParsePods(name+": "+where+".admit", rs.Admit)
+		if err != nil {
+			return st, bad(err)
+		}
+		if len(pods) != 1 {
+			return st, badf(name, "%s.admit: want one pod, found %d", where, len(pods))
+		}
+		st.Admit = pods[0]
+	}
+	for j, raw := range rs.Do {
+		a, err := parseAction(raw)
+		if err != nil {
+			return st, badf(name, "%s.do[%d]: %s: %v", where, j, string(raw), err)
+		}
+		st.Do = append(st.Do, a)
+	}
+	return st, nil
+}
+
+// asList turns a JSON array of pods into a v1 List, which the pod loader reads.
+func asList(raw json.RawMessage) []byte {
+	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
+		return append(append([]byte(`{"kind":"List","items":`), t...), '}')
+	}
+	return raw
+}
+
+func parseAction(raw json.RawMessage) (Action, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if !actionNames[s] || s == "freeImageSpace" {
+			return Action{}, errors.New("unknown action")
+		}
+		return Action{Name: s}, nil
+	}
+	var m map[string]int64
+	if err := json.Unmarshal(raw, &m); err != nil || len(m) != 1 {
+		return Action{}, errors.New("want an action name or {freeImageSpace: BYTES}")
+	}
+	b, ok := m["freeImageSpace"]
+	if !ok || b < 0 {
+		return Action{}, errors.New("want {freeImageSpace: BYTES} with BYTES >= 0")
+	}
+	return Action{Name: "freeImageSpace", Bytes: b}, nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return time.ParseDuration(s)
+}

@@ -1,0 +1,332 @@
+// Package simulate replays a node's history through the real managers: the
+// eviction manager, image and container garbage collection, the admission chain and
+// critical-pod preemption run unchanged against a scripted runtime and stats source
+// on a virtual clock, and every decision is reported with its time.
+//
+// The virtual clock is driven by the simulator: it calls each manager's pass at the
+// times its loop would (eviction every monitoring interval, or one second after a
+// pass that evicted, once the pod is gone; container GC every minute; image detection
+// and image GC every five minutes; all first at 0s), with the virtual time passed in.
+// The node reacts as a real one would: an evicted or preempted pod's memory and disk
+// are given back in the stats, and a removed image's size is freed on the image
+// filesystem.
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/internal/admission"
+)
+
+// Start is the virtual time at offset 0.
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Loop periods, as the kubelet's.
+const (
+	containerGCPeriod = time.Minute
+	imageGCPeriod     = 5 * time.Minute
+	cleanupPoll       = time.Second
+)
+
+// sim is one run of a scenario.
+type sim struct {
+	sc      *Scenario
+	n       *node
+	events  []Event
+	mgr     *eviction.Manager
+	chain   *admission.Chain
+	gc      collectors
+	log     *slog.Logger
+	reclaim bool // set by the GC adapters during an eviction pass
+	status  *eviction.Status
+}
+
+// Run plays the scenario and returns its events in time order.
+func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &sim{sc: sc, log: logger, status: &eviction.Status{}}
+	s.n = &node{now: start, dedicated: sc.Node.DedicatedImageFs, emit: s.emit}
+	if err := s.build(); err != nil {
+		return nil, err
+	}
+	return s.play(ctx)
+}
+
+func (s *sim) emit(e Event) {
+	e.At = s.n.now.Sub(start)
+	s.events = append(s.events, e)
+}
+
+func (s *sim) build() error {
+	cfg := s.sc.Config
+	ev := cfg.Eviction
+	layout := eviction.NoImageFs
+	if s.sc.Node.DedicatedImageFs {
+		layout = eviction.DedicatedImageFs
+	}
+	ev.Layout = &layout
+	gc, err := newCollectors(s)
+	if err != nil {
+		return err
+	}
+	s.gc = gc
+	deps := eviction.Deps{
+		Stats:      s.n,
+		Killer:     evictionKiller{s.n},
+		ActivePods: func() []*v1.Pod { return slices.Clone(s.n.pods) },
+		Logger:     s.log,
+	}
+	if gc.containers != nil {
+		deps.ContainerGC = reclaimer{s, gc.containers.DeleteAllUnusedContainers}
+	}
+	if gc.images != nil {
+		deps.ImageGC = reclaimer{s, gc.images.DeleteUnusedImages}
+	}
+	if s.mgr, err = eviction.New(ev, deps); err != nil {
+		return err
+	}
+	alloc := admission.NodeAllocatable(s.sc.Node.Capacity, cfg.KubeReserved, cfg.SystemReserved, cfg.Eviction.Thresholds)
+	if _, ok := alloc[v1.ResourcePods]; !ok {
+		alloc[v1.ResourcePods] = *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI)
+	}
+	s.chain, err = admission.New(admission.Deps{
+		ActivePods: func() []*v1.Pod { return slices.Clone(s.n.pods) },
+		Conditions: s.mgr,
+		Node:       func() (admission.Node, error) { return admission.Node{Allocatable: alloc}, nil },
+		Killer:     preemptionKiller{s.n},
+		Logger:     s.log,
+	})
+	return err
+}
+
+// reclaimer adapts a GC function to the eviction manager's reclaim interfaces and
+// notes that node-level reclaim ran.
+type reclaimer struct {
+	s *sim
+	f func(context.Context) error
+}
+
+func (r reclaimer) DeleteAllUnusedContainers(ctx context.Context) error { r.s.reclaim = true; return r.f(ctx) }
+func (r reclaimer) DeleteUnusedImages(ctx context.Context) error        { r.s.reclaim = true; return r.f(ctx) }
+
+// play advances the virtual clock from step to step and loop tick to loop tick.
+func (s *sim) play(ctx context.Context) ([]Event, error) {
+	var nextEviction, nextContainerGC, nextImageGC time.Duration
+	interval := s.sc.Config.Eviction.MonitoringInterval
+	if interval <= 0 {
+		interval = eviction.DefaultMonitoringInterval
+	}
+	step := 0
+	for t := time.Duration(0); t <= s.sc.Until; {
+		s.n.now = start.Add(t)
+		for step < len(s.sc.Steps) && s.sc.Steps[step].At == t {
+			if err := s.apply(ctx, s.sc.Steps[step]); err != nil {
+				return s.events, err
+			}
+			step++
+		}
+		if s.sc.Loops {
+			if t == nextEviction {
+				if evicted := s.evictionPass(ctx); len(evicted) > 0 {
+					nextEviction = t + cleanupPoll
+				} else {
+					nextEviction = t + interval
+				}
+			}
+			if t == nextContainerGC {
+				if s.gc.containers != nil {
+					_ = s.gc.containers.GarbageCollect(ctx)
+				}
+				nextContainerGC = t + containerGCPeriod
+			}
+			if t == nextImageGC {
+				if s.gc.images != nil {
+					_ = s.gc.images.Detect(ctx)
+					_ = s.gc.images.GarbageCollect(ctx)
+				}
+				nextImageGC = t + imageGCPeriod
+			}
+		}
+		next := s.sc.Until + 1
+		if step < len(s.sc.Steps) {
+			next = s.sc.Steps[step].At
+		}
+		if s.sc.Loops {
+			next = min(next, nextEviction, nextContainerGC, nextImageGC)
+		}
+		if next <= t {
+			return s.events, fmt.Errorf("simulate: clock did not advance at %s", t)
+		}
+		t = next
+		if err := ctx.Err(); err != nil {
+			return s.events, err
+		}
+	}
+	return s.events, nil
+}
+
+// apply makes a step's changes, then runs its admission and actions.
+func (s *sim) apply(ctx context.Context, st Step) error {
+	n := s.n
+	if st.Pods != nil {
+		n.pods = slices.Clone(st.Pods)
+	}
+	if st.Summary != nil {
+		c, err := copySummary(st.Summary)
+		if err != nil {
+			return err
+		}
+		n.summary = c
+	}
+	if st.Images != nil {
+		n.images = slices.Clone(st.Images)
+	}
+	if st.Containers != nil {
+		n.containers = slices.Clone(st.Containers)
+	}
+	if st.ImageFs != nil {
+		fs := *st.ImageFs
+		n.imageFs = &fs
+	}
+	if st.Admit != nil {
+		s.admit(ctx, st.Admit)
+	}
+	for _, a := range st.Do {
+		s.do(ctx, a)
+	}
+	return nil
+}
+
+func (s *sim) admit(ctx context.Context, pod *v1.Pod) {
+	resp := s.chain.Admit(ctx, pod)
+	if !resp.Admit {
+		s.emit(Event{Event: EventRejected, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+			Reason: resp.Reason, Message: resp.Message})
+		return
+	}
+	s.emit(Event{Event: EventAdmitted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)})
+	s.n.pods = append(s.n.pods, pod)
+	// A started pod has stats; without them it would rank first for eviction.
+	if s.n.summary != nil {
+		zero := uint64(0)
+		s.n.summary.Pods = append(s.n.summary.Pods, statsapi.PodStats{
+			PodRef: statsapi.PodReference{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID)},
+			Memory: &statsapi.MemoryStats{WorkingSetBytes: &zero},
+		})
+	}
+}
+
+func (s *sim) do(ctx context.Context, a Action) {
+	var freed int64
+	var err error
+	s.n.freed = 0
+	switch a.Name {
+	case "evictionPass":
+		s.evictionPass(ctx)
+	case "detectImages":
+		err = s.needImages()
+		if err == nil {
+			err = s.gc.images.Detect(ctx)
+		}
+	case "garbageCollectImages":
+		err = s.needImages()
+		if err == nil {
+			err = s.gc.images.GarbageCollect(ctx)
+		}
+	case "deleteUnusedImages":
+		err = s.needImages()
+		if err == nil {
+			err = s.gc.images.DeleteUnusedImages(ctx)
+		}
+	case "freeImageSpace":
+		err = s.needImages()
+		if err == nil {
+			freed, err = s.gc.images.FreeSpace(ctx, a.Bytes)
+		}
+	case "garbageCollectContainers":
+		if s.gc.containers == nil {
+			err = errors.New("container GC is not available")
+		} else {
+			err = s.gc.containers.GarbageCollect(ctx)
+		}
+	}
+	if a.Name != "freeImageSpace" {
+		freed = s.n.freed
+	}
+	e := Event{Event: EventActionResult, Action: a.Name, Freed: ptr(freed)}
+	if err != nil {
+		msg := err.Error()
+		e.Error = &msg
+	}
+	s.emit(e)
+}
+
+func (s *sim) needImages() error {
+	if s.gc.images == nil {
+		return errors.New("image GC is not available")
+	}
+	return nil
+}
+
+// evictionPass runs one eviction pass and reports what changed: thresholds newly
+// met, conditions set or cleared and node-level reclaim come before the pass's
+// removals and evictions.
+func (s *sim) evictionPass(ctx context.Context) []*v1.Pod {
+	s.reclaim = false
+	s.n.freed = 0
+	before := s.status
+	mark := len(s.events)
+	evicted := s.mgr.Pass(ctx, s.n.now)
+	after := s.mgr.Status()
+	s.status = after
+	var pre []Event
+	for _, t := range after.ThresholdsMet {
+		if containsThreshold(before.ThresholdsMet, t) {
+			continue
+		}
+		e := Event{Event: EventThresholdMet, Signal: string(t.Signal), Operator: string(t.Operator), Value: t.Value.String()}
+		if o, ok := after.Observations[t.Signal]; ok && o.Available != nil {
+			e.Available = o.Available.String()
+		}
+		pre = append(pre, e)
+	}
+	for _, c := range after.Conditions {
+		if !slices.Contains(before.Conditions, c) {
+			pre = append(pre, Event{Event: EventConditionChanged, Condition: string(c), Status: "True"})
+		}
+	}
+	for _, c := range before.Conditions {
+		if !slices.Contains(after.Conditions, c) {
+			pre = append(pre, Event{Event: EventConditionChanged, Condition: string(c), Status: "False"})
+		}
+	}
+	if s.reclaim {
+		pre = append(pre, Event{Event: EventReclaimed, Signal: string(after.Reclaiming), Freed: ptr(s.n.freed)})
+	}
+	for i := range pre {
+		pre[i].At = s.n.now.Sub(start)
+	}
+	s.events = append(s.events[:mark], append(pre, s.events[mark:]...)...)
+	return evicted
+}
+
+func containsThreshold(ts []eviction.Threshold, t eviction.Threshold) bool {
+	for _, x := range ts {
+		if x.Signal == t.Signal && x.GracePeriod == t.GracePeriod {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,121 @@
+package simulate
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden timelines of examples/scenarios")
+
+// TestExampleScenarios plays every scenario under examples/scenarios and compares
+// its JSON timeline with the golden file next to it (regenerate with -update).
+func TestExampleScenarios(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../examples/scenarios/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Parallel()
+			sc, err := Load(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			events, err := Run(t.Context(), sc, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := WriteJSON(&got, events); err != nil {
+				t.Fatal(err)
+			}
+			golden := strings.TrimSuffix(file, ".yaml") + ".golden.jsonl"
+			if *update {
+				if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./internal/simulate -update)", err)
+			}
+			if diff := cmp.Diff(string(want), got.String()); diff != "" {
+				t.Errorf("timeline of %s (-want +got):\n%s", file, diff)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"no until", `steps: []`, `until: ""`},
+		{"bad until", `until: soon`, `until: "soon"`},
+		{"unknown field", "until: 1m\nstepz: []", `unknown field "stepz"`},
+		{"steps out of order", "until: 1m\nsteps: [{at: 30s}, {at: 10s}]", `steps[1].at: "10s": steps must be in time order`},
+		{"step after until", "until: 1m\nsteps: [{at: 2m}]", `steps[0].at: "2m": after until`},
+		{"bad action", "until: 1m\nsteps: [{at: 0s, do: [explode]}]", `steps[0].do[0]: "explode": unknown action`},
+		{"bad free", "until: 1m\nsteps: [{at: 0s, do: [{freeImageSpace: -1}]}]", `steps[0].do[0]`},
+		{"bad config", "until: 1m\nconfig: {evictionHard: {memory.available: abc}}", `evictionHard[memory.available]: "abc"`},
+		{"bad capacity", "until: 1m\nnode: {capacity: {cpu: lots}}", `node.capacity[cpu]: "lots"`},
+		{"pod without name", "until: 1m\nsteps: [{at: 0s, pods: [{spec: {}}]}]", `steps[0].pods`},
+		{"image without id", "until: 1m\nsteps: [{at: 0s, images: [{size: 10}]}]", `steps[0].images[0]: image has no id`},
+		{"summary without node", "until: 1m\nsteps: [{at: 0s, summary: {pods: []}}]", `no node stats`},
+		{"not yaml", "until: [", `s.yaml`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("s.yaml", []byte(tc.doc))
+			if !errors.Is(err, ErrBadScenario) {
+				t.Fatalf("err = %v, want ErrBadScenario", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "s.yaml") {
+				t.Errorf("err = %q, want it to start with the file and contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A ten-minute scenario with loops runs its eviction passes on the virtual clock,
+// not in real time.
+func TestLoopsRunOnVirtualClock(t *testing.T) {
+	t.Parallel()
+	sc, err := Parse("s.yaml", []byte(`
+until: 10m
+steps:
+  - at: 0s
+    summary:
+      node: {memory: {availableBytes: 52428800, workingSetBytes: 4294967296}}
+      pods: [{podRef: {name: a, namespace: d, uid: u1}, memory: {workingSetBytes: 4194304000}}]
+    pods: [{metadata: {name: a, namespace: d, uid: u1}, spec: {containers: [{name: c}]}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := Run(t.Context(), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range events {
+		kinds = append(kinds, e.At.String()+" "+e.Event)
+	}
+	// The eviction gives the pod's memory back; MemoryPressure was last seen at 0s
+	// and clears at the first pass 5m (the default transition period) later: the
+	// passes run at 0s, 1s (after the eviction), then every 10s.
+	want := []string{"0s ThresholdMet", "0s ConditionChanged", "0s Evicted", "5m1s ConditionChanged"}
+	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
