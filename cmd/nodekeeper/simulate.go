@@ -52,4 +52,3 @@ clock and prints every decision with its time. See the README for the format.`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also log the managers' own messages to stderr")
 	return cmd
 }
-

@@ -118,8 +118,11 @@ type reclaimer struct {
 	f func(context.Context) error
 }
 
-func (r reclaimer) DeleteAllUnusedContainers(ctx context.Context) error { r.s.reclaim = true; return r.f(ctx) }
-func (r reclaimer) DeleteUnusedImages(ctx context.Context) error        { r.s.reclaim = true; return r.f(ctx) }
+func (r reclaimer) DeleteAllUnusedContainers(ctx context.Context) error {
+	r.s.reclaim = true
+	return r.f(ctx)
+}
+func (r reclaimer) DeleteUnusedImages(ctx context.Context) error { r.s.reclaim = true; return r.f(ctx) }
 
 // play advances the virtual clock from step to step and loop tick to loop tick.
 func (s *sim) play(ctx context.Context) ([]Event, error) {
