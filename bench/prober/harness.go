@@ -313,13 +313,19 @@ func engineRun(ctx context.Context, targets []string, ps portSet, probes int, pe
 		}
 	}
 	r.Samples = append(r.Samples, takeSample(start, ps))
+	var sampling time.Duration // CPU spent sampling, not charged to the engine
+	sampleNow := func() {
+		c := cpuTime()
+		r.Samples = append(r.Samples, takeSample(start, ps))
+		sampling += cpuTime() - c
+	}
 	tick := time.NewTicker(sampleEvery)
 	timer := time.NewTimer(d)
 loop:
 	for {
 		select {
 		case <-tick.C:
-			r.Samples = append(r.Samples, takeSample(start, ps))
+			sampleNow()
 		case <-timer.C:
 			break loop
 		case <-ctx.Done():
@@ -327,7 +333,7 @@ loop:
 		}
 	}
 	tick.Stop()
-	r.CPU = cpuTime() - cpu0
+	r.CPU = cpuTime() - cpu0 - sampling
 	r.Elapsed = time.Since(start)
 	r.Runs = runs.Load()
 	r.Samples = append(r.Samples, takeSample(start, ps))

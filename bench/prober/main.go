@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -39,8 +40,21 @@ func main() {
 		concurrency = flag.Int("concurrency", 0, "prober Config.Concurrency (0: the default)")
 		searchMax   = flag.Bool("max", false, "also search the highest probe rate with p99 lateness <= 10ms")
 		maxStep     = flag.Duration("max-step", 10*time.Second, "length of each step of the -max search")
+		cpuProfile  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *serve {
 		if err := runServers(*servers); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -72,11 +86,14 @@ func main() {
 		os.Exit(1)
 	}
 	defer child()
-	if err := report(ctx, os.Stdout, addrs, options{
+	err = report(ctx, os.Stdout, addrs, options{
 		probes: *probes, period: *period, duration: *duration, bareDuration: *bareDur,
 		concurrency: *concurrency, searchMax: *searchMax, maxStep: *maxStep,
-	}); err != nil {
+	})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		child()
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -169,25 +186,24 @@ func report(ctx context.Context, w io.Writer, addrs []string, o options) error {
 		rate, o.bareDuration, bare.Requests, bare.Errors, bare.rate(), us(bare.cpuPerRequest()), ms(bp50), ms(bp99))
 	c1, s1 := timeWaitSockets(ps)
 	fmt.Fprintf(w, "TIME-WAIT sockets after the paced bare loop: client side %d, server side %d (before: %d, %d)\n", c1, s1, c0, s0)
-	bmax := bareMax(ctx, urls, o.bareDuration, 2*runtime.GOMAXPROCS(0))
-	fmt.Fprintf(w, "bare loop, back to back (%d goroutines) for %v: %.0f req/s (%d errors), CPU/request %s\n\n",
-		2*runtime.GOMAXPROCS(0), o.bareDuration, bmax.rate(), bmax.Errors, us(bmax.cpuPerRequest()))
-
 	e, err := engineRun(ctx, addrs, ps, o.probes, o.period, o.duration, 5*time.Second, o.concurrency)
 	if err != nil {
 		return err
 	}
 	p50, p99, pmax := e.Lateness.percentiles()
-	fmt.Fprintf(w, "engine: %d HTTP probes, period %v, %v: %d runs, %.0f probes/s, %.0f failed/unknown, CPU/probe %s (%.2f× bare paced, %.2f× bare back-to-back), start lateness p50 %s p99 %s max %s\n\n",
+	fmt.Fprintf(w, "engine: %d HTTP probes, period %v, %v: %d runs, %.0f probes/s, %.0f failed/unknown, CPU/probe %s (%.2f× the paced bare loop), start lateness p50 %s p99 %s max %s\n\n",
 		e.Probes, e.Period, e.Elapsed.Round(time.Millisecond), e.Runs, e.rate(), e.Failed, us(e.cpuPerProbe()),
-		float64(e.cpuPerProbe())/float64(bare.cpuPerRequest()), float64(e.cpuPerProbe())/float64(bmax.cpuPerRequest()),
-		ms(p50), ms(p99), ms(pmax))
+		float64(e.cpuPerProbe())/float64(bare.cpuPerRequest()), ms(p50), ms(p99), ms(pmax))
 	fmt.Fprintln(w, "| t | goroutines | RSS | TIME-WAIT client side | TIME-WAIT server side |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, s := range e.Samples {
 		fmt.Fprintf(w, "| %v | %d | %s | %d | %d |\n", s.At, s.Goroutines, mib(s.RSS), s.TimeWaitClient, s.TimeWaitServer)
 	}
 	fmt.Fprintln(w)
+
+	bmax := bareMax(ctx, urls, o.bareDuration, 2*runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "\nbare loop, back to back (%d goroutines) for %v: %.0f req/s (%d errors), CPU/request %s\n\n",
+		2*runtime.GOMAXPROCS(0), o.bareDuration, bmax.rate(), bmax.Errors, us(bmax.cpuPerRequest()))
 
 	if !o.searchMax {
 		return nil
