@@ -132,6 +132,7 @@ func newExplainCmd(logger *slog.Logger) *cobra.Command {
 	cmd.AddCommand(newExplainOOMCmd())
 	cmd.AddCommand(newExplainEvictionCmd())
 	cmd.AddCommand(newExplainPreemptionCmd())
+	cmd.AddCommand(newExplainImageGCCmd())
 	_ = logger
 	return cmd
 }

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/imagegc"
+	"github.com/nodekeeper/nodekeeper/internal/config"
+)
+
+type explainImageGCOpts struct {
+	images, containers, imagefs, records, config, now, sandbox, capacity, available string
+	out                                                                           outputFlag
+}
+
+func newExplainImageGCCmd() *cobra.Command {
+	var o explainImageGCOpts
+	cmd := &cobra.Command{
+		Use:   "imagegc --images FILE --containers FILE --imagefs FILE [--records FILE] [--config FILE] [--now TIME] [-o table|json]",
+		Short: "Show which images image garbage collection would remove, in which order, and why the others stay",
+		Long: `Replays one periodic image GC pass on a snapshot of a node:
+IMAGES as 'crictl images -o json' prints them, CONTAINERS as 'crictl ps -a -o json'
+prints them (running containers keep their images), and IMAGEFS either as
+'crictl imagefsinfo -o json' prints it, with --capacity (and optionally
+--available; default capacity minus the used bytes), or the kubelet's
+/stats/summary JSON, whose node.runtime.imageFs has capacity and available bytes.
+--records gives {IMAGE_ID: {"firstDetected": RFC3339, "lastUsed": RFC3339}};
+without it every image was first detected long ago and never used.
+The policy comes from the KubeletConfiguration in --config (default: the
+kubelet's 85/80, 2m, no maximum age). The maximum age applies as if GC had been
+running longer than it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.images, "images", "", "'crictl images -o json' output")
+	f.StringVar(&o.containers, "containers", "", "'crictl ps -a -o json' output")
+	f.StringVar(&o.imagefs, "imagefs", "", "'crictl imagefsinfo -o json' output, or kubelet /stats/summary JSON")
+	f.StringVar(&o.records, "records", "", `image records: {ID: {"firstDetected": RFC3339, "lastUsed": RFC3339}}`)
+	f.StringVar(&o.config, "config", "", "KubeletConfiguration file (default: kubelet defaults)")
+	f.StringVar(&o.now, "now", "", "time of the GC pass, RFC3339 (default: now)")
+	f.StringVar(&o.sandbox, "sandbox-image", "", "pod sandbox (pause) image reference, always kept")
+	f.StringVar(&o.capacity, "capacity", "", "image filesystem capacity (e.g. 100Gi), with crictl imagefsinfo input")
+	f.StringVar(&o.available, "available", "", "image filesystem available bytes (default: capacity minus used)")
+	o.out.register(cmd)
+	return cmd
+}
+
+// imageGCInput is a loaded snapshot.
+type imageGCInput struct {
+	images     []*runtimeapi.Image
+	containers []*runtimeapi.Container
+	fs         imagegc.FsStats
+	records    map[string]recordJSON
+	policy     imagegc.Policy
+	now        time.Time
+}
+
+type recordJSON struct {
+	FirstDetected *time.Time `json:"firstDetected"`
+	LastUsed      *time.Time `json:"lastUsed"`
+}
+
+func (o *explainImageGCOpts) load(stderr io.Writer) (*imageGCInput, error) {
+	if o.images == "" || o.containers == "" || o.imagefs == "" {
+		return nil, errors.New("explain imagegc: --images, --containers and --imagefs are required")
+	}
+	in := &imageGCInput{policy: imagegc.DefaultPolicy(), now: time.Now()}
+	if o.now != "" {
+		t, err := time.Parse(time.RFC3339, o.now)
+		if err != nil {
+			return nil, fmt.Errorf("--now: %q is not an RFC3339 time", o.now)
+		}
+		in.now = t
+	}
+	if o.config != "" {
+		cfg, err := config.Load(o.config)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+		in.policy = imagegc.PolicyFromKubelet(&cfg.Kubelet)
+		if err := in.policy.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.config, err)
+		}
+	}
+	var imgs runtimeapi.ListImagesResponse
+	if err := loadProtoJSON(o.images, &imgs); err != nil {
+		return nil, err
+	}
+	in.images = imgs.Images
+	for i, img := range in.images {
+		if img.GetId() == "" {
+			return nil, fmt.Errorf("%s: images[%d]: no id", o.images, i)
+		}
+	}
+	var ctrs runtimeapi.ListContainersResponse
+	if err := loadProtoJSON(o.containers, &ctrs); err != nil {
+		return nil, err
+	}
+	in.containers = ctrs.Containers
+	fs, err := o.loadImageFs()
+	if err != nil {
+		return nil, err
+	}
+	in.fs = fs
+	if o.records != "" {
+		b, err := os.ReadFile(o.records)
+		if err != nil {
+			return nil, err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in.records); err != nil {
+			return nil, fmt.Errorf("%s: %v", o.records, err)
+		}
+	}
+	return in, nil
+}
+
+// loadProtoJSON decodes crictl's JSON (protobuf JSON) in path into m.
+func loadProtoJSON(path string, m proto.Message) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	return nil
+}
+
+// loadImageFs reads --imagefs: the kubelet Summary, or crictl imagefsinfo with
+// --capacity.
+func (o *explainImageGCOpts) loadImageFs() (imagegc.FsStats, error) {
+	b, err := os.ReadFile(o.imagefs)
+	if err != nil {
+		return imagegc.FsStats{}, err
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return imagegc.FsStats{}, fmt.Errorf("%s: %v", o.imagefs, err)
+	}
+	if _, ok := probe["node"]; ok {
+		var s statsapi.Summary
+		if err := json.Unmarshal(b, &s); err != nil {
+			return imagegc.FsStats{}, fmt.Errorf("%s: %v", o.imagefs, err)
+		}
+		var fs *statsapi.FsStats
+		if s.Node.Runtime != nil {
+			fs = s.Node.Runtime.ImageFs
+		}
+		if fs == nil || fs.CapacityBytes == nil || fs.AvailableBytes == nil {
+			return imagegc.FsStats{}, fmt.Errorf("%s: node.runtime.imageFs has no capacityBytes/availableBytes", o.imagefs)
+		}
+		if o.capacity != "" || o.available != "" {
+			return imagegc.FsStats{}, errors.New("--capacity and --available apply to crictl imagefsinfo input, not to a Summary")
+		}
+		return imagegc.FsStats{CapacityBytes: int64(*fs.CapacityBytes), AvailableBytes: int64(*fs.AvailableBytes)}, nil
+	}
+	used, err := crictlUsedBytes(o.imagefs, b, probe)
+	if err != nil {
+		return imagegc.FsStats{}, err
+	}
+	if o.capacity == "" {
+		return imagegc.FsStats{}, fmt.Errorf("%s: crictl imagefsinfo has no capacity; give --capacity (e.g. --capacity 100Gi)", o.imagefs)
+	}
+	capacity, err := parseBytes("--capacity", o.capacity)
+	if err != nil {
+		return imagegc.FsStats{}, err
+	}
+	available := capacity - used
+	if o.available != "" {
+		if available, err = parseBytes("--available", o.available); err != nil {
+			return imagegc.FsStats{}, err
+		}
+	}
+	return imagegc.FsStats{CapacityBytes: capacity, AvailableBytes: available}, nil
+}
+
+// crictlUsedBytes returns the first image filesystem's used bytes from crictl
+// imagefsinfo JSON: {"status": ImageFsInfoResponse} (crictl ≥ 1.29) or
+// {"status": FilesystemUsage} (older crictl).
+func crictlUsedBytes(path string, b []byte, probe map[string]json.RawMessage) (int64, error) {
+	status, ok := probe["status"]
+	if !ok {
+		return 0, fmt.Errorf("%s: neither crictl imagefsinfo JSON (no \"status\") nor a kubelet Summary (no \"node\")", path)
+	}
+	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
+	var resp runtimeapi.ImageFsInfoResponse
+	if err := opts.Unmarshal(status, &resp); err == nil && len(resp.ImageFilesystems) > 0 {
+		return int64(resp.ImageFilesystems[0].GetUsedBytes().GetValue()), nil
+	}
+	var fs runtimeapi.FilesystemUsage
+	if err := opts.Unmarshal(status, &fs); err != nil {
+		return 0, fmt.Errorf("%s: status: %v", path, err)
+	}
+	if fs.UsedBytes == nil {
+		return 0, fmt.Errorf("%s: status has no image filesystem with usedBytes", path)
+	}
+	return int64(fs.UsedBytes.GetValue()), nil
+}
+
+func parseBytes(flag, s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("%s: %q is not a byte quantity (e.g. 100Gi)", flag, s)
+	}
+	return q.Value(), nil
+}
+
+// decideImageGC replays the GC pass on the snapshot.
+func decideImageGC(in *imageGCInput, sandbox string) (imagegc.Plan, error) {
+	inUse := imagegc.InUse{}
+	if sandbox != "" {
+		inUse[sandbox] = imagegc.KeepSandbox
+	}
+	for _, c := range in.containers {
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		if ref := imagegc.ContainerImageRef(c); ref != "" {
+			if _, ok := inUse[ref]; !ok {
+				inUse[ref] = imagegc.KeepInUse
+			}
+		}
+	}
+	records := make(map[string]*imagegc.Record, len(in.images))
+	for id, r := range in.records {
+		rec := &imagegc.Record{}
+		if r.FirstDetected != nil {
+			rec.FirstDetected = *r.FirstDetected
+		}
+		if r.LastUsed != nil {
+			rec.LastUsed = *r.LastUsed
+		}
+		records[id] = rec
+	}
+	// Images without a record were detected at an unknown time in the past.
+	imagegc.Detect(records, in.images, inUse, time.Time{}, in.now)
+	return imagegc.Decide(records, inUse, in.fs, in.policy, time.Time{}, in.now)
+}
+
+func (o *explainImageGCOpts) run(stdout, stderr io.Writer) error {
+	if err := o.out.validate(); err != nil {
+		return err
+	}
+	in, err := o.load(stderr)
+	if err != nil {
+		return badInput(oneLine(err))
+	}
+	plan, err := decideImageGC(in, o.sandbox)
+	if err != nil {
+		return badInput(oneLine(fmt.Errorf("%s: %w (the kubelet emits InvalidDiskCapacity)", o.imagefs, err)))
+	}
+	if o.out.json() {
+		return writeJSON(stdout, imageGCJSON(plan))
+	}
+	return writeImageGCTable(stdout, in, plan)
+}
+
+// oneLine keeps an error message on one line.
+func oneLine(err error) error {
+	msg := err.Error()
+	if !strings.ContainsAny(msg, "\r\n") {
+		return err
+	}
+	return errors.New(strings.Join(strings.Fields(msg), " "))
+}
+
+// The JSON document of explain imagegc; a stable interface, documented in the README.
+type imageGCDoc struct {
+	UsagePercent int               `json:"usagePercent"`
+	BytesToFree  int64             `json:"bytesToFree"`
+	Remove       []imageRemoveJSON `json:"remove"`
+	Kept         []imageKeptJSON   `json:"kept"`
+	Freed        int64             `json:"freed"`
+}
+
+type imageRemoveJSON struct {
+	ID     string   `json:"id"`
+	Tags   []string `json:"tags"`
+	Size   int64    `json:"size"`
+	Reason string   `json:"reason"`
+}
+
+type imageKeptJSON struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+func imageGCJSON(p imagegc.Plan) imageGCDoc {
+	doc := imageGCDoc{UsagePercent: p.UsagePercent, BytesToFree: p.BytesToFree, Freed: p.Freed,
+		Remove: []imageRemoveJSON{}, Kept: []imageKeptJSON{}}
+	for _, r := range p.Remove {
+		tags := r.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		doc.Remove = append(doc.Remove, imageRemoveJSON{ID: r.ID, Tags: tags, Size: r.Size, Reason: string(r.Reason)})
+	}
+	for _, k := range p.Kept {
+		doc.Kept = append(doc.Kept, imageKeptJSON{ID: k.ID, Reason: string(k.Reason)})
+	}
+	return doc
+}
+
+func writeImageGCTable(w io.Writer, in *imageGCInput, p imagegc.Plan) error {
+	pol := in.policy
+	fmt.Fprintf(w, "Image filesystem: %d%% used (capacity %s, available %s); high threshold %d%%, low %d%%\n",
+		p.UsagePercent, bytesString(in.fs.CapacityBytes), bytesString(in.fs.AvailableBytes), pol.HighThresholdPercent, pol.LowThresholdPercent)
+	maxAge := "off"
+	if pol.MaxAge > 0 {
+		maxAge = pol.MaxAge.String()
+	}
+	fmt.Fprintf(w, "Policy: minimum age %v, maximum age %s; at %s\n", pol.MinAge, maxAge, in.now.UTC().Format(time.RFC3339))
+	if p.BytesToFree > 0 {
+		fmt.Fprintf(w, "Bytes to free: %d (%s) to reach %d%%\n", p.BytesToFree, bytesString(p.BytesToFree), pol.LowThresholdPercent)
+	} else {
+		fmt.Fprintln(w, "Bytes to free: 0 (below the high threshold)")
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(p.Remove) == 0 {
+		fmt.Fprintln(w, "Remove: none")
+	} else {
+		fmt.Fprintln(tw, "#\tREMOVE\tTAGS\tSIZE\tREASON")
+		for i, r := range p.Remove {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", i+1, shortID(r.ID), tagList(r.Tags), bytesString(r.Size), removeReason(r))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEEP\tTAGS\tSIZE\tREASON")
+	for _, k := range p.Kept {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", shortID(k.ID), tagList(k.Tags), bytesString(k.Size), k.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nWould free: %d (%s)", p.Freed, bytesString(p.Freed))
+	if p.BytesToFree > 0 && p.Freed < p.BytesToFree {
+		fmt.Fprintf(w, ", less than wanted: the kubelet emits FreeDiskSpaceFailed")
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+func removeReason(r imagegc.Removal) string {
+	last := "never used"
+	if !r.LastUsed.IsZero() {
+		last = "last used " + r.LastUsed.UTC().Format(time.RFC3339)
+	}
+	if r.Reason == imagegc.ReasonAge {
+		return "age: unused longer than the maximum age (" + last + ")"
+	}
+	return "space: " + last
+}
+
+func shortID(id string) string {
+	if s, ok := strings.CutPrefix(id, "sha256:"); ok && len(s) > 12 {
+		return s[:12]
+	}
+	return id
+}
+
+func tagList(tags []string) string {
+	if len(tags) == 0 {
+		return "<none>"
+	}
+	return strings.Join(tags, ",")
+}
+
+func bytesString(n int64) string {
+	return resource.NewQuantity(n, resource.BinarySI).String()
+}
