@@ -23,7 +23,7 @@ import (
 
 type explainImageGCOpts struct {
 	images, containers, imagefs, records, config, now, sandbox, capacity, available string
-	out                                                                           outputFlag
+	out                                                                             outputFlag
 }
 
 func newExplainImageGCCmd() *cobra.Command {
