@@ -92,24 +92,28 @@ type steps struct {
 	kept    []Kept      // never eligible
 }
 
-// sortLRU orders candidates least recently used first, then earliest detected,
-// then by ID so equal records give a stable order.
-func sortLRU(c []Candidate) {
-	slices.SortFunc(c, func(a, b Candidate) int {
-		if n := a.LastUsed.Compare(b.LastUsed); n != 0 {
-			return n
-		}
-		if n := a.FirstDetected.Compare(b.FirstDetected); n != 0 {
-			return n
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+// unixNano is t in nanoseconds for ordering; the zero time ("unknown, in the
+// past" or "never") sorts first.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MinInt64
+	}
+	return t.UnixNano()
 }
 
-// candidates splits records into unused, unpinned candidates in LRU order and
-// the images kept because they are in use, the sandbox image or pinned.
+// candidates splits records into unused, unpinned candidates in LRU order
+// (least recently used first, then earliest detected, then by ID so equal
+// records give a stable order) and the images kept because they are in use,
+// the sandbox image or pinned.
 func candidates(records map[string]*Record, inUse InUse) ([]Candidate, []Kept) {
-	cands := make([]Candidate, 0, len(records))
+	// Sort small pointer-free keys rather than whole candidates: no write
+	// barriers while the sort moves them.
+	type lruKey struct {
+		last, first int64
+		i           int // index into cands
+	}
+	keys := make([]lruKey, 0, len(records))
+	unsorted := make([]Candidate, 0, len(records))
 	var kept []Kept
 	for id, r := range records {
 		if why, ok := inUse.reason(id, r); ok {
@@ -120,9 +124,22 @@ func candidates(records map[string]*Record, inUse InUse) ([]Candidate, []Kept) {
 			kept = append(kept, Kept{ID: id, Tags: r.Tags, Size: r.Size, Reason: KeepPinned})
 			continue
 		}
-		cands = append(cands, Candidate{ID: id, Tags: r.Tags, Size: r.Size, FirstDetected: r.FirstDetected, LastUsed: r.LastUsed})
+		keys = append(keys, lruKey{last: unixNano(r.LastUsed), first: unixNano(r.FirstDetected), i: len(unsorted)})
+		unsorted = append(unsorted, Candidate{ID: id, Tags: r.Tags, Size: r.Size, FirstDetected: r.FirstDetected, LastUsed: r.LastUsed})
 	}
-	sortLRU(cands)
+	slices.SortFunc(keys, func(a, b lruKey) int {
+		if n := cmp.Compare(a.last, b.last); n != 0 {
+			return n
+		}
+		if n := cmp.Compare(a.first, b.first); n != 0 {
+			return n
+		}
+		return cmp.Compare(unsorted[a.i].ID, unsorted[b.i].ID)
+	})
+	cands := make([]Candidate, len(keys))
+	for i, k := range keys {
+		cands[i] = unsorted[k.i]
+	}
 	return cands, kept
 }
 
@@ -152,6 +169,7 @@ func expiredByAge(cands []Candidate, maxAge time.Duration, started, now time.Tim
 // images used at or after freeTime and images first detected less than minAge
 // before it are kept.
 func eligibleForSpace(cands []Candidate, freeTime time.Time, minAge time.Duration) (eligible []Candidate, kept []Kept) {
+	eligible = make([]Candidate, 0, len(cands))
 	for _, c := range cands {
 		switch {
 		case !c.LastUsed.Before(freeTime):
@@ -209,7 +227,8 @@ func unusedSteps(records map[string]*Record, inUse InUse, p Policy, now time.Tim
 
 // plan simulates st with every removal succeeding.
 func (st steps) plan() Plan {
-	pl := Plan{UsagePercent: st.usage, BytesToFree: st.toFree, Kept: slices.Clone(st.kept)}
+	pl := Plan{UsagePercent: st.usage, BytesToFree: st.toFree, Kept: make([]Kept, 0, len(st.kept)+len(st.bySpace))}
+	pl.Kept = append(pl.Kept, st.kept...)
 	for _, c := range st.byAge {
 		pl.Remove = append(pl.Remove, Removal{Candidate: c, Reason: ReasonAge})
 		pl.Freed += c.Size
