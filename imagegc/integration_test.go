@@ -29,7 +29,22 @@ func TestContainerdIntegration(t *testing.T) {
 	usedLater := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/used-later:1", Runnable: true, Pad: 2000})
 	neverUsed := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/never-used:1", Pad: 1000})
 	young := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/young:1", Pad: 500})
-	ctd.Import(t, app, usedFirst, usedLater, neverUsed)
+	pinned := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/pinned:1", Pad: 4000})
+	ctd.Import(t, app, usedFirst, usedLater, neverUsed, pinned)
+
+	// containerd ≥ 1.7 (and 1.6 patch releases after mid-2023) pin images
+	// labelled io.cri-containerd.pinned=pinned; 1.6.20 ignores the label, and
+	// the pinned case is then covered by the cri-api fake tests only.
+	ctd.Ctr(t, "images", "label", pinned.Ref, "io.cri-containerd.pinned=pinned")
+	pinnedWorks := false
+	if st, err := ctd.CRI.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: pinned.Ref}, false); err == nil && st.GetImage().GetPinned() {
+		pinnedWorks = true
+	} else {
+		t.Logf("this containerd does not report %s as pinned (no CRI pinned-image support); removing it", pinned.Ref)
+		if err := ctd.CRI.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: pinned.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// The image filesystem is really the snapshotter's (ImageFsInfo); its
 	// capacity is set by the test so that GC must free a known amount.
@@ -101,6 +116,9 @@ func TestContainerdIntegration(t *testing.T) {
 		t.Errorf("image filesystem %q is not under containerd's root %q", statfsPath, ctd.Root)
 	}
 	wantLeft := []string{ctd.Sandbox.ID, app.ID, usedLater.ID, young.ID}
+	if pinnedWorks {
+		wantLeft = append(wantLeft, pinned.ID)
+	}
 	if diff := cmp.Diff(sorted(wantLeft), imageIDs(t, ctd)); diff != "" {
 		t.Errorf("images after GC (-want +got):\n%s", diff)
 	}
@@ -110,7 +128,11 @@ func TestContainerdIntegration(t *testing.T) {
 	if err := m.DeleteUnusedImages(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(sorted([]string{ctd.Sandbox.ID, app.ID, young.ID}), imageIDs(t, ctd)); diff != "" {
+	wantLeft = []string{ctd.Sandbox.ID, app.ID, young.ID}
+	if pinnedWorks {
+		wantLeft = append(wantLeft, pinned.ID)
+	}
+	if diff := cmp.Diff(sorted(wantLeft), imageIDs(t, ctd)); diff != "" {
 		t.Errorf("images after DeleteUnusedImages (-want +got):\n%s", diff)
 	}
 	if got := counter(t, m, "space"); got != 3 {
