@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
@@ -118,12 +119,16 @@ type sample struct {
 	At                             time.Duration
 	Goroutines                     int
 	RSS                            int64
+	HeapInuse                      uint64
 	TimeWaitClient, TimeWaitServer int
 }
 
 func takeSample(start time.Time, ps portSet) sample {
 	c, s := timeWaitSockets(ps)
-	return sample{At: time.Since(start).Round(time.Second), Goroutines: runtime.NumGoroutine(), RSS: rssBytes(), TimeWaitClient: c, TimeWaitServer: s}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return sample{At: time.Since(start).Round(time.Second), Goroutines: runtime.NumGoroutine(), RSS: rssBytes(),
+		HeapInuse: ms.HeapInuse, TimeWaitClient: c, TimeWaitServer: s}
 }
 
 // bareResult is what a bare client loop measured.
@@ -230,6 +235,47 @@ func (s staticStatus) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return st, ok
 }
 
+// reasons counts the messages of failed and errored probe runs, from the
+// Manager's debug and warning logs.
+type reasons struct {
+	mu sync.Mutex
+	n  map[string]int // guarded by mu
+}
+
+func (r *reasons) Enabled(context.Context, slog.Level) bool { return true }
+func (r *reasons) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *reasons) WithGroup(string) slog.Handler            { return r }
+func (r *reasons) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message != "Probe failed" && rec.Message != "Probe errored" {
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "output" || a.Key == "err" {
+			msg := a.Value.String()
+			// Drop the addresses so that one cause is one line.
+			if i := strings.LastIndex(msg, ": "); i >= 0 {
+				msg = msg[i+2:]
+			}
+			r.mu.Lock()
+			r.n[msg]++
+			r.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (r *reasons) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k, v := range r.n {
+		out = append(out, fmt.Sprintf("%d× %q", v, k))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
 // engineResult is what a run of the prober Manager measured.
 type engineResult struct {
 	Probes      int
@@ -241,6 +287,7 @@ type engineResult struct {
 	Lateness    latencies
 	Samples     []sample
 	Concurrency int
+	Reasons     *reasons
 }
 
 func (r *engineResult) rate() float64 { return float64(r.Runs) / r.Elapsed.Seconds() }
@@ -254,13 +301,14 @@ func (r *engineResult) cpuPerProbe() time.Duration {
 // engineRun runs probes HTTP liveness probes with the given period against
 // the targets (host:port) for d, sampling resources every sampleEvery.
 func engineRun(ctx context.Context, targets []string, ps portSet, probes int, period, d, sampleEvery time.Duration, concurrency int) (*engineResult, error) {
-	r := &engineResult{Probes: probes, Period: period, Concurrency: concurrency}
+	r := &engineResult{Probes: probes, Period: period, Concurrency: concurrency, Reasons: &reasons{n: map[string]int{}}}
 	var runs atomic.Int64
 	status := make(staticStatus, probes)
 	reg := prometheus.NewRegistry()
 	m, err := prober.New(prober.Config{Concurrency: concurrency}, prober.Deps{
 		Status:     status,
 		Registerer: reg,
+		Logger:     slog.New(r.Reasons),
 		OnProbeStart: func(l time.Duration) {
 			runs.Add(1)
 			r.Lateness.add(l)

@@ -180,52 +180,71 @@ func report(ctx context.Context, w io.Writer, addrs []string, o options) error {
 	fmt.Fprintf(w, "GOMAXPROCS=%d, %s/%s, %s; %d servers on 127.0.0.1 in a child process\n\n",
 		runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), len(addrs))
 
+	e, err := engineRun(ctx, addrs, ps, o.probes, o.period, o.duration, 5*time.Second, o.concurrency)
+	if err != nil {
+		return err
+	}
+	p50, p99, pmax := e.Lateness.percentiles()
+	fmt.Fprintf(w, "engine: %d HTTP probes, period %v, %v: %d runs, %.0f probes/s, %.0f failed/unknown, CPU/probe %s, start lateness p50 %s p99 %s max %s\n\n",
+		e.Probes, e.Period, e.Elapsed.Round(time.Millisecond), e.Runs, e.rate(), e.Failed, us(e.cpuPerProbe()),
+		ms(p50), ms(p99), ms(pmax))
+	if e.Failed > 0 {
+		fmt.Fprintf(w, "failure causes: %s\n\n", e.Reasons)
+	}
+	fmt.Fprintln(w, "| t | goroutines | RSS | heap in use | TIME-WAIT client side | TIME-WAIT server side |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, s := range e.Samples {
+		fmt.Fprintf(w, "| %v | %d | %s | %s | %d | %d |\n", s.At, s.Goroutines, mib(s.RSS), mib(int64(s.HeapInuse)), s.TimeWaitClient, s.TimeWaitServer)
+	}
+	fmt.Fprintln(w)
+
+	best := 0.0
+	if o.searchMax {
+		if err := searchMax(ctx, w, addrs, ps, o, &best); err != nil {
+			return err
+		}
+	}
 	bare := bareLoop(ctx, urls, rate, o.bareDuration, 64)
 	bp50, bp99, _ := bare.Lateness.percentiles()
 	fmt.Fprintf(w, "bare loop, paced at %.0f req/s for %v: %d requests (%d errors), %.0f req/s, CPU/request %s, start lateness p50 %s p99 %s\n",
 		rate, o.bareDuration, bare.Requests, bare.Errors, bare.rate(), us(bare.cpuPerRequest()), ms(bp50), ms(bp99))
 	c1, s1 := timeWaitSockets(ps)
 	fmt.Fprintf(w, "TIME-WAIT sockets after the paced bare loop: client side %d, server side %d (before: %d, %d)\n", c1, s1, c0, s0)
-	e, err := engineRun(ctx, addrs, ps, o.probes, o.period, o.duration, 5*time.Second, o.concurrency)
-	if err != nil {
-		return err
-	}
-	p50, p99, pmax := e.Lateness.percentiles()
-	fmt.Fprintf(w, "engine: %d HTTP probes, period %v, %v: %d runs, %.0f probes/s, %.0f failed/unknown, CPU/probe %s (%.2f× the paced bare loop), start lateness p50 %s p99 %s max %s\n\n",
-		e.Probes, e.Period, e.Elapsed.Round(time.Millisecond), e.Runs, e.rate(), e.Failed, us(e.cpuPerProbe()),
-		float64(e.cpuPerProbe())/float64(bare.cpuPerRequest()), ms(p50), ms(p99), ms(pmax))
-	fmt.Fprintln(w, "| t | goroutines | RSS | TIME-WAIT client side | TIME-WAIT server side |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
-	for _, s := range e.Samples {
-		fmt.Fprintf(w, "| %v | %d | %s | %d | %d |\n", s.At, s.Goroutines, mib(s.RSS), s.TimeWaitClient, s.TimeWaitServer)
-	}
-	fmt.Fprintln(w)
-
 	bmax := bareMax(ctx, urls, o.bareDuration, 2*runtime.GOMAXPROCS(0))
-	fmt.Fprintf(w, "\nbare loop, back to back (%d goroutines) for %v: %.0f req/s (%d errors), CPU/request %s\n\n",
+	fmt.Fprintf(w, "bare loop, back to back (%d goroutines) for %v: %.0f req/s (%d errors), CPU/request %s\n\n",
 		2*runtime.GOMAXPROCS(0), o.bareDuration, bmax.rate(), bmax.Errors, us(bmax.cpuPerRequest()))
 
-	if !o.searchMax {
-		return nil
+	fmt.Fprintf(w, "engine CPU/probe %s = %.2f× the paced bare loop's CPU/request\n", us(e.cpuPerProbe()), float64(e.cpuPerProbe())/float64(bare.cpuPerRequest()))
+	if o.searchMax {
+		fmt.Fprintf(w, "highest sustained: %.0f probes/s = %.2f× the bare loop's back-to-back rate (%.0f req/s)\n", best, best/bmax.rate(), bmax.rate())
 	}
+	return nil
+}
+
+// searchMax runs the engine at rising rates (period 1s) until the p99 start
+// lateness passes 10 ms or more than 0.1% of the runs fail, and prints each
+// step.
+func searchMax(ctx context.Context, w io.Writer, addrs []string, ps portSet, o options, best *float64) error {
 	fmt.Fprintf(w, "highest rate with p99 start lateness <= 10 ms (period 1s, %v per step):\n\n", o.maxStep)
 	fmt.Fprintln(w, "| target probes/s | achieved | CPU/probe | p50 | p99 | failed | ok |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
-	best := 0.0
-	for r := 250.0; r <= 2*bmax.rate() && ctx.Err() == nil; r *= 1.25 {
+	for r := 1000.0; r <= 20000 && ctx.Err() == nil; r *= 1.25 {
 		n := int(r)
 		e, err := engineRun(ctx, addrs, ps, n, time.Second, o.maxStep, o.maxStep, o.concurrency)
 		if err != nil {
 			return err
 		}
 		p50, p99, _ := e.Lateness.percentiles()
-		ok := p99 <= 10*time.Millisecond && e.Failed == 0 && e.rate() >= 0.95*float64(n)
+		ok := p99 <= 10*time.Millisecond && e.Failed <= 0.001*float64(e.Runs) && e.rate() >= 0.95*float64(n)
 		fmt.Fprintf(w, "| %d | %.0f | %s | %s | %s | %.0f | %v |\n", n, e.rate(), us(e.cpuPerProbe()), ms(p50), ms(p99), e.Failed, ok)
+		if e.Failed > 0 {
+			fmt.Fprintf(w, "\nfailure causes: %s\n\n", e.Reasons)
+		}
 		if !ok {
 			break
 		}
-		best = e.rate()
+		*best = e.rate()
 	}
-	fmt.Fprintf(w, "\nhighest sustained: %.0f probes/s = %.2f× the bare loop's back-to-back rate (%.0f req/s)\n", best, best/bmax.rate(), bmax.rate())
+	fmt.Fprintln(w)
 	return nil
 }
