@@ -78,14 +78,17 @@ func helper() ([]byte, error) {
 		if helperErr = os.WriteFile(src, []byte(helperSource), 0o644); helperErr != nil {
 			return
 		}
+		if helperErr = os.WriteFile(filepath.Join(helperDir, "go.mod"), []byte("module nkpause\n\ngo 1.21\n"), 0o644); helperErr != nil {
+			return
+		}
 		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 		if _, err := os.Stat(goBin); err != nil {
 			goBin = "go"
 		}
 		out := filepath.Join(helperDir, "pause")
-		cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, src)
+		cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
 		cmd.Dir = helperDir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GO111MODULE=off")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=", "GOWORK=off")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			helperErr = fmt.Errorf("build helper: %v: %s", err, b)
 			return
