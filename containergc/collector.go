@@ -8,6 +8,7 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 )
 
 // DefaultPeriod is the kubelet's container GC period.
@@ -38,6 +39,9 @@ type Deps struct {
 	Pods     PodState // nil: no pod counts as deleted or terminated
 	Recorder Recorder // optional
 	Logger   *slog.Logger
+	// Clock supplies "now" for the age checks; nil means the real clock.
+	// nodekeeper simulate passes a virtual one.
+	Clock clock.PassiveClock
 }
 
 // Collector removes dead containers and sandboxes. Its methods may be called
@@ -60,6 +64,9 @@ func New(p Policy, period time.Duration, deps Deps) (*Collector, error) {
 	}
 	if period <= 0 {
 		period = DefaultPeriod
+	}
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
 	}
 	log := deps.Logger
 	if log == nil {
@@ -113,7 +120,7 @@ func (c *Collector) GarbageCollect(ctx context.Context, evictNonDeleted bool) er
 		return fmt.Errorf("list containers: %w", err)
 	}
 	var errs []error
-	for _, r := range PlanContainers(containers, sandboxes, c.policy, c.deps.Pods, evictNonDeleted, time.Now()) {
+	for _, r := range PlanContainers(containers, sandboxes, c.policy, c.deps.Pods, evictNonDeleted, c.deps.Clock.Now()) {
 		c.log.Info("removing dead container", "containerID", r.ID, "podUID", r.PodUID, "containerName", r.Name, "reason", r.Why)
 		if r.Unknown {
 			if err := rt.StopContainer(ctx, r.ID, 0); err != nil {

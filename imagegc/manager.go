@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 )
 
 // The kubelet's periods.
@@ -75,6 +76,9 @@ type Deps struct {
 	// path. Nil means statfs(2).
 	Statfs   func(path string) (FsStats, error)
 	Recorder Recorder // optional
+	// Clock supplies "now" for records and passes; nil means the real clock.
+	// nodekeeper simulate passes a virtual one.
+	Clock clock.PassiveClock
 	// Registerer receives kubelet_image_garbage_collected_total. Nil: the
 	// counter is kept but not registered.
 	Registerer prometheus.Registerer
@@ -114,6 +118,9 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if deps.Statfs == nil {
 		deps.Statfs = statfs
 	}
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
+	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -137,7 +144,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	return &Manager{
 		cfg: cfg, deps: deps, log: log.With("subsystem", "imagegc"),
-		started: time.Now(), removed: removed,
+		started: deps.Clock.Now(), removed: removed,
 		token: make(chan struct{}, 1), records: map[string]*Record{},
 	}, nil
 }
@@ -221,22 +228,33 @@ func (m *Manager) refreshCache(ctx context.Context) {
 	m.cache.Store(&imgs)
 }
 
-// detectOnce is the periodic detection; until one succeeds, new images are
-// recorded as detected at the zero time ("unknown, in the past").
+// detectOnce is the periodic detection; a failure is logged and retried at the
+// next period.
 func (m *Manager) detectOnce(ctx context.Context) {
+	if err := m.Detect(ctx); err != nil {
+		m.log.Warn("detect images", "err", err)
+	}
+}
+
+// Detect updates the image records from the runtime now: new images get the
+// detection time (until one detection has succeeded, the zero time: "unknown, in
+// the past"), images in use get now as last used, vanished images are dropped.
+// Run calls it every detection period; it may be called from any goroutine.
+func (m *Manager) Detect(ctx context.Context) error {
 	if err := m.acquire(ctx); err != nil {
-		return
+		return err
 	}
 	defer m.release()
+	now := m.deps.Clock.Now()
 	var ts time.Time
 	if m.initialized {
-		ts = time.Now()
+		ts = now
 	}
-	if _, err := m.detect(ctx, ts, time.Now()); err != nil {
-		m.log.Warn("detect images", "err", err)
-		return
+	if _, err := m.detect(ctx, ts, now); err != nil {
+		return err
 	}
 	m.initialized = true
+	return nil
 }
 
 func (m *Manager) acquire(ctx context.Context) error {
@@ -290,7 +308,7 @@ func (m *Manager) GarbageCollect(ctx context.Context) error {
 		return err
 	}
 	defer m.release()
-	now := time.Now()
+	now := m.deps.Clock.Now()
 	inUse, err := m.detect(ctx, now, now)
 	if err != nil {
 		return err
@@ -331,7 +349,7 @@ func (m *Manager) FreeSpace(ctx context.Context, bytes int64) (int64, error) {
 		return 0, err
 	}
 	defer m.release()
-	now := time.Now()
+	now := m.deps.Clock.Now()
 	inUse, err := m.detect(ctx, now, now)
 	if err != nil {
 		return 0, err

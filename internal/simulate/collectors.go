@@ -1,8 +1,16 @@
 package simulate
 
-import "context"
+import (
+	"context"
+	"time"
 
-// imageCollector is what the simulator drives of image GC.
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/containergc"
+	"github.com/nodekeeper/nodekeeper/imagegc"
+)
+
+// imageCollector is what the simulator drives of image GC (*imagegc.Manager).
 type imageCollector interface {
 	Detect(ctx context.Context) error
 	GarbageCollect(ctx context.Context) error
@@ -10,9 +18,10 @@ type imageCollector interface {
 	FreeSpace(ctx context.Context, bytes int64) (int64, error)
 }
 
-// containerCollector is what the simulator drives of container GC.
+// containerCollector is what the simulator drives of container GC
+// (*containergc.Collector).
 type containerCollector interface {
-	GarbageCollect(ctx context.Context) error
+	GarbageCollect(ctx context.Context, evictNonDeleted bool) error
 	DeleteAllUnusedContainers(ctx context.Context) error
 }
 
@@ -21,7 +30,73 @@ type collectors struct {
 	containers containerCollector
 }
 
-// newCollectors builds the garbage collectors over the scripted node.
+// newCollectors builds the real garbage collectors over the scripted node, with
+// the virtual clock.
 func newCollectors(s *sim) (collectors, error) {
-	return collectors{}, nil
+	clk := virtualClock{s.n}
+	rec := recorder{s}
+	images, err := imagegc.New(imagegc.Config{Policy: imagegc.PolicyFromKubelet(&s.sc.Config.Kubelet)}, imagegc.Deps{
+		Images:  s.n,
+		ImageFs: s.n,
+		InUse:   imagegc.RunningContainerImages(s.n),
+		Statfs: func(string) (imagegc.FsStats, error) {
+			c, a, err := s.n.statfs()
+			return imagegc.FsStats{CapacityBytes: int64(c), AvailableBytes: int64(a)}, err
+		},
+		Recorder: rec,
+		Clock:    clk,
+		Logger:   s.log,
+	})
+	if err != nil {
+		return collectors{}, bad(err)
+	}
+	gc := s.sc.Container
+	containers, err := containergc.New(containergc.Policy{
+		MinAge: gc.MinAge, MaxPerPodContainer: gc.MaxPerPodContainer, MaxContainers: gc.MaxContainers,
+	}, 0, containergc.Deps{Runtime: s.n, Pods: podState{s.n}, Recorder: rec, Clock: clk, Logger: s.log})
+	if err != nil {
+		return collectors{}, bad(err)
+	}
+	return collectors{images: images, containers: containers}, nil
 }
+
+// virtualClock is the simulation's clock.
+type virtualClock struct{ n *node }
+
+func (c virtualClock) Now() time.Time                  { return c.n.now }
+func (c virtualClock) Since(t time.Time) time.Duration { return c.n.now.Sub(t) }
+
+// recorder turns the collectors' node events into timeline records.
+type recorder struct{ s *sim }
+
+func (r recorder) NodeEvent(_, reason, message string) {
+	switch reason {
+	case EventImageGCFailed, EventFreeDiskSpaceFailed, EventInvalidDiskCapacity:
+		r.s.emit(Event{Event: reason, Message: message})
+	}
+}
+
+// podState answers container GC's questions from the active pods: a pod that is
+// not active is deleted.
+type podState struct{ n *node }
+
+func (p podState) IsPodDeleted(uid string) bool {
+	for _, pod := range p.n.pods {
+		if string(pod.UID) == uid {
+			return false
+		}
+	}
+	return true
+}
+
+func (p podState) IsPodTerminated(uid string) bool { return p.IsPodDeleted(uid) }
+
+// The rest of container GC's CRI subset: the scenario has no sandboxes.
+
+func (n *node) StopContainer(context.Context, string, int64) error { return nil }
+
+func (n *node) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return nil, nil
+}
+
+func (n *node) RemovePodSandbox(context.Context, string) error { return nil }

@@ -189,9 +189,13 @@ func used(fs *statsapi.FsStats) uint64 {
 }
 
 // evictionKiller is the eviction manager's PodKiller on the scripted node.
-type evictionKiller struct{ n *node }
+type evictionKiller struct {
+	n      *node
+	before func() // called before the eviction is recorded
+}
 
 func (k evictionKiller) KillPod(_ context.Context, pod *v1.Pod, ev eviction.Eviction) error {
+	k.before()
 	k.n.emit(Event{Event: EventEvicted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Signal: string(ev.Signal), Message: ev.Message})
 	k.n.removePod(pod)

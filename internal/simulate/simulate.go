@@ -14,7 +14,6 @@ package simulate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -47,7 +46,8 @@ type sim struct {
 	chain   *admission.Chain
 	gc      collectors
 	log     *slog.Logger
-	reclaim bool // set by the GC adapters during an eviction pass
+	reclaim         bool // set by the GC adapters during an eviction pass
+	reclaimReported bool // the pass's Reclaimed record is out
 	status  *eviction.Status
 }
 
@@ -84,16 +84,12 @@ func (s *sim) build() error {
 	s.gc = gc
 	deps := eviction.Deps{
 		Stats:      s.n,
-		Killer:     evictionKiller{s.n},
+		Killer:     evictionKiller{n: s.n, before: s.reportReclaim},
 		ActivePods: func() []*v1.Pod { return slices.Clone(s.n.pods) },
 		Logger:     s.log,
 	}
-	if gc.containers != nil {
-		deps.ContainerGC = reclaimer{s, gc.containers.DeleteAllUnusedContainers}
-	}
-	if gc.images != nil {
-		deps.ImageGC = reclaimer{s, gc.images.DeleteUnusedImages}
-	}
+	deps.ContainerGC = reclaimer{s, gc.containers.DeleteAllUnusedContainers}
+	deps.ImageGC = reclaimer{s, gc.images.DeleteUnusedImages}
 	if s.mgr, err = eviction.New(ev, deps); err != nil {
 		return err
 	}
@@ -149,16 +145,12 @@ func (s *sim) play(ctx context.Context) ([]Event, error) {
 				}
 			}
 			if t == nextContainerGC {
-				if s.gc.containers != nil {
-					_ = s.gc.containers.GarbageCollect(ctx)
-				}
+				_ = s.gc.containers.GarbageCollect(ctx, false)
 				nextContainerGC = t + containerGCPeriod
 			}
 			if t == nextImageGC {
-				if s.gc.images != nil {
-					_ = s.gc.images.Detect(ctx)
-					_ = s.gc.images.GarbageCollect(ctx)
-				}
+				_ = s.gc.images.Detect(ctx)
+				_ = s.gc.images.GarbageCollect(ctx)
 				nextImageGC = t + imageGCPeriod
 			}
 		}
@@ -239,31 +231,15 @@ func (s *sim) do(ctx context.Context, a Action) {
 	case "evictionPass":
 		s.evictionPass(ctx)
 	case "detectImages":
-		err = s.needImages()
-		if err == nil {
-			err = s.gc.images.Detect(ctx)
-		}
+		err = s.gc.images.Detect(ctx)
 	case "garbageCollectImages":
-		err = s.needImages()
-		if err == nil {
-			err = s.gc.images.GarbageCollect(ctx)
-		}
+		err = s.gc.images.GarbageCollect(ctx)
 	case "deleteUnusedImages":
-		err = s.needImages()
-		if err == nil {
-			err = s.gc.images.DeleteUnusedImages(ctx)
-		}
+		err = s.gc.images.DeleteUnusedImages(ctx)
 	case "freeImageSpace":
-		err = s.needImages()
-		if err == nil {
-			freed, err = s.gc.images.FreeSpace(ctx, a.Bytes)
-		}
+		freed, err = s.gc.images.FreeSpace(ctx, a.Bytes)
 	case "garbageCollectContainers":
-		if s.gc.containers == nil {
-			err = errors.New("container GC is not available")
-		} else {
-			err = s.gc.containers.GarbageCollect(ctx)
-		}
+		err = s.gc.containers.GarbageCollect(ctx, false)
 	}
 	if a.Name != "freeImageSpace" {
 		freed = s.n.freed
@@ -276,18 +252,11 @@ func (s *sim) do(ctx context.Context, a Action) {
 	s.emit(e)
 }
 
-func (s *sim) needImages() error {
-	if s.gc.images == nil {
-		return errors.New("image GC is not available")
-	}
-	return nil
-}
-
 // evictionPass runs one eviction pass and reports what changed: thresholds newly
-// met, conditions set or cleared and node-level reclaim come before the pass's
-// removals and evictions.
+// met and conditions set or cleared come first, then the reclaim's removals and a
+// Reclaimed record, then the eviction.
 func (s *sim) evictionPass(ctx context.Context) []*v1.Pod {
-	s.reclaim = false
+	s.reclaim, s.reclaimReported = false, false
 	s.n.freed = 0
 	before := s.status
 	mark := len(s.events)
@@ -315,14 +284,22 @@ func (s *sim) evictionPass(ctx context.Context) []*v1.Pod {
 			pre = append(pre, Event{Event: EventConditionChanged, Condition: string(c), Status: "False"})
 		}
 	}
-	if s.reclaim {
-		pre = append(pre, Event{Event: EventReclaimed, Signal: string(after.Reclaiming), Freed: ptr(s.n.freed)})
-	}
 	for i := range pre {
 		pre[i].At = s.n.now.Sub(start)
 	}
 	s.events = append(s.events[:mark], append(pre, s.events[mark:]...)...)
+	s.reportReclaim()
 	return evicted
+}
+
+// reportReclaim records the node-level reclaim of the current pass once: before
+// its eviction, or at the end of the pass when nobody was evicted.
+func (s *sim) reportReclaim() {
+	if !s.reclaim || s.reclaimReported {
+		return
+	}
+	s.reclaimReported = true
+	s.emit(Event{Event: EventReclaimed, Signal: string(s.mgr.Status().Reclaiming), Freed: ptr(s.n.freed)})
 }
 
 func containsThreshold(ts []eviction.Threshold, t eviction.Threshold) bool {
