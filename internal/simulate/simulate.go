@@ -39,16 +39,16 @@ const (
 
 // sim is one run of a scenario.
 type sim struct {
-	sc      *Scenario
-	n       *node
-	events  []Event
-	mgr     *eviction.Manager
-	chain   *admission.Chain
-	gc      collectors
-	log     *slog.Logger
+	sc              *Scenario
+	n               *node
+	events          []Event
+	mgr             *eviction.Manager
+	chain           *admission.Chain
+	gc              collectors
+	log             *slog.Logger
 	reclaim         bool // set by the GC adapters during an eviction pass
 	reclaimReported bool // the pass's Reclaimed record is out
-	status  *eviction.Status
+	status          *eviction.Status
 }
 
 // Run plays the scenario and returns its events in time order.
