@@ -229,6 +229,9 @@ func (s *sim) do(ctx context.Context, a Action) {
 	s.n.freed = 0
 	switch a.Name {
 	case "evictionPass":
+		if s.n.summary == nil {
+			err = errNoSummary // the manager would only log it
+		}
 		s.evictionPass(ctx)
 	case "detectImages":
 		err = s.gc.images.Detect(ctx)

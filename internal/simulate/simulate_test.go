@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,6 +117,60 @@ steps:
 	// passes run at 0s, 1s (after the eviction), then every 10s.
 	want := []string{"0s ThresholdMet", "0s ConditionChanged", "0s Evicted", "5m1s ConditionChanged"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// Explicit actions run the real collectors; with loops off nothing else runs.
+func TestExplicitActions(t *testing.T) {
+	t.Parallel()
+	sc, err := Parse("s.yaml", []byte(`
+loops: false
+config: {imageMinimumGCAge: 1m, containerGC: {maxPerPodContainer: 0}}
+until: 5m
+steps:
+  - at: 0s
+    imageFs: {capacityBytes: 1000, availableBytes: 100}
+    images:
+      - {id: old, size: "300"}
+      - {id: older, size: "200"}
+    containers:
+      - {id: dead, imageRef: old, state: CONTAINER_EXITED, createdAt: "1", labels: {io.kubernetes.pod.uid: gone, io.kubernetes.container.name: c}}
+    do: [detectImages, {freeImageSpace: 250}]
+  - at: 2m
+    do: [garbageCollectContainers, {freeImageSpace: 250}, deleteUnusedImages, evictionPass]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := Run(t.Context(), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events {
+		line := e.At.String() + " " + e.Event + " " + e.Action + e.ID
+		if e.Freed != nil {
+			line += fmt.Sprintf(" freed=%d", *e.Freed)
+		}
+		if e.Error != nil {
+			line += " error"
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		// The first detection dates images "in the past", so they are old enough at once.
+		"0s ActionResult detectImages freed=0",
+		"0s ImageRemoved old",
+		"0s ActionResult freeImageSpace freed=300",
+		"2m0s ContainerRemoved dead",
+		"2m0s ActionResult garbageCollectContainers freed=0",
+		"2m0s ImageRemoved older",
+		"2m0s ActionResult freeImageSpace freed=200", // wanted 250: only 200 left, not an error
+		"2m0s ActionResult deleteUnusedImages freed=0",
+		"2m0s ActionResult evictionPass freed=0 error", // no summary given
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
