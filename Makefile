@@ -21,7 +21,7 @@ fmt-check:
 
 # bench runs the benchmarks recorded in docs/benchmarks.md.
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./eviction/ ./preemption/
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 clean:
 	rm -rf bin
