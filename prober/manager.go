@@ -611,6 +611,11 @@ func (m *Manager) probeWithRetries(ctx context.Context, p *probe, status *v1.Pod
 			break
 		}
 	}
+	if ctx.Err() != nil {
+		// The Manager is stopping: whatever the run saw, it says nothing
+		// about the container.
+		return Unknown, false
+	}
 	p.metrics.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		p.metrics.unknown.Inc()

@@ -1,0 +1,141 @@
+package prober
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// TestManagerHTTPOverLoopback runs the whole stack against a real server:
+// readiness goes ready, then unready when the server starts failing.
+func TestManagerHTTPOverLoopback(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ready" || r.Header.Get("User-Agent") != UserAgent {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "web-uid"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{
+			Name:  "app",
+			Ports: []v1.ContainerPort{{Name: "http", ContainerPort: int32(port)}},
+			ReadinessProbe: &v1.Probe{
+				ProbeHandler:     v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+				PeriodSeconds:    1,
+				FailureThreshold: 1,
+			},
+		}}},
+	}
+	status := &fakeStatus{m: map[types.UID]v1.PodStatus{pod.UID: {
+		Phase: v1.PodRunning, PodIP: "127.0.0.1",
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", ContainerID: "c1", Started: ptr.To(true),
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.Now()}}}},
+	}}}
+	m, err := New(Config{}, Deps{Status: status, Jitter: func(time.Duration) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	if err := m.AddPod(pod); err != nil {
+		t.Fatal(err)
+	}
+	next := func() Result {
+		select {
+		case u := <-m.Results(Readiness).Updates():
+			return u.Result
+		case <-ctx.Done():
+			t.Fatal("no readiness update")
+		}
+		return Unknown
+	}
+	if got := next(); got != Failure {
+		t.Fatalf("initial readiness %v, want Failure", got)
+	}
+	if got := next(); got != Success {
+		t.Fatalf("readiness %v, want Success", got)
+	}
+	failing.Store(true)
+	if got := next(); got != Failure {
+		t.Fatalf("readiness %v after the server failed, want Failure", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUpdatePodStatusInitContainers(t *testing.T) {
+	t.Parallel()
+	status := &fakeStatus{m: map[types.UID]v1.PodStatus{}}
+	m, err := New(Config{}, Deps{Status: status})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "p-uid"},
+		Spec: v1.PodSpec{
+			InitContainers: []v1.Container{
+				{Name: "setup"},
+				{Name: "sidecar", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways), StartupProbe: execProbe("start")},
+				{Name: "proxy", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)},
+			},
+			Containers: []v1.Container{{Name: "app", ReadinessProbe: execProbe("ready")}, {Name: "idle"}},
+		},
+	}
+	m.runners[handlerExec] = RunnerFunc(func(context.Context, Target) (Outcome, string, error) { return OutcomeSuccess, "", nil })
+	if err := m.AddPod(pod); err != nil {
+		t.Fatal(err)
+	}
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	st := v1.PodStatus{
+		InitContainerStatuses: []v1.ContainerStatus{
+			{Name: "setup", ContainerID: "i1", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}},
+			{Name: "sidecar", ContainerID: "i2", State: running},
+			{Name: "proxy", ContainerID: "i3", State: running},
+		},
+		ContainerStatuses: []v1.ContainerStatus{
+			{Name: "app", ContainerID: "c1", State: running},
+			{Name: "idle", ContainerID: "c2", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}},
+		},
+	}
+	m.UpdatePodStatus(pod, &st)
+	type sr struct{ Started, Ready bool }
+	got := map[string]sr{}
+	for _, c := range append(st.InitContainerStatuses, st.ContainerStatuses...) {
+		got[c.Name] = sr{*c.Started, c.Ready}
+	}
+	want := map[string]sr{
+		"setup":   {false, true},  // exited 0
+		"sidecar": {false, false}, // startup probe has not passed
+		"proxy":   {true, true},   // sidecar without probes
+		"app":     {true, false},  // readiness probe has not passed
+		"idle":    {false, false}, // not running
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: got %+v, want %+v", name, got[name], w)
+		}
+	}
+}
