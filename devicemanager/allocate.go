@@ -29,9 +29,9 @@ func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
 }
 
 // Allocate assigns devices of every device resource in container's limits,
-// calls the plugins' Allocate RPC (bounded by Config.AllocateTimeout), keeps
-// their answers for ContainerOptions and writes the checkpoint before it
-// returns. Call it for a pod's init containers in order before its app
+// calls the plugins' Allocate RPC (bounded by Config.AllocateTimeout) and
+// keeps their answers for ContainerOptions. The checkpoint is written in the
+// background; ContainerOptions waits for it. Call it for a pod's init containers in order before its app
 // containers (AllocatePod does): app containers take the devices that
 // non-restartable init containers of the same pod used before any others;
 // restartable (sidecar) init containers keep theirs.
@@ -41,7 +41,7 @@ func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
 // longer lists are freed. Errors wrap ErrUnavailable (unregistered resource,
 // no or too few healthy devices, previously assigned devices unhealthy) or
 // ErrPlugin (an RPC failed or timed out); on error the container holds no
-// new devices of the failing resource. Allocate needs Run to be active.
+// new devices of the failing resource.
 func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Container) error {
 	uid := string(pod.UID)
 	reqs := m.deviceRequests(container)
@@ -83,11 +83,10 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 	}
 	m.mu.Unlock()
 
-	if !changed {
-		return nil
-	}
-	if err := m.persist(ctx); err != nil {
-		return fmt.Errorf("pod %q container %q: %w", pod.Name, container.Name, err)
+	if changed {
+		// Written in the background; ContainerOptions waits for it, so
+		// the assignment is on disk before the container can use it.
+		m.notify()
 	}
 	return nil
 }
@@ -278,45 +277,67 @@ func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred
 		picked = append(picked, id)
 	}
 	remaining := need - len(picked)
-	var available []string
-	if remaining > 0 {
-		for id := range rs.healthy {
+	if remaining == 0 {
+		return &choice{devices: sorted(picked), client: rs.ep.client, opts: rs.ep.opts}, nil, nil
+	}
+	if preferred == nil && rs.ep.opts.GetGetPreferredAllocationAvailable() {
+		var available []string
+		for _, id := range rs.order {
 			if !m.used.has(res, id) {
 				available = append(available, id)
 			}
 		}
 		if len(available) < remaining {
-			return nil, nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d: %w",
-				res, remaining, len(available), ErrUnavailable)
+			return nil, nil, errTooFew(res, remaining, len(available))
 		}
-		slices.Sort(available)
-	}
-	if remaining > 0 && preferred == nil && rs.ep.opts.GetGetPreferredAllocationAvailable() && len(available) > remaining {
-		return &choice{client: rs.ep.client}, &pluginapi.ContainerPreferredAllocationRequest{
-			AvailableDeviceIDs:   append(slices.Clone(picked), available...),
-			MustIncludeDeviceIDs: slices.Clone(picked),
-			AllocationSize:       int32(need),
-		}, nil
-	}
-	var reserved []string
-	if remaining > 0 {
-		avail := sets.New(available...)
-		// The plugin's suggestion first, as far as it is still free and
-		// valid, then the free devices in order.
-		for _, id := range append(slices.Clone(preferred), available...) {
-			if len(reserved) == remaining {
-				break
-			}
-			if avail.Has(id) {
-				reserved = append(reserved, id)
-				avail.Delete(id)
-			}
+		if len(available) > remaining {
+			return &choice{client: rs.ep.client}, &pluginapi.ContainerPreferredAllocationRequest{
+				AvailableDeviceIDs:   append(slices.Clone(picked), available...),
+				MustIncludeDeviceIDs: slices.Clone(picked),
+				AllocationSize:       int32(need),
+			}, nil
 		}
-		m.used.add(res, reserved...)
 	}
-	all := append(picked, reserved...)
-	slices.Sort(all)
-	return &choice{devices: all, reserved: reserved, client: rs.ep.client, opts: rs.ep.opts}, nil, nil
+	// The plugin's suggestion first, as far as it is free and valid, then
+	// the free healthy devices in order.
+	reserved := make([]string, 0, remaining)
+	taken := func(id string) bool { return slices.Contains(reserved, id) }
+	for _, id := range preferred {
+		if len(reserved) == remaining {
+			break
+		}
+		if rs.healthy.Has(id) && !m.used.has(res, id) && !taken(id) {
+			reserved = append(reserved, id)
+		}
+	}
+	free := len(reserved)
+	for _, id := range rs.order {
+		if m.used.has(res, id) || taken(id) {
+			continue
+		}
+		free++
+		if len(reserved) < remaining {
+			reserved = append(reserved, id)
+		}
+		if len(reserved) == remaining && preferred == nil {
+			break
+		}
+	}
+	if len(reserved) < remaining {
+		return nil, nil, errTooFew(res, remaining, free)
+	}
+	m.used.add(res, reserved...)
+	return &choice{devices: sorted(append(picked, reserved...)), reserved: reserved, client: rs.ep.client, opts: rs.ep.opts}, nil, nil
+}
+
+func errTooFew(res string, requested, available int) error {
+	return fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d: %w",
+		res, requested, available, ErrUnavailable)
+}
+
+func sorted(ids []string) []string {
+	slices.Sort(ids)
+	return ids
 }
 
 // preferred asks the plugin for its choice.

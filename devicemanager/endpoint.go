@@ -153,20 +153,21 @@ func (m *Manager) install(ep *endpoint) {
 // updateDevices applies a ListAndWatch message from ep, if ep is still the
 // resource's endpoint.
 func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
+	ds := newDeviceSets(devs)
 	m.mu.Lock()
 	rs := m.resources[ep.resource]
 	if rs == nil || rs.ep != ep {
 		m.mu.Unlock()
 		return
 	}
-	dropped := rs.setDevices(devs)
+	rs.set(ds)
 	rs.stoppedAt = time.Time{}
-	healthy, unhealthy := rs.healthy.Len(), rs.unhealthy.Len()
 	m.mu.Unlock()
-	if dropped > 0 {
-		m.log.Warn("Device plugin sent devices without an ID; ignored them", "resourceName", ep.resource, "count", dropped)
+	if ds.dropped > 0 {
+		m.log.Warn("Device plugin sent devices without an ID; ignored them", "resourceName", ep.resource, "count", ds.dropped)
 	}
-	m.log.Debug("Device plugin pushed device state", "resourceName", ep.resource, "healthy", healthy, "unhealthy", unhealthy)
+	m.log.Debug("Device plugin pushed device state", "resourceName", ep.resource,
+		"healthy", ds.healthy.Len(), "unhealthy", ds.unhealthy.Len())
 	m.notify()
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
@@ -166,12 +165,6 @@ func metaFor(uid string) (om metav1.ObjectMeta) {
 	om.Namespace = "default"
 	om.UID = types.UID(uid)
 	return om
-}
-
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	sort.Strings(out)
-	return out
 }
 
 func testCtx(t *testing.T) context.Context {

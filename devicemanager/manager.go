@@ -1,6 +1,7 @@
 package devicemanager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -261,22 +263,45 @@ func removeSockets(dir string) error {
 	return errors.Join(errs...)
 }
 
-// saveLoop writes the checkpoint when state changed and answers synchronous
-// requests; requests that queue up while one write runs share the next.
+// saveDelay lets bursts of changes (many plugins pushing device state)
+// share one background checkpoint write.
+const saveDelay = 50 * time.Millisecond
+
+// saveLoop writes the checkpoint a little after state changed, and at once
+// for synchronous requests; requests that queue up share one write.
 func (m *Manager) saveLoop(ctx context.Context) {
 	defer close(m.saverDone)
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	stopTimer := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, timerC = nil, nil
+		}
+	}
+	defer stopTimer()
 	for {
 		select {
 		case <-ctx.Done():
+			pending := timer != nil
 			select {
 			case <-m.dirty:
+				pending = true
+			default:
+			}
+			if pending {
 				if err := m.save(); err != nil {
 					m.log.Error("Writing device checkpoint at shutdown", "err", err)
 				}
-			default:
 			}
 			return
 		case <-m.dirty:
+			if timer == nil {
+				timer = time.NewTimer(saveDelay)
+				timerC = timer.C
+			}
+		case <-timerC:
+			timer, timerC = nil, nil
 			if err := m.save(); err != nil {
 				m.log.Error("Writing device checkpoint", "err", err)
 			}
@@ -295,6 +320,7 @@ func (m *Manager) saveLoop(ctx context.Context) {
 			case <-m.dirty:
 			default:
 			}
+			stopTimer()
 			err := m.save()
 			for _, w := range waiters {
 				w <- err // buffered
@@ -343,28 +369,44 @@ func (m *Manager) save() error {
 }
 
 // checkpointState snapshots the state in the checkpoint's terms, sorted so
-// that equal states give equal files.
+// that equal states give equal files. Only references are copied under the
+// lock: device lists and responses are never modified once stored.
 func (m *Manager) checkpointState() (checkpoint.State, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st := checkpoint.State{Registered: make(map[string][]string, len(m.resources))}
-	for res, rs := range m.resources {
-		st.Registered[res] = sortedIDs(rs.healthy)
+	type ref struct {
+		pod, ctr, res string
+		a             *allocation
 	}
-	for _, pod := range sortedKeys(m.pods) {
-		for _, ctr := range sortedKeys(m.pods[pod]) {
-			for _, res := range sortedKeys(m.pods[pod][ctr]) {
-				a := m.pods[pod][ctr][res]
-				resp, err := proto.Marshal(a.resp)
-				if err != nil {
-					return checkpoint.State{}, fmt.Errorf("encode allocation of pod %q container %q resource %q: %w", pod, ctr, res, err)
-				}
-				st.Entries = append(st.Entries, checkpoint.PodDevicesEntry{
-					PodUID: pod, ContainerName: ctr, ResourceName: res,
-					DeviceIDs: a.devices, AllocResp: resp,
-				})
+	var refs []ref
+	st := checkpoint.State{}
+	m.mu.Lock()
+	st.Registered = make(map[string][]string, len(m.resources))
+	for res, rs := range m.resources {
+		ids := rs.order
+		if ids == nil {
+			ids = []string{}
+		}
+		st.Registered[res] = ids
+	}
+	for pod, ctrs := range m.pods {
+		for ctr, byRes := range ctrs {
+			for res, a := range byRes {
+				refs = append(refs, ref{pod, ctr, res, a})
 			}
 		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(refs, func(x, y ref) int {
+		return cmp.Or(strings.Compare(x.pod, y.pod), strings.Compare(x.ctr, y.ctr), strings.Compare(x.res, y.res))
+	})
+	for _, r := range refs {
+		resp, err := proto.Marshal(r.a.resp)
+		if err != nil {
+			return checkpoint.State{}, fmt.Errorf("encode allocation of pod %q container %q resource %q: %w", r.pod, r.ctr, r.res, err)
+		}
+		st.Entries = append(st.Entries, checkpoint.PodDevicesEntry{
+			PodUID: r.pod, ContainerName: r.ctr, ResourceName: r.res,
+			DeviceIDs: r.a.devices, AllocResp: resp,
+		})
 	}
 	return st, nil
 }

@@ -21,7 +21,8 @@ type ContainerOptions struct {
 }
 
 // ContainerOptions returns the runtime options for a container that passed
-// Allocate. Before that it calls PreStartContainer (bounded by
+// Allocate. It first waits until the checkpoint holds the container's
+// devices (so it needs Run to be active), then calls PreStartContainer (bounded by
 // Config.PreStartTimeout) for each resource whose plugin asked for it, and it
 // allocates again when a device resource in the container's limits has no
 // assignment (a node restart before the plugin was back). Call it right
@@ -69,6 +70,9 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	}
 	m.mu.Unlock()
 
+	if err := m.persist(ctx); err != nil {
+		return nil, fmt.Errorf("pod %q container %q: %w", pod.Name, container.Name, err)
+	}
 	for _, c := range calls {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.PreStartTimeout)
 		_, err := c.client.PreStartContainer(pctx, &pluginapi.PreStartContainerRequest{DevicesIds: c.ids})

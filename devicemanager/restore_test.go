@@ -109,16 +109,25 @@ func TestCorruptCheckpointMovedAside(t *testing.T) {
 			// The manager writes a fresh checkpoint once state changes.
 			env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "a"), nil, plugintest.Funcs{})
 			env.waitCounts(gpu, counts{1, 1})
-			p := pod("p", nil, ctr("app", map[string]int64{gpu: 1}))
+			c := ctr("app", map[string]int64{gpu: 1})
+			p := pod("p", nil, c)
 			if err := env.m.AllocatePod(testCtx(t), p); err != nil {
+				t.Fatal(err)
+			}
+			// ContainerOptions returns once the assignment is on disk.
+			if _, err := env.m.ContainerOptions(testCtx(t), p, &c); err != nil {
 				t.Fatal(err)
 			}
 			b, err = os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := checkpoint.Decode(b); err != nil {
-				t.Errorf("new checkpoint: %v", err)
+			st, err := checkpoint.Decode(b)
+			if err != nil {
+				t.Fatalf("new checkpoint: %v", err)
+			}
+			if len(st.Entries) != 1 || st.Entries[0].PodUID != "p" {
+				t.Errorf("new checkpoint entries %+v", st.Entries)
 			}
 		})
 	}

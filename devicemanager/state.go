@@ -17,6 +17,8 @@ import (
 type resourceState struct {
 	healthy   sets.Set[string]
 	unhealthy sets.Set[string]
+	// order is healthy, sorted; shares nothing with other states.
+	order []string
 	// numa maps a device ID to the NUMA nodes it reported; absent or empty
 	// means no topology.
 	numa map[string][]int64
@@ -31,34 +33,62 @@ func newResourceState() *resourceState {
 	return &resourceState{healthy: sets.New[string](), unhealthy: sets.New[string](), numa: map[string][]int64{}}
 }
 
-// setDevices rebuilds the device sets from one ListAndWatch message. A
-// device listed twice takes its last health; an empty ID is dropped and
-// reported.
-func (r *resourceState) setDevices(devs []*pluginapi.Device) (dropped int) {
-	r.healthy = sets.New[string]()
-	r.unhealthy = sets.New[string]()
-	r.numa = make(map[string][]int64, len(devs))
+// deviceSets is a resource's device state built from one ListAndWatch
+// message, outside any lock.
+type deviceSets struct {
+	healthy   sets.Set[string]
+	unhealthy sets.Set[string]
+	// order is the healthy IDs sorted: the default allocation order.
+	order   []string
+	numa    map[string][]int64
+	dropped int // devices without an ID
+}
+
+// newDeviceSets reads one ListAndWatch message. A device listed twice takes
+// its last health; a device without an ID is dropped and counted.
+func newDeviceSets(devs []*pluginapi.Device) deviceSets {
+	ds := deviceSets{
+		healthy:   make(sets.Set[string], len(devs)),
+		unhealthy: sets.New[string](),
+		numa:      make(map[string][]int64, len(devs)),
+		order:     make([]string, 0, len(devs)),
+	}
+	var nodes []int64 // shared backing store for the NUMA lists
 	for _, d := range devs {
 		if d == nil || d.ID == "" {
-			dropped++
+			ds.dropped++
 			continue
 		}
 		if d.Health == pluginapi.Healthy {
-			r.unhealthy.Delete(d.ID)
-			r.healthy.Insert(d.ID)
+			ds.unhealthy.Delete(d.ID)
+			ds.healthy.Insert(d.ID)
 		} else {
-			r.healthy.Delete(d.ID)
-			r.unhealthy.Insert(d.ID)
+			ds.healthy.Delete(d.ID)
+			ds.unhealthy.Insert(d.ID)
 		}
-		var nodes []int64
+		start := len(nodes)
 		for _, n := range d.GetTopology().GetNodes() {
 			if n != nil {
 				nodes = append(nodes, n.ID)
 			}
 		}
-		r.numa[d.ID] = nodes
+		ds.numa[d.ID] = nodes[start:len(nodes):len(nodes)]
 	}
-	return dropped
+	// Plugins usually list devices in order: keep it when they do.
+	for _, d := range devs {
+		if d != nil && ds.healthy.Has(d.ID) {
+			ds.order = append(ds.order, d.ID)
+		}
+	}
+	if !slices.IsSorted(ds.order) || len(ds.order) != ds.healthy.Len() {
+		ds.order = sortedIDs(ds.healthy)
+	}
+	return ds
+}
+
+// set installs ds; cheap enough to run under the lock.
+func (r *resourceState) set(ds deviceSets) {
+	r.healthy, r.unhealthy, r.order, r.numa = ds.healthy, ds.unhealthy, ds.order, ds.numa
 }
 
 // markUnhealthy moves every device to the unhealthy set. The stop time is
@@ -66,6 +96,7 @@ func (r *resourceState) setDevices(devs []*pluginapi.Device) (dropped int) {
 func (r *resourceState) markUnhealthy(now time.Time) {
 	r.unhealthy = r.unhealthy.Union(r.healthy)
 	r.healthy = sets.New[string]()
+	r.order = nil
 	if r.stoppedAt.IsZero() {
 		r.stoppedAt = now
 	}
