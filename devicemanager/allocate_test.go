@@ -335,3 +335,18 @@ func TestSanitizeAllocatable(t *testing.T) {
 		})
 	}
 }
+
+func TestPluginAnswersNonsense(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0"), nil,
+		plugintest.Funcs{Allocate: func(context.Context, *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+			return &pluginapi.AllocateResponse{}, nil
+		}})
+	env.waitCounts(gpu, counts{1, 1})
+	err := env.m.AllocatePod(testCtx(t), pod("p", nil, ctr("app", map[string]int64{gpu: 1})))
+	wantErr(t, err, ErrPlugin, "no containers in the allocation response")
+	if diff := cmp.Diff(v1.ResourceList{}, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
+		t.Errorf("devices held after a failed allocation (-want +got):\n%s", diff)
+	}
+}

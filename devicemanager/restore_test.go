@@ -166,3 +166,33 @@ func TestLoadsKubeletCheckpoint(t *testing.T) {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
 }
+
+func TestOddDeviceIDsSurviveRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := startManager(t, dir, Config{})
+	ids := []string{"nul\x00dev", "tab\tdev", "esc\x1b[31m"}
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, ids...), nil, plugintest.Funcs{})
+	env.waitCounts(gpu, counts{3, 3})
+	c := ctr("app", map[string]int64{gpu: 3})
+	p := pod("p", nil, c)
+	*env.active = []*v1.Pod{p}
+	ctx := testCtx(t)
+	if err := env.m.AllocatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	want := env.m.AllocatedDevices("p", "app")
+	if _, err := env.m.ContainerOptions(ctx, p, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.stop(); err != nil {
+		t.Fatal(err)
+	}
+	env2 := startManager(t, dir, Config{})
+	if diff := cmp.Diff(want, env2.m.AllocatedDevices("p", "app")); diff != "" {
+		t.Errorf("after restart (-want +got):\n%s", diff)
+	}
+	if len(want[gpu]) != 3 {
+		t.Errorf("allocated %q", want[gpu])
+	}
+}
