@@ -29,6 +29,9 @@ type endpoint struct {
 	socket   string
 	client   rpcClient
 	opts     *pluginapi.DevicePluginOptions
+	// entry is the resource's state holder, set by install before the
+	// endpoint is published.
+	entry *resourceEntry
 	// cancel stops the endpoint's goroutine; safe to call more than once.
 	cancel context.CancelFunc
 }
@@ -135,15 +138,19 @@ func isSocket(path string) bool {
 // install makes ep the resource's endpoint, stopping the one it replaces.
 func (m *Manager) install(ep *endpoint) {
 	m.mu.Lock()
-	rs := m.resources[ep.resource]
-	if rs == nil {
-		rs = newResourceState()
-		m.resources[ep.resource] = rs
+	e := m.resources[ep.resource]
+	if e == nil {
+		e = newResourceEntry(newResourceState())
+		m.resources[ep.resource] = e
 	}
-	old := rs.ep
-	rs.ep = ep
-	rs.stoppedAt = time.Time{}
+	ep.entry = e
 	m.mu.Unlock()
+	var old *endpoint
+	e.update(func(cur *resourceState) *resourceState {
+		n := *cur
+		old, n.ep, n.stoppedAt = cur.ep, ep, time.Time{}
+		return &n
+	})
 	if old != nil {
 		old.cancel()
 	}
@@ -151,18 +158,17 @@ func (m *Manager) install(ep *endpoint) {
 }
 
 // updateDevices applies a ListAndWatch message from ep, if ep is still the
-// resource's endpoint.
+// resource's endpoint. It takes no lock.
 func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 	ds := newDeviceSets(devs)
-	m.mu.Lock()
-	rs := m.resources[ep.resource]
-	if rs == nil || rs.ep != ep {
-		m.mu.Unlock()
+	if !ep.entry.update(func(cur *resourceState) *resourceState {
+		if cur.ep != ep {
+			return nil
+		}
+		return cur.withDevices(ds)
+	}) {
 		return
 	}
-	rs.set(ds)
-	rs.stoppedAt = time.Time{}
-	m.mu.Unlock()
 	if ds.dropped > 0 {
 		m.log.Warn("Device plugin sent devices without an ID; ignored them", "resourceName", ep.resource, "count", ds.dropped)
 	}
@@ -173,15 +179,14 @@ func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 
 // stopped marks ep's resource unhealthy from now, if ep is still current.
 func (m *Manager) stopped(ep *endpoint, now time.Time) {
-	m.mu.Lock()
-	rs := m.resources[ep.resource]
-	if rs == nil || rs.ep != ep {
-		m.mu.Unlock()
-		return
+	if ep.entry.update(func(cur *resourceState) *resourceState {
+		if cur.ep != ep {
+			return nil
+		}
+		return cur.withUnhealthy(now)
+	}) {
+		m.notify()
 	}
-	rs.markUnhealthy(now)
-	m.mu.Unlock()
-	m.notify()
 }
 
 // errStopped is returned for an RPC to a resource with no live plugin.

@@ -64,7 +64,9 @@ type Manager struct {
 	// mu guards the fields below. It is never held across an RPC, file IO,
 	// a Deps call or a channel send.
 	mu        sync.Mutex
-	resources map[string]*resourceState
+	// resources maps a resource name to its state holder; the states
+	// themselves change without the lock (see resourceEntry).
+	resources map[string]*resourceEntry
 	pods      podDevices
 	used      inUse
 	// reuse holds, for the pod being admitted, the devices its
@@ -102,7 +104,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		changed:    make(chan struct{}, 1),
 		started:    make(chan struct{}),
 		saverDone:  make(chan struct{}),
-		resources:  map[string]*resourceState{},
+		resources:  map[string]*resourceEntry{},
 		pods:       podDevices{},
 		used:       inUse{},
 		reuse:      map[string]map[string]sets.Set[string]{},
@@ -149,7 +151,7 @@ func (m *Manager) restore(now time.Time) error {
 	for res := range st.Registered {
 		rs := newResourceState()
 		rs.stoppedAt = now
-		m.resources[res] = rs
+		m.resources[res] = newResourceEntry(rs)
 	}
 	m.log.Info("Restored device checkpoint", "path", m.checkpoint,
 		"entries", len(st.Entries), "resources", len(st.Registered))
@@ -380,8 +382,8 @@ func (m *Manager) checkpointState() (checkpoint.State, error) {
 	st := checkpoint.State{}
 	m.mu.Lock()
 	st.Registered = make(map[string][]string, len(m.resources))
-	for res, rs := range m.resources {
-		ids := rs.order
+	for res, e := range m.resources {
+		ids := e.load().order
 		if ids == nil {
 			ids = []string{}
 		}
@@ -432,7 +434,8 @@ func (m *Manager) capacityAt(now time.Time) (capacity, allocatable v1.ResourceLi
 	capacity, allocatable = v1.ResourceList{}, v1.ResourceList{}
 	var stop []*endpoint
 	m.mu.Lock()
-	for res, rs := range m.resources {
+	for res, e := range m.resources {
+		rs := e.load()
 		if rs.graceExpired(now, m.cfg.StopGracePeriod) {
 			delete(m.resources, res)
 			removed = append(removed, res)

@@ -62,11 +62,15 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	for _, res := range sortedKeys(byRes) {
 		a := byRes[res]
 		resps = append(resps, a.resp)
-		rs := m.resources[res]
-		if rs == nil || rs.ep == nil || !rs.ep.opts.GetPreStartRequired() {
+		e := m.resources[res]
+		if e == nil {
 			continue
 		}
-		calls = append(calls, prestart{res: res, client: rs.ep.client, ids: slices.Clone(a.ids)})
+		ep := e.load().ep
+		if ep == nil || !ep.opts.GetPreStartRequired() {
+			continue
+		}
+		calls = append(calls, prestart{res: res, client: ep.client, ids: slices.Clone(a.ids)})
 	}
 	m.mu.Unlock()
 
