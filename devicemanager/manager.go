@@ -63,7 +63,7 @@ type Manager struct {
 
 	// mu guards the fields below. It is never held across an RPC, file IO,
 	// a Deps call or a channel send.
-	mu        sync.Mutex
+	mu sync.Mutex
 	// resources maps a resource name to its state holder; the states
 	// themselves change without the lock (see resourceEntry).
 	resources map[string]*resourceEntry
