@@ -46,7 +46,19 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 	uid := string(pod.UID)
 	reqs := m.deviceRequests(container)
 
-	m.freeInactive(pod)
+	m.mu.Lock()
+	m.admitting[uid]++
+	m.lastAdmitted = uid
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		if m.admitting[uid]--; m.admitting[uid] <= 0 {
+			delete(m.admitting, uid)
+		}
+		m.mu.Unlock()
+	}()
+
+	m.freeInactive()
 	changed := false
 	for _, r := range reqs {
 		c, err := m.allocateResource(ctx, pod, container.Name, r.name, r.count)
@@ -126,20 +138,22 @@ func (m *Manager) deviceRequests(c *v1.Container) []deviceRequest {
 	return out
 }
 
-// freeInactive frees the devices of pods that are neither active nor the
-// one being admitted, when the pod sources are complete.
-func (m *Manager) freeInactive(admitting *v1.Pod) {
+// freeInactive frees the devices of pods that are not active, when the pod
+// sources are complete. Pods in admission (an Allocate in flight, or the
+// last pod Allocate was called for, whose other containers may follow) count
+// as active.
+func (m *Manager) freeInactive() {
 	if m.deps.ActivePods == nil || (m.deps.SourcesReady != nil && !m.deps.SourcesReady()) {
 		return
 	}
-	active := sets.New(string(admitting.UID))
+	active := sets.New[string]()
 	for _, p := range m.deps.ActivePods() {
 		active.Insert(string(p.UID))
 	}
 	var freed []string
 	m.mu.Lock()
 	for uid, ctrs := range m.pods {
-		if active.Has(uid) {
+		if active.Has(uid) || m.admitting[uid] > 0 || uid == m.lastAdmitted {
 			continue
 		}
 		for _, byRes := range ctrs {

@@ -350,3 +350,81 @@ func TestPluginAnswersNonsense(t *testing.T) {
 		t.Errorf("devices held after a failed allocation (-want +got):\n%s", diff)
 	}
 }
+
+func TestHungPreStartTimesOut(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{PreStartTimeout: 200 * time.Millisecond})
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0"), &pluginapi.DevicePluginOptions{PreStartRequired: true},
+		plugintest.Funcs{PreStart: func(ctx context.Context, _ *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}})
+	env.waitCounts(gpu, counts{1, 1})
+	c := ctr("app", map[string]int64{gpu: 1})
+	p := pod("p", nil, c)
+	ctx := testCtx(t)
+	if err := env.m.AllocatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	_, err := env.m.ContainerOptions(ctx, p, &c)
+	wantErr(t, err, ErrPlugin, `pre-start example.com/gpu devices ["d0"]`)
+}
+
+// TestContainerOptionsAllocatesMissing covers a node reboot: the container
+// reaches creation without an assignment (its plugin registered late), and
+// ContainerOptions allocates it.
+func TestContainerOptionsAllocatesMissing(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil, plugintest.Funcs{})
+	env.waitCounts(gpu, counts{2, 2})
+	c := ctr("app", map[string]int64{gpu: 2})
+	p := pod("p", nil, c)
+	opts, err := env.m.ContainerOptions(testCtx(t), p, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Devices) != 2 {
+		t.Errorf("devices %v, want 2", opts.Devices)
+	}
+	if diff := cmp.Diff(map[string][]string{gpu: {"d0", "d1"}}, env.m.AllocatedDevices("p", "app")); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestRestartKeepsRunningContainers: after a restart, before the pod
+// sources are complete, a container the runtime reports running keeps its
+// devices without any check, even while its plugin is away; one that is not
+// running is checked.
+func TestRestartKeepsRunningContainers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := startManager(t, dir, Config{})
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil, plugintest.Funcs{})
+	env.waitCounts(gpu, counts{2, 2})
+	running, stopped := ctr("running", map[string]int64{gpu: 1}), ctr("stopped", map[string]int64{gpu: 1})
+	p := pod("p", nil, running, stopped)
+	ctx := testCtx(t)
+	if err := env.m.AllocatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.m.ContainerOptions(ctx, p, &running); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := New(Config{Dir: dir}, Deps{
+		ActivePods:       func() []*v1.Pod { return []*v1.Pod{p} },
+		SourcesReady:     func() bool { return false },
+		ContainerRunning: func(_, name string) bool { return name == "running" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Allocate(ctx, p, &running); err != nil {
+		t.Errorf("running container: %v", err)
+	}
+	wantErr(t, m.Allocate(ctx, p, &stopped), ErrUnavailable, "no healthy devices present")
+}

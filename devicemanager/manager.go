@@ -72,6 +72,11 @@ type Manager struct {
 	// reuse holds, for the pod being admitted, the devices its
 	// non-restartable init containers used, for its app containers.
 	reuse map[string]map[string]sets.Set[string]
+	// admitting counts the Allocate calls in flight per pod UID, and
+	// lastAdmitted is the pod of the latest call: both keep their devices
+	// while ActivePods may not list them yet.
+	admitting    map[string]int
+	lastAdmitted string
 }
 
 // New validates cfg and restores the checkpoint in cfg.Dir, if any. A
@@ -108,6 +113,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		pods:       podDevices{},
 		used:       inUse{},
 		reuse:      map[string]map[string]sets.Set[string]{},
+		admitting:  map[string]int{},
 	}
 	if err := m.restore(time.Now()); err != nil {
 		return nil, err
