@@ -191,10 +191,14 @@ func (m *Manager) notify() {
 // all its goroutines have exited and a last checkpoint was written. Run may
 // be called once.
 func (m *Manager) Run(ctx context.Context) error {
-	err := ErrNotRunning
-	m.runOnce.Do(func() { err = m.run(ctx) })
-	if errors.Is(err, ErrNotRunning) {
-		return fmt.Errorf("run device manager: called twice: %w", err)
+	ran := false
+	var err error
+	m.runOnce.Do(func() {
+		ran = true
+		err = m.run(ctx)
+	})
+	if !ran {
+		return errors.New("run device manager: Run called twice")
 	}
 	return err
 }

@@ -12,12 +12,14 @@ import (
 
 // ContainerOptions is what the device plugins asked the runtime to give one
 // container, merged over its resources and ready for a CRI ContainerConfig.
+// The caller owns the value; append the slices to ContainerConfig.Envs,
+// Mounts, Devices and CDIDevices and merge Annotations into its annotations.
 type ContainerOptions struct {
-	Envs        []*runtimeapi.KeyValue
-	Mounts      []*runtimeapi.Mount
-	Devices     []*runtimeapi.Device
-	Annotations map[string]string
-	CDIDevices  []*runtimeapi.CDIDevice
+	Envs        []*runtimeapi.KeyValue  // environment variables, sorted per resource
+	Mounts      []*runtimeapi.Mount     // host paths to bind-mount
+	Devices     []*runtimeapi.Device    // device nodes with cgroup permissions
+	Annotations map[string]string       // nil when no plugin set any
+	CDIDevices  []*runtimeapi.CDIDevice // fully qualified CDI device names
 }
 
 // ContainerOptions returns the runtime options for a container that passed
