@@ -123,6 +123,16 @@ type Deps struct {
 	Logger *slog.Logger
 	// Registerer, when set, gets the preemption metrics (kubelet_preemptions).
 	Registerer prometheus.Registerer
+	// Devices, when set, raises each device resource's allocatable to at least the
+	// devices already assigned (devicemanager.Manager), so pods holding devices
+	// pass re-admission while their plugin is away.
+	Devices AllocatableSanitizer
+}
+
+// AllocatableSanitizer adjusts node allocatable before the fit check.
+// devicemanager.Manager implements it. It must not modify its argument.
+type AllocatableSanitizer interface {
+	SanitizeAllocatable(allocatable v1.ResourceList) v1.ResourceList
 }
 
 // ConditionSource reports the node's current pressure conditions. eviction.Manager
@@ -137,7 +147,7 @@ func New(deps Deps) (*Chain, error) {
 	if deps.ActivePods == nil || deps.Conditions == nil || deps.Node == nil {
 		return nil, errors.New("admission: ActivePods, Conditions and Node are required")
 	}
-	res := &ResourceHandler{ActivePods: deps.ActivePods, Node: deps.Node}
+	res := &ResourceHandler{ActivePods: deps.ActivePods, Node: deps.Node, Devices: deps.Devices}
 	if deps.Killer != nil {
 		pre, err := preemption.NewHandler(preemption.Deps{
 			ActivePods: deps.ActivePods, Killer: deps.Killer, Logger: deps.Logger, Registerer: deps.Registerer,
@@ -176,6 +186,8 @@ type ResourceHandler struct {
 	Node func() (Node, error)
 	// Preemption, when set, handles resource failures of critical pods.
 	Preemption *preemption.Handler
+	// Devices, when set, adjusts the node's allocatable for assigned devices.
+	Devices AllocatableSanitizer
 }
 
 // Name returns "resources".
@@ -190,6 +202,9 @@ func (h *ResourceHandler) Admit(ctx context.Context, req *Request, resp *Respons
 	if err != nil {
 		resp.Reject(ReasonInvalidNodeInfo, "Kubelet cannot get node info.")
 		return nil
+	}
+	if h.Devices != nil {
+		node.Allocatable = h.Devices.SanitizeAllocatable(node.Allocatable)
 	}
 	others := without(h.ActivePods(), req.Pod, nil)
 	failures := Fit(req.Pod, others, node)

@@ -8,6 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/devicemanager"
+	"github.com/nodekeeper/nodekeeper/eviction"
 )
 
 type fakeKiller struct {
@@ -203,3 +206,58 @@ func TestNewValidates(t *testing.T) {
 		t.Error("empty deps accepted")
 	}
 }
+
+// sanitizer raises one extended resource's allocatable, as the device manager does
+// for devices already assigned while their plugin is away.
+type sanitizer struct {
+	name v1.ResourceName
+	min  string
+}
+
+func (s sanitizer) SanitizeAllocatable(a v1.ResourceList) v1.ResourceList {
+	out := a.DeepCopy()
+	if q, ok := out[s.name]; !ok || q.Cmp(list(string(s.name), s.min)[s.name]) < 0 {
+		out[s.name] = list(string(s.name), s.min)[s.name]
+	}
+	return out
+}
+
+func TestChainSanitizesDeviceAllocatable(t *testing.T) {
+	t.Parallel()
+	// The plugin is gone: allocatable reports 0 GPUs, yet the pod holds one.
+	alloc := list("cpu", "2", "memory", "4Gi", "pods", "10", "example.com/gpu", "0")
+	pod := newPod("trainer", withRequests("example.com/gpu", "1"))
+	for _, tc := range []struct {
+		name    string
+		devices AllocatableSanitizer
+		admit   bool
+	}{
+		{name: "without the device manager", admit: false},
+		{name: "with the device manager", devices: sanitizer{name: "example.com/gpu", min: "1"}, admit: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			chain, err := New(Deps{
+				ActivePods: func() []*v1.Pod { return nil },
+				Conditions: conditions(nil),
+				Node:       func() (Node, error) { return Node{Allocatable: alloc}, nil },
+				Devices:    tc.devices,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := chain.Admit(t.Context(), pod); got.Admit != tc.admit {
+				t.Errorf("Admit = %+v, want admit %v", got, tc.admit)
+			}
+		})
+	}
+	if alloc["example.com/gpu"] != list("example.com/gpu", "0")["example.com/gpu"] {
+		t.Error("the node's allocatable was modified")
+	}
+}
+
+// The real components satisfy the chain's interfaces.
+var (
+	_ AllocatableSanitizer = (*devicemanager.Manager)(nil)
+	_ ConditionSource      = (*eviction.Manager)(nil)
+)
