@@ -183,14 +183,20 @@ func (w *logWriter) close() {
 // /var/lib/plugin-data. It returns a function that stops it.
 func startInNamespace(t *testing.T, dir, data, bin string, args ...string) (stop func()) {
 	t.Helper()
+	// The binary is opened before the tmpfs mounts, which may hide its path (a
+	// build cache under /tmp or /var/lib), and copied into the namespace's /var/lib.
 	script := `set -e
+exec 3<"$3"
 mount -t tmpfs tmpfs /var/lib
 mkdir -p /var/lib/kubelet/device-plugins /var/lib/plugin-data
 mount --bind "$1" /var/lib/kubelet/device-plugins
 if [ -n "$2" ]; then mount --bind "$2" /var/lib/plugin-data; fi
+cat <&3 >/var/lib/plugin-bin
+exec 3<&-
+chmod 0755 /var/lib/plugin-bin
 mount -t tmpfs tmpfs /tmp
-shift 2
-exec "$@"`
+shift 3
+exec /var/lib/plugin-bin "$@"`
 	cmdArgs := append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh", dir, data, bin}, args...)
 	cmd := exec.Command("unshare", cmdArgs...)
 	lw := &logWriter{t: t, prefix: filepath.Base(bin) + ": "}
