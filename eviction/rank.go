@@ -234,11 +234,11 @@ type Ranked struct {
 //
 // The sort is stable, so pods that tie keep their input order. pods is not modified.
 func Rank(s Signal, l DiskLayout, pods []*v1.Pod, stats StatsFunc) []Ranked {
-	ms := make([]measurement, len(pods))
+	out := make([]Ranked, len(pods))
 	keys := make([]rankKey, len(pods))
 	for i, p := range pods {
 		m := measure(s, l, p, stats)
-		ms[i] = m
+		out[i] = Ranked{Pod: p, Usage: m.toUsage()}
 		keys[i] = m.key(s == SignalPIDAvailable, i)
 	}
 	slices.SortFunc(keys, func(a, b rankKey) int {
@@ -250,11 +250,30 @@ func Rank(s Signal, l DiskLayout, pods []*v1.Pod, stats StatsFunc) []Ranked {
 		}
 		return int(a.i) - int(b.i) // the input index as last key makes the sort stable
 	})
-	sorted := make([]Ranked, len(pods))
-	for i, k := range keys {
-		sorted[i] = Ranked{Pod: pods[k.i], Usage: ms[k.i].toUsage()}
+	permute(out, keys)
+	return out
+}
+
+// permute reorders out in place so that out[j] becomes the element that was at
+// keys[j].i, following each cycle of the permutation once. It consumes keys.
+func permute(out []Ranked, keys []rankKey) {
+	for j := range keys {
+		if keys[j].i < 0 {
+			continue // placed as part of an earlier cycle
+		}
+		held := out[j]
+		k := j
+		for {
+			from := int(keys[k].i)
+			keys[k].i = -1
+			if from == j {
+				out[k] = held
+				break
+			}
+			out[k] = out[from]
+			k = from
+		}
 	}
-	return sorted
 }
 
 // rankKey packs a pod's ranking criteria into two words that sort ascending,
