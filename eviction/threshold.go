@@ -119,17 +119,21 @@ func sortThresholds(ts []Threshold) {
 	})
 }
 
-// checkSignal validates a configured signal name.
+// checkSignal validates a configured signal name. containerfs signals are
+// accepted, as the kubelet accepts them, but WithContainerFsThresholds replaces
+// them with the thresholds derived from nodefs or imagefs (see IsDerived).
 func checkSignal(field, key, value string) (Signal, error) {
 	s := Signal(key)
-	switch {
-	case !s.known():
+	if !s.known() {
 		return "", &FieldError{Field: field + "[" + key + "]", Value: value, Reason: "unsupported eviction signal " + strconv.Quote(key)}
-	case s == SignalContainerFsAvailable || s == SignalContainerFsInodesFree:
-		return "", &FieldError{Field: field + "[" + key + "]", Value: value,
-			Reason: "containerfs signals cannot be configured; their thresholds are derived from nodefs or imagefs"}
 	}
 	return s, nil
+}
+
+// IsDerived reports whether s is a containerfs signal, whose thresholds the kubelet
+// always derives from the nodefs or imagefs ones: configured values are ignored.
+func IsDerived(s Signal) bool {
+	return s == SignalContainerFsAvailable || s == SignalContainerFsInodesFree
 }
 
 // parseStatements parses one threshold map. Disabled signals (0%, 100%) are dropped.

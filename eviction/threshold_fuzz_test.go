@@ -51,9 +51,6 @@ func FuzzParseThresholds(f *testing.F) {
 			if _, ok := th.Signal.Resource(); !ok {
 				t.Errorf("threshold %d: unknown signal %q", i, th.Signal)
 			}
-			if th.Signal == SignalContainerFsAvailable || th.Signal == SignalContainerFsInodesFree {
-				t.Errorf("threshold %d: configured containerfs signal %q", i, th.Signal)
-			}
 			if th.Operator != OpLessThan {
 				t.Errorf("threshold %d: operator %q", i, th.Operator)
 			}

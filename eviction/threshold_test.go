@@ -270,11 +270,6 @@ func TestParseThresholdsErrors(t *testing.T) {
 			wantField: "evictionHard[memory.free]", wantValue: "1Gi",
 		},
 		{
-			name:      "containerfs signal",
-			cfg:       ThresholdConfig{Hard: map[string]string{"containerfs.available": "10%"}},
-			wantField: "evictionHard[containerfs.available]", wantValue: "10%",
-		},
-		{
 			name: "soft not a quantity",
 			cfg: ThresholdConfig{
 				Soft:            map[string]string{"memory.available": "lots"},
@@ -294,11 +289,6 @@ func TestParseThresholdsErrors(t *testing.T) {
 				SoftGracePeriod: map[string]string{"memory.available": "1m"},
 			},
 			wantField: "evictionSoft[nodefs.available]", wantValue: "15%",
-		},
-		{
-			name:      "soft containerfs signal",
-			cfg:       ThresholdConfig{Soft: map[string]string{"containerfs.inodesFree": "5%"}},
-			wantField: "evictionSoft[containerfs.inodesFree]", wantValue: "5%",
 		},
 		{
 			name:      "grace period not a duration",
@@ -345,11 +335,6 @@ func TestParseThresholdsErrors(t *testing.T) {
 			cfg:       ThresholdConfig{MinimumReclaim: map[string]string{"swap.available": "1Gi"}},
 			wantField: "evictionMinimumReclaim[swap.available]", wantValue: "1Gi",
 		},
-		{
-			name:      "minimum reclaim containerfs signal",
-			cfg:       ThresholdConfig{MinimumReclaim: map[string]string{"containerfs.available": "1Gi"}},
-			wantField: "evictionMinimumReclaim[containerfs.available]", wantValue: "1Gi",
-		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,5 +361,31 @@ func TestParseThresholdsErrors(t *testing.T) {
 				t.Errorf("ParseThresholds returned thresholds %v with an error", got)
 			}
 		})
+	}
+}
+
+// Configured containerfs thresholds parse (the kubelet accepts them) and are then
+// replaced by the ones derived for the node's layout.
+func TestConfiguredContainerFsThresholdsAreReplaced(t *testing.T) {
+	t.Parallel()
+	ts, err := ParseThresholds(ThresholdConfig{Hard: map[string]string{
+		"containerfs.available": "50%", "nodefs.available": "10%", "imagefs.available": "15%",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		layout DiskLayout
+		want   string
+	}{{NoImageFs, "10%"}, {SplitImageFs, "10%"}, {DedicatedImageFs, "15%"}} {
+		var got []string
+		for _, th := range WithContainerFsThresholds(ts, tc.layout) {
+			if th.Signal == SignalContainerFsAvailable {
+				got = append(got, th.Value.String())
+			}
+		}
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s: containerfs.available thresholds = %v, want [%s]", tc.layout, got, tc.want)
+		}
 	}
 }

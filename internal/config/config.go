@@ -97,8 +97,9 @@ type Config struct {
 	KubeReserved, SystemReserved v1.ResourceList
 	// MaxPods is maxPods, 110 by default.
 	MaxPods int32
-	// Warnings holds at most one entry, naming every field set in the file that
-	// nodekeeper does not support and ignores.
+	// Warnings names every field set in the file that nodekeeper does not support
+	// and ignores (one entry), and the containerfs thresholds, which are ignored as
+	// the kubelet ignores them (one entry).
 	Warnings []string
 }
 
@@ -136,7 +137,31 @@ func Parse(name string, data []byte) (*Config, error) {
 		c.Warnings = []string{fmt.Sprintf("%s: fields not supported by nodekeeper and ignored: %s",
 			name, strings.Join(ignored, ", "))}
 	}
+	if derived := derivedThresholdFields(c.Kubelet); len(derived) > 0 {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %s: containerfs thresholds are derived from nodefs or imagefs; the configured values are ignored, as in the kubelet",
+			name, strings.Join(derived, ", ")))
+	}
 	return c, nil
+}
+
+// derivedThresholdFields names the containerfs entries of the eviction maps.
+func derivedThresholdFields(kc kubeletv1beta1.KubeletConfiguration) []string {
+	var out []string
+	for _, m := range []struct {
+		field string
+		m     map[string]string
+	}{
+		{"evictionHard", kc.EvictionHard}, {"evictionSoft", kc.EvictionSoft},
+		{"evictionSoftGracePeriod", kc.EvictionSoftGracePeriod}, {"evictionMinimumReclaim", kc.EvictionMinimumReclaim},
+	} {
+		for key := range m.m {
+			if eviction.IsDerived(eviction.Signal(key)) {
+				out = append(out, m.field+"["+key+"]")
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Default returns the configuration of a file that sets only apiVersion and kind.

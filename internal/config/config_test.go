@@ -357,11 +357,6 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"evictionHard[memory.free]", `"1Gi"`},
 		},
 		{
-			name: "containerfs signal",
-			data: header + "evictionHard:\n  containerfs.available: 10%\n",
-			want: []string{"evictionHard[containerfs.available]", `"10%"`},
-		},
-		{
 			name: "unquoted number in a map of strings",
 			data: header + "mergeDefaultEvictionSettings: true\nevictionHard:\n  imagefs.available: 15\n",
 			want: []string{"evictionHard[imagefs.available]", `"15"`, "quote it"},
@@ -581,5 +576,18 @@ func TestDefaultIsIndependent(t *testing.T) {
 	if b.Kubelet.EvictionHard["memory.available"] != "100Mi" || *b.Kubelet.ImageGCHighThresholdPercent != 85 ||
 		b.Kubelet.EnforceNodeAllocatable[0] != "pods" {
 		t.Errorf("changing one Default() changed another: %+v", b.Kubelet)
+	}
+}
+
+// containerfs thresholds load, as in the kubelet, with a warning that they are ignored.
+func TestContainerFsThresholdWarning(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("k.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  containerfs.available: 10%\n  memory.available: 100Mi\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"k.yaml: evictionHard[containerfs.available]: containerfs thresholds are derived from nodefs or imagefs; the configured values are ignored, as in the kubelet"}
+	if diff := cmp.Diff(want, c.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }
