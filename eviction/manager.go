@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -69,6 +70,10 @@ type Deps struct {
 	ImageGC      ImageGC     // optional; nil reclaims nothing
 	Recorder     Recorder    // optional
 	Logger       *slog.Logger
+	// Registerer, when set, gets the kubelet's counter kubelet_evictions
+	// {eviction_signal}: evictions by signal, or by local-storage limit
+	// (emptydirfs.limit, ephemeralpodfs.limit, ephemeralcontainerfs.limit).
+	Registerer prometheus.Registerer
 }
 
 // Status is a read-only snapshot of the manager's view, published after every pass.
@@ -97,10 +102,11 @@ func (s *Status) HasCondition(c v1.NodeConditionType) bool {
 // conditions and evicts at most one pod per pass. Create it with New and run it
 // with Run; Conditions and Admit may be called from any goroutine.
 type Manager struct {
-	cfg    Config
-	deps   Deps
-	log    *slog.Logger
-	status atomic.Pointer[Status] // written by the goroutine running passes
+	cfg       Config
+	deps      Deps
+	log       *slog.Logger
+	evictions *prometheus.CounterVec
+	status    atomic.Pointer[Status] // written by the goroutine running passes
 	// st is the state carried between passes. Only the goroutine running passes
 	// touches it: Run's, or the caller of Pass when Run is not running.
 	st state
@@ -119,7 +125,24 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{cfg: cfg, deps: deps, log: log.With("subsystem", "eviction")}
+	evictions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubelet_evictions",
+		Help: "Cumulative number of pod evictions by eviction signal.",
+	}, []string{"eviction_signal"})
+	if r := deps.Registerer; r != nil {
+		if err := r.Register(evictions); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("eviction: register metrics: %w", err)
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, fmt.Errorf("eviction: register metrics: %w", err)
+			}
+			evictions = existing
+		}
+	}
+	m := &Manager{cfg: cfg, deps: deps, log: log.With("subsystem", "eviction"), evictions: evictions}
 	m.status.Store(&Status{})
 	return m, nil
 }
@@ -245,6 +268,7 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 			Signal: target.Signal, Reason: Reason, Message: msg, Annotations: ann,
 			GracePeriod: EvictionGracePeriod(target, pod, m.cfg.MaxPodGracePeriod),
 		})
+		m.evictions.WithLabelValues(string(target.Signal)).Inc()
 		return []*v1.Pod{pod}
 	}
 	m.log.Info("Eviction manager: unable to evict any pods from the node")
@@ -259,6 +283,7 @@ func (m *Manager) evictLocalStorageViolators(ctx context.Context, pods []*v1.Pod
 			continue
 		}
 		m.evict(ctx, v.Pod, Eviction{Reason: Reason, Message: v.Message, GracePeriod: HardEvictionGracePeriod})
+		m.evictions.WithLabelValues(v.Limit).Inc()
 		evicted = append(evicted, v.Pod)
 	}
 	return evicted

@@ -3,12 +3,15 @@ package eviction
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -406,3 +409,24 @@ func TestNewRejectsMissingDeps(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestEvictionsMetric(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewPedanticRegistry()
+		cfg := Config{Thresholds: mustThresholds(t, ThresholdConfig{Hard: map[string]string{"memory.available": "100Mi"}})}
+		h := newHarness(t, cfg, nodeState{memAvailable: 50 * mi, memWorkingSet: 7 * gi, fsAvailable: 50 * gi, fsCapacity: 100 * gi,
+			podMemory: map[string]uint64{"a": 2 * gi}}, []*v1.Pod{memPod("a", "", 0)}, func(d *Deps) { d.Registerer = reg })
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.m.Run(ctx)
+		synctest.Wait()
+		want := `
+# HELP kubelet_evictions Cumulative number of pod evictions by eviction signal.
+# TYPE kubelet_evictions counter
+kubelet_evictions{eviction_signal="memory.available"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kubelet_evictions"); err != nil {
+			t.Error(err)
+		}
+	})
+}
