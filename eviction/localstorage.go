@@ -80,7 +80,7 @@ func podEphemeralViolation(pod *v1.Pod, ps *statsapi.PodStats) (string, bool) {
 	if es := ps.EphemeralStorage; es != nil && es.UsedBytes != nil {
 		b = *es.UsedBytes
 	} else {
-		b, _ = podDiskUsage(ps, pod, fsStats{rootfs: true, logs: true, localVolumes: true})
+		b = podDiskUsage(ps, pod, fsStats{rootfs: true, logs: true, localVolumes: true}, false)
 	}
 	used := resource.NewQuantity(int64(b), resource.BinarySI)
 	if used.Cmp(limit) > 0 {
