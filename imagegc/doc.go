@@ -14,7 +14,8 @@
 //     above the high threshold, unused images are removed least recently used
 //     first, then earliest detected, until usage is down to the low threshold.
 //
-// Images in use (by a running container, or the sandbox image) and images that
+// Images in use (by a container the runtime still has, running or exited, or the
+// sandbox image) and images that
 // the runtime reports as pinned are never removed; images used at or after the
 // free time, or first detected less than the minimum age ago, are skipped.
 // DeleteUnusedImages is the eviction manager's reclaim step: the same walk with

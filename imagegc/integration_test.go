@@ -58,7 +58,7 @@ func TestContainerdIntegration(t *testing.T) {
 		Policy:       Policy{HighThresholdPercent: 85, LowThresholdPercent: 85, MinAge: time.Hour},
 		SandboxImage: containerdtest.SandboxImageRef,
 	}, Deps{
-		Images: images, ImageFs: ctd.CRI, InUse: RunningContainerImages(ctd.CRI),
+		Images: images, ImageFs: ctd.CRI, InUse: ContainerImages(ctd.CRI),
 		Statfs: func(path string) (FsStats, error) {
 			statfsPath = path
 			return fs, nil
@@ -75,7 +75,9 @@ func TestContainerdIntegration(t *testing.T) {
 	m.detectOnce(ctx)
 	pod := ctd.RunPod(t, "gc", "uid-gc")
 
-	// used-first runs, is seen in use, and stops; then used-later likewise.
+	// used-first runs, is seen in use, stops and is removed (as container GC
+	// would); then used-later runs and stops, and its exited container stays.
+	var exited string
 	for i, img := range []containerdtest.Built{usedFirst, usedLater} {
 		id := ctd.CreateContainer(t, pod, fmt.Sprintf("step%d", i), 0, img.Ref, nil, true)
 		if err := m.GarbageCollect(ctx); err != nil {
@@ -84,6 +86,12 @@ func TestContainerdIntegration(t *testing.T) {
 		if err := ctd.CRI.StopContainer(ctx, id, 0); err != nil {
 			t.Fatal(err)
 		}
+		if i == 0 {
+			if err := ctd.CRI.RemoveContainer(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exited = id
 	}
 	ctd.CreateContainer(t, pod, "app", 0, app.Ref, nil, true) // keeps running
 	ctd.Import(t, young)                                      // first detected now: too young
@@ -124,7 +132,21 @@ func TestContainerdIntegration(t *testing.T) {
 	}
 
 	// Eviction's reclaim: every unused image old enough goes; the sandbox
-	// image, the running container's and the young one stay.
+	// image, the running container's, the exited container's and the young one
+	// stay. Once the exited container is removed, its image goes too.
+	if err := m.DeleteUnusedImages(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantLeft = []string{ctd.Sandbox.ID, app.ID, usedLater.ID, young.ID}
+	if pinnedWorks {
+		wantLeft = append(wantLeft, pinned.ID)
+	}
+	if diff := cmp.Diff(sorted(wantLeft), imageIDs(t, ctd)); diff != "" {
+		t.Errorf("images after DeleteUnusedImages with an exited container (-want +got):\n%s", diff)
+	}
+	if err := ctd.CRI.RemoveContainer(ctx, exited); err != nil {
+		t.Fatal(err)
+	}
 	if err := m.DeleteUnusedImages(ctx); err != nil {
 		t.Fatal(err)
 	}

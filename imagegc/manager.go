@@ -69,8 +69,8 @@ type Config struct {
 type Deps struct {
 	Images  ImageService // required
 	ImageFs ImageFs      // required for GarbageCollect
-	// InUse returns the references (image IDs) of the images running
-	// containers use; see RunningContainerImages. Required.
+	// InUse returns the references (image IDs) of the images the runtime's
+	// containers use, exited ones included; see ContainerImages. Required.
 	InUse func(ctx context.Context) ([]string, error)
 	// Statfs returns the capacity and available bytes of the filesystem at
 	// path. Nil means statfs(2).
@@ -426,27 +426,26 @@ func statfs(path string) (FsStats, error) {
 	}, nil
 }
 
-// ContainerLister is the part of CRI's RuntimeService that RunningContainerImages
-// uses; internal/cri's Client and cri-api's FakeRuntimeService satisfy it.
+// ContainerLister is the part of CRI's RuntimeService that ContainerImages uses;
+// internal/cri's Client and cri-api's FakeRuntimeService satisfy it.
 type ContainerLister interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 }
 
-// RunningContainerImages returns a Deps.InUse that lists running containers and
-// returns the image IDs they use (CRI image_id, else image_ref).
-func RunningContainerImages(l ContainerLister) func(ctx context.Context) ([]string, error) {
+// ContainerImages returns a Deps.InUse that lists every container the runtime
+// has, running or not, and returns the image IDs they use (CRI image_id, else
+// image_ref). As in the kubelet (its image manager lists all pods' containers,
+// exited ones included), a container keeps its image until container GC removes
+// the container: a crash-looping container's image is never deleted between
+// restarts.
+func ContainerImages(l ContainerLister) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
-		cs, err := l.ListContainers(ctx, &runtimeapi.ContainerFilter{
-			State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		})
+		cs, err := l.ListContainers(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
 		refs := make([]string, 0, len(cs))
 		for _, c := range cs {
-			if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
-				continue
-			}
 			refs = append(refs, ContainerImageRef(c))
 		}
 		return refs, nil

@@ -89,7 +89,7 @@ func newFixture(t *testing.T, p Policy, sizes map[string]uint64, pinned ...strin
 	f.images.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/images"}}})
 	f.setFs(1000, 900)
 	m, err := New(Config{Policy: p, SandboxImage: "pause"}, Deps{
-		Images: f.images, ImageFs: f.images, InUse: RunningContainerImages(f.rt),
+		Images: f.images, ImageFs: f.images, InUse: ContainerImages(f.rt),
 		Statfs: func(path string) (FsStats, error) {
 			if path != "/var/lib/images" {
 				return FsStats{}, fmt.Errorf("statfs of unexpected path %q", path)
@@ -184,7 +184,7 @@ func (o *orderingImages) RemoveImage(ctx context.Context, image *runtimeapi.Imag
 func TestNewRejectsInvalidPolicy(t *testing.T) {
 	t.Parallel()
 	_, err := New(Config{Policy: Policy{HighThresholdPercent: 50, LowThresholdPercent: 60}},
-		Deps{Images: apitest.NewFakeImageService(), InUse: RunningContainerImages(apitest.NewFakeRuntimeService())})
+		Deps{Images: apitest.NewFakeImageService(), InUse: ContainerImages(apitest.NewFakeRuntimeService())})
 	if !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), "imageGCLowThresholdPercent") {
 		t.Fatalf("New = %v, want ErrInvalidPolicy naming imageGCLowThresholdPercent", err)
 	}
@@ -210,8 +210,8 @@ func TestGarbageCollectLRUOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute)
-		f.run(map[string]string{"y": "a"}, "y") // y exited: nothing in use but the sandbox
-		f.setFs(1000, 100)                      // 90% used: free 100 bytes
+		f.run(nil)         // y exited and container GC removed it: nothing in use but the sandbox
+		f.setFs(1000, 100) // 90% used: free 100 bytes
 		if err := f.m.GarbageCollect(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -460,10 +460,37 @@ func TestMaxAgeRemovesRegardlessOfUsage(t *testing.T) {
 func TestRegistererShared(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
-	deps := Deps{Images: apitest.NewFakeImageService(), InUse: RunningContainerImages(apitest.NewFakeRuntimeService()), Registerer: reg}
+	deps := Deps{Images: apitest.NewFakeImageService(), InUse: ContainerImages(apitest.NewFakeRuntimeService()), Registerer: reg}
 	for range 2 {
 		if _, err := New(Config{Policy: DefaultPolicy()}, deps); err != nil {
 			t.Fatalf("New with a shared registerer: %v", err)
 		}
 	}
+}
+
+// An exited container keeps its image, as in the kubelet; once container GC has
+// removed the container, the image may go.
+func TestExitedContainerKeepsItsImage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		f := newFixture(t, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: time.Minute},
+			map[string]uint64{"pause": 50, "crashloop": 100, "old": 100})
+		f.m.detectOnce(ctx)
+		f.run(map[string]string{"c": "crashloop"}, "c")
+		f.setFs(1000, 0) // 100% used: free everything allowed
+		if err := f.m.DeleteUnusedImages(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"crashloop", "pause"}, f.remaining()); diff != "" {
+			t.Errorf("remaining with the exited container (-want +got):\n%s", diff)
+		}
+		f.run(nil)
+		time.Sleep(time.Second) // an image used at the free time is kept
+		if err := f.m.DeleteUnusedImages(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"pause"}, f.remaining()); diff != "" {
+			t.Errorf("remaining after the container is removed (-want +got):\n%s", diff)
+		}
+	})
 }

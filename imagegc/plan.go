@@ -28,7 +28,7 @@ const (
 type KeepReason string
 
 const (
-	KeepInUse          KeepReason = "in use"            // a running container uses it
+	KeepInUse          KeepReason = "in use"            // a container uses it (running or exited)
 	KeepSandbox        KeepReason = "sandbox"           // it is the pod sandbox (pause) image
 	KeepPinned         KeepReason = "pinned"            // the runtime reports it pinned
 	KeepTooYoung       KeepReason = "too young"         // first detected less than the minimum age ago

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 type explainImageGCOpts struct {
@@ -33,7 +34,7 @@ func newExplainImageGCCmd() *cobra.Command {
 		Short: "Show which images image garbage collection would remove, in which order, and why the others stay",
 		Long: `Replays one periodic image GC pass on a snapshot of a node:
 IMAGES as 'crictl images -o json' prints them, CONTAINERS as 'crictl ps -a -o json'
-prints them (running containers keep their images), and IMAGEFS either as
+prints them (containers keep their images, exited ones too), and IMAGEFS either as
 'crictl imagefsinfo -o json' prints it, with --capacity (and optionally
 --available; default capacity minus the used bytes), or the kubelet's
 /stats/summary JSON, whose node.runtime.imageFs has capacity and available bytes.
@@ -217,7 +218,7 @@ func crictlUsedBytes(path string, b []byte, probe map[string]json.RawMessage) (i
 }
 
 func parseBytes(flag, s string) (int64, error) {
-	q, err := resource.ParseQuantity(s)
+	q, err := quantity.Parse(s)
 	if err != nil || q.Sign() < 0 {
 		return 0, fmt.Errorf("%s: %q is not a byte quantity (e.g. 100Gi)", flag, s)
 	}
@@ -230,10 +231,9 @@ func decideImageGC(in *imageGCInput, sandbox string) (imagegc.Plan, error) {
 	if sandbox != "" {
 		inUse[sandbox] = imagegc.KeepSandbox
 	}
+	// Every container keeps its image, exited ones too, as in the kubelet: an
+	// image goes only once container GC has removed its containers.
 	for _, c := range in.containers {
-		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			continue
-		}
 		if ref := imagegc.ContainerImageRef(c); ref != "" {
 			if _, ok := inUse[ref]; !ok {
 				inUse[ref] = imagegc.KeepInUse

@@ -89,7 +89,7 @@ func TestExplainImageGCExample(t *testing.T) {
 		t.Errorf("remove (-want +got):\n%s", diff)
 	}
 	wantKept := map[string]string{
-		"registry.example.com/shop/app:v2":  "not needed",
+		"registry.example.com/shop/app:v2":  "in use", // its container has exited but still exists
 		"docker.io/library/nginx:1.27":      "in use",
 		"registry.k8s.io/pause:3.10":        "sandbox",
 		"docker.io/nicolaka/netshoot:v0.13": "too young",
@@ -125,18 +125,19 @@ func TestExplainImageGCVariants(t *testing.T) {
 			name:      "summary input, no records: every image long ago and never used; pinned pause kept",
 			args:      exampleArgs("--imagefs", summary),
 			wantUsage: 95,
-			// All unused images tie (never used, detected long ago): by ID.
+			// All unused images tie (never used, detected long ago): by ID, until
+			// 1536Mi are freed (1200 + 180 + 140 + 900).
 			wantRemove: []string{
 				"registry.example.com/shop/app:v1 space",
-				"registry.example.com/shop/app:v2 space",
+				"docker.io/nicolaka/netshoot:v0.13 space",
+				"docker.io/library/redis:7.4 space",
+				"registry.example.com/ml/model-server:2.1 space",
 			},
 			wantKept: map[string]string{
-				"docker.io/library/nginx:1.27":             "in use",
-				"registry.k8s.io/pause:3.10":               "pinned",
-				"docker.io/library/busybox:1.36":           "not needed",
-				"docker.io/library/redis:7.4":              "not needed",
-				"registry.example.com/ml/model-server:2.1": "not needed",
-				"docker.io/nicolaka/netshoot:v0.13":        "not needed",
+				"docker.io/library/nginx:1.27":     "in use",
+				"registry.example.com/shop/app:v2": "in use",
+				"registry.k8s.io/pause:3.10":       "pinned",
+				"docker.io/library/busybox:1.36":   "not needed",
 			},
 		},
 		{
@@ -152,7 +153,7 @@ func TestExplainImageGCVariants(t *testing.T) {
 				"registry.k8s.io/pause:3.10":               "pinned",
 				"docker.io/library/redis:7.4":              "below threshold",
 				"registry.example.com/ml/model-server:2.1": "below threshold",
-				"registry.example.com/shop/app:v2":         "below threshold",
+				"registry.example.com/shop/app:v2":         "in use",
 				"docker.io/nicolaka/netshoot:v0.13":        "too young",
 			},
 		},

@@ -38,7 +38,7 @@ func newCollectors(s *sim) (collectors, error) {
 	images, err := imagegc.New(imagegc.Config{Policy: imagegc.PolicyFromKubelet(&s.sc.Config.Kubelet)}, imagegc.Deps{
 		Images:  s.n,
 		ImageFs: s.n,
-		InUse:   imagegc.RunningContainerImages(s.n),
+		InUse:   imagegc.ContainerImages(s.n),
 		Statfs: func(string) (imagegc.FsStats, error) {
 			c, a, err := s.n.statfs()
 			return imagegc.FsStats{CapacityBytes: int64(c), AvailableBytes: int64(a)}, err
