@@ -175,7 +175,13 @@ func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
 			}
 		}
 		if port == -1 {
-			return 0, fmt.Errorf("container %q declares no port named %q", c.Name, p.StrVal)
+			// As the kubelet: a name no port declares may be a number written as a
+			// string.
+			n, err := strconv.Atoi(p.StrVal)
+			if err != nil {
+				return 0, fmt.Errorf("container %q declares no port named %q", c.Name, p.StrVal)
+			}
+			port = n
 		}
 	}
 	if port < 1 || port > 65535 {

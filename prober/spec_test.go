@@ -63,6 +63,13 @@ func TestCompileProbe(t *testing.T) {
 			probe:   v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}, TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(1)}}},
 			wantErr: []string{"2 handlers (exec, tcpSocket)"},
 		},
+		{
+			name:  "undeclared port name that is a number",
+			pt:    Liveness,
+			probe: v1.Probe{ProbeHandler: httpGet(intstr.FromString("9100"))},
+			want: &spec{period: 10 * time.Second, timeout: time.Second, th: thresholds{1, 3}, kind: handlerHTTP,
+				http: httpSpec{scheme: "http", port: 9100, path: "/healthz", header: http.Header{}}},
+		},
 		{name: "unknown port name", pt: Readiness, probe: v1.Probe{ProbeHandler: httpGet(intstr.FromString("metrics"))},
 			wantErr: []string{`container "app" declares no port named "metrics"`}},
 		{name: "port out of range", pt: Readiness, probe: v1.Probe{ProbeHandler: httpGet(intstr.FromInt32(70000))},

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	utilexec "k8s.io/utils/exec"
 )
 
 // maxMsgSize is the largest gRPC message the client accepts, the kubelet's 16 MiB.
@@ -233,4 +234,31 @@ func (c *Client) ContainerStatus(ctx context.Context, containerID string, verbos
 	defer cancel()
 	r, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID, Verbose: verbose})
 	return r, classify("ContainerStatus", err)
+}
+
+// ExecSync runs cmd in a container and waits for it, at most timeout (0: no
+// limit of its own; the client's call timeout still applies). A non-zero exit
+// is returned as an error implementing k8s.io/utils/exec.ExitError, with the
+// output; a timeout wraps both ErrTimeout and context.DeadlineExceeded. This is
+// what exec probes run through.
+func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+timeout)
+	defer cancel()
+	r, err := c.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{
+		ContainerId: containerID, Cmd: cmd, Timeout: int64(timeout.Round(time.Second) / time.Second),
+	})
+	if err != nil {
+		err = classify("ExecSync", err)
+		if errors.Is(err, ErrTimeout) {
+			err = fmt.Errorf("%w: %w", err, context.DeadlineExceeded)
+		}
+		return nil, nil, err
+	}
+	if r.ExitCode != 0 {
+		return r.Stdout, r.Stderr, utilexec.CodeExitError{
+			Err:  fmt.Errorf("command %q exited with %d: %s", cmd, r.ExitCode, r.Stderr),
+			Code: int(r.ExitCode),
+		}
+	}
+	return r.Stdout, r.Stderr, nil
 }
