@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -121,17 +122,84 @@ func (o *explainImageGCOpts) load(stderr io.Writer) (*imageGCInput, error) {
 	}
 	in.fs = fs
 	if o.records != "" {
-		b, err := os.ReadFile(o.records)
-		if err != nil {
+		if in.records, err = loadRecords(o.records, in.images, stderr); err != nil {
 			return nil, err
-		}
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in.records); err != nil {
-			return nil, fmt.Errorf("%s: %v", o.records, err)
 		}
 	}
 	return in, nil
+}
+
+// loadRecords reads {IMAGE_ID: {"firstDetected": RFC3339, "lastUsed": RFC3339}}.
+// A key matches an image by its ID, with or without "sha256:", or by a unique
+// prefix of at least 12 hex digits (as crictl's table prints IDs). A key that
+// matches no image is reported on stderr and ignored, as the kubelet drops the
+// records of vanished images.
+func loadRecords(path string, images []*runtimeapi.Image, stderr io.Writer) (map[string]recordJSON, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s: want {IMAGE_ID: {\"firstDetected\": RFC3339, \"lastUsed\": RFC3339}}: %v", path, err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]recordJSON, len(raw))
+	for _, key := range keys {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw[key], &fields); err != nil {
+			return nil, fmt.Errorf("%s: [%s]: want an object with firstDetected and lastUsed", path, key)
+		}
+		var rec recordJSON
+		for name, v := range fields {
+			var str string
+			if err := json.Unmarshal(v, &str); err != nil {
+				return nil, fmt.Errorf("%s: [%s].%s: %s: want an RFC3339 time string", path, key, name, v)
+			}
+			t, err := time.Parse(time.RFC3339, str)
+			if err != nil {
+				return nil, fmt.Errorf("%s: [%s].%s: %q: not an RFC3339 time", path, key, name, str)
+			}
+			switch name {
+			case "firstDetected":
+				rec.FirstDetected = &t
+			case "lastUsed":
+				rec.LastUsed = &t
+			default:
+				return nil, fmt.Errorf("%s: [%s]: unknown field %q (want firstDetected, lastUsed)", path, key, name)
+			}
+		}
+		id, ok := matchImage(key, images)
+		if !ok {
+			fmt.Fprintf(stderr, "warning: %s: no image matches %q; its record is ignored\n", path, key)
+			continue
+		}
+		out[id] = rec
+	}
+	return out, nil
+}
+
+// matchImage resolves a record key to an image ID.
+func matchImage(key string, images []*runtimeapi.Image) (string, bool) {
+	bare := strings.TrimPrefix(key, "sha256:")
+	var found string
+	for _, img := range images {
+		id := img.GetId()
+		if id == key || strings.TrimPrefix(id, "sha256:") == bare {
+			return id, true
+		}
+		if len(bare) >= 12 && strings.HasPrefix(strings.TrimPrefix(id, "sha256:"), bare) {
+			if found != "" {
+				return "", false // ambiguous
+			}
+			found = id
+		}
+	}
+	return found, found != ""
 }
 
 // loadProtoJSON decodes crictl's JSON (protobuf JSON) in path into m.
@@ -185,10 +253,16 @@ func (o *explainImageGCOpts) loadImageFs() (imagegc.FsStats, error) {
 	if err != nil {
 		return imagegc.FsStats{}, err
 	}
+	if used > capacity {
+		return imagegc.FsStats{}, fmt.Errorf("%s: used bytes %d exceed --capacity %q", o.imagefs, used, o.capacity)
+	}
 	available := capacity - used
 	if o.available != "" {
 		if available, err = parseBytes("--available", o.available); err != nil {
 			return imagegc.FsStats{}, err
+		}
+		if available > capacity {
+			return imagegc.FsStats{}, fmt.Errorf("--available: %q exceeds --capacity %q", o.available, o.capacity)
 		}
 	}
 	return imagegc.FsStats{CapacityBytes: capacity, AvailableBytes: available}, nil

@@ -212,6 +212,7 @@ func TestExplainImageGCBadInput(t *testing.T) {
 	zero := write("zero.json", `{"node": {"runtime": {"imageFs": {"capacityBytes": 0, "availableBytes": 0}}}}`)
 	other := write("other.json", `{"foo": 1}`)
 	badRecords := write("records.json", `{"sha256:x": {"firstSeen": "2025-01-01T00:00:00Z"}}`)
+	badTime := write("badtime.json", `{"d55432289a2f": {"firstDetected": "yesterday"}}`)
 	fsArgs := []string{"--imagefs", imagegcExample + "imagefs.json", "--capacity", "20Gi"}
 	tests := []struct {
 		name string
@@ -229,6 +230,8 @@ func TestExplainImageGCBadInput(t *testing.T) {
 		{"zero capacity", exampleArgs("--imagefs", zero), "InvalidDiskCapacity"},
 		{"unknown imagefs format", exampleArgs("--imagefs", other), "neither crictl imagefsinfo"},
 		{"unknown records field", exampleArgs(append(fsArgs, "--records", badRecords)...), "firstSeen"},
+		{"bad record time", exampleArgs(append(fsArgs, "--records", badTime)...), `[d55432289a2f].firstDetected: "yesterday": not an RFC3339 time`},
+		{"available above capacity", exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "10Gi", "--available", "20Gi"), `--available: "20Gi" exceeds --capacity "10Gi"`},
 		{"bad output", exampleArgs(append(fsArgs, "-o", "yaml")...), "--output"},
 	}
 	for _, tc := range tests {
@@ -242,5 +245,31 @@ func TestExplainImageGCBadInput(t *testing.T) {
 				t.Errorf("stderr = %q, want one line containing %q", errOut, tc.want)
 			}
 		})
+	}
+}
+
+// Records match images by full ID, by ID without "sha256:", or by a unique prefix
+// of 12+ digits (crictl's table IDs); unknown ones are reported and ignored.
+func TestExplainImageGCRecordKeys(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "records.json")
+	// busybox (d55432289a2f...) first detected a minute before --now: too young.
+	rec := `{"d55432289a2f": {"firstDetected": "2025-11-21T11:59:00Z"}, "sha256:0000000000000000": {"lastUsed": "2025-11-21T11:00:00Z"}}`
+	if err := os.WriteFile(p, []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "20Gi", "--available", "2Gi", "--records", p, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := `no image matches "sha256:0000000000000000"`; !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q lacks %q", errOut, want)
+	}
+	var doc imageGCDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := keptByTag(t, doc)["docker.io/library/busybox:1.36"]; got != "too young" {
+		t.Errorf("busybox kept as %q, want too young (its record matched by short ID)", got)
 	}
 }
