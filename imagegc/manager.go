@@ -100,6 +100,7 @@ type Manager struct {
 	token       chan struct{}
 	records     map[string]*Record // guarded by token
 	initialized bool               // guarded by token: a detection succeeded
+	gcFailed    bool               // the last PeriodicGC failed; touched only by PeriodicGC's caller
 
 	cache atomic.Pointer[[]*runtimeapi.Image] // the last image list; read by Images
 }
@@ -174,23 +175,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	} else {
 		m.log.Info("image GC disabled: imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0")
 	}
-	prevFailed := false
-	runGC := func() {
-		err := m.GarbageCollect(ctx)
-		switch {
-		case ctx.Err() != nil:
-		case err != nil && prevFailed:
-			m.log.Error("image garbage collection failed multiple times in a row", "err", err)
-			m.event(EventImageGCFailed, err.Error())
-		case err != nil:
-			m.log.Error("image garbage collection failed once; stats may not be ready yet", "err", err)
-		case prevFailed:
-			m.log.Info("image garbage collection succeeded")
-		default:
-			m.log.Debug("image garbage collection succeeded")
-		}
-		prevFailed = err != nil
-	}
+	runGC := func() { _ = m.PeriodicGC(ctx) }
 	m.detectOnce(ctx)
 	m.refreshCache(ctx)
 	if gcC != nil {
@@ -208,6 +193,31 @@ func (m *Manager) Run(ctx context.Context) error {
 			runGC()
 		}
 	}
+}
+
+// PeriodicGC is one tick of the periodic GC loop: GarbageCollect, with the
+// failure handling of the kubelet's loop. A first failure is logged (stats may
+// not be ready yet); a failure after a failure also emits ImageGCFailed. It
+// returns GarbageCollect's error. Run calls it every GC period; nodekeeper
+// simulate calls it on its virtual clock. Calls must not overlap.
+func (m *Manager) PeriodicGC(ctx context.Context) error {
+	err := m.GarbageCollect(ctx)
+	prevFailed := m.gcFailed
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case err != nil && prevFailed:
+		m.log.Error("image garbage collection failed multiple times in a row", "err", err)
+		m.event(EventImageGCFailed, err.Error())
+	case err != nil:
+		m.log.Error("image garbage collection failed once; stats may not be ready yet", "err", err)
+	case prevFailed:
+		m.log.Info("image garbage collection succeeded")
+	default:
+		m.log.Debug("image garbage collection succeeded")
+	}
+	m.gcFailed = err != nil
+	return err
 }
 
 // Images returns the image list of the last successful cache refresh (nil

@@ -14,6 +14,7 @@ import (
 type imageCollector interface {
 	Detect(ctx context.Context) error
 	GarbageCollect(ctx context.Context) error
+	PeriodicGC(ctx context.Context) error
 	DeleteUnusedImages(ctx context.Context) error
 	FreeSpace(ctx context.Context, bytes int64) (int64, error)
 }
@@ -28,6 +29,9 @@ type containerCollector interface {
 type collectors struct {
 	images     imageCollector
 	containers containerCollector
+	// imagePeriodic is false when the policy disables periodic image GC
+	// (imageGCHighThresholdPercent 100 and no maximum age), as in the kubelet.
+	imagePeriodic bool
 }
 
 // newCollectors builds the real garbage collectors over the scripted node, with
@@ -35,7 +39,8 @@ type collectors struct {
 func newCollectors(s *sim) (collectors, error) {
 	clk := virtualClock{s.n}
 	rec := recorder{s}
-	images, err := imagegc.New(imagegc.Config{Policy: imagegc.PolicyFromKubelet(&s.sc.Config.Kubelet)}, imagegc.Deps{
+	policy := imagegc.PolicyFromKubelet(&s.sc.Config.Kubelet)
+	images, err := imagegc.New(imagegc.Config{Policy: policy}, imagegc.Deps{
 		Images:  s.n,
 		ImageFs: s.n,
 		InUse:   imagegc.ContainerImages(s.n),
@@ -57,7 +62,7 @@ func newCollectors(s *sim) (collectors, error) {
 	if err != nil {
 		return collectors{}, bad(err)
 	}
-	return collectors{images: images, containers: containers}, nil
+	return collectors{images: images, containers: containers, imagePeriodic: policy.PeriodicEnabled()}, nil
 }
 
 // virtualClock is the simulation's clock.

@@ -36,15 +36,18 @@ type node struct {
 
 var errNoSummary = errors.New("simulate: no summary given yet")
 
-// Summary returns the current stats, stamped with the virtual time.
+// imageFsMountpoint is where the scripted runtime says its images live; image GC
+// asks statfs about it, which the scripted node answers from imageFs.
+const imageFsMountpoint = "/var/lib/containerd"
+
+// Summary returns the current stats, stamped with the virtual time. It returns the
+// node's own Summary, not a copy: the managers only read it, and only during the
+// call that asked for it, on the simulation goroutine.
 func (n *node) Summary(context.Context) (*statsapi.Summary, error) {
 	if n.summary == nil {
 		return nil, errNoSummary
 	}
-	s, err := copySummary(n.summary)
-	if err != nil {
-		return nil, err
-	}
+	s := n.summary
 	t := metav1.NewTime(n.now)
 	if m := s.Node.Memory; m != nil {
 		m.Time = t
@@ -248,6 +251,7 @@ func (n *node) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, er
 	used := n.imageFs.CapacityBytes - min(n.imageFs.AvailableBytes, n.imageFs.CapacityBytes)
 	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
 		Timestamp: n.now.UnixNano(),
+		FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: imageFsMountpoint},
 		UsedBytes: &runtimeapi.UInt64Value{Value: used},
 	}}}, nil
 }

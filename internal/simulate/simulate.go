@@ -150,7 +150,9 @@ func (s *sim) play(ctx context.Context) ([]Event, error) {
 			}
 			if t == nextImageGC {
 				_ = s.gc.images.Detect(ctx)
-				_ = s.gc.images.GarbageCollect(ctx)
+				if s.gc.imagePeriodic {
+					_ = s.gc.images.PeriodicGC(ctx) // failures become ImageGCFailed events
+				}
 				nextImageGC = t + imageGCPeriod
 			}
 		}

@@ -13,10 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden timelines of examples/scenarios")
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden timelines of examples/scenarios")
 
 // TestExampleScenarios plays every scenario under examples/scenarios and compares
-// its JSON timeline with the golden file next to it (regenerate with -update).
+// its JSON timeline with the golden file next to it (regenerate with -rewrite).
 func TestExampleScenarios(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("../../examples/scenarios/*.yaml")
@@ -39,7 +39,7 @@ func TestExampleScenarios(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden := strings.TrimSuffix(file, ".yaml") + ".golden.jsonl"
-			if *update {
+			if *rewrite {
 				if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -47,7 +47,7 @@ func TestExampleScenarios(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./internal/simulate -update)", err)
+				t.Fatalf("%v (run go test ./internal/simulate -rewrite)", err)
 			}
 			if diff := cmp.Diff(string(want), got.String()); diff != "" {
 				t.Errorf("timeline of %s (-want +got):\n%s", file, diff)
@@ -114,8 +114,10 @@ steps:
 	}
 	// The eviction gives the pod's memory back; MemoryPressure was last seen at 0s
 	// and clears at the first pass 5m (the default transition period) later: the
-	// passes run at 0s, 1s (after the eviction), then every 10s.
-	want := []string{"0s ThresholdMet", "0s ConditionChanged", "0s Evicted", "5m1s ConditionChanged"}
+	// passes run at 0s, 1s (after the eviction), then every 10s. With no imageFs
+	// given, periodic image GC fails at 0s (logged once), then at 5m and 10m
+	// again, which the kubelet reports as ImageGCFailed.
+	want := []string{"0s ThresholdMet", "0s ConditionChanged", "0s Evicted", "5m0s ImageGCFailed", "5m1s ConditionChanged", "10m0s ImageGCFailed"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -171,6 +173,50 @@ steps:
 		"2m0s ActionResult deleteUnusedImages freed=0",
 		"2m0s ActionResult evictionPass freed=0 error", // no summary given
 	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// garbageCollectImages runs the real image GC pass: at 90% usage it frees down to
+// the low threshold (80%), least recently used first; a pinned image stays.
+func TestGarbageCollectImagesAction(t *testing.T) {
+	t.Parallel()
+	sc, err := Parse("s.yaml", []byte(`
+loops: false
+until: 1m
+steps:
+  - at: 0s
+    imageFs: {capacityBytes: 1000, availableBytes: 100}
+    images:
+      - {id: pause, size: "10", pinned: true}
+      - {id: a, size: "60"}
+      - {id: b, size: "60"}
+      - {id: c, size: "60"}
+    do: [detectImages, garbageCollectImages]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := Run(t.Context(), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events {
+		line := e.Event + " " + e.ID + e.Action
+		if e.Freed != nil {
+			line += fmt.Sprintf(" freed=%d", *e.Freed)
+		}
+		if e.Error != nil {
+			line += " error: " + *e.Error
+		}
+		got = append(got, line)
+	}
+	// The first detection dates the images "in the past" (without it, GC's own
+	// detection would find them new, too young to remove). 900 of 1000 bytes are
+	// used; 80% needs 100 bytes freed: a and b (never used, tied, by ID).
+	want := []string{"ActionResult detectImages freed=0", "ImageRemoved a", "ImageRemoved b", "ActionResult garbageCollectImages freed=120"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
