@@ -70,6 +70,9 @@ func emptyDirViolation(pod *v1.Pod, ps *statsapi.PodStats) (string, bool) {
 }
 
 func podEphemeralViolation(pod *v1.Pod, ps *statsapi.PodStats) (string, bool) {
+	if !hasEphemeralLimit(pod) {
+		return "", false // the common case, without PodLimits' cost
+	}
 	limit, found := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceEphemeralStorage]
 	if !found {
 		return "", false
@@ -114,4 +117,22 @@ func containerEphemeralViolation(pod *v1.Pod, ps *statsapi.PodStats, layout Disk
 		}
 	}
 	return "", false
+}
+
+// hasEphemeralLimit reports whether any container, init container or the pod
+// itself sets an ephemeral-storage limit.
+func hasEphemeralLimit(pod *v1.Pod) bool {
+	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			if _, ok := cs[i].Resources.Limits[v1.ResourceEphemeralStorage]; ok {
+				return true
+			}
+		}
+	}
+	if r := pod.Spec.Resources; r != nil {
+		if _, ok := r.Limits[v1.ResourceEphemeralStorage]; ok {
+			return true
+		}
+	}
+	return false
 }

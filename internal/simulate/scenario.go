@@ -127,9 +127,12 @@ func badf(file, format string, args ...any) error {
 
 // Parse parses a scenario; name is used in errors.
 func Parse(name string, data []byte) (*Scenario, error) {
-	js, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, badf(name, "%v", err)
+	js := data
+	var err error
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+		if js, err = yaml.YAMLToJSON(data); err != nil {
+			return nil, badf(name, "%v", err)
+		}
 	}
 	var raw rawScenario
 	dec := json.NewDecoder(bytes.NewReader(js))
