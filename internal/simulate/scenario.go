@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -92,9 +93,9 @@ type rawScenario struct {
 		Capacity         map[string]string `json:"capacity"`
 		DedicatedImageFs bool              `json:"dedicatedImageFs"`
 	} `json:"node"`
-	Loops *bool     `json:"loops"`
-	Steps []rawStep `json:"steps"`
-	Until string    `json:"until"`
+	Loops *bool             `json:"loops"`
+	Steps []json.RawMessage `json:"steps"`
+	Until string            `json:"until"`
 }
 
 type rawStep struct {
@@ -103,7 +104,7 @@ type rawStep struct {
 	Summary    json.RawMessage   `json:"summary"`
 	Images     []json.RawMessage `json:"images"`
 	Containers []json.RawMessage `json:"containers"`
-	ImageFs    *ImageFs          `json:"imageFs"`
+	ImageFs    json.RawMessage   `json:"imageFs"`
 	Admit      json.RawMessage   `json:"admit"`
 	Do         []json.RawMessage `json:"do"`
 	hasPods    bool
@@ -135,22 +136,20 @@ func Parse(name string, data []byte) (*Scenario, error) {
 		}
 	}
 	var raw rawScenario
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
+	if err := strictDecode(js, &raw); err != nil {
 		return nil, badf(name, "%v", err)
 	}
-	// Which keys were present decides "unchanged" versus "empty".
-	var presence struct {
-		Steps []map[string]json.RawMessage `json:"steps"`
-	}
-	_ = json.Unmarshal(js, &presence)
-	for i := range raw.Steps {
-		if i < len(presence.Steps) {
-			_, raw.Steps[i].hasPods = presence.Steps[i]["pods"]
-			_, raw.Steps[i].hasImages = presence.Steps[i]["images"]
-			_, raw.Steps[i].hasCtrs = presence.Steps[i]["containers"]
+	steps := make([]rawStep, len(raw.Steps))
+	for i, rs := range raw.Steps {
+		if err := strictDecode(rs, &steps[i]); err != nil {
+			return nil, badf(name, "steps[%d]: %v", i, err)
 		}
+		// Which keys were present decides "unchanged" versus "empty".
+		var presence map[string]json.RawMessage
+		_ = json.Unmarshal(rs, &presence)
+		_, steps[i].hasPods = presence["pods"]
+		_, steps[i].hasImages = presence["images"]
+		_, steps[i].hasCtrs = presence["containers"]
 	}
 
 	sc := &Scenario{Loops: raw.Loops == nil || *raw.Loops, Container: ContainerGCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}}
@@ -170,7 +169,7 @@ func Parse(name string, data []byte) (*Scenario, error) {
 		return nil, badf(name, "until: %q: want a duration such as 10m", raw.Until)
 	}
 	var last time.Duration
-	for i, rs := range raw.Steps {
+	for i, rs := range steps {
 		st, err := parseStep(name, i, rs)
 		if err != nil {
 			return nil, err
@@ -241,7 +240,7 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 	if rs.hasPods {
 		st.Pods = []*v1.Pod{}
 		if len(rs.Pods) > 0 && string(rs.Pods) != "null" && string(rs.Pods) != "[]" {
-			pods, err := snapshot.ParsePods(name+": "+where+".pods", asList(rs.Pods))
+			pods, err := snapshot.ParsePodsStrict(name+": "+where+".pods", asList(rs.Pods))
 			if err != nil {
 				return st, bad(err)
 			}
@@ -281,9 +280,17 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 			st.Containers = append(st.Containers, c)
 		}
 	}
-	st.ImageFs = rs.ImageFs
+	if len(rs.ImageFs) > 0 && string(rs.ImageFs) != "null" {
+		st.ImageFs = new(ImageFs)
+		if err := strictDecode(rs.ImageFs, st.ImageFs); err != nil {
+			return st, badf(name, "%s.imageFs: %v", where, err)
+		}
+		if st.ImageFs.AvailableBytes > st.ImageFs.CapacityBytes {
+			return st, badf(name, "%s.imageFs: availableBytes %d exceeds capacityBytes %d", where, st.ImageFs.AvailableBytes, st.ImageFs.CapacityBytes)
+		}
+	}
 	if len(rs.Admit) > 0 && string(rs.Admit) != "null" {
-		pods, err := snapshot.ParsePods(name+": "+where+".admit", rs.Admit)
+		pods, err := snapshot.ParsePodsStrict(name+": "+where+".admit", rs.Admit)
 		if err != nil {
 			return st, bad(err)
 		}
@@ -334,4 +341,15 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, nil
 	}
 	return time.ParseDuration(s)
+}
+
+// strictDecode decodes one JSON value into v, rejecting unknown fields; the error
+// names the field without the "json: " prefix.
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
 }

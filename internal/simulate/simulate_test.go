@@ -74,6 +74,11 @@ func TestParseErrors(t *testing.T) {
 		{"image without id", "until: 1m\nsteps: [{at: 0s, images: [{size: 10}]}]", `steps[0].images[0]: image has no id`},
 		{"summary without node", "until: 1m\nsteps: [{at: 0s, summary: {pods: []}}]", `no node stats`},
 		{"not yaml", "until: [", `s.yaml`},
+		{"unknown step field", "until: 1m\nsteps: [{at: 0s}, {at: 1s, bogus: 1}]", `steps[1]: unknown field "bogus"`},
+		{"unknown imageFs field", "until: 1m\nsteps: [{at: 0s, imageFs: {capacityBytes: 1, bogus: 2}}]", `steps[0].imageFs: unknown field "bogus"`},
+		{"imageFs available above capacity", "until: 1m\nsteps: [{at: 0s, imageFs: {capacityBytes: 1, availableBytes: 2}}]", `steps[0].imageFs: availableBytes 2 exceeds capacityBytes 1`},
+		{"unknown pod field", "until: 1m\nsteps: [{at: 0s, pods: [{metadata: {name: p}, spec: {containers: [{name: c, bogusField: 1}]}}]}]", `steps[0].pods: pod p: unknown field "bogusField"`},
+		{"malformed pod quantity", "until: 1m\nsteps: [{at: 0s, admit: {metadata: {name: p}, spec: {containers: [{name: c, resources: {requests: {memory: 12x}}}]}}}]", `steps[0].admit: pod p: spec.containers[0].resources.requests.memory: "12x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

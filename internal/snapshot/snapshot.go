@@ -60,8 +60,19 @@ func LoadPod(path string) (*v1.Pod, error) {
 	return pods[0], nil
 }
 
-// ParsePods parses data as LoadPods does; name is used in errors.
+// ParsePods parses data as LoadPods does; name is used in errors. Fields that
+// k8s.io/api does not know are ignored, so output of a newer kubectl loads.
 func ParsePods(name string, data []byte) ([]*v1.Pod, error) {
+	return parsePods(name, data, false)
+}
+
+// ParsePodsStrict parses like ParsePods but rejects fields that are not Pod
+// fields, naming them: for hand-written input such as simulation scenarios.
+func ParsePodsStrict(name string, data []byte) ([]*v1.Pod, error) {
+	return parsePods(name, data, true)
+}
+
+func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 	docs, err := splitDocuments(name, data)
 	if err != nil {
 		return nil, err
@@ -78,14 +89,14 @@ func ParsePods(name string, data []byte) ([]*v1.Pod, error) {
 		switch head.Kind {
 		case "PodList", "List":
 			for i, item := range head.Items {
-				p, err := decodePod(name, fmt.Sprintf("items[%d]", i), item)
+				p, err := decodePod(name, fmt.Sprintf("items[%d]", i), item, strict)
 				if err != nil {
 					return nil, err
 				}
 				pods = append(pods, p)
 			}
 		case "Pod", "":
-			p, err := decodePod(name, fmt.Sprintf("document %d", len(pods)+1), doc)
+			p, err := decodePod(name, fmt.Sprintf("document %d", len(pods)+1), doc, strict)
 			if err != nil {
 				return nil, err
 			}
@@ -129,7 +140,7 @@ func splitDocuments(name string, data []byte) ([]json.RawMessage, error) {
 
 // decodePod decodes one pod object. Quantities are checked first so that a bad
 // one is reported with its field path rather than as a bare parse error.
-func decodePod(file, where string, raw []byte) (*v1.Pod, error) {
+func decodePod(file, where string, raw []byte, strict bool) (*v1.Pod, error) {
 	var generic map[string]any
 	if err := json.Unmarshal(raw, &generic); err != nil {
 		return nil, badf(file, "%s: %v", where, err)
@@ -150,8 +161,12 @@ func decodePod(file, where string, raw []byte) (*v1.Pod, error) {
 		return nil, badf(file, "%s: %v", where, err)
 	}
 	pod := new(v1.Pod)
-	if err := json.Unmarshal(raw, pod); err != nil {
-		return nil, badf(file, "%s: %v", where, err)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(pod); err != nil {
+		return nil, badf(file, "%s: %v", where, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return pod, nil
 }
