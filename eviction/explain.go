@@ -46,8 +46,8 @@ type Evicted struct {
 	Eviction
 }
 
-// Decide replays one eviction pass on a snapshot. rankSignals lists the signals
-// to rank pods for; when empty, the signals of the met thresholds are ranked.
+// Decide replays one eviction pass on a snapshot. The pods are ranked for every
+// met signal, then for each of rankSignals not among them ("who goes next").
 // localStorage enables the local-storage limit checks.
 func Decide(cfg Config, snap Snapshot, rankSignals []Signal, localStorage bool) Decision {
 	cfg = cfg.withDefaults()
@@ -65,14 +65,18 @@ func Decide(cfg Config, snap Snapshot, rankSignals []Signal, localStorage bool) 
 	}
 	stats := PodStatsFunc(podStats)
 
-	if len(rankSignals) == 0 {
-		for _, t := range d.ThresholdsMet {
-			if !containsSignal(rankSignals, t.Signal) {
-				rankSignals = append(rankSignals, t.Signal)
-			}
+	var signals []Signal
+	for _, t := range d.ThresholdsMet {
+		if !containsSignal(signals, t.Signal) {
+			signals = append(signals, t.Signal)
 		}
 	}
 	for _, s := range rankSignals {
+		if !containsSignal(signals, s) {
+			signals = append(signals, s)
+		}
+	}
+	for _, s := range signals {
 		d.Rankings = append(d.Rankings, Ranking{Signal: s, Pods: Rank(s, layout, snap.Pods, stats)})
 	}
 

@@ -97,8 +97,17 @@ func TestExplainEvictionWhoGoesNext(t *testing.T) {
 	t.Parallel()
 	doc := explainEvictionJSON(t, "--pods", "../../examples/eviction/disk/pods.json", "--summary", "../../examples/eviction/disk/summary.json",
 		"--signal", "memory.available")
-	if len(doc.Rankings) != 1 || doc.Rankings[0].Signal != "memory.available" {
-		t.Fatalf("rankings = %+v", doc.Rankings)
+	// The met signals are ranked first, then the one asked for.
+	var signals []string
+	for _, r := range doc.Rankings {
+		signals = append(signals, r.Signal)
+	}
+	want := []string{"nodefs.available", "imagefs.available", "containerfs.available", "memory.available"}
+	if diff := cmp.Diff(want, signals); diff != "" {
+		t.Fatalf("ranked signals (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"pod-a", "pod-e", "pod-c", "pod-d", "pod-b", "pod-f"}, rankedNames(doc.Rankings[3])); diff != "" {
+		t.Errorf("memory ranking (-want +got):\n%s", diff)
 	}
 	if doc.Evict == nil || doc.Evict.Signal != "nodefs.available" {
 		t.Errorf("evict = %+v: the nodefs threshold is still met", doc.Evict)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -213,7 +214,16 @@ func (s *sim) admit(ctx context.Context, pod *v1.Pod) {
 			Reason: resp.Reason, Message: resp.Message})
 		return
 	}
-	s.emit(Event{Event: EventAdmitted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)})
+	msg := "The pod fits the node."
+	if len(resp.Victims) > 0 {
+		names := make([]string, len(resp.Victims))
+		for i, v := range resp.Victims {
+			names[i] = podKey(v)
+		}
+		msg = fmt.Sprintf("The pod fits the node after preempting %s.", strings.Join(names, ", "))
+	}
+	s.emit(Event{Event: EventAdmitted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+		Reason: "Admitted", Message: msg})
 	s.n.pods = append(s.n.pods, pod)
 	// A started pod has stats; without them it would rank first for eviction.
 	if s.n.summary != nil {

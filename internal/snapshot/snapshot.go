@@ -270,6 +270,9 @@ func ParseSummary(name string, data []byte) (*statsapi.Summary, error) {
 			return nil, badf(name, "pods[%d]: podRef.name is empty", i)
 		}
 	}
+	if n := s.Node; n.Memory == nil && n.Fs == nil && n.Runtime == nil && n.Rlimit == nil && len(n.SystemContainers) == 0 {
+		return nil, badf(name, "summary has no node stats (node has no memory, fs, runtime, rlimit or systemContainers)")
+	}
 	return s, nil
 }
 

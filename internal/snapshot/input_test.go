@@ -19,3 +19,14 @@ func TestParsePodsRejectsHugeExponent(t *testing.T) {
 		t.Errorf("err = %q, want it to contain %q", err, want)
 	}
 }
+
+// A node object without any stats is as useless as no node: rejected.
+func TestParseSummaryRejectsEmptyNode(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{`{"node": {}}`, `{"node": {"nodeName": "x"}, "pods": []}`} {
+		_, err := ParseSummary("s.json", []byte(doc))
+		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "s.json: summary has no node stats") {
+			t.Errorf("ParseSummary(%s) = %v, want a no-node-stats error", doc, err)
+		}
+	}
+}
