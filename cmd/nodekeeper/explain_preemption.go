@@ -84,6 +84,7 @@ func (o *explainPreemptionOpts) run(ctx context.Context, stdout, stderr io.Write
 	active := slices.DeleteFunc(running, func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
 	})
+	warnMissing(stderr, alloc, newPod)
 
 	chain, err := admission.New(admission.Deps{
 		ActivePods: func() []*v1.Pod { return active },
@@ -343,4 +344,20 @@ func formatList(l v1.ResourceList) string {
 		parts[i] = n + "=" + q.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// warnMissing warns about standard resources the new pod requests but the node
+// description leaves out: they count as 0 there, as on a node reporting none.
+func warnMissing(w io.Writer, alloc v1.ResourceList, pod *v1.Pod) {
+	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
+		if _, ok := alloc[r]; ok {
+			continue
+		}
+		for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+			if q, ok := c.Resources.Requests[r]; ok && !q.IsZero() {
+				fmt.Fprintf(w, "warning: the node's allocatable has no %s; it counts as 0 (give it in --allocatable or --capacity)\n", r)
+				break
+			}
+		}
+	}
 }

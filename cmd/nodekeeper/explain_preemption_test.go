@@ -292,3 +292,17 @@ func TestExplainPreemptionReadme(t *testing.T) {
 		}
 	}
 }
+
+// A resource the new pod requests but the node description leaves out counts as
+// 0, and the user is told so.
+func TestExplainPreemptionWarnsAboutMissingResources(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := runCLI(t, "explain", "preemption", "--pods", "../../examples/preemption/running.json",
+		"--pod", "../../examples/preemption/critical-pod.yaml", "--capacity", "cpu=4,memory=8Gi", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := "has no ephemeral-storage; it counts as 0"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q lacks %q", errOut, want)
+	}
+}
