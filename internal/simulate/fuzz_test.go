@@ -1,0 +1,23 @@
+package simulate
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzParse: no scenario file makes Parse panic, and every rejection is of class
+// ErrBadScenario.
+func FuzzParse(f *testing.F) {
+	// Small seeds: the example scenarios are large enough to slow the fuzzer's
+	// mutation of them to a crawl, and TestExampleScenarios covers them.
+	f.Add([]byte("until: 5m\nloops: true\nsteps: [{at: 0s, pods: [{metadata: {name: p, uid: u}, spec: {containers: [{name: c, resources: {requests: {memory: 1Gi}}}]}}], summary: {node: {memory: {availableBytes: 1, workingSetBytes: 2}}}}]"))
+	f.Add([]byte("until: 1m\nconfig: {evictionHard: {memory.available: 1Gi}, containerGC: {minAge: 1m}}\nnode: {capacity: {cpu: '2'}}"))
+	f.Add([]byte("until: 1m\nsteps: [{at: 0s, do: [{freeImageSpace: 10}]}]"))
+	f.Add([]byte(`{"until": "1m", "steps": [{"at": "0s", "imageFs": {"capacityBytes": 1}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := Parse("fuzz.yaml", data)
+		if err != nil && !errors.Is(err, ErrBadScenario) {
+			t.Fatalf("error of the wrong class: %v", err)
+		}
+	})
+}
