@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodekeeper/nodekeeper/internal/metrics"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -129,18 +130,9 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		Name: "kubelet_evictions",
 		Help: "Cumulative number of pod evictions by eviction signal.",
 	}, []string{"eviction_signal"})
-	if r := deps.Registerer; r != nil {
-		if err := r.Register(evictions); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("eviction: register metrics: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, fmt.Errorf("eviction: register metrics: %w", err)
-			}
-			evictions = existing
-		}
+	evictions, err := metrics.Register(deps.Registerer, "eviction", evictions)
+	if err != nil {
+		return nil, err
 	}
 	m := &Manager{cfg: cfg, deps: deps, log: log.With("subsystem", "eviction"), evictions: evictions}
 	m.status.Store(&Status{})

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/internal/metrics"
 )
 
 // The kubelet's periods.
@@ -130,18 +132,9 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		Name: "kubelet_image_garbage_collected_total",
 		Help: "Total number of images garbage collected, by reason (age or space).",
 	}, []string{"reason"})
-	if r := deps.Registerer; r != nil {
-		if err := r.Register(removed); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("imagegc: register metrics: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, fmt.Errorf("imagegc: register metrics: %w", err)
-			}
-			removed = existing
-		}
+	removed, err := metrics.Register(deps.Registerer, "imagegc", removed)
+	if err != nil {
+		return nil, err
 	}
 	return &Manager{
 		cfg: cfg, deps: deps, log: log.With("subsystem", "imagegc"),

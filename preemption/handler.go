@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/metrics"
 )
 
 // The status a preempted pod gets, as the kubelet sets it.
@@ -93,16 +95,9 @@ func NewHandler(d Deps) (*Handler, error) {
 			Name:      "preemptions",
 			Help:      "Cumulative number of pod preemptions by preemption resource",
 		}, []string{"preemption_signal"})
-		if err := d.Registerer.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("preemption: register metrics: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, fmt.Errorf("preemption: register metrics: %w", err)
-			}
-			c = existing
+		c, err := metrics.Register(d.Registerer, "preemption", c)
+		if err != nil {
+			return nil, err
 		}
 		h.preemptions = c
 	}

@@ -1,10 +1,10 @@
 package prober
 
 import (
-	"errors"
-	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	promreg "github.com/nodekeeper/nodekeeper/internal/metrics"
 )
 
 // The values of prober_probe_total's result label, as the kubelet's.
@@ -34,32 +34,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets:   prometheus.DefBuckets,
 		}, []string{"probe_type", "container", "pod", "namespace"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
 	var err error
-	if m.total, err = register(reg, m.total); err != nil {
+	if m.total, err = promreg.Register(reg, "prober", m.total); err != nil {
 		return nil, err
 	}
-	if m.duration, err = register(reg, m.duration); err != nil {
+	if m.duration, err = promreg.Register(reg, "prober", m.duration); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector of the same description
-// already registered (two Managers on one registry share the metrics).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("prober: register metrics: %w", err)
-	}
-	return c, nil
 }
 
 // probeMetrics are one probe's series, resolved once at AddPod so a run
