@@ -1,7 +1,6 @@
 package prober
 
 import (
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	promreg "github.com/nodekeeper/nodekeeper/internal/metrics"
