@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -33,20 +34,19 @@ func ThresholdsMet(ts []Threshold, obs Observations, enforceMinReclaim bool) []T
 func mergeThresholds(a, b []Threshold) []Threshold {
 	out := append([]Threshold(nil), a...)
 	for _, t := range b {
-		if !containsThreshold(out, t) {
+		if !ContainsThreshold(out, t) {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-func containsThreshold(ts []Threshold, t Threshold) bool {
-	for _, x := range ts {
-		if x.Signal == t.Signal && x.GracePeriod == t.GracePeriod {
-			return true
-		}
-	}
-	return false
+// ContainsThreshold reports whether ts holds a threshold of t's signal and kind
+// (hard, or soft with the same grace period): a configured threshold across passes.
+func ContainsThreshold(ts []Threshold, t Threshold) bool {
+	return slices.ContainsFunc(ts, func(x Threshold) bool {
+		return x.Signal == t.Signal && x.GracePeriod == t.GracePeriod
+	})
 }
 
 // thresholdKey identifies a configured threshold across passes: a signal has at
@@ -115,11 +115,7 @@ func Conditions(ts []Threshold) []v1.NodeConditionType {
 		if !ok {
 			continue
 		}
-		dup := false
-		for _, x := range out {
-			dup = dup || x == c
-		}
-		if !dup {
+		if !slices.Contains(out, c) {
 			out = append(out, c)
 		}
 	}

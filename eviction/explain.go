@@ -1,6 +1,8 @@
 package eviction
 
 import (
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -67,12 +69,12 @@ func Decide(cfg Config, snap Snapshot, rankSignals []Signal, localStorage bool) 
 
 	var signals []Signal
 	for _, t := range d.ThresholdsMet {
-		if !containsSignal(signals, t.Signal) {
+		if !slices.Contains(signals, t.Signal) {
 			signals = append(signals, t.Signal)
 		}
 	}
 	for _, s := range rankSignals {
-		if !containsSignal(signals, s) {
+		if !slices.Contains(signals, s) {
 			signals = append(signals, s)
 		}
 	}
@@ -95,7 +97,12 @@ func Decide(cfg Config, snap Snapshot, rankSignals []Signal, localStorage bool) 
 	}
 	d.Target = &target
 	d.Reclaim = ReclaimSteps(target.Signal, layout)
-	ranked := Rank(target.Signal, layout, snap.Pods, stats)
+	var ranked []Ranked
+	for _, r := range d.Rankings { // the target's signal is met, so already ranked
+		if r.Signal == target.Signal {
+			ranked = r.Pods
+		}
+	}
 	for _, r := range ranked {
 		if qos.IsCritical(r.Pod) {
 			continue
@@ -108,13 +115,4 @@ func Decide(cfg Config, snap Snapshot, rankSignals []Signal, localStorage bool) 
 		break
 	}
 	return d
-}
-
-func containsSignal(ss []Signal, s Signal) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

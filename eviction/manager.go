@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -90,14 +91,7 @@ type Status struct {
 }
 
 // HasCondition reports whether c is among the conditions.
-func (s *Status) HasCondition(c v1.NodeConditionType) bool {
-	for _, x := range s.Conditions {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
+func (s *Status) HasCondition(c v1.NodeConditionType) bool { return slices.Contains(s.Conditions, c) }
 
 // Manager is the eviction manager: a loop that observes stats, keeps node
 // conditions and evicts at most one pod per pass. Create it with New and run it
@@ -292,28 +286,13 @@ func (m *Manager) evict(ctx context.Context, pod *v1.Pod, ev Eviction) {
 
 // reclaimFuncs lists the node-level reclaim steps for signal s on layout l.
 func (m *Manager) reclaimFuncs(s Signal, l DiskLayout) []func(context.Context) error {
-	var containers, images func(context.Context) error
-	if g := m.deps.ContainerGC; g != nil {
-		containers = g.DeleteAllUnusedContainers
-	}
-	if g := m.deps.ImageGC; g != nil {
-		images = g.DeleteUnusedImages
-	}
+	steps := ReclaimSteps(s, l)
 	var out []func(context.Context) error
-	add := func(fs ...func(context.Context) error) {
-		for _, f := range fs {
-			if f != nil {
-				out = append(out, f)
-			}
-		}
+	if g := m.deps.ContainerGC; g != nil && steps.Containers {
+		out = append(out, g.DeleteAllUnusedContainers)
 	}
-	switch steps := ReclaimSteps(s, l); {
-	case steps.Containers && steps.Images:
-		add(containers, images)
-	case steps.Containers:
-		add(containers)
-	case steps.Images:
-		add(images)
+	if g := m.deps.ImageGC; g != nil && steps.Images {
+		out = append(out, g.DeleteUnusedImages)
 	}
 	return out
 }
@@ -406,21 +385,13 @@ func (m *Manager) waitForCleanup(ctx context.Context, pods []*v1.Pod) {
 }
 
 func (m *Manager) logConditionChanges(before, after []v1.NodeConditionType) {
-	has := func(cs []v1.NodeConditionType, c v1.NodeConditionType) bool {
-		for _, x := range cs {
-			if x == c {
-				return true
-			}
-		}
-		return false
-	}
 	for _, c := range after {
-		if !has(before, c) {
+		if !slices.Contains(before, c) {
 			m.log.Warn("Eviction manager: node condition set", "condition", string(c))
 		}
 	}
 	for _, c := range before {
-		if !has(after, c) {
+		if !slices.Contains(after, c) {
 			m.log.Info("Eviction manager: node condition cleared", "condition", string(c))
 		}
 	}

@@ -214,7 +214,7 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 					kind = "soft " + t.GracePeriod.String()
 				}
 				met := ""
-				if containsThresholdOf(d.ThresholdsMet, t) {
+				if eviction.ContainsThreshold(d.ThresholdsMet, t) {
 					met = " MET"
 				}
 				ts = append(ts, fmt.Sprintf("<%s (%s)%s", t.Value, kind, met))
@@ -273,15 +273,6 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 		fmt.Fprintln(w, "\nWould evict: none")
 	}
 	return nil
-}
-
-func containsThresholdOf(ts []eviction.Threshold, t eviction.Threshold) bool {
-	for _, x := range ts {
-		if x.Signal == t.Signal && x.GracePeriod == t.GracePeriod {
-			return true
-		}
-	}
-	return false
 }
 
 // why explains a pod's place in a ranking.

@@ -280,7 +280,7 @@ func (s *sim) evictionPass(ctx context.Context) []*v1.Pod {
 	s.status = after
 	var pre []Event
 	for _, t := range after.ThresholdsMet {
-		if containsThreshold(before.ThresholdsMet, t) {
+		if eviction.ContainsThreshold(before.ThresholdsMet, t) {
 			continue
 		}
 		e := Event{Event: EventThresholdMet, Signal: string(t.Signal), Operator: string(t.Operator), Value: t.Value.String()}
@@ -315,13 +315,4 @@ func (s *sim) reportReclaim() {
 	}
 	s.reclaimReported = true
 	s.emit(Event{Event: EventReclaimed, Signal: string(s.mgr.Status().Reclaiming), Freed: ptr(s.n.freed)})
-}
-
-func containsThreshold(ts []eviction.Threshold, t eviction.Threshold) bool {
-	for _, x := range ts {
-		if x.Signal == t.Signal && x.GracePeriod == t.GracePeriod {
-			return true
-		}
-	}
-	return false
 }
