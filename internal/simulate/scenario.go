@@ -98,18 +98,17 @@ type rawScenario struct {
 	Until string            `json:"until"`
 }
 
+// rawStep is a step as written. A RawMessage is nil when its key is absent, which
+// is what tells "unchanged" from "empty" for pods, images and containers.
 type rawStep struct {
 	At         string            `json:"at"`
 	Pods       json.RawMessage   `json:"pods"`
 	Summary    json.RawMessage   `json:"summary"`
-	Images     []json.RawMessage `json:"images"`
-	Containers []json.RawMessage `json:"containers"`
+	Images     json.RawMessage   `json:"images"`
+	Containers json.RawMessage   `json:"containers"`
 	ImageFs    json.RawMessage   `json:"imageFs"`
 	Admit      json.RawMessage   `json:"admit"`
 	Do         []json.RawMessage `json:"do"`
-	hasPods    bool
-	hasImages  bool
-	hasCtrs    bool
 }
 
 // scenarioError is an error of class ErrBadScenario whose text is only its message.
@@ -144,12 +143,6 @@ func Parse(name string, data []byte) (*Scenario, error) {
 		if err := strictDecode(rs, &steps[i]); err != nil {
 			return nil, badf(name, "steps[%d]: %v", i, err)
 		}
-		// Which keys were present decides "unchanged" versus "empty".
-		var presence map[string]json.RawMessage
-		_ = json.Unmarshal(rs, &presence)
-		_, steps[i].hasPods = presence["pods"]
-		_, steps[i].hasImages = presence["images"]
-		_, steps[i].hasCtrs = presence["containers"]
 	}
 
 	sc := &Scenario{Loops: raw.Loops == nil || *raw.Loops, Container: ContainerGCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}}
@@ -237,7 +230,7 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 	if st.At, err = parseDuration(rs.At); err != nil || st.At < 0 {
 		return st, badf(name, "%s.at: %q: want a non-negative duration such as 30s", where, rs.At)
 	}
-	if rs.hasPods {
+	if rs.Pods != nil {
 		st.Pods = []*v1.Pod{}
 		if len(rs.Pods) > 0 && string(rs.Pods) != "null" && string(rs.Pods) != "[]" {
 			pods, err := snapshot.ParsePodsStrict(name+": "+where+".pods", asList(rs.Pods))
@@ -254,9 +247,13 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 		}
 		st.Summary = s
 	}
-	if rs.hasImages {
+	if rs.Images != nil {
+		var items []json.RawMessage
+		if err := json.Unmarshal(rs.Images, &items); err != nil {
+			return st, badf(name, "%s.images: want a list of CRI images", where)
+		}
 		st.Images = []*runtimeapi.Image{}
-		for j, raw := range rs.Images {
+		for j, raw := range items {
 			img := new(runtimeapi.Image)
 			if err := protojson.Unmarshal(raw, img); err != nil {
 				return st, badf(name, "%s.images[%d]: %v", where, j, err)
@@ -267,9 +264,13 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 			st.Images = append(st.Images, img)
 		}
 	}
-	if rs.hasCtrs {
+	if rs.Containers != nil {
+		var items []json.RawMessage
+		if err := json.Unmarshal(rs.Containers, &items); err != nil {
+			return st, badf(name, "%s.containers: want a list of CRI containers", where)
+		}
 		st.Containers = []*runtimeapi.Container{}
-		for j, raw := range rs.Containers {
+		for j, raw := range items {
 			c := new(runtimeapi.Container)
 			if err := protojson.Unmarshal(raw, c); err != nil {
 				return st, badf(name, "%s.containers[%d]: %v", where, j, err)
