@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"slices"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -24,20 +25,22 @@ func PodStatsFunc(pods []statsapi.PodStats) StatsFunc {
 			byUID[uid] = &pods[i]
 		}
 	}
-	var byName map[[2]string]*statsapi.PodStats
+	// The name index is built on first need, once, so that the returned
+	// function stays safe for concurrent use.
+	byName := sync.OnceValue(func() map[[2]string]*statsapi.PodStats {
+		m := make(map[[2]string]*statsapi.PodStats, len(pods))
+		for i := range pods {
+			m[[2]string{pods[i].PodRef.Namespace, pods[i].PodRef.Name}] = &pods[i]
+		}
+		return m
+	})
 	return func(pod *v1.Pod) (*statsapi.PodStats, bool) {
 		if uid := string(pod.UID); uid != "" {
 			if s, ok := byUID[uid]; ok {
 				return s, true
 			}
 		}
-		if byName == nil {
-			byName = make(map[[2]string]*statsapi.PodStats, len(pods))
-			for i := range pods {
-				byName[[2]string{pods[i].PodRef.Namespace, pods[i].PodRef.Name}] = &pods[i]
-			}
-		}
-		s, ok := byName[[2]string{pod.Namespace, pod.Name}]
+		s, ok := byName()[[2]string{pod.Namespace, pod.Name}]
 		return s, ok
 	}
 }

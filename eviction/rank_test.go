@@ -467,12 +467,11 @@ func TestPodStatsFunc(t *testing.T) {
 	other := newTestPod("other")
 	noUIDStats := newPodStats(byName, podWorkingSet("2Gi"))
 	noUIDStats.PodRef.UID = ""
-	stats := PodStatsFunc([]statsapi.PodStats{newPodStats(withUID, podWorkingSet("1Gi")), noUIDStats})
 	// A pod recreated under the same name: stats of both incarnations, old last.
 	recreated := newTestPod("recreated")
 	stale := newPodStats(recreated, podWorkingSet("3Gi"))
 	stale.PodRef.UID = "uid-previous-incarnation"
-	stats = PodStatsFunc([]statsapi.PodStats{
+	stats := PodStatsFunc([]statsapi.PodStats{
 		newPodStats(withUID, podWorkingSet("1Gi")), noUIDStats,
 		newPodStats(recreated, podWorkingSet("4Gi")), stale,
 	})
