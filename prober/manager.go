@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -34,6 +35,22 @@ const (
 type PodStatusGetter interface {
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
 }
+
+// Recorder receives the container events the kubelet's prober emits:
+// Unhealthy (Warning) for a failed or errored run and ProbeWarning (Warning)
+// for a run that succeeded with a remark. The object is the container's
+// *v1.ObjectReference. client-go's record.EventRecorder satisfies it, and
+// its correlator folds the repeats of a probe failing every period. It
+// must not block: it is called from the probe goroutines.
+type Recorder interface {
+	Event(object runtime.Object, eventType, reason, message string)
+}
+
+// Event reasons, as the kubelet's.
+const (
+	ReasonUnhealthy    = "Unhealthy"
+	ReasonProbeWarning = "ProbeWarning"
+)
 
 // Config tunes a Manager. The zero value is valid.
 type Config struct {
@@ -64,6 +81,8 @@ type Deps struct {
 	HTTP, TCP, GRPC Runner
 	// Logger receives the Manager's logs; nil discards them.
 	Logger *slog.Logger
+	// Recorder, when set, receives Unhealthy and ProbeWarning events.
+	Recorder Recorder
 	// Registerer, when set, gets prober_probe_total and
 	// prober_probe_duration_seconds.
 	Registerer prometheus.Registerer
@@ -91,6 +110,7 @@ type probe struct {
 	initCtr   bool // a restartable init container
 	podName   string
 	namespace string
+	ref       *v1.ObjectReference // the container, for events
 	metrics   probeMetrics
 
 	// Guarded by Manager.mu.
@@ -119,6 +139,7 @@ type Manager struct {
 	status   PodStatusGetter
 	runners  [4]Runner // by handlerKind
 	logger   *slog.Logger
+	recorder Recorder
 	metrics  *metrics
 	jitter   func(time.Duration) time.Duration
 	onStart  func(time.Duration)
@@ -157,15 +178,16 @@ func New(cfg Config, d Deps) (*Manager, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{
-		cfg:     cfg,
-		status:  d.Status,
-		logger:  logger.With("subsystem", "prober"),
-		metrics: met,
-		jitter:  d.Jitter,
-		onStart: d.OnProbeStart,
-		started: time.Now(),
-		poke:    make(chan struct{}, 1),
-		probes:  make(map[probeKey]*probe),
+		cfg:      cfg,
+		status:   d.Status,
+		logger:   logger.With("subsystem", "prober"),
+		recorder: d.Recorder,
+		metrics:  met,
+		jitter:   d.Jitter,
+		onStart:  d.OnProbeStart,
+		started:  time.Now(),
+		poke:     make(chan struct{}, 1),
+		probes:   make(map[probeKey]*probe),
 	}
 	if m.jitter == nil {
 		m.jitter = defaultJitter
@@ -268,6 +290,7 @@ func (m *Manager) AddPod(pod *v1.Pod) error {
 			initCtr:   cd.initCtr,
 			podName:   pod.Name,
 			namespace: pod.Namespace,
+			ref:       containerRef(pod, cd.key.container, cd.initCtr),
 			metrics:   m.metrics.forProbe(cd.key, pod.Name, pod.Namespace),
 			pod:       pod,
 			index:     -1,
@@ -621,6 +644,7 @@ func (m *Manager) probeWithRetries(ctx context.Context, p *probe, status *v1.Pod
 		p.metrics.unknown.Inc()
 		m.logger.Warn("Probe errored", "probeType", p.key.probeType, "pod", p.namespace+"/"+p.podName,
 			"containerName", p.key.container, "err", err)
+		m.event(p, ReasonUnhealthy, fmt.Sprintf("%s probe errored and resulted in unknown state: %v", p.key.probeType, err))
 		return Unknown, false
 	}
 	switch out {
@@ -633,12 +657,34 @@ func (m *Manager) probeWithRetries(ctx context.Context, p *probe, status *v1.Pod
 			m.logger.Warn("Probe warning", "probeType", p.key.probeType, "pod", p.namespace+"/"+p.podName,
 				"containerName", p.key.container, "output", msg)
 		}
+		m.event(p, ReasonProbeWarning, fmt.Sprintf("%s probe warning: %s", p.key.probeType, msg))
 	default:
 		p.metrics.failed.Inc()
 		m.logger.Debug("Probe failed", "probeType", p.key.probeType, "pod", p.namespace+"/"+p.podName,
 			"containerName", p.key.container, "output", msg)
+		m.event(p, ReasonUnhealthy, fmt.Sprintf("%s probe failed: %s", p.key.probeType, msg))
 	}
 	return out.result(), true
+}
+
+// event records a Warning event about p's container, when a Recorder is set.
+func (m *Manager) event(p *probe, reason, message string) {
+	if m.recorder != nil {
+		m.recorder.Event(p.ref, v1.EventTypeWarning, reason, message)
+	}
+}
+
+// containerRef is the reference the kubelet's events name a container by.
+func containerRef(pod *v1.Pod, container string, initCtr bool) *v1.ObjectReference {
+	field := "spec.containers{" + container + "}"
+	if initCtr {
+		field = "spec.initContainers{" + container + "}"
+	}
+	return &v1.ObjectReference{
+		Kind: "Pod", APIVersion: "v1",
+		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		FieldPath: field,
+	}
 }
 
 // target resolves the run's target from the probe and the pod's status.
