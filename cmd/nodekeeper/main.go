@@ -80,7 +80,10 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 		Short:         "A node agent for the kubelet's node-level resource management",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
+		// Runnable, so that cobra checks the arguments: an unknown command
+		// is a usage error, not the help page with exit 0.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError{err} })
 	root.AddCommand(newVersionCmd(), newExplainCmd(logger), newSimulateCmd(logger))
