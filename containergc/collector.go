@@ -42,6 +42,9 @@ type Deps struct {
 	// Clock supplies "now" for the age checks; nil means the real clock.
 	// nodekeeper simulate passes a virtual one.
 	Clock clock.PassiveClock
+	// LogDirs, when set, are cleaned after each pass as the kubelet does:
+	// the log directories of deleted pods and dangling log symlinks.
+	LogDirs LogDirs
 }
 
 // Collector removes dead containers and sandboxes. Its methods may be called
@@ -141,6 +144,9 @@ func (c *Collector) GarbageCollect(ctx context.Context, evictNonDeleted bool) er
 		if err := rt.RemovePodSandbox(ctx, r.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove sandbox %q: %w", r.ID, err))
 		}
+	}
+	if err := c.removeLogs(containers); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

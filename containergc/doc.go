@@ -9,6 +9,8 @@
 // group is cut to MaxContainers / groups (at least 1), then the oldest go
 // until MaxContainers remain. Afterwards, sandboxes that are not ready and hold
 // no containers are removed, except the newest one of a pod that still exists.
+// Last, the log directories of deleted pods and dangling legacy log symlinks
+// go (LogDirs).
 //
 // Plan is the pure decision; Collector runs it against a CRI runtime every
 // minute (Run) and on demand.
