@@ -42,30 +42,60 @@ type Containerd struct {
 	Sandbox Built
 	// RestrictOOMScoreAdj reports whether the config sets restrict_oom_score_adj.
 	RestrictOOMScoreAdj bool
+	// RuntimeVersion is the version the CRI API reports, e.g. "1.6.20~ds1".
+	RuntimeVersion string
 
+	binDir string // Options.BinDir
 	images string // directory of built tarballs
 	log    string
 }
 
+// Options select the containerd StartWith runs.
+type Options struct {
+	// BinDir, if set, holds the containerd, containerd-shim-runc-v2 and ctr
+	// binaries to use (see BuildContainerd); containerd finds the shim there
+	// first. If empty, the binaries are looked up in PATH. runc always comes
+	// from PATH.
+	BinDir string
+}
+
 // Available reports why containerd tests cannot run here, or "" if they can.
 func Available() string {
+	return available("")
+}
+
+// available is Available for the binaries in binDir ("": PATH).
+func available(binDir string) string {
 	if os.Geteuid() != 0 {
 		return "containerd tests need root"
 	}
-	for _, bin := range []string{"containerd", "ctr", "runc", "containerd-shim-runc-v2"} {
-		if _, err := exec.LookPath(bin); err != nil {
+	for _, bin := range []string{"containerd", "ctr", "containerd-shim-runc-v2"} {
+		if binDir != "" {
+			if st, err := os.Stat(filepath.Join(binDir, bin)); err != nil || st.Mode()&0o111 == 0 {
+				return fmt.Sprintf("%s not found in %s", bin, binDir)
+			}
+		} else if _, err := exec.LookPath(bin); err != nil {
 			return fmt.Sprintf("%s not found in PATH (Debian packages containerd and runc)", bin)
 		}
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		return "runc not found in PATH (Debian package runc)"
 	}
 	return ""
 }
 
-// Start starts containerd for t, or skips t (fails it when CI=true) if it
-// cannot run here. It returns once the CRI API answers and the sandbox image is
-// imported. Everything is cleaned up when t ends.
+// Start starts the containerd found in PATH for t: StartWith(t, Options{}).
 func Start(t testing.TB) *Containerd {
 	t.Helper()
-	if why := Available(); why != "" {
+	return StartWith(t, Options{})
+}
+
+// StartWith starts containerd for t, or skips t (fails it when CI=true) if it
+// cannot run here. It returns once the CRI API answers and the sandbox image is
+// imported. Everything is cleaned up when t ends.
+func StartWith(t testing.TB, opts Options) *Containerd {
+	t.Helper()
+	if why := available(opts.BinDir); why != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true but the containerd integration test cannot run: %s", why)
 		}
@@ -79,7 +109,7 @@ func Start(t testing.TB) *Containerd {
 	c := &Containerd{
 		Dir: dir, Socket: filepath.Join(dir, "c.sock"), Root: filepath.Join(dir, "root"),
 		images: filepath.Join(dir, "images"), log: filepath.Join(dir, "containerd.log"),
-		RestrictOOMScoreAdj: !canLowerOOMScoreAdj(),
+		RestrictOOMScoreAdj: !canLowerOOMScoreAdj(), binDir: opts.BinDir,
 	}
 	c.Endpoint = "unix://" + c.Socket
 	if err := os.MkdirAll(c.images, 0o755); err != nil {
@@ -97,8 +127,12 @@ func Start(t testing.TB) *Containerd {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command("containerd", "--config", cfg)
+	cmd := exec.Command(c.bin("containerd"), "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if c.binDir != "" {
+		// containerd looks the shim up in PATH before its own directory.
+		cmd.Env = append(os.Environ(), "PATH="+c.binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start containerd: %v", err)
@@ -109,7 +143,8 @@ func Start(t testing.TB) *Containerd {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := waitReady(ctx, c.Endpoint, exited); err != nil {
+	c.RuntimeVersion, err = waitReady(ctx, c.Endpoint, exited)
+	if err != nil {
 		t.Fatalf("containerd did not become ready: %v\n%s", err, c.Log())
 	}
 	c.CRI, err = cri.New(c.Endpoint, cri.Options{Timeout: 30 * time.Second})
@@ -119,6 +154,15 @@ func Start(t testing.TB) *Containerd {
 	t.Cleanup(func() { c.removePods(t) }) // runs first: pods go while containerd is up
 	c.Import(t, c.Sandbox)
 	return c
+}
+
+// bin returns the path of the named binary: in Options.BinDir if set, else
+// the bare name, looked up in PATH.
+func (c *Containerd) bin(name string) string {
+	if c.binDir == "" {
+		return name
+	}
+	return filepath.Join(c.binDir, name)
 }
 
 // config generates containerd's config (version 2, containerd 1.6 and 1.7).
@@ -180,8 +224,9 @@ func canLowerOOMScoreAdj() bool {
 	return true
 }
 
-// waitReady waits until the CRI API answers Version, the process exits or ctx ends.
-func waitReady(ctx context.Context, endpoint string, exited <-chan error) error {
+// waitReady waits until the CRI API answers Version, the process exits or ctx
+// ends, and returns the runtime version.
+func waitReady(ctx context.Context, endpoint string, exited <-chan error) (string, error) {
 	// Short reconnect backoff: the socket appears a few milliseconds after start.
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -189,20 +234,24 @@ func waitReady(ctx context.Context, endpoint string, exited <-chan error) error 
 			MinConnectTimeout: time.Second,
 		}))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer conn.Close()
 	rt := runtimeapi.NewRuntimeServiceClient(conn)
-	ready := make(chan error, 1)
+	type result struct {
+		version string
+		err     error
+	}
+	ready := make(chan result, 1)
 	go func() {
-		_, err := rt.Version(ctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true))
-		ready <- err
+		v, err := rt.Version(ctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true))
+		ready <- result{v.GetRuntimeVersion(), err}
 	}()
 	select {
-	case err := <-ready:
-		return err
+	case r := <-ready:
+		return r.version, r.err
 	case err := <-exited:
-		return fmt.Errorf("containerd exited: %v", err)
+		return "", fmt.Errorf("containerd exited: %v", err)
 	}
 }
 
@@ -212,12 +261,13 @@ func (c *Containerd) Log() string {
 	return string(b)
 }
 
-// Ctr runs ctr against this containerd in the k8s.io namespace.
+// Ctr runs ctr (from Options.BinDir if set) against this containerd in the
+// k8s.io namespace.
 func (c *Containerd) Ctr(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ctr", append([]string{"-a", c.Socket, "-n", Namespace}, args...)...)
+	cmd := exec.CommandContext(ctx, c.bin("ctr"), append([]string{"-a", c.Socket, "-n", Namespace}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -256,6 +306,32 @@ func (c *Containerd) Import(t testing.TB, imgs ...Built) {
 			case <-ctx.Done():
 			case <-time.After(20 * time.Millisecond):
 			}
+		}
+	}
+}
+
+// PinnedLabel is the image label, with the value "pinned", by which the CRI
+// plugin of containerd ≥ 1.7 reports an image as pinned.
+const PinnedLabel = "io.cri-containerd.pinned"
+
+// Pin labels the imported image b io.cri-containerd.pinned=pinned with
+// ctr and waits until the CRI API reports it pinned; it fails t if that does
+// not happen within 30s (containerd 1.6.20 never reports pinned images).
+func (c *Containerd) Pin(t testing.TB, b Built) {
+	t.Helper()
+	c.Ctr(t, "images", "label", b.Ref, PinnedLabel+"=pinned")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		// The CRI plugin learns of the label from an image update event.
+		st, err := c.CRI.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: b.Ref}, false)
+		if err == nil && st.GetImage().GetId() == b.ID && st.GetImage().GetPinned() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("containerd %s does not report image %s (%s) pinned: %v, got %v", c.RuntimeVersion, b.Ref, b.ID, err, st.GetImage())
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

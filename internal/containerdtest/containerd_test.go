@@ -1,6 +1,10 @@
 package containerdtest
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,4 +32,40 @@ func TestStartRunsAPodAndAContainer(t *testing.T) {
 	done := c.CreateContainer(t, pod, "job", 0, app.Ref, []string{"exit", "3"}, true)
 	c.WaitExited(t, done)
 	t.Logf("total %v", time.Since(start))
+}
+
+// TestStartWithBuiltContainerd runs a container under the containerd 1.7 that
+// BuildContainerd builds, and checks that its own shim serves it.
+func TestStartWithBuiltContainerd(t *testing.T) {
+	bin := BuildContainerd(t)
+	start := time.Now()
+	c := StartWith(t, Options{BinDir: bin})
+	t.Logf("containerd %s ready in %v", c.RuntimeVersion, time.Since(start))
+	if !strings.HasPrefix(c.RuntimeVersion, "1.7.") {
+		t.Errorf("runtime version = %q, want 1.7.x", c.RuntimeVersion)
+	}
+	app := c.Build(t, Image{Ref: "docker.io/nodekeeper/app:1", Runnable: true})
+	c.Import(t, app)
+	pod := c.RunPod(t, "smoke", "uid-smoke")
+	id := c.CreateContainer(t, pod, "app", 0, app.Ref, nil, true)
+	st, err := c.CRI.ContainerStatus(t.Context(), id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.GetStatus().GetState(); got != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("container state = %v, want running", got)
+	}
+	pids := shimPIDs(c.Socket)
+	if len(pids) == 0 {
+		t.Fatal("no shim serves this containerd")
+	}
+	for _, pid := range pids {
+		exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(bin, "containerd-shim-runc-v2"); exe != want {
+			t.Errorf("shim pid %d runs %s, want %s", pid, exe, want)
+		}
+	}
 }

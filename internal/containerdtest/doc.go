@@ -10,6 +10,13 @@
 // (by PID, only those serving this containerd), unmounts what is left under
 // the directory and removes it.
 //
+// Start runs the containerd, ctr and shim found in PATH (Debian's 1.6.20 on our
+// machines). StartWith(t, Options{BinDir: dir}) runs those in dir instead;
+// BuildContainerd builds containerd 1.7, which reports CRI pinned images, from
+// the separate module hack/containerd into a cached dir, and Pin labels an
+// image pinned and waits for the CRI API to report it.
+//
 // Without root or without the containerd, ctr and runc binaries, Start skips
-// the test, unless CI=true, where it fails it: CI must run these tests.
+// the test, unless CI=true, where it fails it: CI must run these tests. The
+// same holds for BuildContainerd, and a failed build always fails the test.
 package containerdtest

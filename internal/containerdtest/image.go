@@ -81,12 +81,8 @@ func helper() ([]byte, error) {
 		if helperErr = os.WriteFile(filepath.Join(helperDir, "go.mod"), []byte("module nkpause\n\ngo 1.21\n"), 0o644); helperErr != nil {
 			return
 		}
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goBin); err != nil {
-			goBin = "go"
-		}
 		out := filepath.Join(helperDir, "pause")
-		cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+		cmd := exec.Command(goTool(), "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
 		cmd.Dir = helperDir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=", "GOWORK=off")
 		if b, err := cmd.CombinedOutput(); err != nil {
