@@ -18,10 +18,27 @@ import (
 
 // TestContainerdIntegration runs image GC against a real containerd: images are
 // built and imported by the test, used by real containers in a host-network pod,
-// and removed through CRI.
+// and removed through CRI. It runs twice: on Debian's containerd 1.6.20 (the one
+// on our machines), which reports no pinned images, and on containerd 1.7 built
+// from hack/containerd, where one image is pinned by label and must survive.
 func TestContainerdIntegration(t *testing.T) {
+	t.Run("debian", func(t *testing.T) {
+		t.Parallel()
+		testContainerdGC(t, containerdtest.Start(t), false)
+	})
+	t.Run("containerd-1.7-pinned", func(t *testing.T) {
+		t.Parallel()
+		bin := containerdtest.BuildContainerd(t)
+		testContainerdGC(t, containerdtest.StartWith(t, containerdtest.Options{BinDir: bin}), true)
+	})
+}
+
+// testContainerdGC is the GC scenario on ctd. With pin (containerd ≥ 1.7), it
+// adds an image labelled io.cri-containerd.pinned=pinned, which the runtime
+// must report pinned, as it must the sandbox image, and GC must never remove.
+func testContainerdGC(t *testing.T, ctd *containerdtest.Containerd, pin bool) {
 	start := time.Now()
-	ctd := containerdtest.Start(t)
+	t.Logf("containerd %s", ctd.RuntimeVersion)
 	ctx := t.Context()
 
 	app := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/app:1", Runnable: true})
@@ -29,21 +46,15 @@ func TestContainerdIntegration(t *testing.T) {
 	usedLater := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/used-later:1", Runnable: true, Pad: 2000})
 	neverUsed := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/never-used:1", Pad: 1000})
 	young := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/young:1", Pad: 500})
-	pinned := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/pinned:1", Pad: 4000})
-	ctd.Import(t, app, usedFirst, usedLater, neverUsed, pinned)
-
-	// containerd ≥ 1.7 (and 1.6 patch releases after mid-2023) pin images
-	// labelled io.cri-containerd.pinned=pinned; 1.6.20 ignores the label, and
-	// the pinned case is then covered by the cri-api fake tests only.
-	ctd.Ctr(t, "images", "label", pinned.Ref, "io.cri-containerd.pinned=pinned")
-	pinnedWorks := false
-	if st, err := ctd.CRI.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: pinned.Ref}, false); err == nil && st.GetImage().GetPinned() {
-		pinnedWorks = true
-	} else {
-		t.Logf("this containerd does not report %s as pinned (no CRI pinned-image support); removing it", pinned.Ref)
-		if err := ctd.CRI.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: pinned.ID}); err != nil {
-			t.Fatal(err)
-		}
+	ctd.Import(t, app, usedFirst, usedLater, neverUsed)
+	// The pinned image is never used, as old as never-used and bigger than
+	// what GC must free below: without the pin, GC would remove it.
+	var pinned []string // its ID, with pin
+	if pin {
+		img := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/pinned:1", Pad: 4000})
+		ctd.Import(t, img)
+		ctd.Pin(t, img)
+		pinned = []string{img.ID}
 	}
 
 	// The image filesystem is really the snapshotter's (ImageFsInfo); its
@@ -101,13 +112,22 @@ func TestContainerdIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var gotPinned []string
 	for _, img := range list {
 		sizes[img.Id] = int64(img.Size)
-		// containerd 1.6 has no pinned images (pinned_images came in 1.7): the
-		// sandbox image is protected as the configured sandbox image instead.
 		if img.Pinned {
-			t.Logf("runtime reports %v pinned", img.RepoTags)
+			gotPinned = append(gotPinned, img.Id)
 		}
+	}
+	// containerd 1.7 also pins the sandbox image (its CRI plugin labels the
+	// image named by sandbox_image as it learns of it, imported or pulled);
+	// 1.6.20 pins nothing, and GC keeps the sandbox image as the configured one.
+	wantPinned := slices.Clone(pinned)
+	if pin {
+		wantPinned = append(wantPinned, ctd.Sandbox.ID)
+	}
+	if diff := cmp.Diff(sorted(wantPinned), sorted(gotPinned)); diff != "" {
+		t.Errorf("pinned images in ListImages (-want +got):\n%s", diff)
 	}
 	// Over the threshold by one byte more than never-used: GC must remove
 	// never-used (never used) and then used-first (least recently used), and
@@ -123,10 +143,7 @@ func TestContainerdIntegration(t *testing.T) {
 	if !strings.HasPrefix(statfsPath, ctd.Root) {
 		t.Errorf("image filesystem %q is not under containerd's root %q", statfsPath, ctd.Root)
 	}
-	wantLeft := []string{ctd.Sandbox.ID, app.ID, usedLater.ID, young.ID}
-	if pinnedWorks {
-		wantLeft = append(wantLeft, pinned.ID)
-	}
+	wantLeft := append([]string{ctd.Sandbox.ID, app.ID, usedLater.ID, young.ID}, pinned...)
 	if diff := cmp.Diff(sorted(wantLeft), imageIDs(t, ctd)); diff != "" {
 		t.Errorf("images after GC (-want +got):\n%s", diff)
 	}
@@ -137,10 +154,7 @@ func TestContainerdIntegration(t *testing.T) {
 	if err := m.DeleteUnusedImages(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantLeft = []string{ctd.Sandbox.ID, app.ID, usedLater.ID, young.ID}
-	if pinnedWorks {
-		wantLeft = append(wantLeft, pinned.ID)
-	}
+	wantLeft = append([]string{ctd.Sandbox.ID, app.ID, usedLater.ID, young.ID}, pinned...)
 	if diff := cmp.Diff(sorted(wantLeft), imageIDs(t, ctd)); diff != "" {
 		t.Errorf("images after DeleteUnusedImages with an exited container (-want +got):\n%s", diff)
 	}
@@ -150,10 +164,7 @@ func TestContainerdIntegration(t *testing.T) {
 	if err := m.DeleteUnusedImages(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantLeft = []string{ctd.Sandbox.ID, app.ID, young.ID}
-	if pinnedWorks {
-		wantLeft = append(wantLeft, pinned.ID)
-	}
+	wantLeft = append([]string{ctd.Sandbox.ID, app.ID, young.ID}, pinned...)
 	if diff := cmp.Diff(sorted(wantLeft), imageIDs(t, ctd)); diff != "" {
 		t.Errorf("images after DeleteUnusedImages (-want +got):\n%s", diff)
 	}
