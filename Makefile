@@ -9,8 +9,10 @@ build:
 	$(GO) build -o bin/nodekeeper ./cmd/nodekeeper
 
 # test runs everything CI runs: vet, a gofmt check and the race-enabled test suite.
+# The timeout leaves room for the first run on a fresh machine, which builds
+# containerd 1.7 and the third-party device plugins from hack/ (2-3 min each).
 test: vet fmt-check
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
