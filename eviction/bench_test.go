@@ -89,6 +89,20 @@ func BenchmarkRankMemory10k(b *testing.B) { benchRank(b, SignalMemoryAvailable, 
 func BenchmarkRankNodeFs1k(b *testing.B)  { benchRank(b, SignalNodeFsAvailable, 1_000) }
 func BenchmarkRankNodeFs10k(b *testing.B) { benchRank(b, SignalNodeFsAvailable, 10_000) }
 
+// BenchmarkPodStatsFunc10k is the stats part of a pass: it indexes the Summary and
+// looks up every pod. The 5% of pods without stats make it build the
+// namespace/name index as well.
+func BenchmarkPodStatsFunc10k(b *testing.B) {
+	pods, summary := benchNode(10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		stats := PodStatsFunc(summary.Pods)
+		for _, p := range pods {
+			stats(p)
+		}
+	}
+}
+
 // TestBenchNodeRanks guards the benchmark fixture: the pods rank without error,
 // pods without stats come first, and the order is the same on every call.
 func TestBenchNodeRanks(t *testing.T) {

@@ -1,7 +1,10 @@
 package eviction
 
 import (
-	"slices"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"math/bits"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,33 +19,97 @@ type StatsFunc func(pod *v1.Pod) (stats *statsapi.PodStats, ok bool)
 
 // PodStatsFunc indexes a Summary's pod stats by UID. A pod whose UID is not found
 // (or that has none, as in hand-written snapshots) is looked up by namespace/name;
-// that index is built on the first such miss. The returned func is not safe for
-// concurrent use.
+// that index is built on the first such miss. When the Summary lists a UID or a
+// namespace/name twice, the later entry wins. The returned func is safe for
+// concurrent use; pods must not be modified while it is in use.
 func PodStatsFunc(pods []statsapi.PodStats) StatsFunc {
-	byUID := make(map[string]*statsapi.PodStats, len(pods))
+	seed := maphash.MakeSeed()
+	uidHash := func(uid string) uint64 { return maphash.String(seed, uid) }
+	nameHash := func(namespace, name string) uint64 {
+		return maphash.String(seed, name) ^ bits.RotateLeft64(maphash.String(seed, namespace), 32)
+	}
+	byUID := newPodIndex(len(pods))
 	for i := range pods {
 		if uid := pods[i].PodRef.UID; uid != "" {
-			byUID[uid] = &pods[i]
+			byUID.add(uidHash(uid), i, func(j int) bool { return pods[j].PodRef.UID == uid })
 		}
 	}
 	// The name index is built on first need, once, so that the returned
 	// function stays safe for concurrent use.
-	byName := sync.OnceValue(func() map[[2]string]*statsapi.PodStats {
-		m := make(map[[2]string]*statsapi.PodStats, len(pods))
+	byName := sync.OnceValue(func() podIndex {
+		x := newPodIndex(len(pods))
 		for i := range pods {
-			m[[2]string{pods[i].PodRef.Namespace, pods[i].PodRef.Name}] = &pods[i]
+			ns, name := pods[i].PodRef.Namespace, pods[i].PodRef.Name
+			x.add(nameHash(ns, name), i, func(j int) bool { return isPod(&pods[j].PodRef, ns, name) })
 		}
-		return m
+		return x
 	})
 	return func(pod *v1.Pod) (*statsapi.PodStats, bool) {
 		if uid := string(pod.UID); uid != "" {
-			if s, ok := byUID[uid]; ok {
-				return s, true
+			if i, ok := byUID.find(uidHash(uid), func(j int) bool { return pods[j].PodRef.UID == uid }); ok {
+				return &pods[i], true
 			}
 		}
-		s, ok := byName()[[2]string{pod.Namespace, pod.Name}]
-		return s, ok
+		ns, name := pod.Namespace, pod.Name
+		i, ok := byName().find(nameHash(ns, name), func(j int) bool { return isPod(&pods[j].PodRef, ns, name) })
+		if !ok {
+			return nil, false
+		}
+		return &pods[i], true
 	}
+}
+
+// isPod reports whether ref names the pod namespace/name.
+func isPod(ref *statsapi.PodReference, namespace, name string) bool {
+	return ref.Name == name && ref.Namespace == namespace
+}
+
+// podIndex finds a position in a Summary's pod list by a key's hash. It stands in
+// for a map[string]*PodStats, which for 10,000 pods takes a quarter to a half
+// longer to build and query and nearly five times the bytes: an open-addressing
+// table with linear probing in one pointer-free slice (nothing for the GC to
+// scan), whose slots keep 32 bits of the hash so that a probe reads the Summary
+// only when those bits match. Keys are compared by the caller's eq, which reports
+// whether the key at a position is the one sought.
+type podIndex struct {
+	slots []indexSlot // len is a power of two; at most two thirds are used
+}
+
+type indexSlot struct {
+	tag uint32 // the high half of the key's hash
+	pos int32  // position in the pod list plus one; zero marks an empty slot
+}
+
+func newPodIndex(n int) podIndex {
+	size := 8
+	for size < n+n/2 {
+		size <<= 1
+	}
+	return podIndex{slots: make([]indexSlot, size)}
+}
+
+// slot returns the slot that holds the key with hash h, or the empty slot where
+// it goes.
+func (x podIndex) slot(h uint64, eq func(pos int) bool) *indexSlot {
+	mask := uint64(len(x.slots) - 1)
+	tag := uint32(h >> 32)
+	for j := h & mask; ; j = (j + 1) & mask {
+		s := &x.slots[j]
+		if s.pos == 0 || (s.tag == tag && eq(int(s.pos-1))) {
+			return s
+		}
+	}
+}
+
+// add records pos for the key with hash h, replacing the position of an equal key.
+func (x podIndex) add(h uint64, pos int, eq func(pos int) bool) {
+	*x.slot(h, eq) = indexSlot{tag: uint32(h >> 32), pos: int32(pos + 1)}
+}
+
+// find returns the position recorded for the key with hash h, if there is one.
+func (x podIndex) find(h uint64, eq func(pos int) bool) (int, bool) {
+	s := x.slot(h, eq)
+	return int(s.pos) - 1, s.pos != 0
 }
 
 // fsStats names the filesystem usage that counts towards a disk signal.
@@ -75,18 +142,21 @@ func fsStatsFor(s Signal, l DiskLayout) fsStats {
 }
 
 // Usage is what the ranking saw of one pod for one signal.
+//
+// The fields are ordered by size, so that a Usage takes 24 bytes (a ranking of
+// 10,000 pods is 320 KB, not 480 KB).
 type Usage struct {
-	// HasStats is false when the Summary has no stats for the pod; such pods rank first.
-	HasStats bool
 	// Usage is the pod's working set or disk bytes, or its inode or process count.
 	Usage int64
 	// Request is the pod's memory or ephemeral-storage request in bytes; zero for
 	// inodes and PIDs.
 	Request int64
-	// ExceedsRequest reports Usage > Request.
-	ExceedsRequest bool
 	// Priority is the pod's spec.priority (0 when unset).
 	Priority int32
+	// HasStats is false when the Summary has no stats for the pod; such pods rank first.
+	HasStats bool
+	// ExceedsRequest reports Usage > Request.
+	ExceedsRequest bool
 	// Count is true when Usage counts inodes or processes rather than bytes.
 	Count bool
 }
@@ -239,68 +309,48 @@ type Ranked struct {
 //     ephemeral-storage request (zero for inodes).
 //   - pid: lower priority first; pods without stats; more processes first.
 //
-// The sort is stable, so pods that tie keep their input order. pods is not modified.
+// The sort is stable, so pods that tie keep their input order. pods is not
+// modified. Rank panics if pods holds 2^30 (about a billion) pods or more.
 func Rank(s Signal, l DiskLayout, pods []*v1.Pod, stats StatsFunc) []Ranked {
+	if len(pods) > maxRanked {
+		panic(fmt.Sprintf("eviction: ranking %d pods, more than %d", len(pods), maxRanked))
+	}
 	out := make([]Ranked, len(pods))
-	keys := make([]rankKey, len(pods))
+	keys := make([]rankKey, 2*len(pods)) // the keys, then the radix sort's buffer
 	for i, p := range pods {
 		m := measure(s, l, p, stats)
 		out[i] = Ranked{Pod: p, Usage: m.toUsage()}
 		keys[i] = m.key(s == SignalPIDAvailable, i)
 	}
-	slices.SortFunc(keys, func(a, b rankKey) int {
-		switch {
-		case a.hi != b.hi:
-			return cmpUint(a.hi, b.hi)
-		case a.lo != b.lo:
-			return cmpUint(a.lo, b.lo)
-		}
-		return int(a.i) - int(b.i) // the input index as last key makes the sort stable
-	})
-	permute(out, keys)
+	permute(out, sortKeys(keys[:len(pods)], keys[len(pods):]))
 	return out
 }
 
-// permute reorders out in place so that out[j] becomes the element that was at
-// keys[j].i, following each cycle of the permutation once. It consumes keys.
-func permute(out []Ranked, keys []rankKey) {
-	for j := range keys {
-		if keys[j].i < 0 {
-			continue // placed as part of an earlier cycle
-		}
-		held := out[j]
-		k := j
-		for {
-			from := int(keys[k].i)
-			keys[k].i = -1
-			if from == j {
-				out[k] = held
-				break
-			}
-			out[k] = out[from]
-			k = from
-		}
-	}
-}
-
-// rankKey packs a pod's ranking criteria into two words that sort ascending,
-// first to evict first, so that sorting 10,000 pods compares integers only.
+// rankKey is a pod's ranking criteria, packed into 98 bits that sort ascending,
+// first to evict first, and the pod's index in the input:
+//
+//	hi: bits 0–33 the leading criteria, bits 34–63 the index
+//	lo: the last criterion
+//
+// Sixteen bytes rather than 24 with a separate index field: the radix sort moves
+// every key about ten times.
 type rankKey struct {
 	hi, lo uint64
-	i      int32 // index in the input
 }
 
-func cmpUint(a, b uint64) int {
-	if a < b {
-		return -1
-	}
-	return 1
-}
+const (
+	criteriaBits = 34 // in hi, below the index
+	criteriaMask = 1<<criteriaBits - 1
+	maxRanked    = 1<<(64-criteriaBits) - 1 // indexes are below maxRanked
+	placed       = math.MaxUint64           // hi of a key that permute has used; its index is maxRanked
+)
 
-// key builds the rank key of m.
+func (k rankKey) index() int { return int(k.hi >> criteriaBits) }
+
+// key builds the rank key of m, the i-th pod in the input.
 //
-//	requests first (memory, disk): hi = [has stats][within request][priority], lo = −(usage − request)
-//	priority first (pid):          hi = [priority][has stats],                lo = −process count
+//	requests first (memory, disk): criteria = [has stats][within request][priority], lo = −(usage − request)
+//	priority first (pid):          criteria = [priority][has stats],                lo = −process count
 //
 // Booleans sort false first, priority ascending (sign bit flipped), and lo holds the
 // negated amount so that larger amounts come first.
@@ -315,8 +365,88 @@ func (m measurement) key(priorityFirst bool, i int) rankKey {
 		over = uint64(m.usage - m.request)
 	}
 	lo := ^(over ^ 1<<63) // descending by signed over
+	criteria := stats<<33 | within<<32 | prio
 	if priorityFirst {
-		return rankKey{hi: prio<<1 | stats, lo: lo, i: int32(i)}
+		criteria = prio<<1 | stats
 	}
-	return rankKey{hi: stats<<34 | within<<33 | prio, lo: lo, i: int32(i)}
+	return rankKey{hi: uint64(i)<<criteriaBits | criteria, lo: lo}
+}
+
+// sortKeys sorts keys ascending by (criteria, lo), keeping the input order of
+// equal keys, and returns the sorted slice: keys or buf, which must be as long.
+// It leaves the indexes intact but not the criteria.
+//
+// It is a least-significant-digit radix sort: one stable counting pass per byte,
+// lo's bytes first, then the criteria's. It never compares two keys, so it has
+// none of the unpredictable branches that made slices.SortFunc the largest single
+// cost of ranking 10,000 pods. The criteria and lo are first offset by their
+// minimums, which keeps the order and clears the high bytes (pods' usages differ by
+// far less than 2^64), and a byte that is zero in every key needs no pass: about
+// 10 passes instead of 13.
+func sortKeys(keys, buf []rankKey) []rankKey {
+	if len(keys) < 2 {
+		return keys
+	}
+	least := rankKey{hi: keys[0].hi & criteriaMask, lo: keys[0].lo}
+	for _, k := range keys[1:] {
+		least.hi, least.lo = min(least.hi, k.hi&criteriaMask), min(least.lo, k.lo)
+	}
+	var used rankKey // the bits set in any key, the index left out
+	for i := range keys {
+		keys[i].hi -= least.hi // the criteria are at least least.hi: no borrow from the index
+		keys[i].lo -= least.lo
+		used.hi |= keys[i].hi & criteriaMask
+		used.lo |= keys[i].lo
+	}
+	for d := range 8 + (criteriaBits+7)/8 {
+		if used.byteAt(d) == 0 {
+			continue
+		}
+		var next [256]int32 // next[b]: where the next key with byte b goes
+		for _, k := range keys {
+			next[k.byteAt(d)]++
+		}
+		var sum int32
+		for b, n := range next {
+			next[b], sum = sum, sum+n
+		}
+		for _, k := range keys {
+			b := k.byteAt(d)
+			buf[next[b]] = k
+			next[b]++
+		}
+		keys, buf = buf, keys
+	}
+	return keys
+}
+
+// byteAt returns byte d of the key, the index left out: lo's bytes from the least
+// significant, then the criteria's.
+func (k rankKey) byteAt(d int) byte {
+	if d < 8 {
+		return byte(k.lo >> (8 * d))
+	}
+	return byte((k.hi & criteriaMask) >> (8 * (d - 8)))
+}
+
+// permute reorders out in place so that out[j] becomes the element that was at
+// keys[j].index(), following each cycle of the permutation once. It consumes keys.
+func permute(out []Ranked, keys []rankKey) {
+	for j := range keys {
+		if keys[j].hi == placed {
+			continue // placed as part of an earlier cycle
+		}
+		held := out[j]
+		k := j
+		for {
+			from := keys[k].index()
+			keys[k].hi = placed
+			if from == j {
+				out[k] = held
+				break
+			}
+			out[k] = out[from]
+			k = from
+		}
+	}
 }

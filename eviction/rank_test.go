@@ -2,11 +2,14 @@ package eviction
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/qos"
@@ -504,5 +507,109 @@ func TestPodStatsFunc(t *testing.T) {
 				t.Errorf("working set mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSortKeys checks the radix sort against a stable comparison sort on keys
+// that use every criteria and lo bit, that tie, that sit at the extremes, and that
+// look like rankings (few priorities, usages a few GiB apart), at sizes around the
+// small cases.
+func TestSortKeys(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(vs ...uint64) func() uint64 { return func() uint64 { return vs[rng.IntN(len(vs))] } }
+	packed := func(criteria, lo func() uint64) func(i int) rankKey {
+		return func(i int) rankKey { return rankKey{hi: uint64(i)<<criteriaBits | criteria(), lo: lo()} }
+	}
+	gens := []struct {
+		name string
+		key  func(i int) rankKey
+	}{
+		{"random", packed(func() uint64 { return rng.Uint64() & criteriaMask }, rng.Uint64)},
+		{"ties", packed(pick(0, 1, 2), pick(0, 1, 2))},
+		{"extremes", packed(pick(0, criteriaMask), pick(0, 1, math.MaxUint64-1, math.MaxUint64))},
+		{"all equal", packed(pick(42), pick(7))},
+		{"ranking", func(i int) rankKey {
+			m := measurement{hasStats: rng.IntN(20) > 0, usage: rng.Int64N(8 << 30), request: rng.Int64N(8 << 30),
+				priority: []int32{-100, 0, 1000, 2000000000}[rng.IntN(4)]}
+			return m.key(i%2 == 0, i)
+		}},
+	}
+	for _, g := range gens {
+		for _, n := range []int{0, 1, 2, 3, 255, 256, 257, 1000, 5000} {
+			t.Run(fmt.Sprint(g.name, n), func(t *testing.T) {
+				keys := make([]rankKey, 2*n)
+				for i := range n {
+					keys[i] = g.key(i)
+				}
+				want := slices.Clone(keys[:n])
+				slices.SortStableFunc(want, func(a, b rankKey) int {
+					switch {
+					case a.hi&criteriaMask != b.hi&criteriaMask:
+						return compareUint(a.hi&criteriaMask, b.hi&criteriaMask)
+					case a.lo != b.lo:
+						return compareUint(a.lo, b.lo)
+					}
+					return 0
+				})
+				got := sortKeys(keys[:n], keys[n:])
+				for i := range n {
+					if got[i].index() != want[i].index() {
+						t.Fatalf("position %d holds key %d, want %d", i, got[i].index(), want[i].index())
+					}
+				}
+			})
+		}
+	}
+}
+
+func compareUint(a, b uint64) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+// TestPodStatsFuncIndex looks up every pod of a Summary large enough for the
+// index to probe past collisions, with duplicate UIDs and names (the later entry
+// wins, as with a map), entries without UID, and one name in many namespaces.
+func TestPodStatsFuncIndex(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	var pods []*v1.Pod
+	var entries []statsapi.PodStats
+	for i := range n {
+		p := newTestPod(fmt.Sprintf("p%d", i%(n/2))) // each name in two namespaces
+		p.Namespace = fmt.Sprintf("ns%d", i/(n/2))
+		p.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		pods = append(pods, p)
+		ps := newPodStats(p, processes(uint64(i)))
+		if i%7 == 0 {
+			ps.PodRef.UID = "" // found by namespace/name
+		}
+		entries = append(entries, ps)
+	}
+	// Stale duplicates listed first lose to the entries above.
+	stale := slices.Clone(entries[:n/10])
+	for i := range stale {
+		stale[i].ProcessStats = nil
+	}
+	stats := PodStatsFunc(append(stale, entries...))
+	for i, p := range pods {
+		ps, ok := stats(p)
+		if !ok || ps.ProcessStats == nil || *ps.ProcessStats.ProcessCount != uint64(i) {
+			t.Fatalf("pod %s/%s: got %+v, %v; want the entry with %d processes", p.Namespace, p.Name, ps, ok, i)
+		}
+	}
+	// A pod whose UID is unknown is found by namespace/name; one in an unknown
+	// namespace is not found.
+	p := newTestPod("p1")
+	p.Namespace, p.UID = "ns1", "uid-recreated"
+	if ps, ok := stats(p); !ok || *ps.ProcessStats.ProcessCount != n/2+1 {
+		t.Errorf("recreated pod: got %+v, %v; want the entry with %d processes", ps, ok, n/2+1)
+	}
+	p.Namespace = "elsewhere"
+	if ps, ok := stats(p); ok {
+		t.Errorf("pod in another namespace: got %+v, want none", ps)
 	}
 }
