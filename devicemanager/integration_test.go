@@ -11,10 +11,7 @@ package devicemanager
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,21 +25,25 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/devicemanager/checkpoint"
+	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
 
-// toolPkgs are the binaries the integration tests need, by name.
-var toolPkgs = map[string]string{
-	"sample-device-plugin": "k8s.io/kubernetes/test/images/sample-device-plugin",
-	"gpu_plugin":           "github.com/intel/intel-device-plugins-for-kubernetes/cmd/gpu_plugin",
-	"gpu_fakedev":          "github.com/intel/intel-device-plugins-for-kubernetes/cmd/gpu_fakedev",
-	"kubeletcheckpoint":    "./kubeletcheckpoint",
+// tools are the binaries the integration tests need, built from the
+// separate module hack/tools.
+var tools = toolbuild.Spec{
+	Module:    "hack/tools",
+	KeyFiles:  []string{"kubeletcheckpoint/main.go"},
+	CacheName: "devicemanager-tools",
+	Binaries: map[string]string{
+		"sample-device-plugin": "k8s.io/kubernetes/test/images/sample-device-plugin",
+		"gpu_plugin":           "github.com/intel/intel-device-plugins-for-kubernetes/cmd/gpu_plugin",
+		"gpu_fakedev":          "github.com/intel/intel-device-plugins-for-kubernetes/cmd/gpu_fakedev",
+		"kubeletcheckpoint":    "./kubeletcheckpoint",
+	},
 }
 
-var (
-	toolsOnce sync.Once
-	toolsDir  string
-	toolsErr  error
-)
+// buildToolsOnce is the test binary's one look-up (or build) of tools.
+var buildToolsOnce = sync.OnceValues(func() (string, error) { return toolbuild.Build(tools) })
 
 // requireIntegration skips unless the machine can run the real plugins; under
 // CI=true it fails instead.
@@ -72,77 +73,15 @@ func requireIntegration(t *testing.T) {
 	}
 }
 
-// buildTools builds the tools module's binaries once per test binary into a
-// cache directory keyed by the module's files and the Go version.
+// buildTools returns the directory with the tools' binaries, built once per
+// machine (see toolbuild).
 func buildTools(t *testing.T) string {
 	t.Helper()
-	toolsOnce.Do(func() { toolsDir, toolsErr = buildToolsOnce() })
-	if toolsErr != nil {
-		t.Fatalf("build hack/tools: %v", toolsErr)
-	}
-	return toolsDir
-}
-
-func buildToolsOnce() (string, error) {
-	src, err := filepath.Abs(filepath.Join("..", "hack", "tools"))
+	dir, err := buildToolsOnce()
 	if err != nil {
-		return "", err
+		t.Fatalf("build hack/tools: %v", err)
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	h := sha256.New()
-	fmt.Fprintln(h, runtime.Version())
-	for _, f := range []string{"go.mod", "go.sum", "kubeletcheckpoint/main.go"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s %d\n", f, len(b))
-		h.Write(b)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "nodekeeper", "devicemanager-tools", hex.EncodeToString(h.Sum(nil))[:16])
-	complete := true
-	for name := range toolPkgs {
-		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Mode()&0o111 == 0 {
-			complete = false
-		}
-	}
-	if complete {
-		return dir, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".build-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	args := []string{"build", "-o", tmp + string(os.PathSeparator)}
-	for _, p := range toolPkgs {
-		args = append(args, p)
-	}
-	cmd := exec.Command(goBin, args...)
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false", "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		// Another test process finished first; use its result.
-		if _, statErr := os.Stat(filepath.Join(dir, "gpu_plugin")); statErr == nil {
-			return dir, nil
-		}
-		return "", err
-	}
-	return dir, nil
+	return dir
 }
 
 // logWriter forwards a process's output to the test log, line by line.

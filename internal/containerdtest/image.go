@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
 
 // Image describes an image to build.
@@ -82,7 +84,7 @@ func helper() ([]byte, error) {
 			return
 		}
 		out := filepath.Join(helperDir, "pause")
-		cmd := exec.Command(goTool(), "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+		cmd := exec.Command(toolbuild.GoTool(), "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
 		cmd.Dir = helperDir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=", "GOWORK=off")
 		if b, err := cmd.CombinedOutput(); err != nil {
