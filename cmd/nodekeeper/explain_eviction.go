@@ -88,6 +88,7 @@ func (o *explainEvictionOpts) run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
+	pods = activeOnNode(pods, summary.Node.NodeName, stderr)
 	d := eviction.Decide(cfg.Eviction, eviction.Snapshot{Pods: pods, Summary: summary, Layout: layout},
 		signals, cfg.Eviction.LocalStorageCapacityIsolation)
 	if o.out.json() {

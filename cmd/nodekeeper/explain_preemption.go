@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,8 +23,8 @@ import (
 )
 
 type explainPreemptionOpts struct {
-	pods, pod, allocatable, config, capacity string
-	out                                      outputFlag
+	pods, pod, node, allocatable, config, capacity string
+	out                                            outputFlag
 }
 
 func newExplainPreemptionCmd() *cobra.Command {
@@ -33,7 +34,9 @@ func newExplainPreemptionCmd() *cobra.Command {
 		Short: "Show whether a pod would be admitted and which pods a critical pod would preempt",
 		Long: `Replays the admission of one new pod on a snapshot: the node's running pods (--pods) and
 the new pod (--pod), both as 'kubectl get pods -o json|yaml' prints them. Pods in phase
-Succeeded or Failed are not active and are left out, as is the new pod if it is listed.
+Succeeded or Failed are not active and are left out, as is the new pod if it is listed,
+and so are pods bound to another node than --node (default: the new pod's
+spec.nodeName); pods of several nodes without a node to pick are an error.
 
 The node's allocatable resources are given either directly, with --allocatable, or as the
 kubelet computes them: --capacity minus the kubeReserved, systemReserved and hard
@@ -52,6 +55,7 @@ Nothing is killed: this is a dry run of the same admission code nodekeeper runs.
 	f := cmd.Flags()
 	f.StringVar(&o.pods, "pods", "", "running pods file (PodList, List or Pod stream; JSON or YAML)")
 	f.StringVar(&o.pod, "pod", "", "the new pod (one Pod; JSON or YAML)")
+	f.StringVar(&o.node, "node", "", "the node admitting the pod (default: the new pod's spec.nodeName)")
 	f.StringVar(&o.allocatable, "allocatable", "", "node allocatable resources, NAME=QUANTITY,...")
 	f.StringVar(&o.config, "config", "", "KubeletConfiguration file for reservations (with --capacity)")
 	f.StringVar(&o.capacity, "capacity", "", "node capacity, NAME=QUANTITY,... (allocatable is derived from it)")
@@ -81,9 +85,12 @@ func (o *explainPreemptionOpts) run(ctx context.Context, stdout, stderr io.Write
 	if err != nil {
 		return badInput(err)
 	}
-	active := slices.DeleteFunc(running, func(p *v1.Pod) bool {
-		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
-	})
+	node := cmp.Or(o.node, newPod.Spec.NodeName)
+	if nodes := podNodes(running); node == "" && len(nodes) > 1 {
+		return badInput(fmt.Errorf("%s: pods of %d nodes (%s); name the node with --node, or list one node's pods (kubectl get pods -A --field-selector spec.nodeName=NODE)",
+			o.pods, len(nodes), strings.Join(nodes, ", ")))
+	}
+	active := activeOnNode(running, node, stderr)
 	warnMissing(stderr, alloc, newPod)
 
 	chain, err := admission.New(admission.Deps{

@@ -39,7 +39,8 @@ func badf(path, format string, args ...any) error {
 
 // LoadPods reads pods from path. The file may hold a PodList or a v1 List of pods
 // (kubectl get pods -o json|yaml), a single Pod, or a stream of Pods (JSON objects
-// one after another, or YAML documents separated by ---).
+// one after another, or YAML documents separated by ---). An empty list, as
+// kubectl prints for a node without pods, gives no pods and no error.
 func LoadPods(path string) ([]*v1.Pod, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -78,6 +79,7 @@ func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 		return nil, err
 	}
 	var pods []*v1.Pod
+	lists := 0 // a list with no items is a node with no pods, not an error
 	for _, doc := range docs {
 		var head struct {
 			Kind  string            `json:"kind"`
@@ -88,6 +90,7 @@ func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 		}
 		switch head.Kind {
 		case "PodList", "List":
+			lists++
 			for i, item := range head.Items {
 				p, err := decodePod(name, fmt.Sprintf("items[%d]", i), item, strict)
 				if err != nil {
@@ -105,7 +108,7 @@ func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 			return nil, badf(name, "kind %q is not a Pod, PodList or List", head.Kind)
 		}
 	}
-	if len(pods) == 0 {
+	if len(pods) == 0 && lists == 0 {
 		return nil, badf(name, "no pods found")
 	}
 	return pods, nil

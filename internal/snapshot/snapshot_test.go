@@ -179,7 +179,6 @@ func TestParsePodsErrors(t *testing.T) {
 		{name: "empty file", data: "", want: []string{"file is empty"}},
 		{name: "blank file", data: " \n\t\n", want: []string{"file is empty"}},
 		{name: "only empty documents", data: "---\n---\n", want: []string{"no pods found"}},
-		{name: "empty list", data: `{"kind": "PodList", "items": []}`, want: []string{"no pods found"}},
 		{
 			name: "malformed JSON",
 			data: `{"kind": "Pod", "metadata": {"name": "a"`,
@@ -421,5 +420,21 @@ func TestParseSummaryErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParsePodsEmptyList: kubectl prints an empty List for a node without
+// pods; that is no pods, not an error. A single pod is still required where
+// one is asked for.
+func TestParsePodsEmptyList(t *testing.T) {
+	t.Parallel()
+	for _, data := range []string{`{"kind": "List", "apiVersion": "v1", "items": []}`, "apiVersion: v1\nkind: PodList\nitems: []\n"} {
+		pods, err := ParsePods("empty.json", []byte(data))
+		if err != nil || len(pods) != 0 {
+			t.Errorf("ParsePods(%q) = %d pods, %v; want none and no error", data, len(pods), err)
+		}
+	}
+	if _, err := LoadPod("testdata/emptylist.json"); !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "found 0") {
+		t.Errorf("LoadPod of an empty list: %v, want an ErrBadInput saying it found 0", err)
 	}
 }
