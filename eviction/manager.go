@@ -66,7 +66,7 @@ type Deps struct {
 	ActivePods func() []*v1.Pod
 	// PodCleanedUp reports whether an evicted pod's resources are released; the
 	// loop waits for it (polling every second, up to PodCleanupTimeout) before its
-	// next pass. Nil means a pod counts as cleaned up once KillPod returns.
+	// next pass. Nil means a pod counts as cleaned up at the first poll.
 	PodCleanedUp func(pod *v1.Pod) bool
 	ContainerGC  ContainerGC // optional; nil reclaims nothing
 	ImageGC      ImageGC     // optional; nil reclaims nothing
@@ -153,8 +153,8 @@ type state struct {
 }
 
 // Run monitors until ctx ends. After a pass that evicts a pod it waits for that
-// pod's cleanup and starts the next pass at once; otherwise it waits one
-// monitoring interval. It returns nil when ctx ends.
+// pod's cleanup (polled every second) and then starts the next pass; otherwise
+// it waits one monitoring interval. It returns nil when ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -356,11 +356,10 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, st *state, s Signal) boo
 }
 
 // waitForCleanup polls every second, up to PodCleanupTimeout, until every evicted
-// pod is cleaned up.
+// pod is cleaned up. As in the kubelet, the first check is one poll after the
+// eviction, so the next pass starts one second later at the earliest; with no
+// PodCleanedUp, that first check succeeds.
 func (m *Manager) waitForCleanup(ctx context.Context, pods []*v1.Pod) {
-	if m.deps.PodCleanedUp == nil {
-		return
-	}
 	timeout := time.NewTimer(m.cfg.PodCleanupTimeout)
 	defer timeout.Stop()
 	tick := time.NewTicker(DefaultPodCleanupPoll)
@@ -375,7 +374,7 @@ func (m *Manager) waitForCleanup(ctx context.Context, pods []*v1.Pod) {
 		case <-tick.C:
 			done := true
 			for _, p := range pods {
-				done = done && m.deps.PodCleanedUp(p)
+				done = done && (m.deps.PodCleanedUp == nil || m.deps.PodCleanedUp(p))
 			}
 			if done {
 				return

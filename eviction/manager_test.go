@@ -185,6 +185,10 @@ func TestSoftThresholdWaitsForGracePeriod(t *testing.T) {
 		pods := []*v1.Pod{memPod("small", "1Gi", 0), memPod("hog", "100Mi", 0)}
 		h := newHarness(t, cfg, nodeState{memAvailable: gi, memWorkingSet: 7 * gi, fsAvailable: 50 * gi, fsCapacity: 100 * gi,
 			podMemory: map[string]uint64{"small": 500 * mi, "hog": 3 * gi}}, pods, nil)
+		h.killer.onKill = func(p *v1.Pod) {
+			h.remove(p) // its memory comes back: no further eviction
+			h.stats.set(func(s *nodeState) { s.memAvailable = 4 * gi })
+		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
 		go func() { done <- h.m.Run(ctx) }()
@@ -229,10 +233,11 @@ func TestHardThresholdEvictsOnePodPerPassSkippingCritical(t *testing.T) {
 		go h.m.Run(ctx)
 		time.Sleep(25 * time.Second)
 		synctest.Wait()
-		// Pass 1 at 0s evicts a (static ranks first but is critical). Pass 2 runs at
-		// once but its stats carry the same timestamp, so it does not act on them;
-		// pass 3 at 10s evicts b. Then only the static pod is left, and it stays.
-		want := []kill{{Pod: "a", Grace: time.Second}, {Pod: "b", Grace: time.Second, At: 10 * time.Second}}
+		// Pass 1 at 0s evicts a (static ranks first but is critical). With no
+		// PodCleanedUp, a counts as cleaned up at the first 1s poll, as in the
+		// kubelet, so pass 2 runs at 1s on fresh stats and evicts b. Then only
+		// the static pod is left, and it stays.
+		want := []kill{{Pod: "a", Grace: time.Second}, {Pod: "b", Grace: time.Second, At: time.Second}}
 		if diff := cmp.Diff(want, h.killer.got()); diff != "" {
 			t.Errorf("kills (-want +got):\n%s", diff)
 		}
