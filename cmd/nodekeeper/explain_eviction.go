@@ -30,6 +30,8 @@ func newExplainEvictionCmd() *cobra.Command {
 		Long: `Replays one eviction pass on a snapshot: PODS as 'kubectl get pods -o json|yaml' prints
 them, SUMMARY as 'kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary' prints it,
 and optionally the node's KubeletConfiguration file (default: the kubelet's defaults).
+Finished pods and pods bound to another node than the Summary's are left out, with a
+warning, so a cluster-wide 'kubectl get pods -A -o json' works too.
 A snapshot has no history, so every grace period is taken as elapsed.
 With --signal, the pods are ranked for that signal even when no threshold is met.`,
 		Args: cobra.NoArgs,
