@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,16 +128,51 @@ func TestHTTPConnectionRefused(t *testing.T) {
 	}
 }
 
-// closedPort returns a loopback port nothing listens on.
+// closedPort returns a loopback port that refuses connections for the rest
+// of the test. It is held by a TCP socket that is bound but never listens:
+// a SYN to it gets a reset, and while the socket is open no other listener
+// (a parallel test) and no connect's ephemeral port (TCP self-connect) can
+// take the port. The socket is closed when the test ends. Linux-only, as the
+// package's tests are.
 func closedPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("socket: %v", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("getsockname: %v", err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}
+
+// TestClosedPort checks the fixture the refused-connection cases rely on:
+// its port refuses connections and cannot be taken while the test runs.
+func TestClosedPort(t *testing.T) {
+	t.Parallel()
+	port := closedPort(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err == nil {
+		c.Close()
+		t.Fatalf("dial %s connected, want connection refused", addr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial %s: %v, want connection refused", addr, err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		l.Close()
+		t.Fatalf("listen on %s succeeded: the port is not held", addr)
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("listen on %s: %v, want address in use", addr, err)
+	}
 }
 
 func TestTCP(t *testing.T) {
