@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -262,42 +264,110 @@ func TestContainerOptionsAndPreStart(t *testing.T) {
 	}
 }
 
-func TestHungAllocateTimesOut(t *testing.T) {
+// TestHungAllocateDoesNotBlockOthers: while one plugin's Allocate RPC is in
+// progress, another pod's allocation of another resource goes ahead; the
+// slow one completes when its plugin answers.
+func TestHungAllocateDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
-	const timeout = 300 * time.Millisecond
-	env := startManager(t, "", Config{AllocateTimeout: timeout})
+	// Far longer than the test waits: the slow call stays in the plugin
+	// until released.
+	env := startManager(t, "", Config{AllocateTimeout: 10 * waitLimit})
+	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
+	defaults := plugintest.New("", nil, nil, plugintest.Funcs{})
 	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil,
-		plugintest.Funcs{Allocate: func(ctx context.Context, _ *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+		plugintest.Funcs{Allocate: func(ctx context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+			entered <- struct{}{}
 			select {
 			case <-release:
+				return defaults.Allocate(ctx, r)
 			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
-			return nil, ctx.Err()
 		}})
 	const nic = "example.com/nic"
 	env.plugin("n.sock", nic, devices(pluginapi.Healthy, "n0"), nil, plugintest.Funcs{})
 	env.waitCounts(gpu, counts{2, 2})
 	env.waitCounts(nic, counts{1, 1})
-	ctx := testCtx(t)
+	ctx := t.Context() // no deadline of its own: bounded by release
 
 	hung := make(chan error, 1)
-	start := time.Now()
 	go func() { hung <- env.m.AllocatePod(ctx, pod("hung", nil, ctr("app", map[string]int64{gpu: 2}))) }()
-	// Another resource's admission is not held up by the hung plugin.
-	if err := env.m.AllocatePod(ctx, pod("ok", nil, ctr("app", map[string]int64{nic: 1}))); err != nil {
-		t.Fatal(err)
+	select {
+	case <-entered:
+	case err := <-hung:
+		t.Fatalf("gpu allocation returned before reaching the plugin: %v", err)
+	case <-time.After(waitLimit):
+		t.Fatal("gpu allocation did not reach the plugin")
 	}
-	err := <-hung
+
+	ok := make(chan error, 1)
+	go func() { ok <- env.m.AllocatePod(ctx, pod("ok", nil, ctr("app", map[string]int64{nic: 1}))) }()
+	select {
+	case err := <-ok:
+		if err != nil {
+			t.Fatalf("nic allocation: %v", err)
+		}
+	case <-time.After(waitLimit / 2):
+		t.Fatal("nic allocation blocked while the gpu plugin's Allocate was in progress")
+	}
+	select {
+	case err := <-hung:
+		t.Fatalf("gpu allocation returned before its plugin answered: %v", err)
+	default:
+	}
+	if diff := cmp.Diff(map[string][]string{nic: {"n0"}}, env.m.AllocatedDevices("ok", "app")); diff != "" {
+		t.Errorf("nic pod devices (-want +got):\n%s", diff)
+	}
+
+	releaseOnce()
+	select {
+	case err := <-hung:
+		if err != nil {
+			t.Fatalf("gpu allocation after the plugin answered: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("gpu allocation did not return after its plugin answered")
+	}
+	if diff := cmp.Diff(map[string][]string{gpu: {"d0", "d1"}}, env.m.AllocatedDevices("hung", "app")); diff != "" {
+		t.Errorf("gpu pod devices (-want +got):\n%s", diff)
+	}
+}
+
+// TestHungAllocateTimesOut: an Allocate RPC the plugin never answers fails
+// after Config.AllocateTimeout with an ErrPlugin timeout error, and the
+// devices reserved for it are free again.
+func TestHungAllocateTimesOut(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	env := startManager(t, "", Config{AllocateTimeout: timeout})
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil,
+		plugintest.Funcs{Allocate: func(ctx context.Context, _ *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}})
+	env.waitCounts(gpu, counts{2, 2})
+
+	// The caller's deadline is far later than the timeout, so an error
+	// before it can only come from the timeout.
+	start := time.Now()
+	err := env.m.AllocatePod(testCtx(t), pod("hung", nil, ctr("app", map[string]int64{gpu: 2})))
 	elapsed := time.Since(start)
-	wantErr(t, err, ErrPlugin, "DeadlineExceeded")
-	if elapsed < timeout || elapsed > timeout+10*time.Second {
+	wantErr(t, err, ErrPlugin, `pod "pod-hung" container "app": allocate example.com/gpu devices ["d0" "d1"]`)
+	if code := status.Code(err); code != codes.DeadlineExceeded {
+		t.Errorf("gRPC code %v, want %v", code, codes.DeadlineExceeded)
+	}
+	if elapsed < timeout || elapsed > waitLimit/2 {
 		t.Errorf("hung Allocate returned after %v, want about %v", elapsed, timeout)
 	}
 	// The devices reserved for the failed container are free again.
-	if diff := cmp.Diff(v1.ResourceList{nic: resource.MustParse("1")}, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
+	if diff := cmp.Diff(v1.ResourceList{}, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
 		t.Errorf("allocated after timeout (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string][]string{}, env.m.AllocatedDevices("hung", "app")); diff != "" {
+		t.Errorf("failed container holds (-want +got):\n%s", diff)
 	}
 	if got := env.metricValue("kubelet_device_plugin_alloc_duration_seconds", gpu); got != 1 {
 		t.Errorf("alloc_duration samples for %s = %v, want 1", gpu, got)
