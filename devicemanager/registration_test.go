@@ -219,18 +219,31 @@ func TestPluginGoneRemovedAfterGracePeriod(t *testing.T) {
 	env.waitCounts(res, counts{1, 1})
 }
 
+// TestReRegistrationReplacesEndpoint: a plugin registering again for its
+// resource replaces the old endpoint. Replacing cancels the old endpoint's
+// stream, but a message or the end of that stream can already be on its way
+// to the manager; neither may touch the new endpoint's devices.
 func TestReRegistrationReplacesEndpoint(t *testing.T) {
 	t.Parallel()
 	env := startManager(t, "", Config{})
 	const res = "example.com/dev"
-	first := env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
+	env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
 	env.waitCounts(res, counts{2, 2})
+	old := env.endpoint(res)
 	env.plugin("p-new.sock", res, devices(pluginapi.Healthy, "c"), nil, plugintest.Funcs{})
 	env.waitCounts(res, counts{1, 1})
-	// The old plugin's updates no longer count, and its end does not make
-	// the new devices unhealthy.
-	first.SetDevices(devices(pluginapi.Healthy, "a", "b", "d"))
-	first.Stop()
+	if env.endpoint(res) == old {
+		t.Fatal("endpoint not replaced")
+	}
+	// What the old endpoint's goroutine does with a late message and with
+	// the end of its stream. The calls are synchronous: when they return
+	// the manager has handled both.
+	env.m.updateDevices(old, devices(pluginapi.Healthy, "a", "b", "d"))
+	env.m.stopped(old, time.Now())
+
+	if got := env.counts()[res]; got != (counts{1, 1}) {
+		t.Errorf("counts = %v, want {1 1}", got)
+	}
 	pod := pod("u1", nil, ctr("app", map[string]int64{res: 1}))
 	if err := env.m.AllocatePod(testCtx(t), pod); err != nil {
 		t.Fatal(err)
@@ -238,7 +251,18 @@ func TestReRegistrationReplacesEndpoint(t *testing.T) {
 	if diff := cmp.Diff(map[string][]string{res: {"c"}}, env.m.AllocatedDevices("u1", "app")); diff != "" {
 		t.Errorf("allocation (-want +got):\n%s", diff)
 	}
-	if got := env.counts()[res]; got != (counts{1, 1}) {
-		t.Errorf("counts = %v, want {1 1}", got)
+	if _, _, removed := env.m.capacityAt(time.Now().Add(DefaultStopGracePeriod + time.Second)); len(removed) != 0 {
+		t.Errorf("resource removed as stopped: %v", removed)
 	}
+}
+
+// endpoint returns the resource's current endpoint, nil if none.
+func (e *testEnv) endpoint(res string) *endpoint {
+	e.m.mu.Lock()
+	entry := e.m.resources[res]
+	e.m.mu.Unlock()
+	if entry == nil {
+		return nil
+	}
+	return entry.load().ep
 }
