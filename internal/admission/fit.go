@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
@@ -97,12 +99,12 @@ func Fit(pod *v1.Pod, others []*v1.Pod, node Node) []error {
 		for _, o := range others {
 			r := resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{})
 			for _, name := range names {
-				used[name] += amount(r, name)
+				used[name] = addSat(used[name], amount(r, name))
 			}
 		}
 		for _, name := range names {
 			capacity := quantityOf(alloc, name)
-			if want[name] > capacity-used[name] {
+			if want[name] > capacity-used[name] { // both in [0, MaxInt64]: no overflow
 				failures = append(failures, &preemption.InsufficientResource{
 					ResourceName: name, Requested: want[name], Used: used[name], Capacity: capacity,
 				})
@@ -140,16 +142,31 @@ func requests(pod *v1.Pod) map[v1.ResourceName]int64 {
 	return out
 }
 
-// amount converts one resource of a request list to fit units; negative counts as 0.
+// amount converts one resource of a request list to fit units (millicores for
+// cpu, else whole units); negative counts as 0 and an amount beyond int64 as
+// math.MaxInt64. The loaders reject single quantities that large, but a pod's
+// effective request sums its containers and overhead, which can exceed it; the
+// Quantity holds the exact sum, and Value would wrap it into a small number.
 func amount(r v1.ResourceList, name v1.ResourceName) int64 {
 	q, ok := r[name]
-	if !ok {
+	if !ok || q.Sign() <= 0 {
 		return 0
 	}
-	if name == v1.ResourceCPU {
-		return max(q.MilliValue(), 0)
+	if !quantity.FitsInt64(string(name), q) {
+		return math.MaxInt64
 	}
-	return max(q.Value(), 0)
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// addSat returns a+b for non-negative a and b, saturating at math.MaxInt64.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // quantityOf reads an allocatable amount in fit units (0 when absent).

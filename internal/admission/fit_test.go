@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -204,6 +205,31 @@ func TestFit(t *testing.T) {
 			})},
 			node: node,
 			want: []error{insufficient("cpu", 1000, 3500, 4000)},
+		},
+		{
+			// 7Ei each fits an int64; the sum does not, and wrapped it would fit the node.
+			name: "effective request beyond int64 saturates",
+			pod: newPod("new", withRequests("memory", "7Ei"), func(p *v1.Pod) {
+				p.Spec.Overhead = list("memory", "7Ei")
+			}),
+			others: running, node: node,
+			want: []error{insufficient("memory", math.MaxInt64, 6<<30, 8<<30)},
+		},
+		{
+			name:   "quantity beyond int64 saturates",
+			pod:    newPod("new", withRequests("memory", "1e30", "cpu", "1e17")),
+			others: running, node: node,
+			want: []error{insufficient("cpu", math.MaxInt64, 3500, 4000), insufficient("memory", math.MaxInt64, 6<<30, 8<<30)},
+		},
+		{
+			name: "used beyond int64 saturates",
+			pod:  newPod("new", withRequests("memory", "1Gi")),
+			others: []*v1.Pod{
+				newPod("x", withRequests("memory", "5Ei")),
+				newPod("y", withRequests("memory", "5Ei")),
+			},
+			node: Node{Allocatable: list("memory", "7Ei", "pods", "10")},
+			want: []error{insufficient("memory", 1<<30, math.MaxInt64, 7<<60)},
 		},
 		{
 			name:   "host port conflict",

@@ -42,3 +42,35 @@ func TestParse(t *testing.T) {
 		t.Error("Parse(12x) succeeded")
 	}
 }
+
+func TestFitsInt64(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, in string
+		want     bool
+	}{
+		{name: "memory", in: "7Ei", want: true},
+		{name: "memory", in: "9223372036854775806", want: true},
+		{name: "memory", in: "9223372036854775807", want: false}, // what 8Ei and above clamp to
+		{name: "memory", in: "8Ei", want: false},
+		{name: "memory", in: "16Ei", want: false},
+		{name: "memory", in: "1e30", want: false},
+		{name: "memory", in: "-1e30", want: true}, // the sign is checked apart
+		{name: "cpu", in: "9223372036854775", want: true},
+		{name: "cpu", in: "9223372036854775806m", want: true},
+		{name: "cpu", in: "9223372036854775807m", want: false},
+		{name: "cpu", in: "1e16", want: false},
+		{name: "nvidia.com/gpu", in: "1e16", want: true},
+	} {
+		t.Run(tc.name+"="+tc.in, func(t *testing.T) {
+			t.Parallel()
+			q, err := Parse(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := FitsInt64(tc.name, q); got != tc.want {
+				t.Errorf("FitsInt64(%q, %s) = %v, want %v", tc.name, tc.in, got, tc.want)
+			}
+		})
+	}
+}

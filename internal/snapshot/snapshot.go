@@ -175,7 +175,9 @@ func decodePod(file, where string, raw []byte, strict bool) (*v1.Pod, error) {
 }
 
 // checkQuantities validates every resource quantity in a pod's spec and reports
-// the first bad one as "field: value: reason". Requests must not be negative.
+// the first bad one as "field: value: reason". Quantities must not be negative,
+// and must fit the int64 the fit check and eviction keep them in (see
+// quantity.FitsInt64): a larger one would wrap into a wrong answer.
 func checkQuantities(pod map[string]any) error {
 	spec, _ := pod["spec"].(map[string]any)
 	if spec == nil {
@@ -199,6 +201,9 @@ func checkQuantities(pod map[string]any) error {
 			}
 			if q.Sign() < 0 {
 				return fmt.Errorf("%s: %q: must not be negative", f, s)
+			}
+			if !quantity.FitsInt64(name, q) {
+				return fmt.Errorf("%s: %q: too large", f, s)
 			}
 		}
 		return nil
