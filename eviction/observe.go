@@ -1,6 +1,8 @@
 package eviction
 
 import (
+	"math"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
@@ -44,11 +46,22 @@ func Observe(s *statsapi.Summary) Observations {
 	return obs
 }
 
+// clampInt64 converts a Summary gauge to int64, saturating at math.MaxInt64
+// rather than wrapping negative (2^64-1 available bytes read as -1 would be
+// memory pressure). The snapshot loader rejects such values in files.
+func clampInt64(u uint64) int64 {
+	return int64(min(u, math.MaxInt64))
+}
+
 func memoryObservation(m *statsapi.MemoryStats) Observation {
-	avail := int64(*m.AvailableBytes)
+	avail, ws := clampInt64(*m.AvailableBytes), clampInt64(*m.WorkingSetBytes)
+	capacity := int64(math.MaxInt64) // saturated when the sum overflows
+	if avail <= math.MaxInt64-ws {
+		capacity = avail + ws
+	}
 	return Observation{
 		Available: resource.NewQuantity(avail, resource.BinarySI),
-		Capacity:  resource.NewQuantity(avail+int64(*m.WorkingSetBytes), resource.BinarySI),
+		Capacity:  resource.NewQuantity(capacity, resource.BinarySI),
 		Time:      m.Time.Time,
 	}
 }
@@ -59,15 +72,15 @@ func addFs(obs Observations, fs *statsapi.FsStats, bytesSignal, inodesSignal Sig
 	}
 	if fs.AvailableBytes != nil && fs.CapacityBytes != nil {
 		obs[bytesSignal] = Observation{
-			Available: resource.NewQuantity(int64(*fs.AvailableBytes), resource.BinarySI),
-			Capacity:  resource.NewQuantity(int64(*fs.CapacityBytes), resource.BinarySI),
+			Available: resource.NewQuantity(clampInt64(*fs.AvailableBytes), resource.BinarySI),
+			Capacity:  resource.NewQuantity(clampInt64(*fs.CapacityBytes), resource.BinarySI),
 			Time:      fs.Time.Time,
 		}
 	}
 	if fs.InodesFree != nil && fs.Inodes != nil {
 		obs[inodesSignal] = Observation{
-			Available: resource.NewQuantity(int64(*fs.InodesFree), resource.DecimalSI),
-			Capacity:  resource.NewQuantity(int64(*fs.Inodes), resource.DecimalSI),
+			Available: resource.NewQuantity(clampInt64(*fs.InodesFree), resource.DecimalSI),
+			Capacity:  resource.NewQuantity(clampInt64(*fs.Inodes), resource.DecimalSI),
 			Time:      fs.Time.Time,
 		}
 	}

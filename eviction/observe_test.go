@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -110,6 +111,23 @@ func TestObserve(t *testing.T) {
 				systemContainer("runtime", "1Gi", "1Gi").
 				build(),
 			want: Observations{},
+		},
+		{
+			// The snapshot loader rejects such values; Observe must still not wrap
+			// 2^64-1 into -1 (pressure) or 7Ei+7Ei into a negative capacity.
+			name: "gauges beyond int64 saturate",
+			summary: func() *statsapi.Summary {
+				s := newSummary().memory("7Ei", "7Ei").nodeFs(fsInfo("1Gi", "1Gi", 100, 50)).build()
+				s.Node.Fs.AvailableBytes = u64p(math.MaxUint64)
+				s.Node.Fs.CapacityBytes = u64p(math.MaxUint64)
+				s.Node.Fs.Inodes = u64p(math.MaxInt64 + 1)
+				return s
+			}(),
+			want: Observations{
+				SignalMemoryAvailable:  obsOf("7Ei", "9223372036854775807"),
+				SignalNodeFsAvailable:  obsOf("9223372036854775807", "9223372036854775807"),
+				SignalNodeFsInodesFree: obsOf("50", "9223372036854775807"),
+			},
 		},
 		{
 			name: "rlimit without running processes",

@@ -2,8 +2,10 @@ package snapshot
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -50,12 +52,22 @@ func FuzzParsePods(f *testing.F) {
 	})
 }
 
-// FuzzParseSummary checks that ParseSummary never panics, fails only with
-// ErrBadInput, and returns node stats and named pods when it succeeds.
+// FuzzParseSummary checks that ParseSummary and ParseSummaryStrict never panic,
+// fail only with ErrBadInput on one line, that what the strict parser accepts the
+// lenient one accepts too, and that ParseSummary returns node stats, named pods
+// and gauges that fit an int64 when it succeeds.
 func FuzzParseSummary(f *testing.F) {
 	addFiles(f, "testdata/summary*")
+	f.Add([]byte(`{"node": {"nodeName": "n", "memory": {"availableByts": 1}}, "pods": [{"podRef": {"name": "a"}, "volume": [{"usedBytes": 18446744073709551615}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		_, strictErr := ParseSummaryStrict("fuzz.json", data)
+		if strictErr != nil && (!errors.Is(strictErr, ErrBadInput) || strings.Contains(strictErr.Error(), "\n")) {
+			t.Fatalf("strict error %q is not a one-line ErrBadInput", strictErr)
+		}
 		s, err := ParseSummary("fuzz.json", data)
+		if err != nil && strictErr == nil {
+			t.Fatalf("ParseSummaryStrict accepted what ParseSummary rejects: %v", err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrBadInput) {
 				t.Fatalf("error %q is not ErrBadInput", err)
@@ -72,6 +84,9 @@ func FuzzParseSummary(f *testing.F) {
 			if p.PodRef.Name == "" {
 				t.Fatalf("pods[%d] has no podRef.name", i)
 			}
+		}
+		if m := s.Node.Memory; m != nil && m.AvailableBytes != nil && *m.AvailableBytes > math.MaxInt64 {
+			t.Fatalf("node.memory.availableBytes %d accepted", *m.AvailableBytes)
 		}
 	})
 }

@@ -252,8 +252,21 @@ func LoadSummary(path string) (*statsapi.Summary, error) {
 	return ParseSummary(path, data)
 }
 
-// ParseSummary parses data as LoadSummary does; name is used in errors.
+// ParseSummary parses data as LoadSummary does; name is used in errors. Fields
+// the vendored stats API does not know are ignored, so a newer kubelet's
+// Summary loads. A byte, inode or count gauge above math.MaxInt64 is rejected.
 func ParseSummary(name string, data []byte) (*statsapi.Summary, error) {
+	return parseSummary(name, data, false)
+}
+
+// ParseSummaryStrict parses like ParseSummary but rejects fields that are not
+// Summary fields, naming them with their path: for hand-written input such as
+// simulation scenarios.
+func ParseSummaryStrict(name string, data []byte) (*statsapi.Summary, error) {
+	return parseSummary(name, data, true)
+}
+
+func parseSummary(name string, data []byte, strict bool) (*statsapi.Summary, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, badf(name, "file is empty")
 	}
@@ -261,16 +274,23 @@ func ParseSummary(name string, data []byte) (*statsapi.Summary, error) {
 	if err != nil {
 		return nil, badf(name, "%v", err)
 	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(js, &probe); err != nil {
-		return nil, badf(name, "not a stats Summary object: %v", err)
+	if t := bytes.TrimSpace(js); len(t) > 0 && t[0] != '{' && !bytes.Equal(t, []byte("null")) {
+		return nil, badf(name, "not a stats Summary object: found %s", jsonKind(t[0]))
 	}
-	node, ok := probe["node"]
-	if !ok || bytes.Equal(bytes.TrimSpace(node), []byte("null")) {
+	// One decoding pass, which also tells a missing node from an empty one.
+	var doc summaryDoc
+	if strict {
+		if err := decodeStrict(js, &doc); err != nil {
+			return nil, badf(name, "%v", err)
+		}
+	} else if err := json.Unmarshal(js, &doc); err != nil {
+		return nil, badf(name, "%v", err)
+	}
+	if doc.Node == nil {
 		return nil, badf(name, "summary has no node stats (field \"node\")")
 	}
-	s := new(statsapi.Summary)
-	if err := json.Unmarshal(js, s); err != nil {
+	s := &statsapi.Summary{Node: *doc.Node, Pods: doc.Pods}
+	if err := checkGauges(s); err != nil {
 		return nil, badf(name, "%v", err)
 	}
 	for i, p := range s.Pods {
