@@ -38,12 +38,35 @@ func TestSimulateBadInput(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("until: 1m\nsteps: [{at: 0s, pods: [{spec: {}}]}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The memory-pressure example with one mistake each, as issue 7 lists them.
+	example, err := os.ReadFile("../../examples/scenarios/memory-pressure.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	variant := func(file, old, new string) string {
+		if !strings.Contains(string(example), old) {
+			t.Fatalf("memory-pressure.yaml has no %q", old)
+		}
+		path := filepath.Join(dir, file)
+		if err := os.WriteFile(path, []byte(strings.Replace(string(example), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	typo := variant("typo.yaml", "memory: {availableBytes: 419430400", "memory: {availableByts: 419430400")
+	negCapacity := variant("negcap.yaml", "memory: 8Gi", "memory: -8Gi")
+	negUntil := variant("neguntil.yaml", "until: 5m", "until: -1m")
+	huge := variant("huge.yaml", "memory: {availableBytes: 419430400", "memory: {availableBytes: 18446744073709551615")
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
 		{"pod without name", []string{"simulate", bad}, "bad.yaml: steps[0].pods: items[0]: pod has no metadata.name"},
+		{"unknown summary field", []string{"simulate", typo}, `typo.yaml: steps[1].summary: node.memory: unknown field "availableByts"`},
+		{"negative capacity", []string{"simulate", negCapacity}, `negcap.yaml: node.capacity[memory]: "-8Gi": must not be negative`},
+		{"negative until", []string{"simulate", negUntil}, `neguntil.yaml: until: "-1m": want a non-negative duration`},
+		{"summary gauge beyond int64", []string{"simulate", huge}, `huge.yaml: steps[1].summary: node.memory.availableBytes: 18446744073709551615: too large`},
 		{"missing file", []string{"simulate", filepath.Join(dir, "none.yaml")}, "none.yaml"},
 		{"no file", []string{"simulate"}, "accepts 1 arg"},
 		{"bad format", []string{"simulate", "-o", "xml", bad}, `unknown format "xml"`},

@@ -13,6 +13,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("until: 5m\nloops: true\nsteps: [{at: 0s, pods: [{metadata: {name: p, uid: u}, spec: {containers: [{name: c, resources: {requests: {memory: 1Gi}}}]}}], summary: {node: {memory: {availableBytes: 1, workingSetBytes: 2}}}}]"))
 	f.Add([]byte("until: 1m\nconfig: {evictionHard: {memory.available: 1Gi}, containerGC: {minAge: 1m}}\nnode: {capacity: {cpu: '2'}}"))
 	f.Add([]byte("until: 1m\nsteps: [{at: 0s, do: [{freeImageSpace: 10}]}]"))
+	f.Add([]byte("until: 1m\nnode: {capacity: {memory: 16Ei}}\nsteps: [{at: 0s, summary: {node: {memory: {availableByts: 1}}, pods: [{podRef: {name: p}, volume: [{usedBytes: 18446744073709551615}]}]}}]"))
 	f.Add([]byte(`{"until": "1m", "steps": [{"at": "0s", "imageFs": {"capacityBytes": 1}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := Parse("fuzz.yaml", data)

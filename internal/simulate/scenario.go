@@ -156,10 +156,16 @@ func Parse(name string, data []byte) (*Scenario, error) {
 		if err != nil {
 			return nil, badf(name, "node.capacity[%s]: %q: %v", k, v, err)
 		}
+		if q.Sign() < 0 {
+			return nil, badf(name, "node.capacity[%s]: %q: must not be negative", k, v)
+		}
+		if !quantity.FitsInt64(k, q) {
+			return nil, badf(name, "node.capacity[%s]: %q: too large", k, v)
+		}
 		sc.Node.Capacity[v1.ResourceName(k)] = q
 	}
-	if sc.Until, err = parseDuration(raw.Until); err != nil || raw.Until == "" {
-		return nil, badf(name, "until: %q: want a duration such as 10m", raw.Until)
+	if sc.Until, err = parseDuration(raw.Until); err != nil || raw.Until == "" || sc.Until < 0 {
+		return nil, badf(name, "until: %q: want a non-negative duration such as 10m", raw.Until)
 	}
 	var last time.Duration
 	for i, rs := range steps {
@@ -241,7 +247,7 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 		}
 	}
 	if len(rs.Summary) > 0 && string(rs.Summary) != "null" {
-		s, err := snapshot.ParseSummary(name+": "+where+".summary", rs.Summary)
+		s, err := snapshot.ParseSummaryStrict(name+": "+where+".summary", rs.Summary)
 		if err != nil {
 			return st, bad(err)
 		}

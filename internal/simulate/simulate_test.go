@@ -78,6 +78,14 @@ func TestParseErrors(t *testing.T) {
 		{"unknown imageFs field", "until: 1m\nsteps: [{at: 0s, imageFs: {capacityBytes: 1, bogus: 2}}]", `steps[0].imageFs: unknown field "bogus"`},
 		{"imageFs available above capacity", "until: 1m\nsteps: [{at: 0s, imageFs: {capacityBytes: 1, availableBytes: 2}}]", `steps[0].imageFs: availableBytes 2 exceeds capacityBytes 1`},
 		{"unknown pod field", "until: 1m\nsteps: [{at: 0s, pods: [{metadata: {name: p}, spec: {containers: [{name: c, bogusField: 1}]}}]}]", `steps[0].pods: pod p: unknown field "bogusField"`},
+		{"unknown summary field", "until: 1m\nsteps: [{at: 0s}, {at: 1s, summary: {node: {nodeName: n1, memory: {availableByts: 1, workingSetBytes: 2}}}}]", `s.yaml: steps[1].summary: node.memory: unknown field "availableByts"`},
+		{"unknown summary pod field", "until: 1m\nsteps: [{at: 0s, summary: {node: {nodeName: n1, memory: {}}, pods: [{podRef: {name: p}, memroy: {}}]}}]", `s.yaml: steps[0].summary: pods[0]: unknown field "memroy"`},
+		{"summary gauge beyond int64", "until: 1m\nsteps: [{at: 0s, summary: {node: {nodeName: n1, memory: {availableBytes: 18446744073709551615, workingSetBytes: 2}}}}]", `s.yaml: steps[0].summary: node.memory.availableBytes: 18446744073709551615: too large`},
+		{"negative capacity", "until: 1m\nnode: {capacity: {memory: -8Gi}}", `s.yaml: node.capacity[memory]: "-8Gi": must not be negative`},
+		{"capacity beyond int64", "until: 1m\nnode: {capacity: {memory: 16Ei}}", `s.yaml: node.capacity[memory]: "16Ei": too large`},
+		{"cpu capacity beyond int64 millicores", "until: 1m\nnode: {capacity: {cpu: \"1e16\"}}", `s.yaml: node.capacity[cpu]: "1e16": too large`},
+		{"negative until", "until: -1m", `s.yaml: until: "-1m": want a non-negative duration such as 10m`},
+		{"pod quantity beyond int64", "until: 1m\nsteps: [{at: 0s, pods: [{metadata: {name: p}, spec: {containers: [{name: c}], overhead: {memory: 8Ei}}}]}]", `s.yaml: steps[0].pods: pod p: spec.overhead.memory: "8Ei": too large`},
 		{"malformed pod quantity", "until: 1m\nsteps: [{at: 0s, admit: {metadata: {name: p}, spec: {containers: [{name: c, resources: {requests: {memory: 12x}}}]}}}]", `steps[0].admit: pod p: spec.containers[0].resources.requests.memory: "12x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
