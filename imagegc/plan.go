@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -184,18 +185,32 @@ func eligibleForSpace(cands []Candidate, freeTime time.Time, minAge time.Duratio
 }
 
 // usage returns the usage percent and the bytes to free to reach the low
-// threshold (0 below the high threshold). Available above capacity is clamped.
+// threshold (0 below the high threshold), as the kubelet computes them:
+// 100 - available*100/capacity and capacity*(100-low)/100 - available, in
+// integer arithmetic. The products are taken in 128 bits, so they do not
+// overflow for filesystems of exabytes, where available*100 exceeds an int64.
+// Available above capacity is clamped, and so is a low threshold outside
+// [0, 100] (Policy.Validate rejects one).
 func usage(fs FsStats, p Policy) (percent int, toFree int64, err error) {
 	capacity, available := fs.CapacityBytes, fs.AvailableBytes
 	if capacity <= 0 {
 		return -1, 0, ErrInvalidCapacity
 	}
 	available = max(min(available, capacity), 0)
-	percent = 100 - int(available*100/capacity)
+	percent = 100 - int(mulDiv(available, 100, capacity))
 	if percent >= p.HighThresholdPercent {
-		toFree = capacity*int64(100-p.LowThresholdPercent)/100 - available
+		keep := int64(100 - min(max(p.LowThresholdPercent, 0), 100))
+		toFree = mulDiv(capacity, keep, 100) - available
 	}
 	return percent, max(toFree, 0), nil
+}
+
+// mulDiv returns a*b/c rounded down, for a, b >= 0 and c > 0 whose quotient fits
+// an int64, as it does when a <= c or b <= c. The product is exact in 128 bits.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c)) // hi < c because the quotient fits 64 bits
+	return int64(q)
 }
 
 // gcSteps decides one periodic GC pass at now. The age step comes first; the

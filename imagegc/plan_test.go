@@ -224,6 +224,13 @@ func TestUsage(t *testing.T) {
 		{FsStats{0, 0}, 85, 80, -1, 0, true},
 		{FsStats{1000, -5}, 85, 80, 100, 200, false},
 		{FsStats{math.MaxInt64 / 200, 0}, 100, 0, 100, math.MaxInt64 / 200, false},
+		// Exabyte filesystems: available*100 and capacity*(100-low) exceed an int64.
+		{FsStats{math.MaxInt64, 0}, 85, 80, 100, 1844674407370955161, false},
+		{FsStats{math.MaxInt64, math.MaxInt64 / 100}, 85, 80, 100, 1844674407370955161 - math.MaxInt64/100, false},
+		{FsStats{math.MaxInt64, math.MaxInt64 - 1}, 85, 80, 1, 0, false},
+		{FsStats{1 << 62, 1 << 60}, 85, 80, 75, 0, false},
+		{FsStats{1 << 62, 1 << 59}, 85, 80, 88, 1<<62/5 - 1<<59, false},
+		{FsStats{1000, 0}, 85, -10, 100, 1000, false}, // invalid low threshold clamped to 0
 	}
 	for _, tc := range tests {
 		pct, toFree, err := usage(tc.fs, Policy{HighThresholdPercent: tc.high, LowThresholdPercent: tc.low})

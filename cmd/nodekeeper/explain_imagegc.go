@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 )
 
 type explainImageGCOpts struct {
@@ -226,9 +228,11 @@ func (o *explainImageGCOpts) loadImageFs() (imagegc.FsStats, error) {
 		return imagegc.FsStats{}, fmt.Errorf("%s: %v", o.imagefs, err)
 	}
 	if _, ok := probe["node"]; ok {
-		var s statsapi.Summary
-		if err := json.Unmarshal(b, &s); err != nil {
-			return imagegc.FsStats{}, fmt.Errorf("%s: %v", o.imagefs, err)
+		// The Summary loader rejects gauges above math.MaxInt64, which would
+		// wrap negative below.
+		s, err := snapshot.ParseSummary(o.imagefs, b)
+		if err != nil {
+			return imagegc.FsStats{}, err
 		}
 		var fs *statsapi.FsStats
 		if s.Node.Runtime != nil {
@@ -279,7 +283,7 @@ func crictlUsedBytes(path string, b []byte, probe map[string]json.RawMessage) (i
 	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
 	var resp runtimeapi.ImageFsInfoResponse
 	if err := opts.Unmarshal(status, &resp); err == nil && len(resp.ImageFilesystems) > 0 {
-		return int64(resp.ImageFilesystems[0].GetUsedBytes().GetValue()), nil
+		return usedBytes(path, "status.imageFilesystems[0].usedBytes.value", resp.ImageFilesystems[0].GetUsedBytes().GetValue())
 	}
 	var fs runtimeapi.FilesystemUsage
 	if err := opts.Unmarshal(status, &fs); err != nil {
@@ -288,13 +292,27 @@ func crictlUsedBytes(path string, b []byte, probe map[string]json.RawMessage) (i
 	if fs.UsedBytes == nil {
 		return 0, fmt.Errorf("%s: status has no image filesystem with usedBytes", path)
 	}
-	return int64(fs.UsedBytes.GetValue()), nil
+	return usedBytes(path, "status.usedBytes.value", fs.UsedBytes.GetValue())
 }
 
+// usedBytes returns v as an int64, rejecting a value that would wrap negative.
+func usedBytes(path, field string, v uint64) (int64, error) {
+	if v > math.MaxInt64 {
+		return 0, fmt.Errorf("%s: %s: %d: too large", path, field, v)
+	}
+	return int64(v), nil
+}
+
+// parseBytes parses a byte quantity flag. Like --memory-capacity, it must be below
+// 2^63-1: the parser clamps larger binary-suffixed values (9Ei, 16Ei) to exactly
+// that, so a capacity of 16Ei would silently become 8Ei.
 func parseBytes(flag, s string) (int64, error) {
 	q, err := quantity.Parse(s)
 	if err != nil || q.Sign() < 0 {
 		return 0, fmt.Errorf("%s: %q is not a byte quantity (e.g. 100Gi)", flag, s)
+	}
+	if !quantity.FitsInt64("", q) {
+		return 0, fmt.Errorf("%s %q: too large", flag, s)
 	}
 	return q.Value(), nil
 }

@@ -175,6 +175,57 @@ func TestExplainImageGCVariants(t *testing.T) {
 	}
 }
 
+// Exabyte image filesystems: available*100 and capacity*(100-low) exceed an
+// int64, which once reported 100% used yet 0 bytes to free.
+func TestExplainImageGCExabytes(t *testing.T) {
+	t.Parallel()
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	// The largest capacity a Summary may report (2^63-1), 1Gi available.
+	if err := os.WriteFile(summary, []byte(`{"node": {"nodeName": "n1", "runtime": {"imageFs": {"capacityBytes": 9223372036854775807, "availableBytes": 1073741824}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		args        []string
+		wantUsage   int
+		wantToFree  int64
+		wantRemoved int
+	}{
+		{
+			name:      "4Ei capacity, 3.8Gi used",
+			args:      exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "4Ei"),
+			wantUsage: 1,
+		},
+		{
+			// 4Ei*20/100 - 1Gi = 922337203685477580 - 1073741824.
+			name:        "4Ei capacity, 1Gi available",
+			args:        exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "4Ei", "--available", "1Gi"),
+			wantUsage:   100,
+			wantToFree:  922337203685477580 - 1<<30,
+			wantRemoved: 5, // every unused image, and still short
+		},
+		{
+			// (2^63-1)*20/100 - 1Gi = 1844674407370955161 - 1073741824.
+			name:        "summary with a 2^63-1 byte capacity",
+			args:        exampleArgs("--imagefs", summary),
+			wantUsage:   100,
+			wantToFree:  1844674407370955161 - 1<<30,
+			wantRemoved: 5,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			doc := explainImageGCJSON(t, tc.args...)
+			got := []int64{int64(doc.UsagePercent), doc.BytesToFree, int64(len(doc.Remove))}
+			want := []int64{int64(tc.wantUsage), tc.wantToFree, int64(tc.wantRemoved)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("[usagePercent bytesToFree len(remove)] (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestExplainImageGCTable(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := runCLI(t, exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "20Gi", "--available", "2Gi",
@@ -213,6 +264,9 @@ func TestExplainImageGCBadInput(t *testing.T) {
 	other := write("other.json", `{"foo": 1}`)
 	badRecords := write("records.json", `{"sha256:x": {"firstSeen": "2025-01-01T00:00:00Z"}}`)
 	badTime := write("badtime.json", `{"d55432289a2f": {"firstDetected": "yesterday"}}`)
+	hugeSummary := write("huge-summary.json", `{"node": {"nodeName": "n1", "runtime": {"imageFs": {"capacityBytes": 18446744073709551615, "availableBytes": 1}}}}`)
+	hugeUsed := write("huge-used.json", `{"status": {"imageFilesystems": [{"usedBytes": {"value": "18446744073709551615"}}]}}`)
+	hugeUsedOld := write("huge-used-old.json", `{"status": {"usedBytes": {"value": "9223372036854775808"}}}`)
 	fsArgs := []string{"--imagefs", imagegcExample + "imagefs.json", "--capacity", "20Gi"}
 	tests := []struct {
 		name string
@@ -233,6 +287,11 @@ func TestExplainImageGCBadInput(t *testing.T) {
 		{"bad record time", exampleArgs(append(fsArgs, "--records", badTime)...), `[d55432289a2f].firstDetected: "yesterday": not an RFC3339 time`},
 		{"available above capacity", exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "10Gi", "--available", "20Gi"), `--available: "20Gi" exceeds --capacity "10Gi"`},
 		{"bad output", exampleArgs(append(fsArgs, "-o", "yaml")...), "--output"},
+		{"capacity beyond int64", exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "16Ei"), `--capacity "16Ei": too large`},
+		{"available beyond int64", exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "4Ei", "--available", "1e30"), `--available "1e30": too large`},
+		{"summary capacity beyond int64", exampleArgs("--imagefs", hugeSummary), "huge-summary.json: node.runtime.imageFs.capacityBytes: 18446744073709551615: too large"},
+		{"crictl used bytes beyond int64", exampleArgs("--imagefs", hugeUsed, "--capacity", "4Ei"), "huge-used.json: status.imageFilesystems[0].usedBytes.value: 18446744073709551615: too large"},
+		{"old crictl used bytes beyond int64", exampleArgs("--imagefs", hugeUsedOld, "--capacity", "4Ei"), "huge-used-old.json: status.usedBytes.value: 9223372036854775808: too large"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
