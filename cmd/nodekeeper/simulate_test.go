@@ -63,7 +63,7 @@ func TestSimulateBadInput(t *testing.T) {
 		want string
 	}{
 		{"pod without name", []string{"simulate", bad}, "bad.yaml: steps[0].pods: items[0]: pod has no metadata.name"},
-		{"unknown summary field", []string{"simulate", typo}, `typo.yaml: steps[1].summary: node.memory: unknown field "availableByts"`},
+		{"unknown summary field", []string{"simulate", typo}, `typo.yaml: steps[1].summary: unknown field "node.memory.availableByts"`},
 		{"negative capacity", []string{"simulate", negCapacity}, `negcap.yaml: node.capacity[memory]: "-8Gi": must not be negative`},
 		{"negative until", []string{"simulate", negUntil}, `neguntil.yaml: until: "-1m": want a non-negative duration`},
 		{"summary gauge beyond int64", []string{"simulate", huge}, `huge.yaml: steps[1].summary: node.memory.availableBytes: 18446744073709551615: too large`},

@@ -164,11 +164,11 @@ func decodePod(file, where string, raw []byte, strict bool) (*v1.Pod, error) {
 		return nil, badf(file, "%s: %v", where, err)
 	}
 	pod := new(v1.Pod)
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	decode := func(js []byte, v any) error { return json.Unmarshal(js, v) }
 	if strict {
-		dec.DisallowUnknownFields()
+		decode = decodeStrict
 	}
-	if err := dec.Decode(pod); err != nil {
+	if err := decode(raw, pod); err != nil {
 		return nil, badf(file, "%s: %v", where, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return pod, nil

@@ -1,15 +1,13 @@
 package snapshot
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
-	"reflect"
-	"strconv"
 	"strings"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	kjson "sigs.k8s.io/json"
 )
 
 // summaryDoc is a statsapi.Summary as decoded: Node is nil when the document has
@@ -202,137 +200,21 @@ func checkGauges(s *statsapi.Summary) error {
 	return nil
 }
 
-// decodeStrict decodes the JSON document js into v (a pointer), rejecting object
-// keys v has no field for. encoding/json names only the key, so on that error the
-// document is walked again to name its path too:
-// `node.memory: unknown field "availableByts"`.
+// decodeStrict decodes the JSON document js into v as the API server decodes
+// strict requests (sigs.k8s.io/json): field names match case-sensitively, and an
+// unknown or duplicate field is an error naming its path,
+// `unknown field "node.memory.availableByts"`. Only the first such field is
+// named, to keep the error on one line.
 func decodeStrict(js []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		return nil
-	}
-	if strings.HasPrefix(err.Error(), "json: unknown field ") {
-		if parent, key, found, _ := unknownField(json.NewDecoder(bytes.NewReader(js)), reflect.TypeOf(v), ""); found {
-			if parent == "" {
-				return fmt.Errorf("unknown field %q", key)
-			}
-			return fmt.Errorf("%s: unknown field %q", parent, key)
-		}
-	}
-	return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-
-// unknownField reads the next value from dec as a t and returns the first object
-// key t has no field for, with the path of the object holding it. Keys match
-// fields as in encoding/json: by the JSON tag name, else case-insensitively.
-func unknownField(dec *json.Decoder, t reflect.Type, path string) (parent, key string, found bool, err error) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if k := t.Kind(); reflect.PointerTo(t).Implements(unmarshalerType) ||
-		(k != reflect.Struct && k != reflect.Map && k != reflect.Slice && k != reflect.Array) {
-		var skip json.RawMessage
-		return "", "", false, dec.Decode(&skip)
-	}
-	tok, err := dec.Token()
+	strictErrs, err := kjson.UnmarshalStrict(js, v, kjson.DisallowUnknownFields, kjson.DisallowDuplicateFields)
 	if err != nil {
-		return "", "", false, err
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
-	switch tok {
-	case json.Delim('{'):
-		var fields map[string]reflect.Type
-		if t.Kind() == reflect.Struct {
-			fields = map[string]reflect.Type{}
-			jsonFields(t, fields)
-		}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return "", "", false, err
-			}
-			k, ok := kt.(string)
-			if !ok {
-				return "", "", false, nil
-			}
-			var elem reflect.Type
-			var sub string
-			switch t.Kind() {
-			case reflect.Struct:
-				if elem = lookupField(fields, k); elem == nil {
-					return path, k, true, nil
-				}
-				sub = k
-				if path != "" {
-					sub = path + "." + k
-				}
-			case reflect.Map:
-				elem, sub = t.Elem(), path+"["+strconv.Quote(k)+"]"
-			default: // a type mismatch; Decode reported it already
-				return "", "", false, nil
-			}
-			if parent, key, found, err := unknownField(dec, elem, sub); found || err != nil {
-				return parent, key, found, err
-			}
-		}
-	case json.Delim('['):
-		if k := t.Kind(); k != reflect.Slice && k != reflect.Array {
-			return "", "", false, nil
-		}
-		for i := 0; dec.More(); i++ {
-			if parent, key, found, err := unknownField(dec, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); found || err != nil {
-				return parent, key, found, err
-			}
-		}
-	default:
-		return "", "", false, nil // a scalar where an object or array was wanted
+	switch len(strictErrs) {
+	case 0:
+		return nil
+	case 1:
+		return strictErrs[0]
 	}
-	_, err = dec.Token() // the closing delimiter
-	return "", "", false, err
-}
-
-// jsonFields adds the JSON field names of struct type t to fields, with fields
-// of untagged embedded structs promoted.
-func jsonFields(t reflect.Type, fields map[string]reflect.Type) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-			jsonFields(ft, fields)
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		if _, ok := fields[name]; !ok {
-			fields[name] = f.Type
-		}
-	}
-}
-
-// lookupField finds key's field type as encoding/json does: exact name first,
-// then case-insensitively. It returns nil when t has no such field.
-func lookupField(fields map[string]reflect.Type, key string) reflect.Type {
-	if ft, ok := fields[key]; ok {
-		return ft
-	}
-	for name, ft := range fields {
-		if strings.EqualFold(name, key) {
-			return ft
-		}
-	}
-	return nil
+	return fmt.Errorf("%w (and %d more)", strictErrs[0], len(strictErrs)-1)
 }

@@ -22,7 +22,7 @@ func TestParseSummaryStrict(t *testing.T) {
 		{
 			name: "misspelt node memory field",
 			data: `{"node": {"nodeName": "n", "memory": {"availableByts": 1, "workingSetBytes": 2}}}`,
-			want: `summary.json: node.memory: unknown field "availableByts"`,
+			want: `summary.json: unknown field "node.memory.availableByts"`,
 		},
 		{
 			name: "top-level field",
@@ -33,17 +33,17 @@ func TestParseSummaryStrict(t *testing.T) {
 			name: "field of a container in a pod",
 			data: `{"node": {"nodeName": "n", "memory": {}}, "pods": [{"podRef": {"name": "a"}},
 				{"podRef": {"name": "b"}, "containers": [{"name": "c", "rootfs": {"usedBytes": 1, "size": 2}}]}]}`,
-			want: `summary.json: pods[1].containers[0].rootfs: unknown field "size"`,
+			want: `summary.json: unknown field "pods[1].containers[0].rootfs.size"`,
 		},
 		{
 			name: "field of a pod reference",
 			data: `{"node": {"nodeName": "n", "memory": {}}, "pods": [{"podRef": {"name": "a", "namespaec": "x"}}]}`,
-			want: `summary.json: pods[0].podRef: unknown field "namespaec"`,
+			want: `summary.json: unknown field "pods[0].podRef.namespaec"`,
 		},
 		{
 			name: "YAML",
 			data: "node:\n  nodeName: node-1\n  fs:\n    availableBytes: 1\n    capacityByte: 2\n",
-			want: `summary.json: node.fs: unknown field "capacityByte"`,
+			want: `summary.json: unknown field "node.fs.capacityByte"`,
 		},
 		{
 			name: "embedded FsStats fields of a volume and the default network interface",
@@ -51,8 +51,14 @@ func TestParseSummaryStrict(t *testing.T) {
 				"pods": [{"podRef": {"name": "a"}, "volume": [{"name": "v", "usedBytes": 5, "pvcRef": {"name": "p", "namespace": "x"}}]}]}`,
 		},
 		{
-			name: "field names match case-insensitively, as in encoding/json",
+			name: "field names match case-sensitively, as the API server's strict decoding",
 			data: `{"node": {"nodeName": "n", "memory": {"AvailableBytes": 1, "WORKINGSETBYTES": 2}}}`,
+			want: `summary.json: unknown field "node.memory.AvailableBytes" (and 1 more)`,
+		},
+		{
+			name: "duplicate field",
+			data: `{"node": {"nodeName": "n", "memory": {"availableBytes": 1, "availableBytes": 2}}}`,
+			want: `summary.json: duplicate field "node.memory.availableBytes"`,
 		},
 	}
 	for _, tc := range tests {
