@@ -68,7 +68,7 @@ func TestValueOf(t *testing.T) {
 			if tc.capacity != "" {
 				c = qtyp(tc.capacity)
 			}
-			if diff := cmp.Diff(quantity(tc.want), *tc.v.Of(c)); diff != "" {
+			if diff := cmp.Diff(qty(tc.want), *tc.v.Of(c)); diff != "" {
 				t.Errorf("Of() mismatch (-want +got):\n%s", diff)
 			}
 		})

@@ -28,8 +28,8 @@ func bytesOf(s string) uint64 {
 	return uint64(q.Value())
 }
 
-// quantity parses s; it panics on a malformed literal (a bug in the test).
-func quantity(s string) resource.Quantity { return resource.MustParse(s) }
+// qty parses s; it panics on a malformed literal (a bug in the test).
+func qty(s string) resource.Quantity { return resource.MustParse(s) }
 
 // resources builds a ResourceList from name, quantity pairs:
 // resources("memory", "1Gi", "ephemeral-storage", "2Gi").

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 // Reason is the pod status reason of an evicted pod and of a pod rejected under
@@ -44,11 +46,11 @@ func Message(r v1.ResourceName, pod *v1.Pod, stats StatsFunc, met []Threshold, o
 				switch r {
 				case v1.ResourceEphemeralStorage:
 					if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil && cs.Logs != nil && cs.Logs.UsedBytes != nil {
-						usage = resource.NewQuantity(int64(*cs.Rootfs.UsedBytes+*cs.Logs.UsedBytes), resource.BinarySI)
+						usage = resource.NewQuantity(quantity.AddSat(quantity.Int64Sat(*cs.Rootfs.UsedBytes), quantity.Int64Sat(*cs.Logs.UsedBytes)), resource.BinarySI)
 					}
 				case v1.ResourceMemory:
 					if cs.Memory != nil && cs.Memory.WorkingSetBytes != nil {
-						usage = resource.NewQuantity(int64(*cs.Memory.WorkingSetBytes), resource.BinarySI)
+						usage = resource.NewQuantity(quantity.Int64Sat(*cs.Memory.WorkingSetBytes), resource.BinarySI)
 					}
 				}
 				if usage != nil && usage.Cmp(req) > 0 {

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 // Observe derives the signal observations from a stats Summary, as the kubelet's
@@ -46,15 +48,8 @@ func Observe(s *statsapi.Summary) Observations {
 	return obs
 }
 
-// clampInt64 converts a Summary gauge to int64, saturating at math.MaxInt64
-// rather than wrapping negative (2^64-1 available bytes read as -1 would be
-// memory pressure). The snapshot loader rejects such values in files.
-func clampInt64(u uint64) int64 {
-	return int64(min(u, math.MaxInt64))
-}
-
 func memoryObservation(m *statsapi.MemoryStats) Observation {
-	avail, ws := clampInt64(*m.AvailableBytes), clampInt64(*m.WorkingSetBytes)
+	avail, ws := quantity.Int64Sat(*m.AvailableBytes), quantity.Int64Sat(*m.WorkingSetBytes)
 	capacity := int64(math.MaxInt64) // saturated when the sum overflows
 	if avail <= math.MaxInt64-ws {
 		capacity = avail + ws
@@ -72,15 +67,15 @@ func addFs(obs Observations, fs *statsapi.FsStats, bytesSignal, inodesSignal Sig
 	}
 	if fs.AvailableBytes != nil && fs.CapacityBytes != nil {
 		obs[bytesSignal] = Observation{
-			Available: resource.NewQuantity(clampInt64(*fs.AvailableBytes), resource.BinarySI),
-			Capacity:  resource.NewQuantity(clampInt64(*fs.CapacityBytes), resource.BinarySI),
+			Available: resource.NewQuantity(quantity.Int64Sat(*fs.AvailableBytes), resource.BinarySI),
+			Capacity:  resource.NewQuantity(quantity.Int64Sat(*fs.CapacityBytes), resource.BinarySI),
 			Time:      fs.Time.Time,
 		}
 	}
 	if fs.InodesFree != nil && fs.Inodes != nil {
 		obs[inodesSignal] = Observation{
-			Available: resource.NewQuantity(clampInt64(*fs.InodesFree), resource.DecimalSI),
-			Capacity:  resource.NewQuantity(clampInt64(*fs.Inodes), resource.DecimalSI),
+			Available: resource.NewQuantity(quantity.Int64Sat(*fs.InodesFree), resource.DecimalSI),
+			Capacity:  resource.NewQuantity(quantity.Int64Sat(*fs.Inodes), resource.DecimalSI),
 			Time:      fs.Time.Time,
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -233,7 +234,7 @@ func podRequest(pod *v1.Pod, r v1.ResourceName) int64 {
 	var sum, initMax int64
 	for i := range pod.Spec.Containers {
 		if q, ok := pod.Spec.Containers[i].Resources.Requests[r]; ok {
-			sum += q.Value()
+			sum = quantity.AddSat(sum, max(q.Value(), 0))
 		}
 	}
 	for i := range pod.Spec.InitContainers {

@@ -91,3 +91,13 @@ func FuzzRank(f *testing.F) {
 }
 
 func indexOf(pods []*v1.Pod, p *v1.Pod) int { return slices.Index(pods, p) }
+
+// Requests that each fit an int64 but not their sum saturate instead of
+// wrapping negative (which would rank the pod as far over its request).
+func TestPodRequestSaturates(t *testing.T) {
+	t.Parallel()
+	p := newTestPod("huge", withContainer("a", resources("memory", "5Ei"), nil), withContainer("b", resources("memory", "5Ei"), nil))
+	if got := podRequest(p, v1.ResourceMemory); got != math.MaxInt64 {
+		t.Errorf("podRequest = %d, want math.MaxInt64", got)
+	}
+}

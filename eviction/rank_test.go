@@ -31,7 +31,7 @@ func rows(rs []Ranked) []rankRow {
 
 // measured is a Usage for a pod with stats.
 func measured(usage, request string, exceeds bool, priority int32) Usage {
-	u, r := quantity(usage), quantity(request)
+	u, r := qty(usage), qty(request)
 	return Usage{HasStats: true, Usage: u.Value(), Request: r.Value(), ExceedsRequest: exceeds, Priority: priority}
 }
 
@@ -393,7 +393,7 @@ func TestPodUsageRequests(t *testing.T) {
 			t.Parallel()
 			stats := statsOf(newPodStats(tc.pod, podWorkingSet("0")))
 			got := PodUsage(SignalMemoryAvailable, NoImageFs, tc.pod, stats).Request
-			want := quantity(tc.want)
+			want := qty(tc.want)
 			if diff := cmp.Diff(want.Value(), got); diff != "" {
 				t.Errorf("memory request mismatch (-want +got):\n%s", diff)
 			}

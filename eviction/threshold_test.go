@@ -7,16 +7,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-func qty(s string) *resource.Quantity {
-	q := resource.MustParse(s)
-	return &q
-}
-
 func hardQ(s Signal, q string) Threshold {
-	return Threshold{Signal: s, Operator: OpLessThan, Value: Value{Quantity: qty(q)}}
+	return Threshold{Signal: s, Operator: OpLessThan, Value: Value{Quantity: qtyp(q)}}
 }
 
 func hardP(s Signal, p float32) Threshold {
@@ -115,9 +109,9 @@ func TestParseThresholds(t *testing.T) {
 				MinimumReclaim:  map[string]string{"memory.available": "0Mi", "nodefs.available": "500Mi", "imagefs.available": "2%"},
 			},
 			want: []Threshold{
-				withMin(hardQ(SignalMemoryAvailable, "100Mi"), Value{Quantity: qty("0Mi")}),
-				withMin(soft(hardQ(SignalMemoryAvailable, "500Mi"), time.Minute), Value{Quantity: qty("0Mi")}),
-				withMin(hardP(SignalNodeFsAvailable, 0.1), Value{Quantity: qty("500Mi")}),
+				withMin(hardQ(SignalMemoryAvailable, "100Mi"), Value{Quantity: qtyp("0Mi")}),
+				withMin(soft(hardQ(SignalMemoryAvailable, "500Mi"), time.Minute), Value{Quantity: qtyp("0Mi")}),
+				withMin(hardP(SignalNodeFsAvailable, 0.1), Value{Quantity: qtyp("500Mi")}),
 				withMin(hardP(SignalImageFsAvailable, 0.15), Value{Percentage: 0.02}),
 			},
 		},
@@ -131,9 +125,9 @@ func TestParseThresholds(t *testing.T) {
 				EnforceNodeAllocatable: []string{"kube-reserved", "pods"},
 			},
 			want: []Threshold{
-				withMin(hardQ(SignalMemoryAvailable, "100Mi"), Value{Quantity: qty("50Mi")}),
-				withMin(soft(hardQ(SignalMemoryAvailable, "1Gi"), time.Minute), Value{Quantity: qty("50Mi")}),
-				withMin(hardQ(SignalAllocatableMemoryAvailable, "100Mi"), Value{Quantity: qty("50Mi")}),
+				withMin(hardQ(SignalMemoryAvailable, "100Mi"), Value{Quantity: qtyp("50Mi")}),
+				withMin(soft(hardQ(SignalMemoryAvailable, "1Gi"), time.Minute), Value{Quantity: qtyp("50Mi")}),
+				withMin(hardQ(SignalAllocatableMemoryAvailable, "100Mi"), Value{Quantity: qtyp("50Mi")}),
 				hardP(SignalNodeFsAvailable, 0.1),
 			},
 		},

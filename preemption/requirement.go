@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 // InsufficientResource is an admission failure: the node does not have enough of one
@@ -37,6 +39,9 @@ func (e *InsufficientResource) Error() string {
 // Insufficient returns how much of the resource must be freed for the pod to fit:
 // Requested - (Capacity - Used).
 func (e *InsufficientResource) Insufficient() int64 {
+	if free := e.Capacity - e.Used; free < 0 { // over-committed: saturate, never wrap
+		return quantity.AddSat(e.Requested, -free)
+	}
 	return e.Requested - (e.Capacity - e.Used)
 }
 

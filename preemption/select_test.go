@@ -2,6 +2,7 @@ package preemption
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -111,6 +112,11 @@ func TestInsufficientResource(t *testing.T) {
 	}
 	if got := e.Insufficient(); got != 300 {
 		t.Errorf("Insufficient = %d, want 300", got)
+	}
+	// A request capped at the int64 maximum on an over-committed node saturates.
+	over := &InsufficientResource{ResourceName: v1.ResourceMemory, Requested: math.MaxInt64, Used: 10, Capacity: 4}
+	if got := over.Insufficient(); got != math.MaxInt64 {
+		t.Errorf("Insufficient of a saturated request = %d, want math.MaxInt64", got)
 	}
 	rs := Requirements{{v1.ResourceCPU, 300}, {v1.ResourceMemory, 1024}}
 	if diff := cmp.Diff("[(res: cpu, q: 300), (res: memory, q: 1024), ]", rs.String()); diff != "" {

@@ -99,7 +99,7 @@ func Fit(pod *v1.Pod, others []*v1.Pod, node Node) []error {
 		for _, o := range others {
 			r := resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{})
 			for _, name := range names {
-				used[name] = addSat(used[name], amount(r, name))
+				used[name] = quantity.AddSat(used[name], amount(r, name))
 			}
 		}
 		for _, name := range names {
@@ -159,14 +159,6 @@ func amount(r v1.ResourceList, name v1.ResourceName) int64 {
 		return q.MilliValue()
 	}
 	return q.Value()
-}
-
-// addSat returns a+b for non-negative a and b, saturating at math.MaxInt64.
-func addSat(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // quantityOf reads an allocatable amount in fit units (0 when absent).

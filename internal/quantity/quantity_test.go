@@ -2,6 +2,7 @@ package quantity
 
 import (
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -72,5 +73,24 @@ func TestFitsInt64(t *testing.T) {
 				t.Errorf("FitsInt64(%q, %s) = %v, want %v", tc.name, tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSaturation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ a, b, want int64 }{
+		{1, 2, 3},
+		{math.MaxInt64 - 1, 1, math.MaxInt64},
+		{math.MaxInt64, math.MaxInt64, math.MaxInt64},
+		{1 << 62, 1 << 62, math.MaxInt64},
+	} {
+		if got := AddSat(tc.a, tc.b); got != tc.want {
+			t.Errorf("AddSat(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+	for u, want := range map[uint64]int64{0: 0, math.MaxInt64: math.MaxInt64, math.MaxInt64 + 1: math.MaxInt64, math.MaxUint64: math.MaxInt64} {
+		if got := Int64Sat(u); got != want {
+			t.Errorf("Int64Sat(%d) = %d, want %d", u, got, want)
+		}
 	}
 }

@@ -21,3 +21,15 @@ func FitsInt64(name string, q resource.Quantity) bool {
 	}
 	return q.CmpInt64(math.MaxInt64) < 0
 }
+
+// AddSat returns a+b for non-negative a and b, saturating at math.MaxInt64:
+// sums of requests and usages that each fit an int64 may not.
+func AddSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// Int64Sat converts a Summary counter to int64, saturating at math.MaxInt64.
+func Int64Sat(u uint64) int64 { return int64(min(u, math.MaxInt64)) }
