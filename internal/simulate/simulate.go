@@ -24,18 +24,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 )
 
 // Start is the virtual time at offset 0.
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Loop periods, as the kubelet's.
+// Loop periods: the managers' own defaults, which are the kubelet's.
 const (
-	containerGCPeriod = time.Minute
-	imageGCPeriod     = 5 * time.Minute
-	cleanupPoll       = time.Second
+	containerGCPeriod = containergc.DefaultPeriod
+	imageGCPeriod     = imagegc.DefaultGCPeriod
+	cleanupPoll       = eviction.DefaultPodCleanupPoll // the next pass after an eviction
 )
 
 // sim is one run of a scenario.
