@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -96,7 +95,7 @@ func parseMemoryCapacity(s string) (int64, error) {
 	if q.Sign() <= 0 {
 		return 0, fmt.Errorf("--memory-capacity %q: must be positive", s)
 	}
-	if q.CmpInt64(math.MaxInt64) >= 0 {
+	if !quantity.FitsInt64("memory", q) {
 		return 0, fmt.Errorf("--memory-capacity %q: too large", s)
 	}
 	return q.Value(), nil

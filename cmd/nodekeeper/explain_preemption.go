@@ -170,6 +170,9 @@ func parseResourceList(flag, s string) (v1.ResourceList, error) {
 		if q.Sign() < 0 {
 			return nil, badInput(fmt.Errorf("%s: %s: %q must not be negative", flag, name, value))
 		}
+		if !quantity.FitsInt64(name, q) {
+			return nil, badInput(fmt.Errorf("%s: %s: %q: too large", flag, name, value))
+		}
 		if _, dup := out[v1.ResourceName(name)]; dup {
 			return nil, badInput(fmt.Errorf("%s: %s given twice", flag, name))
 		}

@@ -253,6 +253,7 @@ spec:
 		{"bad allocatable quantity", []string{"--pods", preemptionRunning, "--pod", preemptionCritical, "--allocatable", "cpu=4,memory=8XB"}, `--allocatable: memory: "8XB" is not a valid quantity`},
 		{"bad allocatable entry", []string{"--pods", preemptionRunning, "--pod", preemptionCritical, "--allocatable", "cpu"}, `--allocatable: entry "cpu": want NAME=QUANTITY`},
 		{"negative allocatable", []string{"--pods", preemptionRunning, "--pod", preemptionCritical, "--allocatable", "cpu=-1"}, `--allocatable: cpu: "-1" must not be negative`},
+		{"allocatable beyond int64", []string{"--pods", preemptionRunning, "--pod", preemptionCritical, "--allocatable", "cpu=1e30,memory=8Gi"}, `--allocatable: cpu: "1e30": too large`},
 		{"bad capacity", []string{"--pods", preemptionRunning, "--pod", preemptionCritical, "--capacity", "memory=lots"}, `--capacity: memory: "lots" is not a valid quantity`},
 		{"malformed quantity in the pod", []string{"--pods", preemptionRunning, "--pod", badQty, "--allocatable", "cpu=1"}, `bad.yaml: pod default/bad: spec.containers[0].resources.requests.memory: "1Gb"`},
 		{"negative request in running pods", []string{"--pods", negative, "--pod", preemptionCritical, "--allocatable", "cpu=1"}, `negative.json: pod neg: spec.containers[0].resources.requests.cpu: "-1": must not be negative`},
