@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,10 +15,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/imagegc"
+	inputs "github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // ErrInvalid is the class of every error caused by the content of a configuration
@@ -32,15 +33,10 @@ const (
 	kind       = "KubeletConfiguration"
 )
 
-// The kubelet's defaults for the fields we use (see the package documentation).
-const (
-	defaultMaxPods                  int32 = 110
-	defaultPodPidsLimit             int64 = -1
-	defaultImageGCHighPercent       int32 = 85
-	defaultImageGCLowPercent        int32 = 80
-	defaultImageMinimumGCAge              = 2 * time.Minute
-	defaultPressureTransitionPeriod       = eviction.DefaultPressureTransitionPeriod
-)
+// defaultPodPidsLimit is the kubelet's podPidsLimit default: no limit. The
+// other defaults come from the packages that own them (nodeapi.DefaultMaxPods,
+// imagegc.DefaultPolicy, eviction's defaults).
+const defaultPodPidsLimit int64 = -1
 
 // defaultEnforceNodeAllocatable is the kubelet's enforceNodeAllocatable default.
 func defaultEnforceNodeAllocatable() []string { return []string{"pods"} }
@@ -187,11 +183,12 @@ func fieldError(file, field, value, reason string) error {
 	return invalid(file, "%s: %q: %s", field, value, reason)
 }
 
-// decode turns YAML or JSON into a KubeletConfiguration, strictly. It also
-// returns the file's top-level keys with their raw JSON values.
+// decode turns YAML or JSON into a KubeletConfiguration, strictly (package
+// decode: the rule every input shares). It also returns the file's top-level
+// keys with their raw JSON values.
 func decode(name string, data []byte) (kubeletv1beta1.KubeletConfiguration, map[string]json.RawMessage, error) {
 	var kc kubeletv1beta1.KubeletConfiguration
-	js, err := yaml.YAMLToJSON(data)
+	js, err := inputs.ToJSON(data)
 	if err != nil {
 		return kc, nil, invalid(name, "malformed YAML or JSON: %v", err)
 	}
@@ -208,30 +205,34 @@ func decode(name string, data []byte) (kubeletv1beta1.KubeletConfiguration, map[
 		return kc, nil, invalid(name, "apiVersion %s, kind %s: want apiVersion %s, kind %s",
 			shownJSON(raw["apiVersion"]), shownJSON(raw["kind"]), apiVersion, kind)
 	}
-
-	fields := jsonFields(reflect.TypeFor[kubeletv1beta1.KubeletConfiguration]())
-	var unknown []string
-	for key := range raw {
-		if _, ok := fields[key]; !ok {
-			unknown = append(unknown, key)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return kc, nil, invalid(name, "unknown fields %s: not %s fields", strings.Join(quoteAll(unknown), ", "), kind)
-	}
-
-	kv := reflect.ValueOf(&kc).Elem()
-	for _, key := range slices.Sorted(maps.Keys(raw)) {
-		dst := kv.FieldByIndex(fields[key]).Addr().Interface()
-		dec := json.NewDecoder(bytes.NewReader(raw[key]))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(dst); err != nil {
-			if ferr := stringMapError(name, key, raw[key]); ferr != nil {
-				return kc, nil, ferr
+	fields, err := inputs.StrictFields(js, &kc)
+	if err != nil {
+		// Name the field whose value is wrong: decode each key on its own.
+		for _, key := range slices.Sorted(maps.Keys(raw)) {
+			one, _ := json.Marshal(map[string]json.RawMessage{key: raw[key]})
+			if _, err := inputs.StrictFields(one, new(kubeletv1beta1.KubeletConfiguration)); err != nil {
+				if ferr := stringMapError(name, key, raw[key]); ferr != nil {
+					return kc, nil, ferr
+				}
+				return kc, nil, fieldError(name, key, shown(raw[key]), err.Error())
 			}
-			return kc, nil, fieldError(name, key, shown(raw[key]), describeJSONError(err))
 		}
+		return kc, nil, invalid(name, "%v", err)
+	}
+	var unknown, other []string
+	for _, f := range fields {
+		if path, ok := strings.CutPrefix(f.Error(), "unknown field "); ok {
+			unknown = append(unknown, path)
+		} else {
+			other = append(other, f.Error()) // duplicate field "..."
+		}
+	}
+	switch {
+	case len(other) > 0:
+		return kc, nil, invalid(name, "%s", strings.Join(other, ", "))
+	case len(unknown) > 0:
+		slices.Sort(unknown)
+		return kc, nil, invalid(name, "unknown fields %s: not %s fields", strings.Join(unknown, ", "), kind)
 	}
 	return kc, raw, nil
 }
@@ -251,34 +252,6 @@ func stringMapError(file, key string, r json.RawMessage) error {
 		}
 	}
 	return nil
-}
-
-// jsonFields maps the JSON names of t's fields, including those of inlined
-// embedded structs such as TypeMeta, to their field indexes.
-func jsonFields(t reflect.Type) map[string][]int {
-	out := make(map[string][]int)
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-			for n, idx := range jsonFields(f.Type) {
-				out[n] = append([]int{i}, idx...)
-			}
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = []int{i}
-	}
-	return out
 }
 
 // describeJSONError rewords encoding/json errors without the Go type internals
@@ -343,6 +316,7 @@ func valueOf(raw map[string]json.RawMessage, key, fallback string) string {
 // resolve applies defaults to kc, validates it and derives the Config. raw holds
 // the file's values, used only to quote them in errors.
 func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string]json.RawMessage) (*Config, error) {
+	imageDefaults := imagegc.DefaultPolicy()
 	k := kc
 	fail := func(field, fallback, reason string) error {
 		return fieldError(name, field, valueOf(raw, field, fallback), reason)
@@ -388,7 +362,7 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 	case d < 0:
 		return nil, fail("evictionPressureTransitionPeriod", d.String(), "must not be negative")
 	case d == 0:
-		k.EvictionPressureTransitionPeriod.Duration = defaultPressureTransitionPeriod
+		k.EvictionPressureTransitionPeriod.Duration = eviction.DefaultPressureTransitionPeriod
 	}
 	if g := k.EvictionMaxPodGracePeriod; g < 0 {
 		return nil, fail("evictionMaxPodGracePeriod", strconv.Itoa(int(g)), "must not be negative")
@@ -402,7 +376,7 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 	case k.MaxPods < 0:
 		return nil, fail("maxPods", strconv.Itoa(int(k.MaxPods)), "must not be negative")
 	case k.MaxPods == 0:
-		k.MaxPods = defaultMaxPods
+		k.MaxPods = nodeapi.DefaultMaxPods
 	}
 	if k.PodPidsLimit == nil {
 		k.PodPidsLimit = new(defaultPodPidsLimit)
@@ -410,10 +384,10 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 
 	// Image garbage collection.
 	if k.ImageGCHighThresholdPercent == nil {
-		k.ImageGCHighThresholdPercent = new(defaultImageGCHighPercent)
+		k.ImageGCHighThresholdPercent = new(int32(imageDefaults.HighThresholdPercent))
 	}
 	if k.ImageGCLowThresholdPercent == nil {
-		k.ImageGCLowThresholdPercent = new(defaultImageGCLowPercent)
+		k.ImageGCLowThresholdPercent = new(int32(imageDefaults.LowThresholdPercent))
 	}
 	high, low := *k.ImageGCHighThresholdPercent, *k.ImageGCLowThresholdPercent
 	for _, p := range []struct {
@@ -432,7 +406,7 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 	case d < 0:
 		return nil, fail("imageMinimumGCAge", d.String(), "must not be negative")
 	case d == 0:
-		k.ImageMinimumGCAge.Duration = defaultImageMinimumGCAge
+		k.ImageMinimumGCAge.Duration = imageDefaults.MinAge
 	}
 	switch maxAge := k.ImageMaximumGCAge.Duration; {
 	case maxAge < 0:

@@ -28,7 +28,7 @@
 //	                                  allocatableMemory.available twin
 //	                                  (defaults.go, pkg/kubelet/eviction/helpers.go)
 //	localStorageCapacityIsolation     true (defaults.go)
-//	maxPods                           110 (defaults.go)
+//	maxPods                           110 (nodeapi.DefaultMaxPods)
 //	podPidsLimit                      -1, no limit (defaults.go)
 //	imageGCHighThresholdPercent       85 (defaults.go)
 //	imageGCLowThresholdPercent        80 (defaults.go)

@@ -15,8 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"sigs.k8s.io/yaml"
 
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
@@ -164,11 +164,11 @@ func decodePod(file, where string, raw []byte, strict bool) (*v1.Pod, error) {
 		return nil, badf(file, "%s: %v", where, err)
 	}
 	pod := new(v1.Pod)
-	decode := func(js []byte, v any) error { return json.Unmarshal(js, v) }
+	unmarshal := func(js []byte, v any) error { return json.Unmarshal(js, v) }
 	if strict {
-		decode = decodeStrict
+		unmarshal = decode.Strict
 	}
-	if err := decode(raw, pod); err != nil {
+	if err := unmarshal(raw, pod); err != nil {
 		return nil, badf(file, "%s: %v", where, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return pod, nil
@@ -270,7 +270,7 @@ func parseSummary(name string, data []byte, strict bool) (*statsapi.Summary, err
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, badf(name, "file is empty")
 	}
-	js, err := toJSON(data)
+	js, err := decode.ToJSON(data)
 	if err != nil {
 		return nil, badf(name, "%v", err)
 	}
@@ -280,7 +280,7 @@ func parseSummary(name string, data []byte, strict bool) (*statsapi.Summary, err
 	// One decoding pass, which also tells a missing node from an empty one.
 	var doc summaryDoc
 	if strict {
-		if err := decodeStrict(js, &doc); err != nil {
+		if err := decode.Strict(js, &doc); err != nil {
 			return nil, badf(name, "%v", err)
 		}
 	} else if err := json.Unmarshal(js, &doc); err != nil {
@@ -310,14 +310,4 @@ func truncate(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
-}
-
-// toJSON returns data as JSON: as is when it already is a JSON object (the common
-// case, and much faster than the YAML path for large Summaries), else converted
-// from YAML.
-func toJSON(data []byte) ([]byte, error) {
-	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && json.Valid(t) {
-		return t, nil
-	}
-	return yaml.YAMLToJSON(data)
 }

@@ -1,13 +1,10 @@
 package snapshot
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	kjson "sigs.k8s.io/json"
 )
 
 // summaryDoc is a statsapi.Summary as decoded: Node is nil when the document has
@@ -198,23 +195,4 @@ func checkGauges(s *statsapi.Summary) error {
 		}
 	}
 	return nil
-}
-
-// decodeStrict decodes the JSON document js into v as the API server decodes
-// strict requests (sigs.k8s.io/json): field names match case-sensitively, and an
-// unknown or duplicate field is an error naming its path,
-// `unknown field "node.memory.availableByts"`. Only the first such field is
-// named, to keep the error on one line.
-func decodeStrict(js []byte, v any) error {
-	strictErrs, err := kjson.UnmarshalStrict(js, v, kjson.DisallowUnknownFields, kjson.DisallowDuplicateFields)
-	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
-	}
-	switch len(strictErrs) {
-	case 0:
-		return nil
-	case 1:
-		return strictErrs[0]
-	}
-	return fmt.Errorf("%w (and %d more)", strictErrs[0], len(strictErrs)-1)
 }
