@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 )
@@ -135,12 +135,12 @@ func Parse(name string, data []byte) (*Scenario, error) {
 		}
 	}
 	var raw rawScenario
-	if err := strictDecode(js, &raw); err != nil {
+	if err := decode.Strict(js, &raw); err != nil {
 		return nil, badf(name, "%v", err)
 	}
 	steps := make([]rawStep, len(raw.Steps))
 	for i, rs := range raw.Steps {
-		if err := strictDecode(rs, &steps[i]); err != nil {
+		if err := decode.Strict(rs, &steps[i]); err != nil {
 			return nil, badf(name, "steps[%d]: %v", i, err)
 		}
 	}
@@ -289,7 +289,7 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 	}
 	if len(rs.ImageFs) > 0 && string(rs.ImageFs) != "null" {
 		st.ImageFs = new(ImageFs)
-		if err := strictDecode(rs.ImageFs, st.ImageFs); err != nil {
+		if err := decode.Strict(rs.ImageFs, st.ImageFs); err != nil {
 			return st, badf(name, "%s.imageFs: %v", where, err)
 		}
 		if st.ImageFs.AvailableBytes > st.ImageFs.CapacityBytes {
@@ -348,15 +348,4 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, nil
 	}
 	return time.ParseDuration(s)
-}
-
-// strictDecode decodes one JSON value into v, rejecting unknown fields; the error
-// names the field without the "json: " prefix.
-func strictDecode(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return nil
 }
