@@ -13,7 +13,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/decode"
@@ -127,12 +126,9 @@ func badf(file, format string, args ...any) error {
 
 // Parse parses a scenario; name is used in errors.
 func Parse(name string, data []byte) (*Scenario, error) {
-	js := data
-	var err error
-	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
-		if js, err = yaml.YAMLToJSON(data); err != nil {
-			return nil, badf(name, "%v", err)
-		}
+	js, err := decode.ToJSON(data)
+	if err != nil {
+		return nil, badf(name, "%v", err)
 	}
 	var raw rawScenario
 	if err := decode.Strict(js, &raw); err != nil {
