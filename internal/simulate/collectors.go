@@ -37,7 +37,7 @@ type collectors struct {
 // newCollectors builds the real garbage collectors over the scripted node, with
 // the virtual clock.
 func newCollectors(s *sim) (collectors, error) {
-	clk := virtualClock{s.n}
+	clk := passiveClock{s.n}
 	rec := recorder{s}
 	policy := imagegc.PolicyFromKubelet(&s.sc.Config.Kubelet)
 	images, err := imagegc.New(imagegc.Config{Policy: policy}, imagegc.Deps{
@@ -65,11 +65,11 @@ func newCollectors(s *sim) (collectors, error) {
 	return collectors{images: images, containers: containers, imagePeriodic: policy.PeriodicEnabled()}, nil
 }
 
-// virtualClock is the simulation's clock.
-type virtualClock struct{ n *node }
+// passiveClock is the simulation's clock for the collectors.
+type passiveClock struct{ n *node }
 
-func (c virtualClock) Now() time.Time                  { return c.n.now }
-func (c virtualClock) Since(t time.Time) time.Duration { return c.n.now.Sub(t) }
+func (c passiveClock) Now() time.Time                  { return c.n.now }
+func (c passiveClock) Since(t time.Time) time.Duration { return c.n.now.Sub(t) }
 
 // recorder turns the collectors' node events into timeline records.
 type recorder struct{ s *sim }
