@@ -7,8 +7,12 @@ import (
 	"log/slog"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/internal/periodic"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // DefaultPeriod is the kubelet's container GC period.
@@ -28,20 +32,19 @@ type Runtime interface {
 	RemovePodSandbox(ctx context.Context, podSandboxID string) error
 }
 
-// Recorder receives node events; it must not block. Same shape as eviction.Recorder.
-type Recorder interface {
-	NodeEvent(eventType, reason, message string)
-}
-
 // Deps are the Collector's collaborators.
 type Deps struct {
-	Runtime  Runtime  // required
-	Pods     PodState // nil: no pod counts as deleted or terminated
-	Recorder Recorder // optional
-	Logger   *slog.Logger
-	// Clock supplies "now" for the age checks; nil means the real clock.
-	// nodekeeper simulate passes a virtual one.
-	Clock clock.PassiveClock
+	Runtime Runtime  // required
+	Pods    PodState // nil: no pod counts as deleted or terminated
+	// Recorder receives ContainerGCFailed, a node-level event about the Node
+	// NodeName. Nil discards it.
+	Recorder nodeapi.Recorder
+	// NodeName names the node the events are about.
+	NodeName string
+	Logger   *slog.Logger // nil: discard
+	// Clock is the one source of time: the age checks and Run's timer. Nil
+	// means the real clock; nodekeeper simulate passes a virtual one.
+	Clock clock.WithTicker
 	// LogDirs, when set, are cleaned after each pass as the kubelet does:
 	// the log directories of deleted pods and dangling log symlinks.
 	LogDirs LogDirs
@@ -54,7 +57,7 @@ type Collector struct {
 	period time.Duration
 	deps   Deps
 	log    *slog.Logger
-	token  chan struct{} // held by the running pass
+	pass   periodic.Serial // held by the running pass
 }
 
 // New validates the policy. period 0 means DefaultPeriod.
@@ -75,25 +78,27 @@ func New(p Policy, period time.Duration, deps Deps) (*Collector, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Collector{policy: p, period: period, deps: deps, log: log.With("subsystem", "containergc"), token: make(chan struct{}, 1)}, nil
+	return &Collector{policy: p, period: period, deps: deps, log: log.With("subsystem", "containergc"), pass: periodic.NewSerial()}, nil
 }
 
-// Run collects at once and then every period until ctx ends. A failed pass is logged, emits ContainerGCFailed and is retried next
-// period. Run returns nil when ctx ends.
+// Run collects at once and then every period until ctx ends; then it returns
+// nil. A failed pass is logged, emits ContainerGCFailed and is retried next
+// period.
+//
+// Run follows the loop discipline "one timer, re-armed once per wake-up"
+// (package internal/periodic) because nodekeeper simulate drives it on a
+// virtual clock: it creates one timer of Deps.Clock, armed for 0, and after
+// each pass re-arms it with one Reset(period). Call Run once.
 func (c *Collector) Run(ctx context.Context) error {
-	t := time.NewTicker(c.period)
-	defer t.Stop()
-	for {
-		if err := c.GarbageCollect(ctx, false); err != nil && ctx.Err() == nil {
-			c.log.Error("container garbage collection failed", "err", err)
-			if c.deps.Recorder != nil {
-				c.deps.Recorder.NodeEvent("Warning", EventContainerGCFailed, err.Error())
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+	return periodic.Run(ctx, c.deps.Clock, periodic.Duty{Period: c.period, Do: c.periodicGC})
+}
+
+// periodicGC is one pass of Run: failures are logged and recorded.
+func (c *Collector) periodicGC(ctx context.Context) {
+	if err := c.GarbageCollect(ctx, false); err != nil && ctx.Err() == nil {
+		c.log.Error("container garbage collection failed", "err", err)
+		if c.deps.Recorder != nil {
+			c.deps.Recorder.Event(nodeapi.NodeRef(c.deps.NodeName), v1.EventTypeWarning, EventContainerGCFailed, err.Error())
 		}
 	}
 }
@@ -107,12 +112,10 @@ func (c *Collector) DeleteAllUnusedContainers(ctx context.Context) error {
 // GarbageCollect runs one pass now. Removal errors do not stop it; they are
 // returned together.
 func (c *Collector) GarbageCollect(ctx context.Context, evictNonDeleted bool) error {
-	select {
-	case c.token <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := c.pass.Lock(ctx); err != nil {
+		return err
 	}
-	defer func() { <-c.token }()
+	defer c.pass.Unlock()
 	rt := c.deps.Runtime
 	sandboxes, err := rt.ListPodSandbox(ctx, nil)
 	if err != nil {

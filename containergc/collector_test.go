@@ -3,6 +3,7 @@ package containergc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -12,26 +13,46 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 var (
-	_ Runtime = (*apitest.FakeRuntimeService)(nil)
-	_ Runtime = (*cri.Client)(nil)
+	_ nodeapi.Recorder = (*recorder)(nil)
+	_ Runtime          = (*apitest.FakeRuntimeService)(nil)
+	_ Runtime          = (*cri.Client)(nil)
 )
 
+// recorder records the reasons of the Warning events about node; an event
+// about anything else is recorded as such.
 type recorder struct {
+	node    string
 	mu      sync.Mutex
-	reasons []string
+	reasons []string // guarded by mu
 }
 
-func (r *recorder) NodeEvent(_, reason, _ string) {
+func (r *recorder) Event(object runtime.Object, eventType, reason, _ string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if ref, ok := object.(*v1.ObjectReference); !ok || *ref != *nodeapi.NodeRef(r.node) || eventType != v1.EventTypeWarning {
+		reason = fmt.Sprintf("%s event %s about %#v", eventType, reason, object)
+	}
 	r.reasons = append(r.reasons, reason)
+}
+
+func (r *recorder) Eventf(object runtime.Object, eventType, reason, format string, args ...any) {
+	r.Event(object, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) AnnotatedEventf(object runtime.Object, _ map[string]string, eventType, reason, format string, args ...any) {
+	r.Eventf(object, eventType, reason, format, args...)
 }
 
 func (r *recorder) got() []string {
@@ -128,8 +149,8 @@ func TestCollectorRunReportsFailures(t *testing.T) {
 			fakeContainer("b", "p", "app", runtimeapi.ContainerState_CONTAINER_EXITED, time.Now().Add(-time.Minute)),
 		})
 		rt.InjectError("ListPodSandbox", cri.ErrUnavailable)
-		rec := &recorder{}
-		c, err := New(DefaultPolicy(), 0, Deps{Runtime: rt, Recorder: rec, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		rec := &recorder{node: "node-1"}
+		c, err := New(DefaultPolicy(), 0, Deps{Runtime: rt, Recorder: rec, NodeName: "node-1", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,6 +168,64 @@ func TestCollectorRunReportsFailures(t *testing.T) {
 		synctest.Wait()
 		if diff := cmp.Diff([]string{"b"}, remainingContainers(rt)); diff != "" {
 			t.Errorf("containers after the retry (-want +got):\n%s", diff)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}
+
+// Run passes every period on the fake clock, one timer armed between passes,
+// and the age check reads the same clock.
+func TestCollectorRunOnFakeClock(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Date(2025, 11, 21, 12, 0, 0, 0, time.UTC)
+		clk := testingclock.NewFakeClock(t0)
+		rt := apitest.NewFakeRuntimeService()
+		rt.SetFakeContainers([]*apitest.FakeContainer{
+			fakeContainer("old", "p", "app", runtimeapi.ContainerState_CONTAINER_EXITED, t0.Add(-3*time.Minute)),
+			fakeContainer("new", "p", "app", runtimeapi.ContainerState_CONTAINER_EXITED, t0.Add(-time.Minute)),
+		})
+		c, err := New(Policy{MinAge: 2 * time.Minute, MaxPerPodContainer: 0, MaxContainers: -1}, 2*time.Minute,
+			Deps{Runtime: rt, Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- c.Run(ctx) }()
+		synctest.Wait()
+		pass := []string{"ListPodSandbox", "ListContainers", "ListContainers"}
+		removing := []string{"ListPodSandbox", "ListContainers", "RemoveContainer", "ListContainers"}
+		for _, w := range []struct {
+			step  time.Duration
+			calls []string
+			left  []string
+		}{
+			{0, removing, []string{"new"}}, // "new" is 1m old
+			{time.Minute, nil, []string{"new"}},
+			{time.Minute, removing, nil}, // 3m old
+			{time.Minute, nil, nil},
+			{time.Minute, pass, nil},
+		} {
+			if n := clk.Waiters(); n != 1 {
+				t.Fatalf("%d timers armed, want 1", n)
+			}
+			clk.Step(w.step)
+			synctest.Wait()
+			at := clk.Since(t0)
+			rt.Lock()
+			calls := rt.Called
+			rt.Called = nil
+			rt.Unlock()
+			if diff := cmp.Diff(w.calls, calls, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("calls at %v (-want +got):\n%s", at, diff)
+			}
+			if diff := cmp.Diff(w.left, remainingContainers(rt), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("containers at %v (-want +got):\n%s", at, diff)
+			}
 		}
 		cancel()
 		if err := <-done; err != nil {

@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/metrics"
+	"github.com/nodekeeper/nodekeeper/internal/periodic"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // The kubelet's periods.
@@ -51,12 +54,6 @@ type ImageFs interface {
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
 }
 
-// Recorder receives node events (the agent maps them to logs or Kubernetes
-// events). It must not block. The eviction package's Recorder has the same shape.
-type Recorder interface {
-	NodeEvent(eventType, reason, message string)
-}
-
 // Config configures a Manager.
 type Config struct {
 	Policy Policy
@@ -76,11 +73,16 @@ type Deps struct {
 	InUse func(ctx context.Context) ([]string, error)
 	// Statfs returns the capacity and available bytes of the filesystem at
 	// path. Nil means statfs(2).
-	Statfs   func(path string) (FsStats, error)
-	Recorder Recorder // optional
-	// Clock supplies "now" for records and passes; nil means the real clock.
-	// nodekeeper simulate passes a virtual one.
-	Clock clock.PassiveClock
+	Statfs func(path string) (FsStats, error)
+	// Recorder receives the node-level events (InvalidDiskCapacity,
+	// FreeDiskSpaceFailed, ImageGCFailed), about the Node NodeName. Nil
+	// discards them.
+	Recorder nodeapi.Recorder
+	// NodeName names the node the events are about.
+	NodeName string
+	// Clock is the one source of time: records, passes and Run's timer. Nil
+	// means the real clock; nodekeeper simulate passes a virtual one.
+	Clock clock.WithTicker
 	// Registerer receives kubelet_image_garbage_collected_total. Nil: the
 	// counter is kept but not registered.
 	Registerer prometheus.Registerer
@@ -97,11 +99,10 @@ type Manager struct {
 	started time.Time
 	removed *prometheus.CounterVec
 
-	// token is held (a value sent into it) by the one pass that may touch
-	// records and initialized; acquiring it honours ctx.
-	token       chan struct{}
-	records     map[string]*Record // guarded by token
-	initialized bool               // guarded by token: a detection succeeded
+	// pass is held by the one pass that may touch records and initialized.
+	pass        periodic.Serial
+	records     map[string]*Record // guarded by pass
+	initialized bool               // guarded by pass: a detection succeeded
 	gcFailed    bool               // the last PeriodicGC failed; touched only by PeriodicGC's caller
 
 	cache atomic.Pointer[[]*runtimeapi.Image] // the last image list; read by Images
@@ -139,7 +140,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	return &Manager{
 		cfg: cfg, deps: deps, log: log.With("subsystem", "imagegc"),
 		started: deps.Clock.Now(), removed: removed,
-		token: make(chan struct{}, 1), records: map[string]*Record{},
+		pass: periodic.NewSerial(), records: map[string]*Record{},
 	}, nil
 }
 
@@ -150,49 +151,37 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Run detects images, refreshes the image-list cache and, unless the policy
-// disables it (high = 100 and no maximum age), garbage-collects, each at once
-// and then every period, until ctx ends. Failures are logged and retried at the
-// next period; a GC failure that repeats emits ImageGCFailed. Run returns nil
-// when ctx ends.
+// Run detects images (every DetectPeriod), refreshes the image-list cache
+// (every CachePeriod) and, unless the policy disables it (high = 100 and no
+// maximum age), garbage-collects (every GCPeriod, through PeriodicGC), until
+// ctx ends; then it returns nil. All three are first due at once; on a wake-up
+// the due ones run in that order. Failures are logged and retried at the next
+// period; a GC failure that repeats emits ImageGCFailed.
+//
+// Run follows the loop discipline "one timer, re-armed once per wake-up"
+// (package internal/periodic) because nodekeeper simulate drives it on a
+// virtual clock: it creates one timer of Deps.Clock, armed for 0, and after
+// each wake-up re-arms it with one Reset to the earliest next due time.
+// Call Run once.
 func (m *Manager) Run(ctx context.Context) error {
-	detect := time.NewTicker(m.cfg.DetectPeriod)
-	defer detect.Stop()
-	cache := time.NewTicker(m.cfg.CachePeriod)
-	defer cache.Stop()
-	var gcC <-chan time.Time
+	duties := []periodic.Duty{
+		{Period: m.cfg.DetectPeriod, Do: m.detectOnce},
+		{Period: m.cfg.CachePeriod, Do: m.refreshCache},
+	}
 	if m.cfg.Policy.PeriodicEnabled() {
-		gc := time.NewTicker(m.cfg.GCPeriod)
-		defer gc.Stop()
-		gcC = gc.C
+		duties = append(duties, periodic.Duty{Period: m.cfg.GCPeriod, Do: func(ctx context.Context) { _ = m.PeriodicGC(ctx) }})
 	} else {
 		m.log.Info("image GC disabled: imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0")
 	}
-	runGC := func() { _ = m.PeriodicGC(ctx) }
-	m.detectOnce(ctx)
-	m.refreshCache(ctx)
-	if gcC != nil {
-		runGC()
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-detect.C:
-			m.detectOnce(ctx)
-		case <-cache.C:
-			m.refreshCache(ctx)
-		case <-gcC:
-			runGC()
-		}
-	}
+	return periodic.Run(ctx, m.deps.Clock, duties...)
 }
 
 // PeriodicGC is one tick of the periodic GC loop: GarbageCollect, with the
 // failure handling of the kubelet's loop. A first failure is logged (stats may
 // not be ready yet); a failure after a failure also emits ImageGCFailed. It
-// returns GarbageCollect's error. Run calls it every GC period; nodekeeper
-// simulate calls it on its virtual clock. Calls must not overlap.
+// returns GarbageCollect's error. Run calls it every GC period; it is exported
+// for nodekeeper simulate, which calls it on its virtual clock. Calls must not
+// overlap.
 func (m *Manager) PeriodicGC(ctx context.Context) error {
 	err := m.GarbageCollect(ctx)
 	prevFailed := m.gcFailed
@@ -244,10 +233,10 @@ func (m *Manager) detectOnce(ctx context.Context) {
 // the past"), images in use get now as last used, vanished images are dropped.
 // Run calls it every detection period; it may be called from any goroutine.
 func (m *Manager) Detect(ctx context.Context) error {
-	if err := m.acquire(ctx); err != nil {
+	if err := m.pass.Lock(ctx); err != nil {
 		return err
 	}
-	defer m.release()
+	defer m.pass.Unlock()
 	now := m.deps.Clock.Now()
 	var ts time.Time
 	if m.initialized {
@@ -260,28 +249,17 @@ func (m *Manager) Detect(ctx context.Context) error {
 	return nil
 }
 
-func (m *Manager) acquire(ctx context.Context) error {
-	select {
-	case m.token <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (m *Manager) release() { <-m.token }
-
 // detect lists images and the images in use and updates the records. The
-// caller holds the token.
+// caller holds pass.
 func (m *Manager) detect(ctx context.Context, detectTime, now time.Time) (InUse, error) {
-	inUse := InUse{}
+	var sandbox []string
 	if ref := m.cfg.SandboxImage; ref != "" {
 		// Like the kubelet, a sandbox image that cannot be resolved is not an error.
 		st, err := m.deps.Images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false)
-		if err == nil && st.GetImage().GetId() != "" {
-			inUse[st.GetImage().GetId()] = KeepSandbox
+		if err == nil {
+			sandbox = append(sandbox, st.GetImage().GetId())
 		}
-		inUse[ref] = KeepSandbox
+		sandbox = append(sandbox, ref)
 	}
 	images, err := m.deps.Images.ListImages(ctx, nil)
 	if err != nil {
@@ -291,11 +269,7 @@ func (m *Manager) detect(ctx context.Context, detectTime, now time.Time) (InUse,
 	if err != nil {
 		return nil, fmt.Errorf("list images in use: %w", err)
 	}
-	for _, r := range refs {
-		if _, ok := inUse[r]; !ok && r != "" {
-			inUse[r] = KeepInUse
-		}
-	}
+	inUse := NewInUse(sandbox, refs)
 	Detect(m.records, images, inUse, detectTime, now)
 	return inUse, nil
 }
@@ -307,10 +281,10 @@ func (m *Manager) detect(ctx context.Context, detectTime, now time.Time) (InUse,
 // less than wanted emits FreeDiskSpaceFailed. Removal errors do not stop the
 // walk; they are returned together.
 func (m *Manager) GarbageCollect(ctx context.Context) error {
-	if err := m.acquire(ctx); err != nil {
+	if err := m.pass.Lock(ctx); err != nil {
 		return err
 	}
-	defer m.release()
+	defer m.pass.Unlock()
 	now := m.deps.Clock.Now()
 	inUse, err := m.detect(ctx, now, now)
 	if err != nil {
@@ -348,10 +322,10 @@ func (m *Manager) GarbageCollect(ctx context.Context) error {
 // the minimum age, and returns the bytes freed. Removal errors are returned
 // together with the bytes freed by the removals that worked.
 func (m *Manager) FreeSpace(ctx context.Context, bytes int64) (int64, error) {
-	if err := m.acquire(ctx); err != nil {
+	if err := m.pass.Lock(ctx); err != nil {
 		return 0, err
 	}
-	defer m.release()
+	defer m.pass.Unlock()
 	now := m.deps.Clock.Now()
 	inUse, err := m.detect(ctx, now, now)
 	if err != nil {
@@ -371,7 +345,7 @@ func (m *Manager) DeleteUnusedImages(ctx context.Context) error {
 }
 
 // remove removes cands in order until want bytes are freed, continuing past
-// errors. The caller holds the token.
+// errors. The caller holds pass.
 func (m *Manager) remove(ctx context.Context, cands []Candidate, want int64, why Reason) (int64, []error) {
 	var freed int64
 	var errs []error
@@ -411,9 +385,10 @@ func (m *Manager) fsStats(ctx context.Context) (FsStats, error) {
 	return m.deps.Statfs(fss[0].GetFsId().GetMountpoint())
 }
 
+// event records a Warning event about the node.
 func (m *Manager) event(reason, msg string) {
 	if m.deps.Recorder != nil {
-		m.deps.Recorder.NodeEvent("Warning", reason, msg)
+		m.deps.Recorder.Event(nodeapi.NodeRef(m.deps.NodeName), v1.EventTypeWarning, reason, msg)
 	}
 }
 

@@ -15,41 +15,61 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // The cri-api fakes and our CRI client satisfy the consumer-side interfaces.
 var (
-	_ ImageService    = (*apitest.FakeImageService)(nil)
-	_ ImageFs         = (*apitest.FakeImageService)(nil)
-	_ ContainerLister = (*apitest.FakeRuntimeService)(nil)
-	_ ImageService    = (*cri.Client)(nil)
-	_ ImageFs         = (*cri.Client)(nil)
-	_ ContainerLister = (*cri.Client)(nil)
+	_ nodeapi.Recorder = (*fakeRecorder)(nil)
+	_ ImageService     = (*apitest.FakeImageService)(nil)
+	_ ImageFs          = (*apitest.FakeImageService)(nil)
+	_ ContainerLister  = (*apitest.FakeRuntimeService)(nil)
+	_ ImageService     = (*cri.Client)(nil)
+	_ ImageFs          = (*cri.Client)(nil)
+	_ ContainerLister  = (*cri.Client)(nil)
 )
 
+// fakeRecorder records events; node is the node they must be about.
 type fakeRecorder struct {
+	node   string
 	mu     sync.Mutex
-	events []string // reason: message
+	events []string // guarded by mu: reason, with what is wrong about the event
 }
 
-func (r *fakeRecorder) NodeEvent(eventType, reason, message string) {
+func (r *fakeRecorder) Event(object runtime.Object, eventType, reason, _ string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, eventType+" "+reason+": "+message)
+	if ref, ok := object.(*v1.ObjectReference); !ok || *ref != *nodeapi.NodeRef(r.node) {
+		reason += fmt.Sprintf(" about %#v, not node %q", object, r.node)
+	}
+	if eventType != v1.EventTypeWarning {
+		reason += " of type " + eventType
+	}
+	r.events = append(r.events, reason)
 }
 
+func (r *fakeRecorder) Eventf(object runtime.Object, eventType, reason, format string, args ...any) {
+	r.Event(object, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *fakeRecorder) AnnotatedEventf(object runtime.Object, _ map[string]string, eventType, reason, format string, args ...any) {
+	r.Eventf(object, eventType, reason, format, args...)
+}
+
+// reasons returns the reasons of the Warning events about the node, and what
+// is wrong with the others.
 func (r *fakeRecorder) reasons() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []string
-	for _, e := range r.events {
-		out = append(out, strings.SplitN(strings.TrimPrefix(e, "Warning "), ":", 2)[0])
-	}
-	return out
+	return slices.Clone(r.events)
 }
 
 // fixture is a Manager over cri-api fakes with a settable filesystem.
@@ -71,10 +91,17 @@ func (f *fixture) setFs(capacity, available int64) {
 }
 
 // newFixture creates images (id → size); ids listed in pinned are pinned. "pause"
-// is the sandbox image.
+// is the sandbox image. The Manager runs on the real clock.
 func newFixture(t *testing.T, p Policy, sizes map[string]uint64, pinned ...string) *fixture {
 	t.Helper()
-	f := &fixture{images: apitest.NewFakeImageService(), rt: apitest.NewFakeRuntimeService(), rec: &fakeRecorder{}, reg: prometheus.NewPedanticRegistry()}
+	return newClockedFixture(t, Config{Policy: p}, nil, sizes, pinned...)
+}
+
+// newClockedFixture is newFixture with the Manager's Config (its sandbox image
+// is "pause") and clock.
+func newClockedFixture(t *testing.T, cfg Config, clk clock.WithTicker, sizes map[string]uint64, pinned ...string) *fixture {
+	t.Helper()
+	f := &fixture{images: apitest.NewFakeImageService(), rt: apitest.NewFakeRuntimeService(), rec: &fakeRecorder{node: "node-1"}, reg: prometheus.NewPedanticRegistry()}
 	for _, id := range pinned {
 		f.images.SetFakeImagePinned(id, true)
 	}
@@ -88,7 +115,8 @@ func newFixture(t *testing.T, p Policy, sizes map[string]uint64, pinned ...strin
 	}
 	f.images.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/images"}}})
 	f.setFs(1000, 900)
-	m, err := New(Config{Policy: p, SandboxImage: "pause"}, Deps{
+	cfg.SandboxImage = "pause"
+	m, err := New(cfg, Deps{
 		Images: f.images, ImageFs: f.images, InUse: ContainerImages(f.rt),
 		Statfs: func(path string) (FsStats, error) {
 			if path != "/var/lib/images" {
@@ -98,7 +126,7 @@ func newFixture(t *testing.T, p Policy, sizes map[string]uint64, pinned ...strin
 			defer f.mu.Unlock()
 			return f.fs, nil
 		},
-		Recorder: f.rec, Registerer: f.reg,
+		Recorder: f.rec, NodeName: "node-1", Registerer: f.reg, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -377,6 +405,103 @@ func TestRunLoop(t *testing.T) {
 			t.Errorf("Run = %v, want nil", err)
 		}
 	})
+}
+
+// takeCalls returns the CRI calls made since the last takeCalls, image
+// service and runtime calls apart.
+func (f *fixture) takeCalls() (images, runtime []string) {
+	f.images.Lock()
+	images = f.images.Called
+	f.images.Called = nil
+	f.images.Unlock()
+	f.rt.Lock()
+	runtime = f.rt.Called
+	f.rt.Called = nil
+	f.rt.Unlock()
+	return images, runtime
+}
+
+// Run's three duties fire at their own periods on the fake clock, in the order
+// detection, cache refresh, GC, on one timer. The duties show in the CRI calls:
+// detection resolves the sandbox image, lists images and containers; the cache
+// refresh lists images; GC detects, then measures the image filesystem.
+func TestRunDutiesOnFakeClock(t *testing.T) {
+	t.Parallel()
+	detect := []string{"ImageStatus", "ListImages"}
+	cache := []string{"ListImages"}
+	gc := []string{"ImageStatus", "ListImages", "ImageFsInfo"}
+	tests := []struct {
+		name string
+		cfg  Config
+		// wakes lists, every 30s from 0, the duties due then.
+		wakes [][][]string
+	}{
+		{
+			name: "kubelet periods: detection and GC every 5m, cache every 30s",
+			cfg:  Config{Policy: DefaultPolicy()},
+			wakes: [][][]string{
+				{detect, cache, gc}, {cache}, {cache}, {cache}, {cache}, {cache}, {cache}, {cache}, {cache}, {cache},
+				{detect, cache, gc}, {cache},
+			},
+		},
+		{
+			name: "detection 1m, cache 30s, GC 1m30s",
+			cfg:  Config{Policy: DefaultPolicy(), DetectPeriod: time.Minute, GCPeriod: 90 * time.Second},
+			wakes: [][][]string{
+				{detect, cache, gc}, {cache}, {detect, cache}, {cache, gc}, {detect, cache}, {cache}, {detect, cache, gc},
+			},
+		},
+		{
+			name: "GC disabled: detection and cache only",
+			cfg:  Config{Policy: Policy{HighThresholdPercent: 100, LowThresholdPercent: 80}, DetectPeriod: time.Minute},
+			wakes: [][][]string{
+				{detect, cache}, {cache}, {detect, cache}, {cache},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				clk := testingclock.NewFakeClock(time.Date(2025, 11, 21, 12, 0, 0, 0, time.UTC))
+				f := newClockedFixture(t, tc.cfg, clk, map[string]uint64{"pause": 10, "a": 10})
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error)
+				go func() { done <- f.m.Run(ctx) }()
+				synctest.Wait()
+				if images, rt := f.takeCalls(); len(images)+len(rt) != 0 {
+					t.Fatalf("calls before the first wake-up: %v %v", images, rt)
+				}
+				step := time.Duration(0)
+				for i, duties := range tc.wakes {
+					if n := clk.Waiters(); n != 1 {
+						t.Fatalf("before wake-up %d: %d timers armed, want 1", i, n)
+					}
+					clk.Step(step)
+					synctest.Wait()
+					step = 30 * time.Second
+					var wantImages, wantRT []string
+					for _, d := range duties {
+						wantImages = append(wantImages, d...)
+						if len(d) > 1 { // detection, also in GC, lists the containers
+							wantRT = append(wantRT, "ListContainers")
+						}
+					}
+					images, rt := f.takeCalls()
+					if diff := cmp.Diff(wantImages, images); diff != "" {
+						t.Errorf("image service calls at %v (-want +got):\n%s", time.Duration(i)*step, diff)
+					}
+					if diff := cmp.Diff(wantRT, rt); diff != "" {
+						t.Errorf("runtime calls at %v (-want +got):\n%s", time.Duration(i)*step, diff)
+					}
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run = %v, want nil", err)
+				}
+			})
+		})
+	}
 }
 
 func TestRunLoopNewImageTooYoung(t *testing.T) {

@@ -25,6 +25,25 @@ type Record struct {
 // KeepInUse or KeepSandbox.
 type InUse map[string]KeepReason
 
+// NewInUse returns the images in use: sandbox, the pod sandbox image's
+// references (the configured reference and the ID it resolves to), as
+// KeepSandbox, and containers, the images of the runtime's containers (see
+// ContainerImageRef), as KeepInUse. Empty references are skipped.
+func NewInUse(sandbox, containers []string) InUse {
+	inUse := make(InUse, len(sandbox)+len(containers))
+	for _, ref := range sandbox {
+		if ref != "" {
+			inUse[ref] = KeepSandbox
+		}
+	}
+	for _, ref := range containers {
+		if _, ok := inUse[ref]; !ok && ref != "" {
+			inUse[ref] = KeepInUse
+		}
+	}
+	return inUse
+}
+
 // reason returns why the image with this record and id is in use, if it is.
 func (u InUse) reason(id string, r *Record) (KeepReason, bool) {
 	if why, ok := u[id]; ok {

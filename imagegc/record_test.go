@@ -73,3 +73,12 @@ func TestDetect(t *testing.T) {
 		})
 	}
 }
+
+func TestNewInUse(t *testing.T) {
+	t.Parallel()
+	got := NewInUse([]string{"sha256:pause", "", "pause:3.10"}, []string{"sha256:a", "", "sha256:pause", "sha256:a", "nginx:1"})
+	want := InUse{"sha256:pause": KeepSandbox, "pause:3.10": KeepSandbox, "sha256:a": KeepInUse, "nginx:1": KeepInUse}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NewInUse (-want +got):\n%s", diff)
+	}
+}

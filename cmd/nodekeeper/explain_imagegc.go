@@ -1,28 +1,20 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/api/resource"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/crisnapshot"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
-	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 )
 
 type explainImageGCOpts struct {
@@ -63,19 +55,11 @@ running longer than it.`,
 	return cmd
 }
 
-// imageGCInput is a loaded snapshot.
+// imageGCInput is a loaded snapshot with the pass's policy and time.
 type imageGCInput struct {
-	images     []*runtimeapi.Image
-	containers []*runtimeapi.Container
-	fs         imagegc.FsStats
-	records    map[string]recordJSON
-	policy     imagegc.Policy
-	now        time.Time
-}
-
-type recordJSON struct {
-	FirstDetected *time.Time `json:"firstDetected"`
-	LastUsed      *time.Time `json:"lastUsed"`
+	node   crisnapshot.Node
+	policy imagegc.Policy
+	now    time.Time
 }
 
 func (o *explainImageGCOpts) load(stderr io.Writer) (*imageGCInput, error) {
@@ -103,152 +87,36 @@ func (o *explainImageGCOpts) load(stderr io.Writer) (*imageGCInput, error) {
 			return nil, fmt.Errorf("%s: %w", o.config, err)
 		}
 	}
-	var imgs runtimeapi.ListImagesResponse
-	if err := loadProtoJSON(o.images, &imgs); err != nil {
+	var err error
+	if in.node.Images, err = crisnapshot.LoadImages(o.images); err != nil {
 		return nil, err
 	}
-	in.images = imgs.Images
-	for i, img := range in.images {
-		if img.GetId() == "" {
-			return nil, fmt.Errorf("%s: images[%d]: no id", o.images, i)
-		}
-	}
-	var ctrs runtimeapi.ListContainersResponse
-	if err := loadProtoJSON(o.containers, &ctrs); err != nil {
+	if in.node.Containers, err = crisnapshot.LoadContainers(o.containers); err != nil {
 		return nil, err
 	}
-	in.containers = ctrs.Containers
-	fs, err := o.loadImageFs()
-	if err != nil {
+	if in.node.Fs, err = o.loadImageFs(); err != nil {
 		return nil, err
 	}
-	in.fs = fs
 	if o.records != "" {
-		if in.records, err = loadRecords(o.records, in.images, stderr); err != nil {
+		if in.node.Records, err = crisnapshot.LoadRecords(o.records, in.node.Images, stderr); err != nil {
 			return nil, err
 		}
 	}
 	return in, nil
 }
 
-// loadRecords reads {IMAGE_ID: {"firstDetected": RFC3339, "lastUsed": RFC3339}}.
-// A key matches an image by its ID, with or without "sha256:", or by a unique
-// prefix of at least 12 hex digits (as crictl's table prints IDs). A key that
-// matches no image is reported on stderr and ignored, as the kubelet drops the
-// records of vanished images.
-func loadRecords(path string, images []*runtimeapi.Image, stderr io.Writer) (map[string]recordJSON, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%s: want {IMAGE_ID: {\"firstDetected\": RFC3339, \"lastUsed\": RFC3339}}: %v", path, err)
-	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make(map[string]recordJSON, len(raw))
-	for _, key := range keys {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw[key], &fields); err != nil {
-			return nil, fmt.Errorf("%s: [%s]: want an object with firstDetected and lastUsed", path, key)
-		}
-		var rec recordJSON
-		for name, v := range fields {
-			var str string
-			if err := json.Unmarshal(v, &str); err != nil {
-				return nil, fmt.Errorf("%s: [%s].%s: %s: want an RFC3339 time string", path, key, name, v)
-			}
-			t, err := time.Parse(time.RFC3339, str)
-			if err != nil {
-				return nil, fmt.Errorf("%s: [%s].%s: %q: not an RFC3339 time", path, key, name, str)
-			}
-			switch name {
-			case "firstDetected":
-				rec.FirstDetected = &t
-			case "lastUsed":
-				rec.LastUsed = &t
-			default:
-				return nil, fmt.Errorf("%s: [%s]: unknown field %q (want firstDetected, lastUsed)", path, key, name)
-			}
-		}
-		id, ok := matchImage(key, images)
-		if !ok {
-			fmt.Fprintf(stderr, "warning: %s: no image matches %q; its record is ignored\n", path, key)
-			continue
-		}
-		out[id] = rec
-	}
-	return out, nil
-}
-
-// matchImage resolves a record key to an image ID.
-func matchImage(key string, images []*runtimeapi.Image) (string, bool) {
-	bare := strings.TrimPrefix(key, "sha256:")
-	var found string
-	for _, img := range images {
-		id := img.GetId()
-		if id == key || strings.TrimPrefix(id, "sha256:") == bare {
-			return id, true
-		}
-		if len(bare) >= 12 && strings.HasPrefix(strings.TrimPrefix(id, "sha256:"), bare) {
-			if found != "" {
-				return "", false // ambiguous
-			}
-			found = id
-		}
-	}
-	return found, found != ""
-}
-
-// loadProtoJSON decodes crictl's JSON (protobuf JSON) in path into m.
-func loadProtoJSON(path string, m proto.Message) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	return nil
-}
-
 // loadImageFs reads --imagefs: the kubelet Summary, or crictl imagefsinfo with
-// --capacity.
+// --capacity and --available.
 func (o *explainImageGCOpts) loadImageFs() (imagegc.FsStats, error) {
-	b, err := os.ReadFile(o.imagefs)
+	fs, err := crisnapshot.LoadImageFs(o.imagefs)
 	if err != nil {
 		return imagegc.FsStats{}, err
 	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return imagegc.FsStats{}, fmt.Errorf("%s: %v", o.imagefs, err)
-	}
-	if _, ok := probe["node"]; ok {
-		// The Summary loader rejects gauges above math.MaxInt64, which would
-		// wrap negative below.
-		s, err := snapshot.ParseSummary(o.imagefs, b)
-		if err != nil {
-			return imagegc.FsStats{}, err
-		}
-		var fs *statsapi.FsStats
-		if s.Node.Runtime != nil {
-			fs = s.Node.Runtime.ImageFs
-		}
-		if fs == nil || fs.CapacityBytes == nil || fs.AvailableBytes == nil {
-			return imagegc.FsStats{}, fmt.Errorf("%s: node.runtime.imageFs has no capacityBytes/availableBytes", o.imagefs)
-		}
+	if fs.FromSummary {
 		if o.capacity != "" || o.available != "" {
 			return imagegc.FsStats{}, errors.New("--capacity and --available apply to crictl imagefsinfo input, not to a Summary")
 		}
-		return imagegc.FsStats{CapacityBytes: int64(*fs.CapacityBytes), AvailableBytes: int64(*fs.AvailableBytes)}, nil
-	}
-	used, err := crictlUsedBytes(o.imagefs, b, probe)
-	if err != nil {
-		return imagegc.FsStats{}, err
+		return fs.Stats, nil
 	}
 	if o.capacity == "" {
 		return imagegc.FsStats{}, fmt.Errorf("%s: crictl imagefsinfo has no capacity; give --capacity (e.g. --capacity 100Gi)", o.imagefs)
@@ -257,10 +125,10 @@ func (o *explainImageGCOpts) loadImageFs() (imagegc.FsStats, error) {
 	if err != nil {
 		return imagegc.FsStats{}, err
 	}
-	if used > capacity {
-		return imagegc.FsStats{}, fmt.Errorf("%s: used bytes %d exceed --capacity %q", o.imagefs, used, o.capacity)
+	if fs.UsedBytes > capacity {
+		return imagegc.FsStats{}, fmt.Errorf("%s: used bytes %d exceed --capacity %q", o.imagefs, fs.UsedBytes, o.capacity)
 	}
-	available := capacity - used
+	available := capacity - fs.UsedBytes
 	if o.available != "" {
 		if available, err = parseBytes("--available", o.available); err != nil {
 			return imagegc.FsStats{}, err
@@ -270,37 +138,6 @@ func (o *explainImageGCOpts) loadImageFs() (imagegc.FsStats, error) {
 		}
 	}
 	return imagegc.FsStats{CapacityBytes: capacity, AvailableBytes: available}, nil
-}
-
-// crictlUsedBytes returns the first image filesystem's used bytes from crictl
-// imagefsinfo JSON: {"status": ImageFsInfoResponse} (crictl ≥ 1.29) or
-// {"status": FilesystemUsage} (older crictl).
-func crictlUsedBytes(path string, b []byte, probe map[string]json.RawMessage) (int64, error) {
-	status, ok := probe["status"]
-	if !ok {
-		return 0, fmt.Errorf("%s: neither crictl imagefsinfo JSON (no \"status\") nor a kubelet Summary (no \"node\")", path)
-	}
-	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
-	var resp runtimeapi.ImageFsInfoResponse
-	if err := opts.Unmarshal(status, &resp); err == nil && len(resp.ImageFilesystems) > 0 {
-		return usedBytes(path, "status.imageFilesystems[0].usedBytes.value", resp.ImageFilesystems[0].GetUsedBytes().GetValue())
-	}
-	var fs runtimeapi.FilesystemUsage
-	if err := opts.Unmarshal(status, &fs); err != nil {
-		return 0, fmt.Errorf("%s: status: %v", path, err)
-	}
-	if fs.UsedBytes == nil {
-		return 0, fmt.Errorf("%s: status has no image filesystem with usedBytes", path)
-	}
-	return usedBytes(path, "status.usedBytes.value", fs.UsedBytes.GetValue())
-}
-
-// usedBytes returns v as an int64, rejecting a value that would wrap negative.
-func usedBytes(path, field string, v uint64) (int64, error) {
-	if v > math.MaxInt64 {
-		return 0, fmt.Errorf("%s: %s: %d: too large", path, field, v)
-	}
-	return int64(v), nil
 }
 
 // parseBytes parses a byte quantity flag. Like --memory-capacity, it must be below
@@ -317,37 +154,6 @@ func parseBytes(flag, s string) (int64, error) {
 	return q.Value(), nil
 }
 
-// decideImageGC replays the GC pass on the snapshot.
-func decideImageGC(in *imageGCInput, sandbox string) (imagegc.Plan, error) {
-	inUse := imagegc.InUse{}
-	if sandbox != "" {
-		inUse[sandbox] = imagegc.KeepSandbox
-	}
-	// Every container keeps its image, exited ones too, as in the kubelet: an
-	// image goes only once container GC has removed its containers.
-	for _, c := range in.containers {
-		if ref := imagegc.ContainerImageRef(c); ref != "" {
-			if _, ok := inUse[ref]; !ok {
-				inUse[ref] = imagegc.KeepInUse
-			}
-		}
-	}
-	records := make(map[string]*imagegc.Record, len(in.images))
-	for id, r := range in.records {
-		rec := &imagegc.Record{}
-		if r.FirstDetected != nil {
-			rec.FirstDetected = *r.FirstDetected
-		}
-		if r.LastUsed != nil {
-			rec.LastUsed = *r.LastUsed
-		}
-		records[id] = rec
-	}
-	// Images without a record were detected at an unknown time in the past.
-	imagegc.Detect(records, in.images, inUse, time.Time{}, in.now)
-	return imagegc.Decide(records, inUse, in.fs, in.policy, time.Time{}, in.now)
-}
-
 func (o *explainImageGCOpts) run(stdout, stderr io.Writer) error {
 	if err := o.out.validate(); err != nil {
 		return err
@@ -356,7 +162,7 @@ func (o *explainImageGCOpts) run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return badInput(oneLine(err))
 	}
-	plan, err := decideImageGC(in, o.sandbox)
+	plan, err := in.node.PlanImageGC(in.policy, o.sandbox, in.now)
 	if err != nil {
 		return badInput(oneLine(fmt.Errorf("%s: %w (the kubelet emits InvalidDiskCapacity)", o.imagefs, err)))
 	}
@@ -415,7 +221,7 @@ func imageGCJSON(p imagegc.Plan) imageGCDoc {
 func writeImageGCTable(w io.Writer, in *imageGCInput, p imagegc.Plan) error {
 	pol := in.policy
 	fmt.Fprintf(w, "Image filesystem: %d%% used (capacity %s, available %s); high threshold %d%%, low %d%%\n",
-		p.UsagePercent, bytesString(in.fs.CapacityBytes), bytesString(in.fs.AvailableBytes), pol.HighThresholdPercent, pol.LowThresholdPercent)
+		p.UsagePercent, bytesString(in.node.Fs.CapacityBytes), bytesString(in.node.Fs.AvailableBytes), pol.HighThresholdPercent, pol.LowThresholdPercent)
 	maxAge := "off"
 	if pol.MaxAge > 0 {
 		maxAge = pol.MaxAge.String()

@@ -83,121 +83,84 @@ func target(endpoint string) (string, error) {
 // Close closes the connection. Calls after Close fail.
 func (c *Client) Close() error { return c.conn.Close() }
 
-func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.timeout)
+// call makes one unary call, rpc with req, bounded by the client's timeout,
+// and classifies its error as op's.
+func call[Req, Resp any](ctx context.Context, c *Client, op string, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	r, err := rpc(ctx, req)
+	return r, classify(op, err)
 }
 
 // Version returns the runtime's name and version; it is the readiness check.
 func (c *Client) Version(ctx context.Context, apiVersion string) (*runtimeapi.VersionResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.Version(ctx, &runtimeapi.VersionRequest{Version: apiVersion})
-	return r, classify("Version", err)
+	return call(ctx, c, "Version", c.rt.Version, &runtimeapi.VersionRequest{Version: apiVersion})
 }
 
 // ListImages lists the runtime's images, optionally filtered.
 func (c *Client) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.img.ListImages(ctx, &runtimeapi.ListImagesRequest{Filter: filter})
-	if err != nil {
-		return nil, classify("ListImages", err)
-	}
-	return r.Images, nil
+	r, err := call(ctx, c, "ListImages", c.img.ListImages, &runtimeapi.ListImagesRequest{Filter: filter})
+	return r.GetImages(), err
 }
 
 // ImageStatus returns the image's status. An absent image gives a response with
 // a nil Image and no error, as in CRI.
 func (c *Client) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, verbose bool) (*runtimeapi.ImageStatusResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: image, Verbose: verbose})
-	return r, classify("ImageStatus", err)
+	return call(ctx, c, "ImageStatus", c.img.ImageStatus, &runtimeapi.ImageStatusRequest{Image: image, Verbose: verbose})
 }
 
 // PullImage pulls an image and returns its reference.
 func (c *Client) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: image, Auth: auth, SandboxConfig: sandbox})
-	if err != nil {
-		return "", classify("PullImage", err)
-	}
-	return r.ImageRef, nil
+	r, err := call(ctx, c, "PullImage", c.img.PullImage, &runtimeapi.PullImageRequest{Image: image, Auth: auth, SandboxConfig: sandbox})
+	return r.GetImageRef(), err
 }
 
 // RemoveImage removes the image. Removing an absent image succeeds (CRI makes it
 // idempotent).
 func (c *Client) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	_, err := c.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: image})
-	return classify("RemoveImage", err)
+	_, err := call(ctx, c, "RemoveImage", c.img.RemoveImage, &runtimeapi.RemoveImageRequest{Image: image})
+	return err
 }
 
 // ImageFsInfo returns the usage of the filesystems holding images and writable layers.
 func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
-	return r, classify("ImageFsInfo", err)
+	return call(ctx, c, "ImageFsInfo", c.img.ImageFsInfo, &runtimeapi.ImageFsInfoRequest{})
 }
 
 // RunPodSandbox creates and starts a pod sandbox and returns its ID.
 func (c *Client) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: config, RuntimeHandler: runtimeHandler})
-	if err != nil {
-		return "", classify("RunPodSandbox", err)
-	}
-	return r.PodSandboxId, nil
+	r, err := call(ctx, c, "RunPodSandbox", c.rt.RunPodSandbox, &runtimeapi.RunPodSandboxRequest{Config: config, RuntimeHandler: runtimeHandler})
+	return r.GetPodSandboxId(), err
 }
 
 // StopPodSandbox stops the sandbox and its containers. Idempotent.
 func (c *Client) StopPodSandbox(ctx context.Context, podSandboxID string) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	_, err := c.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podSandboxID})
-	return classify("StopPodSandbox", err)
+	_, err := call(ctx, c, "StopPodSandbox", c.rt.StopPodSandbox, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podSandboxID})
+	return err
 }
 
 // RemovePodSandbox removes the sandbox and any containers in it. Idempotent.
 func (c *Client) RemovePodSandbox(ctx context.Context, podSandboxID string) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	_, err := c.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podSandboxID})
-	return classify("RemovePodSandbox", err)
+	_, err := call(ctx, c, "RemovePodSandbox", c.rt.RemovePodSandbox, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: podSandboxID})
+	return err
 }
 
 // ListPodSandbox lists sandboxes, optionally filtered.
 func (c *Client) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
-	if err != nil {
-		return nil, classify("ListPodSandbox", err)
-	}
-	return r.Items, nil
+	r, err := call(ctx, c, "ListPodSandbox", c.rt.ListPodSandbox, &runtimeapi.ListPodSandboxRequest{Filter: filter})
+	return r.GetItems(), err
 }
 
 // CreateContainer creates a container in a sandbox and returns its ID.
 func (c *Client) CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podSandboxID, Config: config, SandboxConfig: sandboxConfig})
-	if err != nil {
-		return "", classify("CreateContainer", err)
-	}
-	return r.ContainerId, nil
+	r, err := call(ctx, c, "CreateContainer", c.rt.CreateContainer, &runtimeapi.CreateContainerRequest{PodSandboxId: podSandboxID, Config: config, SandboxConfig: sandboxConfig})
+	return r.GetContainerId(), err
 }
 
 // StartContainer starts a created container.
 func (c *Client) StartContainer(ctx context.Context, containerID string) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	_, err := c.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: containerID})
-	return classify("StartContainer", err)
+	_, err := call(ctx, c, "StartContainer", c.rt.StartContainer, &runtimeapi.StartContainerRequest{ContainerId: containerID})
+	return err
 }
 
 // StopContainer stops a running container, killing it after timeout seconds.
@@ -211,29 +174,19 @@ func (c *Client) StopContainer(ctx context.Context, containerID string, timeout 
 
 // RemoveContainer removes a container. Idempotent.
 func (c *Client) RemoveContainer(ctx context.Context, containerID string) error {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	_, err := c.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: containerID})
-	return classify("RemoveContainer", err)
+	_, err := call(ctx, c, "RemoveContainer", c.rt.RemoveContainer, &runtimeapi.RemoveContainerRequest{ContainerId: containerID})
+	return err
 }
 
 // ListContainers lists containers, optionally filtered.
 func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
-	if err != nil {
-		return nil, classify("ListContainers", err)
-	}
-	return r.Containers, nil
+	r, err := call(ctx, c, "ListContainers", c.rt.ListContainers, &runtimeapi.ListContainersRequest{Filter: filter})
+	return r.GetContainers(), err
 }
 
 // ContainerStatus returns a container's status.
 func (c *Client) ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	r, err := c.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID, Verbose: verbose})
-	return r, classify("ContainerStatus", err)
+	return call(ctx, c, "ContainerStatus", c.rt.ContainerStatus, &runtimeapi.ContainerStatusRequest{ContainerId: containerID, Verbose: verbose})
 }
 
 // ExecSync runs cmd in a container and waits for it, at most timeout (0: no

@@ -2,9 +2,12 @@ package simulate
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/imagegc"
@@ -37,7 +40,7 @@ type collectors struct {
 // newCollectors builds the real garbage collectors over the scripted node, with
 // the virtual clock.
 func newCollectors(s *sim) (collectors, error) {
-	clk := passiveClock{s.n}
+	clk := passiveClock{n: s.n}
 	rec := recorder{s}
 	policy := imagegc.PolicyFromKubelet(&s.sc.Config.Kubelet)
 	images, err := imagegc.New(imagegc.Config{Policy: policy}, imagegc.Deps{
@@ -65,8 +68,13 @@ func newCollectors(s *sim) (collectors, error) {
 	return collectors{images: images, containers: containers, imagePeriodic: policy.PeriodicEnabled()}, nil
 }
 
-// passiveClock is the simulation's clock for the collectors.
-type passiveClock struct{ n *node }
+// passiveClock is the simulation's clock. The simulator calls the collectors'
+// passes itself and never their Run loops, so the timer methods (the embedded
+// nil WithTicker) are never called.
+type passiveClock struct {
+	n *node
+	clock.WithTicker
+}
 
 func (c passiveClock) Now() time.Time                  { return c.n.now }
 func (c passiveClock) Since(t time.Time) time.Duration { return c.n.now.Sub(t) }
@@ -74,11 +82,19 @@ func (c passiveClock) Since(t time.Time) time.Duration { return c.n.now.Sub(t) }
 // recorder turns the collectors' node events into timeline records.
 type recorder struct{ s *sim }
 
-func (r recorder) NodeEvent(_, reason, message string) {
+func (r recorder) Event(_ k8sruntime.Object, _, reason, message string) {
 	switch reason {
 	case EventImageGCFailed, EventFreeDiskSpaceFailed, EventInvalidDiskCapacity:
 		r.s.emit(Event{Event: reason, Message: message})
 	}
+}
+
+func (r recorder) Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r recorder) AnnotatedEventf(object k8sruntime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.Eventf(object, eventtype, reason, messageFmt, args...)
 }
 
 // podState answers container GC's questions from the active pods: a pod that is

@@ -1,0 +1,261 @@
+// Package crisnapshot reads a snapshot of a node's CRI state as crictl prints
+// it (images, containers, the image filesystem), or the image filesystem from
+// the kubelet's Summary, plus image GC records, validates it, and replays an
+// image GC pass on it. It is what nodekeeper explain imagegc runs on.
+//
+// Errors name the file and, where there is one, the field and value. The
+// package keeps no state; its functions may be called from any goroutine.
+package crisnapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/imagegc"
+	"github.com/nodekeeper/nodekeeper/internal/snapshot"
+)
+
+// Node is a snapshot an image GC pass can be replayed on.
+type Node struct {
+	// Images are the runtime's images (LoadImages).
+	Images []*runtimeapi.Image
+	// Containers are all the runtime's containers, exited ones included
+	// (LoadContainers); each keeps its image.
+	Containers []*runtimeapi.Container
+	// Records are the image GC records by image ID (LoadRecords). An image
+	// without one was first detected at an unknown time in the past and never
+	// used.
+	Records map[string]imagegc.Record
+	// Fs is the image filesystem's capacity and available bytes.
+	Fs imagegc.FsStats
+}
+
+// PlanImageGC replays one periodic image GC pass at now with policy p on the
+// snapshot: the images of all containers and sandboxImage (when not empty) are
+// in use. The maximum age applies as if GC had been running longer than it (a
+// snapshot has no start time). It returns imagegc.Decide's plan or error
+// (imagegc.ErrInvalidCapacity for a zero capacity). It does not modify n.
+func (n Node) PlanImageGC(p imagegc.Policy, sandboxImage string, now time.Time) (imagegc.Plan, error) {
+	refs := make([]string, 0, len(n.Containers))
+	for _, c := range n.Containers {
+		refs = append(refs, imagegc.ContainerImageRef(c))
+	}
+	inUse := imagegc.NewInUse([]string{sandboxImage}, refs)
+	records := make(map[string]*imagegc.Record, len(n.Images))
+	for id, r := range n.Records {
+		records[id] = &r
+	}
+	imagegc.Detect(records, n.Images, inUse, time.Time{}, now)
+	return imagegc.Decide(records, inUse, n.Fs, p, time.Time{}, now)
+}
+
+// LoadImages reads 'crictl images -o json' output (a CRI ListImagesResponse).
+// Every image must have an ID.
+func LoadImages(path string) ([]*runtimeapi.Image, error) {
+	var imgs runtimeapi.ListImagesResponse
+	if err := loadProtoJSON(path, &imgs); err != nil {
+		return nil, err
+	}
+	for i, img := range imgs.Images {
+		if img.GetId() == "" {
+			return nil, fmt.Errorf("%s: images[%d]: no id", path, i)
+		}
+	}
+	return imgs.Images, nil
+}
+
+// LoadContainers reads 'crictl ps -a -o json' output (a CRI
+// ListContainersResponse).
+func LoadContainers(path string) ([]*runtimeapi.Container, error) {
+	var ctrs runtimeapi.ListContainersResponse
+	if err := loadProtoJSON(path, &ctrs); err != nil {
+		return nil, err
+	}
+	return ctrs.Containers, nil
+}
+
+// loadProtoJSON decodes crictl's JSON (protobuf JSON) in path into m.
+// Unknown fields are ignored: newer crictl versions add some.
+func loadProtoJSON(path string, m proto.Message) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadRecords reads image GC records, {IMAGE_ID: {"firstDetected": RFC3339,
+// "lastUsed": RFC3339}}, both fields optional, and returns them by the ID of
+// the image in images they match. A key matches an image by its ID, with or
+// without "sha256:", or by a unique prefix of at least 12 hex digits (as
+// crictl's table prints IDs). A key that matches no image is reported on
+// warnings and ignored, as the kubelet drops the records of vanished images.
+func LoadRecords(path string, images []*runtimeapi.Image, warnings io.Writer) (map[string]imagegc.Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s: want {IMAGE_ID: {\"firstDetected\": RFC3339, \"lastUsed\": RFC3339}}: %w", path, err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]imagegc.Record, len(raw))
+	for _, key := range keys {
+		rec, err := parseRecord(path, key, raw[key])
+		if err != nil {
+			return nil, err
+		}
+		id, ok := matchImage(key, images)
+		if !ok {
+			fmt.Fprintf(warnings, "warning: %s: no image matches %q; its record is ignored\n", path, key)
+			continue
+		}
+		out[id] = rec
+	}
+	return out, nil
+}
+
+// parseRecord parses the record of key in path.
+func parseRecord(path, key string, raw json.RawMessage) (imagegc.Record, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return imagegc.Record{}, fmt.Errorf("%s: [%s]: want an object with firstDetected and lastUsed", path, key)
+	}
+	var rec imagegc.Record
+	for name, v := range fields {
+		var str string
+		if err := json.Unmarshal(v, &str); err != nil {
+			return imagegc.Record{}, fmt.Errorf("%s: [%s].%s: %s: want an RFC3339 time string", path, key, name, v)
+		}
+		t, err := time.Parse(time.RFC3339, str)
+		if err != nil {
+			return imagegc.Record{}, fmt.Errorf("%s: [%s].%s: %q: not an RFC3339 time", path, key, name, str)
+		}
+		switch name {
+		case "firstDetected":
+			rec.FirstDetected = t
+		case "lastUsed":
+			rec.LastUsed = t
+		default:
+			return imagegc.Record{}, fmt.Errorf("%s: [%s]: unknown field %q (want firstDetected, lastUsed)", path, key, name)
+		}
+	}
+	return rec, nil
+}
+
+// matchImage resolves a record key to an image ID.
+func matchImage(key string, images []*runtimeapi.Image) (string, bool) {
+	bare := strings.TrimPrefix(key, "sha256:")
+	var found string
+	for _, img := range images {
+		id := img.GetId()
+		if id == key || strings.TrimPrefix(id, "sha256:") == bare {
+			return id, true
+		}
+		if len(bare) >= 12 && strings.HasPrefix(strings.TrimPrefix(id, "sha256:"), bare) {
+			if found != "" {
+				return "", false // ambiguous
+			}
+			found = id
+		}
+	}
+	return found, found != ""
+}
+
+// ImageFs is what an image filesystem snapshot tells: the kubelet Summary has
+// capacity and available bytes; crictl imagefsinfo has the used bytes only.
+type ImageFs struct {
+	// FromSummary: the file was a kubelet Summary; Stats is set.
+	FromSummary bool
+	// Stats is the Summary's node.runtime.imageFs capacity and available bytes.
+	Stats imagegc.FsStats
+	// UsedBytes is crictl's used bytes of the first image filesystem (when
+	// FromSummary is false).
+	UsedBytes int64
+}
+
+// LoadImageFs reads the kubelet's /stats/summary JSON (an object with "node"),
+// whose node.runtime.imageFs must have capacityBytes and availableBytes, or
+// 'crictl imagefsinfo -o json' output (an object with "status"). Values beyond
+// int64 are rejected.
+func LoadImageFs(path string) (ImageFs, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ImageFs{}, err
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return ImageFs{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if _, ok := probe["node"]; ok {
+		// The Summary loader rejects gauges above math.MaxInt64, which would
+		// wrap negative below.
+		s, err := snapshot.ParseSummary(path, b)
+		if err != nil {
+			return ImageFs{}, err
+		}
+		var fs *statsapi.FsStats
+		if s.Node.Runtime != nil {
+			fs = s.Node.Runtime.ImageFs
+		}
+		if fs == nil || fs.CapacityBytes == nil || fs.AvailableBytes == nil {
+			return ImageFs{}, fmt.Errorf("%s: node.runtime.imageFs has no capacityBytes/availableBytes", path)
+		}
+		return ImageFs{FromSummary: true, Stats: imagegc.FsStats{CapacityBytes: int64(*fs.CapacityBytes), AvailableBytes: int64(*fs.AvailableBytes)}}, nil
+	}
+	used, err := crictlUsedBytes(path, probe)
+	if err != nil {
+		return ImageFs{}, err
+	}
+	return ImageFs{UsedBytes: used}, nil
+}
+
+// crictlUsedBytes returns the first image filesystem's used bytes from crictl
+// imagefsinfo JSON: {"status": ImageFsInfoResponse} (crictl ≥ 1.29) or
+// {"status": FilesystemUsage} (older crictl).
+func crictlUsedBytes(path string, probe map[string]json.RawMessage) (int64, error) {
+	status, ok := probe["status"]
+	if !ok {
+		return 0, fmt.Errorf("%s: neither crictl imagefsinfo JSON (no \"status\") nor a kubelet Summary (no \"node\")", path)
+	}
+	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
+	var resp runtimeapi.ImageFsInfoResponse
+	if err := opts.Unmarshal(status, &resp); err == nil && len(resp.ImageFilesystems) > 0 {
+		return usedBytes(path, "status.imageFilesystems[0].usedBytes.value", resp.ImageFilesystems[0].GetUsedBytes().GetValue())
+	}
+	var fs runtimeapi.FilesystemUsage
+	if err := opts.Unmarshal(status, &fs); err != nil {
+		return 0, fmt.Errorf("%s: status: %w", path, err)
+	}
+	if fs.UsedBytes == nil {
+		return 0, fmt.Errorf("%s: status has no image filesystem with usedBytes", path)
+	}
+	return usedBytes(path, "status.usedBytes.value", fs.UsedBytes.GetValue())
+}
+
+// usedBytes returns v as an int64, rejecting a value that would wrap negative.
+func usedBytes(path, field string, v uint64) (int64, error) {
+	if v > math.MaxInt64 {
+		return 0, fmt.Errorf("%s: %s: %d: too large", path, field, v)
+	}
+	return int64(v), nil
+}
