@@ -181,7 +181,8 @@ func evictionJSON(d eviction.Decision) evictionDoc {
 		}
 		doc.Rankings = append(doc.Rankings, rj)
 	}
-	if e := d.Evict; e != nil {
+	if len(d.Evictions) > 0 {
+		e := d.Evictions[0]
 		doc.Evict = &evictJSON{Namespace: e.Pod.Namespace, Name: e.Pod.Name, Signal: string(e.Signal), Message: e.Message}
 	}
 	return doc
@@ -269,7 +270,8 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 			return err
 		}
 	}
-	if e := d.Evict; e != nil {
+	if len(d.Evictions) > 0 {
+		e := d.Evictions[0]
 		fmt.Fprintf(w, "\nWould evict %s/%s (grace period %s):\n  %s\n", e.Pod.Namespace, e.Pod.Name, e.GracePeriod, e.Message)
 	} else {
 		fmt.Fprintln(w, "\nWould evict: none")
