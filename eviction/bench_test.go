@@ -84,8 +84,12 @@ func benchRank(b *testing.B, s Signal, n int) {
 	})
 }
 
+// The sizes: the kubelet's default maxPods (110), a dense node (1,000) and, for
+// reference, 10,000.
+func BenchmarkRankMemory110(b *testing.B) { benchRank(b, SignalMemoryAvailable, 110) }
 func BenchmarkRankMemory1k(b *testing.B)  { benchRank(b, SignalMemoryAvailable, 1_000) }
 func BenchmarkRankMemory10k(b *testing.B) { benchRank(b, SignalMemoryAvailable, 10_000) }
+func BenchmarkRankNodeFs110(b *testing.B) { benchRank(b, SignalNodeFsAvailable, 110) }
 func BenchmarkRankNodeFs1k(b *testing.B)  { benchRank(b, SignalNodeFsAvailable, 1_000) }
 func BenchmarkRankNodeFs10k(b *testing.B) { benchRank(b, SignalNodeFsAvailable, 10_000) }
 

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 func TestSignalResourceAndCondition(t *testing.T) {
@@ -535,11 +537,6 @@ type summaryFn func(ctx context.Context) (*statsapi.Summary, error)
 
 func (f summaryFn) Summary(ctx context.Context) (*statsapi.Summary, error) { return f(ctx) }
 
-// killFn is a function-field PodKiller.
-type killFn func(ctx context.Context, pod *v1.Pod, ev Eviction) error
-
-func (f killFn) KillPod(ctx context.Context, pod *v1.Pod, ev Eviction) error { return f(ctx, pod, ev) }
-
 // TestSynchronizeMinReclaimCarriesOnlyGracedThresholds drives single passes with
 // time as data. As in the kubelet (which stores thresholdsMet after
 // thresholdsMetGracePeriod), minimum-reclaim hysteresis holds only thresholds
@@ -594,7 +591,7 @@ func TestSynchronizeMinReclaimCarriesOnlyGracedThresholds(t *testing.T) {
 					s.Node.Memory.Time = metav1.NewTime(now)
 					return s, nil
 				}),
-				Killer:     killFn(func(context.Context, *v1.Pod, Eviction) error { kills++; return nil }),
+				Killer:     nodeapi.PodKillerFunc(func(context.Context, nodeapi.KillRequest) error { kills++; return nil }),
 				ActivePods: func() []*v1.Pod { return pods },
 			})
 			if err != nil {

@@ -5,6 +5,10 @@
 // and the Manager loop that evicts at most one pod per pass.
 //
 // Decision code is pure: it takes data and the current time and returns data.
-// The Manager is the only part that loops; it reaches the outside world through
-// the small interfaces declared in manager.go.
+// One pass's decision (local-storage violators, the threshold to reclaim, the
+// ranking, the pod to evict with its message and grace period) is one function
+// that both the Manager's pass and Decide (nodekeeper explain) run. The Manager
+// is the only part that loops; it reads and waits on time through an injected
+// k8s.io/utils clock and reaches the outside world through the small interfaces
+// declared in manager.go and nodeapi's PodKiller and Recorder.
 package eviction

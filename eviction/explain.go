@@ -5,8 +5,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-
-	"github.com/nodekeeper/nodekeeper/qos"
 )
 
 // Snapshot is one moment of a node: its pods and their stats.
@@ -33,24 +31,23 @@ type Decision struct {
 	Conditions    []v1.NodeConditionType
 	// Violations are local-storage limit breaches; the pass evicts them first.
 	Violations []Violation
-	// Target is the threshold the pass would reclaim, when any is met.
+	// Target is the threshold the pass would reclaim, when any is met and no
+	// local-storage violator is evicted instead.
 	Target *Threshold
 	// Reclaim is the node-level reclaim that would run before any pod is evicted.
 	Reclaim  Steps
 	Rankings []Ranking
-	// Evict is the pod the pass would evict, nil if none.
-	Evict *Evicted
+	// Evictions are the pods the pass would evict: every non-critical
+	// local-storage violator, else at most one pod for Target, should node-level
+	// reclaim not free enough. Each gives the pod's KillRequest.
+	Evictions []Evicted
 }
 
-// Evicted is the pod a pass picks, with its eviction.
-type Evicted struct {
-	Pod *v1.Pod
-	Eviction
-}
-
-// Decide replays one eviction pass on a snapshot. The pods are ranked for every
-// met signal, then for each of rankSignals not among them ("who goes next").
-// localStorage enables the local-storage limit checks.
+// Decide replays one eviction pass on a snapshot: the decision the Manager's
+// pass makes, with every threshold met taken as past its grace period and no
+// earlier pass (so no minimum-reclaim hysteresis and no stale stats). The pods
+// are ranked for every met signal, then for each of rankSignals not among them
+// ("who goes next"). localStorage enables the local-storage limit checks.
 func Decide(cfg Config, snap Snapshot, rankSignals []Signal, localStorage bool) Decision {
 	cfg = cfg.withDefaults()
 	layout := DetectLayout(snap.Summary)
@@ -67,6 +64,13 @@ func Decide(cfg Config, snap Snapshot, rankSignals []Signal, localStorage bool) 
 	}
 	stats := PodStatsFunc(podStats)
 
+	p := planPass(passInput{layout: layout, pods: snap.Pods, stats: stats, obs: d.Observations,
+		actionable: d.ThresholdsMet, localStorage: localStorage, maxPodGrace: cfg.MaxPodGracePeriod})
+	d.Violations, d.Target, d.Evictions = p.Violations, p.Target, p.Evictions
+	if p.Target != nil {
+		d.Reclaim = ReclaimSteps(p.Target.Signal, layout)
+	}
+
 	var signals []Signal
 	for _, t := range d.ThresholdsMet {
 		if !slices.Contains(signals, t.Signal) {
@@ -79,40 +83,11 @@ func Decide(cfg Config, snap Snapshot, rankSignals []Signal, localStorage bool) 
 		}
 	}
 	for _, s := range signals {
-		d.Rankings = append(d.Rankings, Ranking{Signal: s, Pods: Rank(s, layout, snap.Pods, stats)})
-	}
-
-	if localStorage {
-		d.Violations = LocalStorageViolations(snap.Pods, stats, layout)
-		for _, v := range d.Violations {
-			if !qos.IsCritical(v.Pod) {
-				d.Evict = &Evicted{Pod: v.Pod, Eviction: Eviction{Reason: Reason, Message: v.Message, GracePeriod: HardEvictionGracePeriod}}
-				return d
-			}
+		ranked := p.Ranked
+		if p.Target == nil || s != p.Target.Signal {
+			ranked = Rank(s, layout, snap.Pods, stats)
 		}
-	}
-	target, res, ok := ReclaimTarget(d.ThresholdsMet)
-	if !ok {
-		return d
-	}
-	d.Target = &target
-	d.Reclaim = ReclaimSteps(target.Signal, layout)
-	var ranked []Ranked
-	for _, r := range d.Rankings { // the target's signal is met, so already ranked
-		if r.Signal == target.Signal {
-			ranked = r.Pods
-		}
-	}
-	for _, r := range ranked {
-		if qos.IsCritical(r.Pod) {
-			continue
-		}
-		msg, ann := Message(res, r.Pod, stats, d.ThresholdsMet, d.Observations)
-		d.Evict = &Evicted{Pod: r.Pod, Eviction: Eviction{
-			Signal: target.Signal, Reason: Reason, Message: msg, Annotations: ann,
-			GracePeriod: EvictionGracePeriod(target, r.Pod, cfg.MaxPodGracePeriod),
-		}}
-		break
+		d.Rankings = append(d.Rankings, Ranking{Signal: s, Pods: ranked})
 	}
 	return d
 }

@@ -3,7 +3,6 @@ package eviction
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -12,9 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/metrics"
-	"github.com/nodekeeper/nodekeeper/qos"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // StatsSource provides fresh node and pod stats. The real one reads /proc, cgroups
@@ -22,23 +22,6 @@ import (
 type StatsSource interface {
 	// Summary returns stats sampled now. It is called from the manager's loop only.
 	Summary(ctx context.Context) (*statsapi.Summary, error)
-}
-
-// Eviction says why and how a pod is killed.
-type Eviction struct {
-	Signal      Signal // the signal reclaimed, or "" for a local-storage limit
-	Reason      string // pod status reason: "Evicted"
-	Message     string // the kubelet's eviction message
-	Annotations map[string]string
-	GracePeriod time.Duration
-}
-
-// PodKiller stops a pod and marks its status Failed with the eviction's reason and
-// message (and a DisruptionTarget condition). KillPod blocks until the pod's
-// containers are stopped or ctx ends. It must be safe to call from the manager's
-// loop goroutine while the agent runs.
-type PodKiller interface {
-	KillPod(ctx context.Context, pod *v1.Pod, ev Eviction) error
 }
 
 // ContainerGC removes dead containers; the eviction manager calls it to reclaim
@@ -53,32 +36,37 @@ type ImageGC interface {
 	DeleteUnusedImages(ctx context.Context) error
 }
 
-// Recorder receives node-level events such as EvictionThresholdMet. Optional.
-type Recorder interface {
-	NodeEvent(eventType, reason, message string)
-}
-
 // Deps are the manager's collaborators.
 type Deps struct {
-	Stats  StatsSource // required
-	Killer PodKiller   // required
+	Stats StatsSource // required
+	// Killer stops evicted pods. Required. It is called from the goroutine
+	// running the pass and blocks it until the pod's containers have stopped.
+	Killer nodeapi.PodKiller
 	// ActivePods returns the pods that may be evicted. Required. Called from the loop.
 	ActivePods func() []*v1.Pod
-	// PodCleanedUp reports whether an evicted pod's resources are released; the
-	// loop waits for it (polling every second, up to PodCleanupTimeout) before its
-	// next pass. Nil means a pod counts as cleaned up at the first poll.
+	// PodCleanedUp reports whether an evicted pod's resources are released; Run
+	// waits for it (polling every DefaultPodCleanupPoll, up to PodCleanupTimeout)
+	// before its next pass. Nil means a pod counts as cleaned up at the first poll.
 	PodCleanedUp func(pod *v1.Pod) bool
 	ContainerGC  ContainerGC // optional; nil reclaims nothing
 	ImageGC      ImageGC     // optional; nil reclaims nothing
-	Recorder     Recorder    // optional
-	Logger       *slog.Logger
+	// Recorder gets the kubelet's events: Evicted on each evicted pod (with the
+	// offending-container annotations), EvictionThresholdMet on the node.
+	// Optional; nil discards them.
+	Recorder nodeapi.Recorder
+	// NodeName names the Node object node-level events are about.
+	NodeName string
+	// Clock is where all time is read and waited on; nil means the real clock.
+	Clock  clock.WithTicker
+	Logger *slog.Logger
 	// Registerer, when set, gets the kubelet's counter kubelet_evictions
 	// {eviction_signal}: evictions by signal, or by local-storage limit
 	// (emptydirfs.limit, ephemeralpodfs.limit, ephemeralcontainerfs.limit).
 	Registerer prometheus.Registerer
 }
 
-// Status is a read-only snapshot of the manager's view, published after every pass.
+// Status is a read-only snapshot of the manager's view, published by every pass
+// before it reclaims or evicts anything.
 type Status struct {
 	Time          time.Time
 	Conditions    []v1.NodeConditionType
@@ -86,7 +74,8 @@ type Status struct {
 	Observations  Observations
 	Layout        DiskLayout
 	// Reclaiming is the signal the pass acts on (after its grace period and with
-	// fresh stats), "" when none.
+	// fresh stats), "" when none or when the pass evicts local-storage violators
+	// instead.
 	Reclaiming Signal
 }
 
@@ -94,16 +83,19 @@ type Status struct {
 func (s *Status) HasCondition(c v1.NodeConditionType) bool { return slices.Contains(s.Conditions, c) }
 
 // Manager is the eviction manager: a loop that observes stats, keeps node
-// conditions and evicts at most one pod per pass. Create it with New and run it
-// with Run; Conditions and Admit may be called from any goroutine.
+// conditions and evicts at most one pod per pass (or every pod over its
+// local-storage limits). Create it with New and run it with Run; Status,
+// Conditions and Admit may be called from any goroutine.
 type Manager struct {
 	cfg       Config
 	deps      Deps
+	clock     clock.WithTicker
+	recorder  nodeapi.Recorder
 	log       *slog.Logger
 	evictions *prometheus.CounterVec
 	status    atomic.Pointer[Status] // written by the goroutine running passes
-	// st is the state carried between passes. Only the goroutine running passes
-	// touches it: Run's, or the caller of Pass when Run is not running.
+	// st is the state carried between passes. Only the goroutine running a
+	// pass touches it: Run's, or the caller of Pass (never both at once).
 	st state
 }
 
@@ -128,7 +120,14 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, deps: deps, log: log.With("subsystem", "eviction"), evictions: evictions}
+	m := &Manager{cfg: cfg, deps: deps, clock: deps.Clock, recorder: deps.Recorder,
+		log: log.With("subsystem", "eviction"), evictions: evictions}
+	if m.clock == nil {
+		m.clock = clock.RealClock{}
+	}
+	if m.recorder == nil {
+		m.recorder = nodeapi.LogRecorder{} // discards
+	}
 	m.status.Store(&Status{})
 	return m, nil
 }
@@ -142,7 +141,7 @@ func (m *Manager) Conditions() []v1.NodeConditionType { return m.status.Load().C
 // Admit decides whether pod may start under the current node conditions.
 func (m *Manager) Admit(pod *v1.Pod) AdmitResult { return Admit(pod, m.Conditions()) }
 
-// state is owned by the Run goroutine.
+// state is carried from pass to pass; see Manager.st for who may touch it.
 type state struct {
 	layout       *DiskLayout
 	thresholds   []Threshold // config thresholds with containerfs derived for the layout
@@ -152,36 +151,84 @@ type state struct {
 	lastObs      Observations
 }
 
-// Run monitors until ctx ends. After a pass that evicts a pod it waits for that
-// pod's cleanup (polled every second) and then starts the next pass; otherwise
-// it waits one monitoring interval. It returns nil when ctx ends.
+// Run monitors until ctx ends, then returns nil. A pass runs at once, then every
+// MonitoringInterval; after a pass that evicted, Run waits for the evicted pods'
+// cleanup (checked every DefaultPodCleanupPoll, for at most PodCleanupTimeout)
+// and runs the next pass as soon as that wait ends.
+//
+// Run follows the loop discipline that lets nodekeeper simulate drive it on a
+// virtual clock: one timer, re-armed once per wake-up. It makes a single timer
+// from Deps.Clock, armed for 0, and no ticker; after each wake-up it does the
+// work due and then calls Reset once, as its last clock call before it waits
+// again. The cleanup wait runs on that same timer.
 func (m *Manager) Run(ctx context.Context) error {
-	timer := time.NewTimer(0)
+	timer := m.clock.NewTimer(0)
 	defer timer.Stop()
+	var wait *cleanupWait // the evicted pods Run waits for; nil when none
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
+		case <-timer.C():
 		}
-		evicted := m.synchronize(ctx, &m.st, time.Now())
-		if len(evicted) > 0 {
-			m.waitForCleanup(ctx, evicted)
-			timer.Reset(0)
-		} else {
-			timer.Reset(m.cfg.MonitoringInterval)
-		}
+		timer.Reset(m.wake(ctx, &wait))
 	}
 }
 
-// Pass runs one pass of the control loop at now and returns the pods it evicted.
-// It does not wait for their cleanup. Pass must not be called while Run is running:
-// it is for driving the manager on a virtual clock (nodekeeper simulate).
-func (m *Manager) Pass(ctx context.Context, now time.Time) []*v1.Pod {
-	return m.synchronize(ctx, &m.st, now)
+// cleanupWait is Run's wait for evicted pods to be cleaned up.
+type cleanupWait struct {
+	pods     []*v1.Pod
+	deadline time.Time // when Run gives up waiting
 }
 
-// synchronize is one pass of the control loop; it returns the pods it evicted.
+// wake does what is due at one of Run's wake-ups and returns how long until the
+// next: while *wait is set, it checks the evicted pods' cleanup, and runs a pass
+// once they are cleaned up or the wait has timed out; a pass that evicts sets
+// *wait.
+func (m *Manager) wake(ctx context.Context, wait **cleanupWait) time.Duration {
+	if w := *wait; w != nil {
+		now := m.clock.Now()
+		if !m.cleanedUp(w.pods) {
+			if now.Before(w.deadline) {
+				return min(DefaultPodCleanupPoll, w.deadline.Sub(now))
+			}
+			m.log.Warn("Eviction manager: timed out waiting for pods to be cleaned up", "pods", len(w.pods))
+		}
+		*wait = nil
+	}
+	evicted := m.synchronize(ctx, &m.st, m.clock.Now())
+	if len(evicted) == 0 {
+		return m.cfg.MonitoringInterval
+	}
+	// As in the kubelet, the first cleanup check is one poll after the pass.
+	*wait = &cleanupWait{pods: evicted, deadline: m.clock.Now().Add(m.cfg.PodCleanupTimeout)}
+	return min(DefaultPodCleanupPoll, m.cfg.PodCleanupTimeout)
+}
+
+// cleanedUp reports whether every pod in pods is cleaned up.
+func (m *Manager) cleanedUp(pods []*v1.Pod) bool {
+	if m.deps.PodCleanedUp == nil {
+		return true
+	}
+	for _, p := range pods {
+		if !m.deps.PodCleanedUp(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Pass runs one pass of the control loop at the clock's current time and returns
+// the pods it evicted. It does not wait for their cleanup. It is for driving the
+// manager from outside (nodekeeper simulate's scripted passes) and must not run
+// at the same time as another pass: not concurrently with another Pass, and with
+// Run running, only while Run waits on its timer, never during Run's own pass.
+func (m *Manager) Pass(ctx context.Context) []*v1.Pod {
+	return m.synchronize(ctx, &m.st, m.clock.Now())
+}
+
+// synchronize is one pass of the control loop at now; it returns the pods it
+// evicted.
 func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*v1.Pod {
 	summary, err := m.deps.Stats.Summary(ctx)
 	if err != nil {
@@ -198,7 +245,6 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 		m.log.Info("Eviction manager: detected disk layout", "layout", l.String())
 	}
 	obs := Observe(summary)
-	stats := PodStatsFunc(summary.Pods)
 
 	met := ThresholdsMet(st.thresholds, obs, false)
 	if len(st.met) > 0 {
@@ -216,72 +262,51 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 
 	m.logConditionChanges(m.status.Load().Conditions, conds)
 	st.met, st.firstSeen, st.condObserved, st.lastObs = graced, firstSeen, condObserved, obs
-	target, res, acting := ReclaimTarget(actionable)
+	pods := m.deps.ActivePods()
+	plan := planPass(passInput{layout: *st.layout, pods: pods, stats: PodStatsFunc(summary.Pods), obs: obs,
+		actionable: actionable, localStorage: m.cfg.LocalStorageCapacityIsolation, maxPodGrace: m.cfg.MaxPodGracePeriod})
 	status := &Status{Time: now, Conditions: conds, ThresholdsMet: met, Observations: obs, Layout: *st.layout}
-	if acting {
-		status.Reclaiming = target.Signal
+	if plan.Target != nil {
+		status.Reclaiming = plan.Target.Signal
 	}
 	m.status.Store(status)
 
-	pods := m.deps.ActivePods()
-	if m.cfg.LocalStorageCapacityIsolation {
-		if evicted := m.evictLocalStorageViolators(ctx, pods, stats, *st.layout); len(evicted) > 0 {
-			return evicted
+	if t := plan.Target; t != nil {
+		m.log.Warn("Eviction manager: attempting to reclaim", "resourceName", string(plan.Resource), "signal", string(t.Signal))
+		m.recorder.Eventf(nodeapi.NodeRef(m.deps.NodeName), v1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim %s", plan.Resource)
+		if m.reclaimNodeLevel(ctx, st, t.Signal) {
+			return nil
+		}
+		if len(pods) == 0 {
+			m.log.Error("Eviction manager: eviction thresholds have been met, but no pods are active to evict")
+			return nil
 		}
 	}
-	if !acting {
+	for _, p := range plan.Skipped {
+		m.log.Info("Eviction manager: cannot evict a critical pod", "pod", nodeapi.PodName(p))
+	}
+	if plan.Target != nil && len(plan.Evictions) == 0 {
+		m.log.Info("Eviction manager: unable to evict any pods from the node")
 		return nil
 	}
-	m.log.Warn("Eviction manager: attempting to reclaim", "resourceName", string(res), "signal", string(target.Signal))
-	if r := m.deps.Recorder; r != nil {
-		r.NodeEvent(v1.EventTypeWarning, "EvictionThresholdMet", fmt.Sprintf("Attempting to reclaim %s", res))
-	}
-	if m.reclaimNodeLevel(ctx, st, target.Signal) {
-		return nil
-	}
-	if len(pods) == 0 {
-		m.log.Error("Eviction manager: eviction thresholds have been met, but no pods are active to evict")
-		return nil
-	}
-	for _, r := range Rank(target.Signal, *st.layout, pods, stats) {
-		pod := r.Pod
-		if qos.IsCritical(pod) {
-			m.log.Info("Eviction manager: cannot evict a critical pod", "pod", podKey(pod))
-			continue
-		}
-		msg, ann := Message(res, pod, stats, actionable, obs)
-		m.evict(ctx, pod, Eviction{
-			Signal: target.Signal, Reason: Reason, Message: msg, Annotations: ann,
-			GracePeriod: EvictionGracePeriod(target, pod, m.cfg.MaxPodGracePeriod),
-		})
-		m.evictions.WithLabelValues(string(target.Signal)).Inc()
-		return []*v1.Pod{pod}
-	}
-	m.log.Info("Eviction manager: unable to evict any pods from the node")
-	return nil
-}
-
-func (m *Manager) evictLocalStorageViolators(ctx context.Context, pods []*v1.Pod, stats StatsFunc, l DiskLayout) []*v1.Pod {
-	var evicted []*v1.Pod
-	for _, v := range LocalStorageViolations(pods, stats, l) {
-		if qos.IsCritical(v.Pod) {
-			m.log.Info("Eviction manager: cannot evict a critical pod", "pod", podKey(v.Pod))
-			continue
-		}
-		m.evict(ctx, v.Pod, Eviction{Reason: Reason, Message: v.Message, GracePeriod: HardEvictionGracePeriod})
-		m.evictions.WithLabelValues(v.Limit).Inc()
-		evicted = append(evicted, v.Pod)
+	evicted := make([]*v1.Pod, 0, len(plan.Evictions))
+	for _, e := range plan.Evictions {
+		m.evict(ctx, e)
+		evicted = append(evicted, e.Pod)
 	}
 	return evicted
 }
 
-// evict kills pod. A kill error is logged and the pass still ends, as in the kubelet.
-func (m *Manager) evict(ctx context.Context, pod *v1.Pod, ev Eviction) {
-	m.log.Info("Eviction manager: evicting pod", "pod", podKey(pod), "podUID", string(pod.UID),
-		"signal", string(ev.Signal), "gracePeriod", ev.GracePeriod, "message", ev.Message)
-	if err := m.deps.Killer.KillPod(ctx, pod, ev); err != nil {
-		m.log.Error("Eviction manager: pod failed to evict", "pod", podKey(pod), "err", err)
+// evict records the Evicted event and kills the pod. A kill error is logged and
+// the pass still ends, as in the kubelet.
+func (m *Manager) evict(ctx context.Context, e Evicted) {
+	m.log.Info("Eviction manager: evicting pod", "pod", nodeapi.PodName(e.Pod), "podUID", string(e.Pod.UID),
+		"signal", string(e.Signal), "limit", e.Limit, "gracePeriod", e.GracePeriod, "message", e.Message)
+	m.recorder.AnnotatedEventf(e.Pod, e.Annotations, v1.EventTypeWarning, Reason, "%s", e.Message)
+	if err := m.deps.Killer.KillPod(ctx, e.KillRequest()); err != nil {
+		m.log.Error("Eviction manager: pod failed to evict", "pod", nodeapi.PodName(e.Pod), "err", err)
 	}
+	m.evictions.WithLabelValues(e.metricLabel()).Inc()
 }
 
 // reclaimFuncs lists the node-level reclaim steps for signal s on layout l.
@@ -355,34 +380,6 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, st *state, s Signal) boo
 	return false
 }
 
-// waitForCleanup polls every second, up to PodCleanupTimeout, until every evicted
-// pod is cleaned up. As in the kubelet, the first check is one poll after the
-// eviction, so the next pass starts one second later at the earliest; with no
-// PodCleanedUp, that first check succeeds.
-func (m *Manager) waitForCleanup(ctx context.Context, pods []*v1.Pod) {
-	timeout := time.NewTimer(m.cfg.PodCleanupTimeout)
-	defer timeout.Stop()
-	tick := time.NewTicker(DefaultPodCleanupPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timeout.C:
-			m.log.Warn("Eviction manager: timed out waiting for pods to be cleaned up", "pods", len(pods))
-			return
-		case <-tick.C:
-			done := true
-			for _, p := range pods {
-				done = done && (m.deps.PodCleanedUp == nil || m.deps.PodCleanedUp(p))
-			}
-			if done {
-				return
-			}
-		}
-	}
-}
-
 func (m *Manager) logConditionChanges(before, after []v1.NodeConditionType) {
 	for _, c := range after {
 		if !slices.Contains(before, c) {
@@ -395,5 +392,3 @@ func (m *Manager) logConditionChanges(before, after []v1.NodeConditionType) {
 		}
 	}
 }
-
-func podKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name }

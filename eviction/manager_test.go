@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // nodeState is what the fake stats source reports; tests change it between passes.
@@ -87,13 +89,13 @@ type fakeKiller struct {
 	onKill func(pod *v1.Pod)
 }
 
-func (k *fakeKiller) KillPod(_ context.Context, pod *v1.Pod, ev Eviction) error {
+func (k *fakeKiller) KillPod(_ context.Context, req nodeapi.KillRequest) error {
 	k.mu.Lock()
-	k.kills = append(k.kills, kill{Pod: pod.Name, Grace: ev.GracePeriod, At: time.Since(k.start)})
+	k.kills = append(k.kills, kill{Pod: req.Pod.Name, Grace: req.GracePeriod(), At: time.Since(k.start)})
 	f := k.onKill
 	k.mu.Unlock()
 	if f != nil {
-		f(pod)
+		f(req.Pod)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -300,6 +301,32 @@ func isLocalVolume(v *v1.Volume, hostPath bool) bool {
 type Ranked struct {
 	Pod   *v1.Pod
 	Usage Usage
+}
+
+// Reason explains the pod's place in a ranking for signal s, for people:
+// "usage exceeds request", "no stats: ranked first", "by priority, then process
+// count" and the like, after "critical: never evicted; " for a critical pod.
+func (r Ranked) Reason(s Signal) string {
+	var parts []string
+	if qos.IsCritical(r.Pod) {
+		parts = append(parts, "critical: never evicted")
+	}
+	if !r.Usage.HasStats {
+		return strings.Join(append(parts, "no stats: ranked first"), "; ")
+	}
+	switch res, _ := s.Resource(); res {
+	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
+		if r.Usage.ExceedsRequest {
+			parts = append(parts, "usage exceeds request")
+		} else {
+			parts = append(parts, "usage within request")
+		}
+	case ResourcePIDs:
+		parts = append(parts, "by priority, then process count")
+	default:
+		parts = append(parts, "by priority, then inode usage")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Rank orders pods for eviction under signal s on layout l, first to evict first:

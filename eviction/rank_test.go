@@ -613,3 +613,34 @@ func TestPodStatsFuncIndex(t *testing.T) {
 		t.Errorf("pod in another namespace: got %+v, want none", ps)
 	}
 }
+
+// TestRankedReason: the reason explain prints beside each ranked pod.
+func TestRankedReason(t *testing.T) {
+	t.Parallel()
+	static := newTestPod("static", withAnnotation("kubernetes.io/config.source", "file"))
+	plain := newTestPod("plain")
+	withStats := func(exceeds bool) Usage { return Usage{HasStats: true, ExceedsRequest: exceeds} }
+	tests := []struct {
+		name   string
+		signal Signal
+		r      Ranked
+		want   string
+	}{
+		{"no stats", SignalMemoryAvailable, Ranked{Pod: plain}, "no stats: ranked first"},
+		{"critical without stats", SignalPIDAvailable, Ranked{Pod: static}, "critical: never evicted; no stats: ranked first"},
+		{"memory over request", SignalMemoryAvailable, Ranked{Pod: plain, Usage: withStats(true)}, "usage exceeds request"},
+		{"allocatable memory within request", SignalAllocatableMemoryAvailable, Ranked{Pod: plain, Usage: withStats(false)}, "usage within request"},
+		{"disk bytes over request", SignalImageFsAvailable, Ranked{Pod: plain, Usage: withStats(true)}, "usage exceeds request"},
+		{"critical within request", SignalNodeFsAvailable, Ranked{Pod: static, Usage: withStats(false)}, "critical: never evicted; usage within request"},
+		{"pids", SignalPIDAvailable, Ranked{Pod: plain, Usage: withStats(true)}, "by priority, then process count"},
+		{"inodes", SignalNodeFsInodesFree, Ranked{Pod: plain, Usage: withStats(true)}, "by priority, then inode usage"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tc.r.Reason(tc.signal); got != tc.want {
+				t.Errorf("Reason(%s) = %q, want %q", tc.signal, got, tc.want)
+			}
+		})
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
@@ -182,7 +181,8 @@ func evictionJSON(d eviction.Decision) evictionDoc {
 		}
 		doc.Rankings = append(doc.Rankings, rj)
 	}
-	if e := d.Evict; e != nil {
+	if len(d.Evictions) > 0 {
+		e := d.Evictions[0]
 		doc.Evict = &evictJSON{Namespace: e.Pod.Namespace, Name: e.Pod.Name, Signal: string(e.Signal), Message: e.Message}
 	}
 	return doc
@@ -264,41 +264,17 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 		for i, p := range r.Pods {
 			diff := eviction.Usage{Usage: p.Usage.Usage - p.Usage.Request, Count: p.Usage.Count}.UsageQuantity()
 			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", i+1, p.Pod.Namespace, p.Pod.Name, qos.Class(p.Pod),
-				p.Usage.Priority, qtyv(p.Usage.UsageQuantity()), qtyv(p.Usage.RequestQuantity()), qtyv(diff), why(r.Signal, p))
+				p.Usage.Priority, qtyv(p.Usage.UsageQuantity()), qtyv(p.Usage.RequestQuantity()), qtyv(diff), p.Reason(r.Signal))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	if e := d.Evict; e != nil {
+	if len(d.Evictions) > 0 {
+		e := d.Evictions[0]
 		fmt.Fprintf(w, "\nWould evict %s/%s (grace period %s):\n  %s\n", e.Pod.Namespace, e.Pod.Name, e.GracePeriod, e.Message)
 	} else {
 		fmt.Fprintln(w, "\nWould evict: none")
 	}
 	return nil
-}
-
-// why explains a pod's place in a ranking.
-func why(s eviction.Signal, p eviction.Ranked) string {
-	var parts []string
-	if qos.IsCritical(p.Pod) {
-		parts = append(parts, "critical: never evicted")
-	}
-	if !p.Usage.HasStats {
-		return strings.Join(append(parts, "no stats: ranked first"), "; ")
-	}
-	r, _ := s.Resource()
-	switch r {
-	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
-		if p.Usage.ExceedsRequest {
-			parts = append(parts, "usage exceeds request")
-		} else {
-			parts = append(parts, "usage within request")
-		}
-	case eviction.ResourcePIDs:
-		parts = append(parts, "by priority, then process count")
-	default:
-		parts = append(parts, "by priority, then inode usage")
-	}
-	return strings.Join(parts, "; ")
 }

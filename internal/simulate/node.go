@@ -13,7 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // node is the scripted node: the pods, stats, images and containers the scenario
@@ -194,13 +194,15 @@ func used(fs *statsapi.FsStats) uint64 {
 // evictionKiller is the eviction manager's PodKiller on the scripted node.
 type evictionKiller struct {
 	n      *node
-	before func() // called before the eviction is recorded
+	before func()        // called before the eviction is recorded
+	signal func() string // the signal the current pass reclaims, "" for a local-storage limit
 }
 
-func (k evictionKiller) KillPod(_ context.Context, pod *v1.Pod, ev eviction.Eviction) error {
+func (k evictionKiller) KillPod(_ context.Context, req nodeapi.KillRequest) error {
 	k.before()
+	pod := req.Pod
 	k.n.emit(Event{Event: EventEvicted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-		Signal: string(ev.Signal), Message: ev.Message})
+		Signal: k.signal(), Message: req.Status.Message})
 	k.n.removePod(pod)
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/eviction"
@@ -52,6 +53,7 @@ type sim struct {
 	reclaim         bool // set by the GC adapters during an eviction pass
 	reclaimReported bool // the pass's Reclaimed record is out
 	status          *eviction.Status
+	clock           *testingclock.FakeClock // the eviction manager's, set to the node's time for each pass
 }
 
 // Run plays the scenario and returns its events in time order.
@@ -59,7 +61,7 @@ func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &sim{sc: sc, log: logger, status: &eviction.Status{}}
+	s := &sim{sc: sc, log: logger, status: &eviction.Status{}, clock: testingclock.NewFakeClock(start)}
 	s.n = &node{now: start, dedicated: sc.Node.DedicatedImageFs, emit: s.emit}
 	if err := s.build(); err != nil {
 		return nil, err
@@ -87,8 +89,9 @@ func (s *sim) build() error {
 	s.gc = gc
 	deps := eviction.Deps{
 		Stats:      s.n,
-		Killer:     evictionKiller{n: s.n, before: s.reportReclaim},
+		Killer:     evictionKiller{n: s.n, before: s.reportReclaim, signal: func() string { return string(s.mgr.Status().Reclaiming) }},
 		ActivePods: func() []*v1.Pod { return slices.Clone(s.n.pods) },
+		Clock:      s.clock,
 		Logger:     s.log,
 	}
 	deps.ContainerGC = reclaimer{s, gc.containers.DeleteAllUnusedContainers}
@@ -277,7 +280,8 @@ func (s *sim) evictionPass(ctx context.Context) []*v1.Pod {
 	s.n.freed = 0
 	before := s.status
 	mark := len(s.events)
-	evicted := s.mgr.Pass(ctx, s.n.now)
+	s.clock.SetTime(s.n.now)
+	evicted := s.mgr.Pass(ctx)
 	after := s.mgr.Status()
 	s.status = after
 	var pre []Event
