@@ -46,20 +46,24 @@ func NewExecutor(d ExecutorDeps) (*Executor, error) {
 	if d.Killer == nil {
 		return nil, errors.New("preemption: nil Killer")
 	}
-	logger := d.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	preemptions, err := metrics.Register(d.Registerer, "preemption", preemptionsCounter())
+	if err != nil {
+		return nil, err
 	}
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	e := &Executor{killer: d.Killer, recorder: d.Recorder, logger: slog.New(slog.DiscardHandler), preemptions: preemptions}
+	if d.Logger != nil {
+		e.logger = d.Logger.With("subsystem", "preemption")
+	}
+	return e, nil
+}
+
+// preemptionsCounter returns a new kubelet_preemptions counter, the kubelet's.
+func preemptionsCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Subsystem: "kubelet",
 		Name:      "preemptions",
 		Help:      "Cumulative number of pod preemptions by preemption resource",
 	}, []string{"preemption_signal"})
-	c, err := metrics.Register(d.Registerer, "preemption", c)
-	if err != nil {
-		return nil, err
-	}
-	return &Executor{killer: d.Killer, recorder: d.Recorder, logger: logger.With("subsystem", "preemption"), preemptions: c}, nil
 }
 
 // Execute kills plan's victims in order and returns the pods killed, in that

@@ -28,20 +28,10 @@ func (h handlerFunc) Admit(ctx context.Context, req *Request, resp *Response) er
 	return h.admit(ctx, req, resp)
 }
 
-// preempted is the kill request of a preempted pod: the kubelet's status and the
-// pod's own grace period.
+// preempted is the kill request of a preempted pod: the kubelet's status (checked
+// in package preemption) and the pod's own grace period.
 func preempted(p *v1.Pod) nodeapi.KillRequest {
-	return nodeapi.KillRequest{Pod: p, Status: v1.PodStatus{
-		Phase:   v1.PodFailed,
-		Reason:  "Preempting",
-		Message: "Preempted in order to admit critical pod",
-		Conditions: []v1.PodCondition{{
-			Type:    v1.DisruptionTarget,
-			Status:  v1.ConditionTrue,
-			Reason:  "TerminationByKubelet",
-			Message: "Pod was preempted by Kubelet to accommodate a critical pod.",
-		}},
-	}}
+	return nodeapi.KillRequest{Pod: p, Status: preemption.PreemptedStatus()}
 }
 
 // samePod compares pods by identity: a plan names the pods it was given.
