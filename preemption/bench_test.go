@@ -68,7 +68,8 @@ func benchRequirements(pods []*v1.Pod, k int, frac float64) Requirements {
 	return reqs
 }
 
-// BenchmarkSelectVictims measures SelectVictims on 1,000 and 10,000 running pods
+// BenchmarkSelectVictims measures SelectVictims on 110 (the kubelet's default
+// maxPods), 1,000 and 10,000 running pods
 // for 1-4 insufficient resources, freeing 1% of the node's requests (a few victims)
 // or 10% (many victims: the quadratic case), with common or all-distinct request
 // shapes. BenchmarkSelectVictimsKubelet runs the kubelet's algorithm on the same
@@ -86,7 +87,7 @@ func BenchmarkSelectVictimsKubelet(b *testing.B) {
 
 func benchSelect(b *testing.B, sel func(*v1.Pod, []*v1.Pod, Requirements) ([]*v1.Pod, error), baseline bool) {
 	critical := newPod("critical", static())
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{110, 1000, 10000} {
 		for _, shapes := range []string{"common", "distinct"} {
 			pods := benchNode(n, shapes == "distinct")
 			for _, frac := range []float64{0.01, 0.10} {

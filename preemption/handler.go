@@ -1,125 +1,96 @@
 package preemption
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/metrics"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // The status a preempted pod gets, as the kubelet sets it.
 const (
 	// Reason is the pod status reason (and event reason) of a preempted pod.
 	Reason = "Preempting"
-	// Message is the pod status message of a preempted pod.
+	// Message is the pod status message (and event message) of a preempted pod.
 	Message = "Preempted in order to admit critical pod"
 	// ConditionMessage is the message of the DisruptionTarget condition.
 	ConditionMessage = "Pod was preempted by Kubelet to accommodate a critical pod."
 )
 
-// PodKiller stops pods. It is declared here, by its consumer; the agent's pod workers
-// implement it.
-type PodKiller interface {
-	// KillPod stops pod and returns once all its containers have stopped, giving
-	// them the pod's own termination grace period when gracePeriodOverride is nil.
-	// The killer records status as the pod's final status: it sets Phase, Reason and
-	// Message and merges Conditions by type into the pod's current conditions.
-	// KillPod is called from the admitting goroutine, one pod at a time; it must
-	// return when ctx ends. Killing a pod that is already stopped succeeds.
-	KillPod(ctx context.Context, pod *v1.Pod, status v1.PodStatus, gracePeriodOverride *int64) error
-}
-
-// PreemptedStatus returns the status KillPod is asked to record for a preempted pod:
-// phase Failed, reason Preempting, the kubelet's message, and a true DisruptionTarget
-// condition with reason TerminationByKubelet.
+// PreemptedStatus returns the final status a preempted pod is given: phase Failed,
+// reason Preempting, the kubelet's message, and a true DisruptionTarget condition
+// with reason TerminationByKubelet. Each call returns a new value.
 func PreemptedStatus() v1.PodStatus {
 	return v1.PodStatus{
-		Phase:   v1.PodFailed,
-		Reason:  Reason,
-		Message: Message,
-		Conditions: []v1.PodCondition{{
-			Type:    v1.DisruptionTarget,
-			Status:  v1.ConditionTrue,
-			Reason:  v1.PodReasonTerminationByKubelet,
-			Message: ConditionMessage,
-		}},
+		Phase:      v1.PodFailed,
+		Reason:     Reason,
+		Message:    Message,
+		Conditions: []v1.PodCondition{nodeapi.DisruptionTarget(ConditionMessage)},
 	}
 }
 
-// Handler recovers critical pods from resource admission failures by preempting
-// other pods. It holds no state of its own: concurrent calls are safe as far as
-// ActivePods and the PodKiller are, but the agent calls it only from its sync loop,
-// which is what makes the active-pod list it sees current.
+// Plan is preemption's decision for one pod: the pods to kill so that it fits. It
+// is a plain value; making it happen is the caller's job ([Executor] does it as the
+// kubelet does). Nothing in a Plan is shared with the Handler that made it.
+type Plan struct {
+	// Preemptor is the pod being admitted.
+	Preemptor *v1.Pod
+	// Requirements are the amounts to free, one per insufficient resource, in the
+	// order the admission failures were reported.
+	Requirements Requirements
+	// Victims are the kills to make, in the kubelet's kill order (BestEffort, then
+	// Burstable, then Guaranteed victims; see SelectVictims). Each has
+	// PreemptedStatus and no grace period override: the pod's own grace period.
+	Victims []nodeapi.KillRequest
+}
+
+// Signal returns the value of the preemption_signal label of kubelet_preemptions
+// for p's victims: the first insufficient resource, or "" when there is none.
+func (p *Plan) Signal() string {
+	if len(p.Requirements) == 0 {
+		return ""
+	}
+	return string(p.Requirements[0].Resource)
+}
+
+// Handler decides how critical pods recover from resource admission failures: which
+// other pods to preempt. It only plans; it never kills. It holds no state of its
+// own, so concurrent calls are safe as far as ActivePods is, but the agent calls it
+// only from its sync loop, which is what makes the active-pod list it sees current.
 type Handler struct {
-	activePods  func() []*v1.Pod
-	killer      PodKiller
-	logger      *slog.Logger
-	preemptions *prometheus.CounterVec // nil without a Registerer
+	activePods func() []*v1.Pod
 }
 
 // Deps are the outside things a Handler uses.
 type Deps struct {
 	// ActivePods returns the pods admitted and not yet terminated: the candidates.
+	// The Handler does not modify the pods or the slice.
 	ActivePods func() []*v1.Pod
-	// Killer stops victims.
-	Killer PodKiller
-	// Logger receives the handler's logs; nil discards them.
-	Logger *slog.Logger
-	// Registerer, when set, gets the kubelet's counter kubelet_preemptions
-	// {preemption_signal}: one per victim killed, labelled with the first
-	// insufficient resource. Handlers sharing a Registerer share the counter.
-	Registerer prometheus.Registerer
 }
 
-// NewHandler returns a Handler. ActivePods and Killer are required.
+// NewHandler returns a Handler. ActivePods is required.
 func NewHandler(d Deps) (*Handler, error) {
 	if d.ActivePods == nil {
 		return nil, errors.New("preemption: nil ActivePods")
 	}
-	if d.Killer == nil {
-		return nil, errors.New("preemption: nil Killer")
-	}
-	logger := d.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	h := &Handler{activePods: d.ActivePods, killer: d.Killer, logger: logger.With("subsystem", "preemption")}
-	if d.Registerer != nil {
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Subsystem: "kubelet",
-			Name:      "preemptions",
-			Help:      "Cumulative number of pod preemptions by preemption resource",
-		}, []string{"preemption_signal"})
-		c, err := metrics.Register(d.Registerer, "preemption", c)
-		if err != nil {
-			return nil, err
-		}
-		h.preemptions = c
-	}
-	return h, nil
+	return &Handler{activePods: d.ActivePods}, nil
 }
 
 // HandleAdmissionFailure is called when pod failed admission for failures. It
-// returns the failures that still stand (nil when pod may now be admitted) and the
-// pods it killed, in the order killed.
+// returns the failures that still stand and, when preempting other pods would make
+// pod fit, the plan to do so:
 //
-//   - pod not critical: failures are returned unchanged; nothing is killed.
+//   - pod not critical: failures are returned unchanged, with no plan.
 //   - some failure is not an *InsufficientResource: only those other failures are
-//     returned; nothing is killed, because preempting would not make pod admissible.
-//   - otherwise the victims from SelectVictims are killed one by one, synchronously,
-//     with PreemptedStatus and their own grace period, and nil failures are returned.
-//     As in the kubelet, a victim whose kill fails is logged and skipped (its pod
-//     worker retries the kill), and the pod is admitted anyway; it is not among the
-//     returned victims.
+//     returned, with no plan, because preempting would not make pod admissible.
+//   - otherwise nil failures and the plan: the victims from SelectVictims for what
+//     the failures say is missing, in the kubelet's kill order.
 //
-// err is non-nil when no set of pods frees the requirement (it wraps ErrNoVictims
-// and nothing is killed) or when ctx ends between kills.
-func (h *Handler) HandleAdmissionFailure(ctx context.Context, pod *v1.Pod, failures []error) (remaining []error, victims []*v1.Pod, err error) {
+// err, wrapping ErrNoVictims, is returned when no set of pods frees the
+// requirement. HandleAdmissionFailure kills nothing and modifies nothing.
+func (h *Handler) HandleAdmissionFailure(pod *v1.Pod, failures []error) (remaining []error, plan *Plan, err error) {
 	if !IsCritical(pod) {
 		return failures, nil, nil
 	}
@@ -140,28 +111,9 @@ func (h *Handler) HandleAdmissionFailure(ctx context.Context, pod *v1.Pod, failu
 	if err != nil {
 		return nil, nil, fmt.Errorf("preemption: error finding a set of pods to preempt: %w", err)
 	}
-	for _, v := range selected {
-		if err := ctx.Err(); err != nil {
-			return nil, victims, fmt.Errorf("preemption: %w", err)
-		}
-		h.logger.InfoContext(ctx, "Preempting pod to free up resources",
-			"pod", klogName(v), "podUID", v.UID, "insufficientResources", reqs.String(), "requestingPod", klogName(pod))
-		if err := h.killer.KillPod(ctx, v, PreemptedStatus(), nil); err != nil {
-			h.logger.ErrorContext(ctx, "Failed to evict pod", "pod", klogName(v), "err", err)
-			continue
-		}
-		victims = append(victims, v)
-		if h.preemptions != nil {
-			h.preemptions.WithLabelValues(string(reqs[0].Resource)).Inc()
-		}
+	plan = &Plan{Preemptor: pod, Requirements: reqs, Victims: make([]nodeapi.KillRequest, len(selected))}
+	for i, v := range selected {
+		plan.Victims[i] = nodeapi.KillRequest{Pod: v, Status: PreemptedStatus()}
 	}
-	return nil, victims, nil
-}
-
-// klogName renders a pod as the kubelet's logs do: namespace/name.
-func klogName(p *v1.Pod) string {
-	if p.Namespace == "" {
-		return p.Name
-	}
-	return p.Namespace + "/" + p.Name
+	return nil, plan, nil
 }

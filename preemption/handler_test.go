@@ -5,36 +5,46 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
-// fakeKiller is a function-field PodKiller.
-type fakeKiller struct {
-	kill func(ctx context.Context, pod *v1.Pod, status v1.PodStatus, grace *int64) error
+// wantPreempted is the status the kubelet gives a preempted pod.
+var wantPreempted = v1.PodStatus{
+	Phase:   v1.PodFailed,
+	Reason:  "Preempting",
+	Message: "Preempted in order to admit critical pod",
+	Conditions: []v1.PodCondition{{
+		Type:    v1.DisruptionTarget,
+		Status:  v1.ConditionTrue,
+		Reason:  "TerminationByKubelet",
+		Message: "Pod was preempted by Kubelet to accommodate a critical pod.",
+	}},
 }
 
-func (f fakeKiller) KillPod(ctx context.Context, pod *v1.Pod, status v1.PodStatus, grace *int64) error {
-	return f.kill(ctx, pod, status, grace)
-}
-
-type killCall struct {
-	Pod    string
-	Status v1.PodStatus
-	Grace  *int64
+// kills returns the kill requests for pods, as a plan holds them.
+func kills(pods ...*v1.Pod) []nodeapi.KillRequest {
+	var out []nodeapi.KillRequest
+	for _, p := range pods {
+		out = append(out, nodeapi.KillRequest{Pod: p, Status: wantPreempted})
+	}
+	return out
 }
 
 func TestHandleAdmissionFailure(t *testing.T) {
 	t.Parallel()
 	critical := newPod("critical", static())
-	running := []*v1.Pod{
-		newPod("be"),
-		newPod("bu", burstable("cpu", "500m", "memory", "256Mi")),
-		newPod("g", guaranteed("cpu", "1", "memory", "1Gi")),
-	}
+	be := newPod("be")
+	bu := newPod("bu", burstable("cpu", "500m", "memory", "256Mi"))
+	g := newPod("g", guaranteed("cpu", "1", "memory", "1Gi"))
+	running := []*v1.Pod{be, bu, g}
 	cpuShort := &InsufficientResource{ResourceName: v1.ResourceCPU, Requested: 1000, Used: 1500, Capacity: 2000} // 500m short
 	podsShort := &InsufficientResource{ResourceName: v1.ResourcePods, Requested: 1, Used: 3, Capacity: 3}        // 1 short
 	memShort := &InsufficientResource{ResourceName: v1.ResourceMemory, Requested: 4 << 30, Used: 0, Capacity: 1} // impossible
@@ -44,10 +54,8 @@ func TestHandleAdmissionFailure(t *testing.T) {
 		name          string
 		pod           *v1.Pod
 		failures      []error
-		failKill      string // name of a pod whose kill fails
 		wantRemaining []error
-		wantVictims   []string
-		wantKills     []string
+		wantPlan      *Plan
 		wantErr       error
 	}{
 		{
@@ -57,24 +65,28 @@ func TestHandleAdmissionFailure(t *testing.T) {
 			wantRemaining: []error{cpuShort},
 		},
 		{
-			name:          "other failures are returned alone and nothing is killed",
+			name:          "other failures are returned alone and nothing is planned",
 			pod:           critical,
 			failures:      []error{cpuShort, ports},
 			wantRemaining: []error{ports},
 		},
 		{
-			name:        "resource failures preempt",
-			pod:         critical,
-			failures:    []error{cpuShort, podsShort},
-			wantVictims: []string{"bu"},
-			wantKills:   []string{"bu"},
+			name:     "resource failures plan a preemption",
+			pod:      critical,
+			failures: []error{cpuShort, podsShort},
+			wantPlan: &Plan{Preemptor: critical, Requirements: Requirements{{v1.ResourceCPU, 500}, {v1.ResourcePods, 1}}, Victims: kills(bu)},
 		},
 		{
-			name:        "wrapped resource failures count",
-			pod:         critical,
-			failures:    []error{errors.Join(podsShort)},
-			wantVictims: []string{"be"},
-			wantKills:   []string{"be"},
+			name:     "wrapped resource failures count",
+			pod:      critical,
+			failures: []error{errors.Join(podsShort)},
+			wantPlan: &Plan{Preemptor: critical, Requirements: Requirements{{v1.ResourcePods, 1}}, Victims: kills(be)},
+		},
+		{
+			name:     "victims in the kubelet's kill order",
+			pod:      critical,
+			failures: []error{&InsufficientResource{ResourceName: v1.ResourcePods, Requested: 1, Used: 3, Capacity: 1}},
+			wantPlan: &Plan{Preemptor: critical, Requirements: Requirements{{v1.ResourcePods, 3}}, Victims: kills(be, bu, g)},
 		},
 		{
 			name:     "no set of pods suffices",
@@ -82,56 +94,23 @@ func TestHandleAdmissionFailure(t *testing.T) {
 			failures: []error{cpuShort, memShort},
 			wantErr:  ErrNoVictims,
 		},
-		{
-			name:        "a failed kill is skipped and the pod admitted",
-			pod:         critical,
-			failures:    []error{&InsufficientResource{ResourceName: v1.ResourcePods, Requested: 1, Used: 2, Capacity: 1}},
-			failKill:    "be",
-			wantVictims: []string{"bu"},
-			wantKills:   []string{"be", "bu"},
-		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var kills []killCall
-			killer := fakeKiller{kill: func(_ context.Context, p *v1.Pod, st v1.PodStatus, grace *int64) error {
-				kills = append(kills, killCall{Pod: p.Name, Status: st, Grace: grace})
-				if p.Name == tc.failKill {
-					return errors.New("runtime down")
-				}
-				return nil
-			}}
-			h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return running }, Killer: killer, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+			h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return running }})
 			if err != nil {
 				t.Fatal(err)
 			}
-			remaining, victims, err := h.HandleAdmissionFailure(t.Context(), tc.pod, tc.failures)
+			remaining, plan, err := h.HandleAdmissionFailure(tc.pod, tc.failures)
 			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
 			if diff := cmp.Diff(tc.wantRemaining, remaining, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
 				t.Errorf("remaining (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantVictims, names(victims)); diff != "" {
-				t.Errorf("victims (-want +got):\n%s", diff)
-			}
-			var want []killCall
-			for _, n := range tc.wantKills {
-				want = append(want, killCall{Pod: n, Status: v1.PodStatus{
-					Phase:   v1.PodFailed,
-					Reason:  "Preempting",
-					Message: "Preempted in order to admit critical pod",
-					Conditions: []v1.PodCondition{{
-						Type:    v1.DisruptionTarget,
-						Status:  v1.ConditionTrue,
-						Reason:  "TerminationByKubelet",
-						Message: "Pod was preempted by Kubelet to accommodate a critical pod.",
-					}},
-				}})
-			}
-			if diff := cmp.Diff(want, kills); diff != "" {
-				t.Errorf("kills (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.wantPlan, plan, cmp.Comparer(func(a, b *v1.Pod) bool { return a == b })); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -139,11 +118,11 @@ func TestHandleAdmissionFailure(t *testing.T) {
 
 func TestHandleAdmissionFailureErrorMessage(t *testing.T) {
 	t.Parallel()
-	h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return nil }, Killer: fakeKiller{}})
+	h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = h.HandleAdmissionFailure(t.Context(), newPod("c", static()),
+	_, _, err = h.HandleAdmissionFailure(newPod("c", static()),
 		[]error{&InsufficientResource{ResourceName: v1.ResourceCPU, Requested: 600, Used: 0, Capacity: 100}})
 	want := "preemption: error finding a set of pods to preempt: no set of running pods found to reclaim resources: [(res: cpu, q: 500), ]"
 	if err == nil || err.Error() != want {
@@ -151,56 +130,156 @@ func TestHandleAdmissionFailureErrorMessage(t *testing.T) {
 	}
 }
 
-func TestHandleAdmissionFailureStopsWithContext(t *testing.T) {
+func TestNewHandlerValidates(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(t.Context())
-	running := []*v1.Pod{newPod("a"), newPod("b")}
-	var killed []string
-	h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return running }, Killer: fakeKiller{kill: func(_ context.Context, p *v1.Pod, _ v1.PodStatus, _ *int64) error {
-		killed = append(killed, p.Name)
-		cancel() // the agent is shutting down
-		return nil
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, victims, err := h.HandleAdmissionFailure(ctx, newPod("c", static()),
-		[]error{&InsufficientResource{ResourceName: v1.ResourcePods, Requested: 1, Used: 2, Capacity: 1}})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-	if diff := cmp.Diff(killed, names(victims)); diff != "" || len(killed) != 1 {
-		t.Errorf("killed %v, victims %v; want one pod reported as killed", killed, names(victims))
+	if _, err := NewHandler(Deps{}); err == nil {
+		t.Error("nil active pods accepted")
 	}
 }
 
-func TestNewHandlerValidates(t *testing.T) {
+func TestPlanSignal(t *testing.T) {
 	t.Parallel()
-	if _, err := NewHandler(Deps{Killer: fakeKiller{}}); err == nil {
-		t.Error("nil active pods accepted")
+	p := &Plan{Requirements: Requirements{{v1.ResourceMemory, 1}, {v1.ResourceCPU, 1}}}
+	if got := p.Signal(); got != "memory" {
+		t.Errorf("Signal = %q, want memory", got)
 	}
-	if _, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return nil }}); err == nil {
+	if got := (&Plan{}).Signal(); got != "" {
+		t.Errorf("Signal of no requirements = %q, want empty", got)
+	}
+}
+
+// recorder is a function-field nodeapi.Recorder that keeps Event calls.
+type recorder struct {
+	event func(object runtime.Object, eventtype, reason, message string)
+}
+
+func (r recorder) Event(object runtime.Object, eventtype, reason, message string) {
+	r.event(object, eventtype, reason, message)
+}
+
+func (r recorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.event(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r recorder) AnnotatedEventf(object runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.event(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func TestExecute(t *testing.T) {
+	t.Parallel()
+	critical := newPod("critical", static())
+	a, b, c := newPod("a"), newPod("b"), newPod("c")
+	plan := &Plan{Preemptor: critical, Requirements: Requirements{{v1.ResourcePods, 3}}, Victims: kills(a, b, c)}
+	grace := int64(7)
+	plan.Victims[2].GracePeriodOverride = &grace // passed through as planned
+
+	var steps []string
+	var got []nodeapi.KillRequest
+	killer := nodeapi.PodKillerFunc(func(_ context.Context, req nodeapi.KillRequest) error {
+		steps = append(steps, "kill "+req.Pod.Name)
+		got = append(got, req)
+		if req.Pod == b {
+			return errors.New("runtime down")
+		}
+		return nil
+	})
+	rec := recorder{event: func(o runtime.Object, typ, reason, msg string) {
+		steps = append(steps, fmt.Sprintf("event %s %s %s %q", o.(*v1.Pod).Name, typ, reason, msg))
+	}}
+	var logs strings.Builder
+	reg := prometheus.NewPedanticRegistry()
+	e, err := NewExecutor(ExecutorDeps{Killer: killer, Recorder: rec, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed, err := e.Execute(t.Context(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A failed kill is skipped: the others go ahead and it is not reported.
+	if diff := cmp.Diff([]string{"a", "c"}, names(killed)); diff != "" {
+		t.Errorf("killed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(plan.Victims, got, cmp.Comparer(func(x, y *v1.Pod) bool { return x == y })); diff != "" {
+		t.Errorf("kill requests (-want +got):\n%s", diff)
+	}
+	wantSteps := []string{
+		`event a Warning Preempting "Preempted in order to admit critical pod"`, "kill a",
+		`event b Warning Preempting "Preempted in order to admit critical pod"`, "kill b",
+		`event c Warning Preempting "Preempted in order to admit critical pod"`, "kill c",
+	}
+	if diff := cmp.Diff(wantSteps, steps); diff != "" {
+		t.Errorf("events and kills (-want +got):\n%s", diff)
+	}
+	for _, want := range []string{
+		`msg="Preempting pod to free up resources" subsystem=preemption pod=default/a podUID=uid-a insufficientResources="[(res: pods, q: 3), ]" requestingPod=default/critical`,
+		`level=ERROR msg="Failed to evict pod" subsystem=preemption pod=default/b err="runtime down"`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %s:\n%s", want, logs.String())
+		}
+	}
+	if diff := cmp.Diff([]string{`kubelet_preemptions{preemption_signal="pods"} 2`}, gather(t, reg)); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+func TestExecuteStopsWithContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	var calls []string
+	e, err := NewExecutor(ExecutorDeps{Killer: nodeapi.PodKillerFunc(func(_ context.Context, req nodeapi.KillRequest) error {
+		calls = append(calls, req.Pod.Name)
+		cancel() // the agent is shutting down
+		return nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed, err := e.Execute(ctx, &Plan{Preemptor: newPod("c", static()), Victims: kills(newPod("a"), newPod("b"))})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if diff := cmp.Diff([]string{"a"}, calls); diff != "" {
+		t.Errorf("kills (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(calls, names(killed)); diff != "" {
+		t.Errorf("killed reported (-want +got):\n%s", diff)
+	}
+	if killed, err := e.Execute(ctx, nil); err != nil || killed != nil {
+		t.Errorf("nil plan: killed %v, err %v", names(killed), err)
+	}
+}
+
+func TestNewExecutorValidates(t *testing.T) {
+	t.Parallel()
+	if _, err := NewExecutor(ExecutorDeps{}); err == nil {
 		t.Error("nil killer accepted")
 	}
 }
 
-func TestHandlerMetrics(t *testing.T) {
+func TestExecutorMetricsShared(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
-	running := []*v1.Pod{newPod("a"), newPod("b"), newPod("c")}
-	ok := fakeKiller{kill: func(context.Context, *v1.Pod, v1.PodStatus, *int64) error { return nil }}
-	for range 2 { // a second handler on the same registry shares the counter
-		h, err := NewHandler(Deps{ActivePods: func() []*v1.Pod { return running }, Killer: ok, Registerer: reg})
+	ok := nodeapi.PodKillerFunc(func(context.Context, nodeapi.KillRequest) error { return nil })
+	plan := &Plan{Preemptor: newPod("x", static()), Requirements: Requirements{{v1.ResourceCPU, 1}, {v1.ResourcePods, 2}}, Victims: kills(newPod("a"), newPod("b"))}
+	for range 2 { // a second executor on the same registry shares the counter
+		e, err := NewExecutor(ExecutorDeps{Killer: ok, Registerer: reg})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, victims, err := h.HandleAdmissionFailure(t.Context(), newPod("x", static()), []error{
-			&InsufficientResource{ResourceName: v1.ResourcePods, Requested: 1, Used: 3, Capacity: 2},
-		})
-		if err != nil || len(victims) != 2 {
-			t.Fatalf("victims %v, err %v; want 2 victims", names(victims), err)
+		if _, err := e.Execute(t.Context(), plan); err != nil {
+			t.Fatal(err)
 		}
 	}
+	if diff := cmp.Diff([]string{`kubelet_preemptions{preemption_signal="cpu"} 4`}, gather(t, reg)); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
+	}
+}
+
+// gather renders reg's counters as name{label="value"} count.
+func gather(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +292,5 @@ func TestHandlerMetrics(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{`kubelet_preemptions{preemption_signal="pods"} 4`}, got); diff != "" {
-		t.Errorf("metrics (-want +got):\n%s", diff)
-	}
+	return got
 }

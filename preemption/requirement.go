@@ -6,9 +6,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // InsufficientResource is an admission failure: the node does not have enough of one
@@ -71,21 +71,24 @@ func (rs Requirements) String() string {
 // Request returns how much of name pod requests, in the units of
 // [InsufficientResource]: 1 for pods, millicores for cpu, the integer value
 // otherwise. Requests are effective requests (component-helpers PodRequests: init
-// containers, sidecars, pod-level resources and overhead). A negative request counts
-// as zero. Request is safe for concurrent use; it does not modify pod.
+// containers, sidecars, pod-level resources and overhead), with nodeapi's one
+// overflow policy: a negative request counts as zero and one beyond int64 as
+// math.MaxInt64. It is [nodeapi.PodRequest]; Request is safe for concurrent use and
+// does not modify pod.
 func Request(pod *v1.Pod, name v1.ResourceName) int64 {
-	return requestFrom(podRequests(pod), name)
+	return nodeapi.PodRequest(pod, name)
 }
 
 // requestsOf stores in out[i] what pod requests of names[i], as Request does, and
 // computes the pod's effective requests only once. Pods without init containers,
 // overhead or pod-level resources, the common case, take a path that allocates
-// nothing: their effective request is the sum of their containers' requests.
+// nothing: their effective request is the sum of their containers' requests, which
+// is what nodeapi.PodRequests computes for them.
 func requestsOf(pod *v1.Pod, names []v1.ResourceName, out []int64) {
 	if len(pod.Spec.InitContainers) > 0 || pod.Spec.Overhead != nil || pod.Spec.Resources != nil {
-		r := podRequests(pod)
+		r := nodeapi.PodRequests(pod)
 		for i, name := range names {
-			out[i] = requestFrom(r, name)
+			out[i] = nodeapi.RequestIn(r, name)
 		}
 		return
 	}
@@ -95,44 +98,11 @@ func requestsOf(pod *v1.Pod, names []v1.ResourceName, out []int64) {
 			continue
 		}
 		var sum resource.Quantity
-		found := false
 		for c := range pod.Spec.Containers {
 			if q, ok := pod.Spec.Containers[c].Resources.Requests[name]; ok {
 				sum.Add(q)
-				found = true
 			}
 		}
-		out[i] = 0
-		if found {
-			out[i] = quantityIn(sum, name)
-		}
+		out[i] = nodeapi.Amount(name, sum)
 	}
-}
-
-// podRequests returns the effective requests of pod.
-func podRequests(pod *v1.Pod) v1.ResourceList {
-	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-}
-
-// requestFrom extracts one resource from a pod's effective requests.
-func requestFrom(reqs v1.ResourceList, name v1.ResourceName) int64 {
-	if name == v1.ResourcePods {
-		return 1
-	}
-	q, ok := reqs[name]
-	if !ok {
-		return 0
-	}
-	return quantityIn(q, name)
-}
-
-// quantityIn converts q to the units of InsufficientResource; negative is 0.
-func quantityIn(q resource.Quantity, name v1.ResourceName) int64 {
-	var v int64
-	if name == v1.ResourceCPU {
-		v = q.MilliValue()
-	} else {
-		v = q.Value()
-	}
-	return max(v, 0)
 }

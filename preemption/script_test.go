@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
@@ -91,7 +93,7 @@ func runScript(t *testing.T, script string) string {
 			for _, l := range input {
 				for _, f := range strings.Fields(l) {
 					name, qty, _ := strings.Cut(f, "=")
-					reqs = append(reqs, Requirement{Resource: v1.ResourceName(name), Quantity: quantityIn(resource.MustParse(qty), v1.ResourceName(name))})
+					reqs = append(reqs, Requirement{Resource: v1.ResourceName(name), Quantity: nodeapi.Amount(v1.ResourceName(name), resource.MustParse(qty))})
 				}
 			}
 			victims, err := SelectVictims(preemptor, pods, reqs)

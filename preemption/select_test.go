@@ -79,6 +79,9 @@ func TestRequest(t *testing.T) {
 		always := v1.ContainerRestartPolicyAlways
 		p.Spec.InitContainers = []v1.Container{{Name: "s", RestartPolicy: &always, Resources: v1.ResourceRequirements{Requests: list("cpu", "200m")}}}
 	})
+	huge := newPod("huge", burstable("memory", "8Ei", "cpu", "9223372036854775"), func(p *v1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, *p.Spec.Containers[0].DeepCopy())
+	})
 	tests := []struct {
 		name string
 		pod  *v1.Pod
@@ -86,6 +89,8 @@ func TestRequest(t *testing.T) {
 		want int64
 	}{
 		{"pods is one", newPod("a"), v1.ResourcePods, 1},
+		{"memory sum beyond int64 saturates", huge, v1.ResourceMemory, math.MaxInt64},
+		{"millicores beyond int64 saturate", huge, v1.ResourceCPU, math.MaxInt64},
 		{"cpu in millicores", newPod("a", burstable("cpu", "1.5")), v1.ResourceCPU, 1500},
 		{"memory in bytes", newPod("a", burstable("memory", "1Ki")), v1.ResourceMemory, 1024},
 		{"absent", newPod("a", burstable("memory", "1Ki")), v1.ResourceCPU, 0},
@@ -99,6 +104,11 @@ func TestRequest(t *testing.T) {
 			t.Parallel()
 			if got := Request(tc.pod, tc.res); got != tc.want {
 				t.Errorf("Request(%s) = %d, want %d", tc.res, got, tc.want)
+			}
+			// Victim selection's allocation-free path agrees.
+			out := []int64{-1}
+			if requestsOf(tc.pod, []v1.ResourceName{tc.res}, out); out[0] != tc.want {
+				t.Errorf("requestsOf(%s) = %d, want %d", tc.res, out[0], tc.want)
 			}
 		})
 	}

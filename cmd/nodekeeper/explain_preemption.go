@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/internal/snapshot"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
@@ -42,7 +44,7 @@ The node's allocatable resources are given either directly, with --allocatable, 
 kubelet computes them: --capacity minus the kubeReserved, systemReserved and hard
 memory.available / nodefs.available eviction thresholds of the KubeletConfiguration in
 --config (the kubelet's defaults without --config). A LIST is NAME=QUANTITY,... for
-example cpu=4,memory=16Gi,pods=110,nvidia.com/gpu=2; pods defaults to maxPods (110).
+example cpu=4,memory=16Gi,pods=110,nvidia.com/gpu=2; pods defaults to maxPods (` + strconv.Itoa(nodeapi.DefaultMaxPods) + `).
 
 If the pod does not fit and is critical (a static or mirror pod, or priority >=
 2000000000), the pods the kubelet would preempt are listed in the order it kills them.
@@ -97,7 +99,7 @@ func (o *explainPreemptionOpts) run(ctx context.Context, stdout, stderr io.Write
 		ActivePods: func() []*v1.Pod { return active },
 		Conditions: noConditions{},
 		Node:       func() (admission.Node, error) { return admission.Node{Allocatable: alloc}, nil },
-		Killer:     dryRunKiller{},
+		Preemption: true,
 	})
 	if err != nil {
 		return err
@@ -121,7 +123,7 @@ func (o *explainPreemptionOpts) nodeAllocatable(stderr io.Writer) (v1.ResourceLi
 			return nil, err
 		}
 		if _, ok := alloc[v1.ResourcePods]; !ok {
-			alloc[v1.ResourcePods] = *resource.NewQuantity(admission.DefaultMaxPods, resource.DecimalSI)
+			alloc[v1.ResourcePods] = *resource.NewQuantity(nodeapi.DefaultMaxPods, resource.DecimalSI)
 		}
 		return alloc, nil
 	case o.capacity == "":
@@ -143,7 +145,7 @@ func (o *explainPreemptionOpts) nodeAllocatable(stderr io.Writer) (v1.ResourceLi
 	if _, ok := capacity[v1.ResourcePods]; !ok {
 		maxPods := int64(cfg.MaxPods)
 		if maxPods <= 0 {
-			maxPods = admission.DefaultMaxPods
+			maxPods = nodeapi.DefaultMaxPods
 		}
 		capacity[v1.ResourcePods] = *resource.NewQuantity(maxPods, resource.DecimalSI)
 	}
@@ -189,12 +191,6 @@ type noConditions struct{}
 
 func (noConditions) Conditions() []v1.NodeConditionType { return nil }
 
-// dryRunKiller is the PodKiller of a dry run: every kill succeeds and nothing
-// happens. The chain reports the victims it killed in its Response.
-type dryRunKiller struct{}
-
-func (dryRunKiller) KillPod(context.Context, *v1.Pod, v1.PodStatus, *int64) error { return nil }
-
 // The JSON document of explain preemption; a stable interface, documented in the README.
 type preemptionDoc struct {
 	Critical bool                 `json:"critical"`
@@ -233,7 +229,8 @@ func preemptionJSON(pod *v1.Pod, resp admission.Response) preemptionDoc {
 			Capacity:  amountString(ir.ResourceName, ir.Capacity),
 		})
 	}
-	for _, v := range resp.Victims {
+	for _, k := range resp.Victims() {
+		v := k.Pod
 		doc.Victims = append(doc.Victims, victimJSON{
 			Namespace: v.Namespace, Name: v.Name, QOS: string(qos.Class(v)), Priority: qos.Priority(v),
 		})
@@ -288,8 +285,8 @@ func writePreemptionTable(w io.Writer, pod *v1.Pod, alloc v1.ResourceList, resp 
 	fmt.Fprintf(w, "Pod:       %s (%s, priority %d)\n", name, qos.Class(pod), qos.Priority(pod))
 	fmt.Fprintf(w, "Critical:  %s\n", criticalWhy(pod))
 	switch {
-	case resp.Admit && len(resp.Victims) > 0:
-		fmt.Fprintf(w, "Admitted:  yes, after preempting %d pod(s)\n", len(resp.Victims))
+	case resp.Admit && len(resp.Victims()) > 0:
+		fmt.Fprintf(w, "Admitted:  yes, after preempting %d pod(s)\n", len(resp.Victims()))
 	case resp.Admit:
 		fmt.Fprintln(w, "Admitted:  yes, it fits as is")
 	default:
@@ -317,7 +314,7 @@ func writePreemptionTable(w io.Writer, pod *v1.Pod, alloc v1.ResourceList, resp 
 			}
 		}
 	}
-	if len(resp.Victims) == 0 {
+	if len(resp.Victims()) == 0 {
 		if len(resp.Failures) > 0 {
 			fmt.Fprintln(w, "\nVictims: none")
 		}
@@ -326,7 +323,8 @@ func writePreemptionTable(w io.Writer, pod *v1.Pod, alloc v1.ResourceList, resp 
 	fmt.Fprintln(w, "\nVictims, in the order they would be killed:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tNAMESPACE\tNAME\tQOS\tPRIORITY\tFREES")
-	for i, v := range resp.Victims {
+	for i, k := range resp.Victims() {
+		v := k.Pod
 		var frees []string
 		for _, ir := range irs {
 			if n := preemption.Request(v, ir.ResourceName); n > 0 {

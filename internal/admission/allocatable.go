@@ -9,10 +9,6 @@ import (
 	"github.com/nodekeeper/nodekeeper/eviction"
 )
 
-// DefaultMaxPods is the kubelet's default maxPods, the pods capacity of a node whose
-// configuration does not set it.
-const DefaultMaxPods = 110
-
 // NodeAllocatable returns what a node may give to pods, as the kubelet computes its
 // status.allocatable from its configuration: for every resource in capacity,
 //

@@ -11,8 +11,14 @@
 // preemption finds no victims ("Unexpected error while attempting to recover from
 // admission failure: ...") or a handler fails.
 //
-// Differences from the kubelet: after preemption the fit is checked again without the
-// victims (the kubelet admits without checking); the OS and device-manager checks of
+// Admission only decides; it never kills. A critical pod that fits once other pods
+// are preempted is admitted with a plan (Response.Preemption): the caller must kill
+// the plan's victims, in order, before it starts the pod, as the kubelet's admission
+// handler does inline (preemption.Executor does it with the kubelet's logs, events
+// and metric).
+//
+// Differences from the kubelet: the plan is checked (the fit again, without the
+// victims) before the pod is admitted (the kubelet admits without checking); the OS and device-manager checks of
 // the kubelet's predicate handler are not done here (device allocation will be its
 // own handler); when no Node object is known, node affinity, node name and taints are
 // not checked.
@@ -22,12 +28,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 )
 
@@ -60,8 +65,20 @@ type Response struct {
 	// empty when the pod fit as it was. They are kept when preemption then admits
 	// the pod.
 	Failures []error
-	// Victims are the pods preempted to admit the pod, in the order killed.
-	Victims []*v1.Pod
+	// Preemption, set only when Admit, is the plan under which the pod is admitted:
+	// the caller must kill Preemption.Victims, in that order, before it starts the
+	// pod. It is nil when the pod fits without preempting anyone. The chain has
+	// killed nothing.
+	Preemption *preemption.Plan
+}
+
+// Victims returns the kills the pod's admission requires, in order: those of
+// r.Preemption, or none.
+func (r Response) Victims() []nodeapi.KillRequest {
+	if r.Preemption == nil {
+		return nil
+	}
+	return r.Preemption.Victims
 }
 
 // Reject marks resp as rejected with reason and message.
@@ -117,12 +134,9 @@ type Deps struct {
 	Conditions ConditionSource
 	// Node returns the node's allocatable resources and, optionally, the Node object.
 	Node func() (Node, error)
-	// Killer stops preempted pods. Nil disables preemption.
-	Killer preemption.PodKiller
-	// Logger receives preemption logs; nil discards them.
-	Logger *slog.Logger
-	// Registerer, when set, gets the preemption metrics (kubelet_preemptions).
-	Registerer prometheus.Registerer
+	// Preemption enables critical-pod preemption: a critical pod that does not fit
+	// only for lack of resources is admitted with a plan of pods to preempt.
+	Preemption bool
 	// Devices, when set, raises each device resource's allocatable to at least the
 	// devices already assigned (devicemanager.Manager), so pods holding devices
 	// pass re-admission while their plugin is away.
@@ -142,16 +156,14 @@ type ConditionSource interface {
 }
 
 // New returns the default chain: EvictionHandler, then ResourceHandler with
-// critical-pod preemption when deps.Killer is set.
+// critical-pod preemption when deps.Preemption is set.
 func New(deps Deps) (*Chain, error) {
 	if deps.ActivePods == nil || deps.Conditions == nil || deps.Node == nil {
 		return nil, errors.New("admission: ActivePods, Conditions and Node are required")
 	}
 	res := &ResourceHandler{ActivePods: deps.ActivePods, Node: deps.Node, Devices: deps.Devices}
-	if deps.Killer != nil {
-		pre, err := preemption.NewHandler(preemption.Deps{
-			ActivePods: deps.ActivePods, Killer: deps.Killer, Logger: deps.Logger, Registerer: deps.Registerer,
-		})
+	if deps.Preemption {
+		pre, err := preemption.NewHandler(preemption.Deps{ActivePods: deps.ActivePods})
 		if err != nil {
 			return nil, fmt.Errorf("admission: %w", err)
 		}
@@ -177,8 +189,9 @@ func (h *EvictionHandler) Admit(_ context.Context, req *Request, resp *Response)
 }
 
 // ResourceHandler checks that the pod fits the node (Fit) and, when it does not only
-// for lack of resources and is critical, preempts other pods to make room. It is the
-// kubelet's predicate admit handler with its critical-pod failure handler.
+// for lack of resources and is critical, plans the preemption of other pods to make
+// room (Response.Preemption). It is the kubelet's predicate admit handler with its
+// critical-pod failure handler, minus the kills.
 type ResourceHandler struct {
 	// ActivePods returns the node's active pods; the pod being admitted is skipped.
 	ActivePods func() []*v1.Pod
@@ -193,11 +206,12 @@ type ResourceHandler struct {
 // Name returns "resources".
 func (h *ResourceHandler) Name() string { return "resources" }
 
-// Admit runs Fit; on failure it offers them to Preemption, then checks the fit
-// again without the victims (the kubelet admits without this second check; we make
-// sure a skipped kill or a changed pod set does not overcommit the node). It rejects
-// with the first remaining failure's reason, as the kubelet does.
-func (h *ResourceHandler) Admit(ctx context.Context, req *Request, resp *Response) error {
+// Admit runs Fit; on failure it offers them to Preemption and checks the plan: the
+// fit again, without the victims (the kubelet admits without this check; it makes
+// sure the plan does not overcommit the node). It admits with the plan in
+// resp.Preemption, or rejects with the first remaining failure's reason, as the
+// kubelet does; a rejected pod has no plan.
+func (h *ResourceHandler) Admit(_ context.Context, req *Request, resp *Response) error {
 	node, err := h.Node()
 	if err != nil {
 		resp.Reject(ReasonInvalidNodeInfo, "Kubelet cannot get node info.")
@@ -213,22 +227,25 @@ func (h *ResourceHandler) Admit(ctx context.Context, req *Request, resp *Respons
 		return nil
 	}
 	remaining := failures
+	var plan *preemption.Plan
 	if h.Preemption != nil {
-		rem, victims, err := h.Preemption.HandleAdmissionFailure(ctx, req.Pod, failures)
-		resp.Victims = victims
+		var err error
+		remaining, plan, err = h.Preemption.HandleAdmissionFailure(req.Pod, failures)
 		if err != nil {
 			resp.Reject(ReasonUnexpected, "Unexpected error while attempting to recover from admission failure: "+err.Error())
 			return nil
 		}
-		remaining = rem
 		if len(remaining) == 0 {
-			remaining = Fit(req.Pod, without(h.ActivePods(), req.Pod, victims), node)
+			remaining = Fit(req.Pod, without(h.ActivePods(), req.Pod, plan.Victims), node)
 		}
 	}
-	if len(remaining) == 0 {
+	if len(remaining) > 0 {
+		resp.Reject(reasonFor(remaining[0]))
 		return nil
 	}
-	resp.Reject(reasonFor(remaining[0]))
+	if plan != nil && len(plan.Victims) > 0 {
+		resp.Preemption = plan
+	}
 	return nil
 }
 
@@ -245,25 +262,18 @@ func reasonFor(f error) (reason, message string) {
 	return ReasonUnexpectedPredicate, fmt.Sprintf("GeneralPredicates failed due to %v, which is unexpected.", f)
 }
 
-// without returns pods other than pod and the victims. Pods are matched by UID, or
-// by namespace and name when pod has no UID.
-func without(pods []*v1.Pod, pod *v1.Pod, victims []*v1.Pod) []*v1.Pod {
-	skip := map[string]bool{podKey(pod): true}
+// without returns pods other than pod and the victims' pods, matched by
+// nodeapi.KeyOf.
+func without(pods []*v1.Pod, pod *v1.Pod, victims []nodeapi.KillRequest) []*v1.Pod {
+	skip := map[nodeapi.PodKey]bool{nodeapi.KeyOf(pod): true}
 	for _, v := range victims {
-		skip[podKey(v)] = true
+		skip[nodeapi.KeyOf(v.Pod)] = true
 	}
 	out := make([]*v1.Pod, 0, len(pods))
 	for _, p := range pods {
-		if p != nil && !skip[podKey(p)] {
+		if p != nil && !skip[nodeapi.KeyOf(p)] {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-func podKey(p *v1.Pod) string {
-	if p.UID != "" {
-		return "uid:" + string(p.UID)
-	}
-	return "name:" + p.Namespace + "/" + p.Name
 }

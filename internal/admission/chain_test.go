@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,15 +10,9 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/devicemanager"
 	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
+	"github.com/nodekeeper/nodekeeper/preemption"
 )
-
-type fakeKiller struct {
-	kill func(ctx context.Context, pod *v1.Pod, status v1.PodStatus, grace *int64) error
-}
-
-func (f fakeKiller) KillPod(ctx context.Context, pod *v1.Pod, status v1.PodStatus, grace *int64) error {
-	return f.kill(ctx, pod, status, grace)
-}
 
 type conditions []v1.NodeConditionType
 
@@ -35,93 +28,102 @@ func (h handlerFunc) Admit(ctx context.Context, req *Request, resp *Response) er
 	return h.admit(ctx, req, resp)
 }
 
-func podNames(pods []*v1.Pod) []string {
-	var out []string
-	for _, p := range pods {
-		out = append(out, p.Name)
-	}
-	return out
+// preempted is the kill request of a preempted pod: the kubelet's status (checked
+// in package preemption) and the pod's own grace period.
+func preempted(p *v1.Pod) nodeapi.KillRequest {
+	return nodeapi.KillRequest{Pod: p, Status: preemption.PreemptedStatus()}
 }
+
+// samePod compares pods by identity: a plan names the pods it was given.
+var samePod = cmp.Comparer(func(a, b *v1.Pod) bool { return a == b })
 
 func TestChain(t *testing.T) {
 	t.Parallel()
 	alloc := list("cpu", "2", "memory", "4Gi", "pods", "10")
-	running := []*v1.Pod{
-		newPod("be", hostPortOpt(80, "", "")),
-		newPod("bu", withRequests("cpu", "1", "memory", "1Gi")),
-		newPod("g", func(p *v1.Pod) {
-			p.Spec.Containers[0].Resources.Requests = list("cpu", "500m", "memory", "2Gi")
-			p.Spec.Containers[0].Resources.Limits = list("cpu", "500m", "memory", "2Gi")
-		}),
-	}
+	be := newPod("be", hostPortOpt(80, "", ""))
+	bu := newPod("bu", withRequests("cpu", "1", "memory", "1Gi"))
+	g := newPod("g", func(p *v1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = list("cpu", "500m", "memory", "2Gi")
+		p.Spec.Containers[0].Resources.Limits = list("cpu", "500m", "memory", "2Gi")
+	})
+	running := []*v1.Pod{be, bu, g}
+	preemptor := newPod("new", static(), withRequests("cpu", "600m", "memory", "1Gi"))
+	twoSlots := newPod("new", static())
 	tests := []struct {
 		name         string
 		pod          *v1.Pod
 		conditions   conditions
-		killer       bool
-		failKill     string
+		noPreemption bool
+		// late pods appear in ActivePods once preemption has planned (a pod set
+		// that changed under the plan).
+		late         []*v1.Pod
+		alloc        v1.ResourceList
 		nodeErr      error
 		wantResp     Response
-		wantVictims  []string
-		wantKilled   []string
 		wantFailures int
 	}{
 		{
 			name:     "fits",
 			pod:      newPod("new", withRequests("cpu", "500m")),
-			killer:   true,
 			wantResp: Response{Admit: true},
 		},
 		{
 			name:       "disk pressure rejects first",
 			pod:        newPod("new", withRequests("cpu", "5")),
 			conditions: conditions{v1.NodeDiskPressure},
-			killer:     true,
 			wantResp:   Response{Reason: "Evicted", Message: "The node had condition: [DiskPressure]. "},
 		},
 		{
 			name:         "non-critical pod that does not fit",
 			pod:          newPod("new", withRequests("cpu", "600m")),
-			killer:       true,
 			wantResp:     Response{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000"},
 			wantFailures: 1,
 		},
 		{
-			name:         "critical pod preempts",
-			pod:          newPod("new", static(), withRequests("cpu", "600m", "memory", "1Gi")),
-			killer:       true,
-			wantResp:     Response{Admit: true},
-			wantVictims:  []string{"bu"},
-			wantKilled:   []string{"bu"},
+			name: "critical pod is admitted with a plan",
+			pod:  preemptor,
+			wantResp: Response{Admit: true, Preemption: &preemption.Plan{
+				Preemptor:    preemptor,
+				Requirements: preemption.Requirements{{Resource: v1.ResourceCPU, Quantity: 100}},
+				Victims:      []nodeapi.KillRequest{preempted(bu)},
+			}},
+			wantFailures: 1,
+		},
+		{
+			name:  "victims in kill order",
+			pod:   twoSlots,
+			alloc: list("cpu", "2", "memory", "4Gi", "pods", "2"),
+			wantResp: Response{Admit: true, Preemption: &preemption.Plan{
+				Preemptor:    twoSlots,
+				Requirements: preemption.Requirements{{Resource: v1.ResourcePods, Quantity: 2}},
+				Victims:      []nodeapi.KillRequest{preempted(be), preempted(bu)},
+			}},
 			wantFailures: 1,
 		},
 		{
 			name:         "critical pod, preemption disabled",
 			pod:          newPod("new", static(), withRequests("cpu", "600m")),
+			noPreemption: true,
 			wantResp:     Response{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000"},
 			wantFailures: 1,
 		},
 		{
 			name:         "critical pod that no preemption can fit",
 			pod:          newPod("new", static(), withRequests("cpu", "3")),
-			killer:       true,
 			wantResp:     Response{Reason: "UnexpectedAdmissionError", Message: "Unexpected error while attempting to recover from admission failure: preemption: error finding a set of pods to preempt: no set of running pods found to reclaim resources: [(res: cpu, q: 1000), ]"},
 			wantFailures: 1,
 		},
 		{
 			name:         "critical pod with a host port conflict is not helped",
 			pod:          newPod("new", static(), withRequests("cpu", "600m"), hostPortOpt(80, "", "")),
-			killer:       true,
 			wantResp:     Response{Reason: "NodePorts", Message: "Predicate NodePorts failed"},
 			wantFailures: 2,
 		},
 		{
-			name:         "a failed kill leaves the pod rejected on the re-check",
+			name:         "a plan that does not make the pod fit is dropped and the pod rejected",
 			pod:          newPod("new", static(), withRequests("cpu", "600m")),
-			killer:       true,
-			failKill:     "bu",
+			late:         []*v1.Pod{newPod("late", withRequests("cpu", "1"))},
 			wantResp:     Response{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000"},
-			wantKilled:   []string{"bu"},
 			wantFailures: 1,
 		},
 		{
@@ -134,42 +136,38 @@ func TestChain(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var killed []string
+			nodeAlloc := alloc
+			if tc.alloc != nil {
+				nodeAlloc = tc.alloc
+			}
+			calls := 0
 			deps := Deps{
 				// The new pod is already in the pod table: it must be left out.
-				ActivePods: func() []*v1.Pod { return append(append([]*v1.Pod(nil), running...), tc.pod) },
+				ActivePods: func() []*v1.Pod {
+					calls++
+					pods := append(append([]*v1.Pod(nil), running...), tc.pod)
+					if calls > 2 { // the fit check and preemption have seen the pods
+						pods = append(pods, tc.late...)
+					}
+					return pods
+				},
 				Conditions: tc.conditions,
-				Node:       func() (Node, error) { return Node{Allocatable: alloc}, tc.nodeErr },
-				Logger:     slog.New(slog.NewTextHandler(t.Output(), nil)),
-			}
-			if tc.killer {
-				deps.Killer = fakeKiller{kill: func(_ context.Context, p *v1.Pod, st v1.PodStatus, _ *int64) error {
-					if st.Reason != "Preempting" || st.Phase != v1.PodFailed {
-						t.Errorf("kill %s with status %+v", p.Name, st)
-					}
-					killed = append(killed, p.Name)
-					if p.Name == tc.failKill {
-						return errors.New("runtime down")
-					}
-					return nil
-				}}
+				Node:       func() (Node, error) { return Node{Allocatable: nodeAlloc}, tc.nodeErr },
+				Preemption: !tc.noPreemption,
 			}
 			chain, err := New(deps)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := chain.Admit(t.Context(), tc.pod)
-			if diff := cmp.Diff(tc.wantVictims, podNames(got.Victims)); diff != "" {
-				t.Errorf("victims (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantKilled, killed); diff != "" {
-				t.Errorf("killed (-want +got):\n%s", diff)
-			}
 			if len(got.Failures) != tc.wantFailures {
 				t.Errorf("failures = %v, want %d of them", got.Failures, tc.wantFailures)
 			}
-			got.Victims, got.Failures = nil, nil
-			if diff := cmp.Diff(tc.wantResp, got); diff != "" {
+			if diff := cmp.Diff(tc.wantResp.Victims(), got.Victims(), samePod); diff != "" {
+				t.Errorf("victims (-want +got):\n%s", diff)
+			}
+			got.Failures = nil
+			if diff := cmp.Diff(tc.wantResp, got, samePod); diff != "" {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
 		})

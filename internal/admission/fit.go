@@ -1,17 +1,15 @@
 package admission
 
 import (
-	"math"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
@@ -81,7 +79,7 @@ func Fit(pod *v1.Pod, others []*v1.Pod, node Node) []error {
 
 	want := requests(pod)
 	for name := range want {
-		if isExtended(name) {
+		if nodeapi.IsExtendedResourceName(name) {
 			if _, ok := alloc[name]; !ok {
 				delete(want, name)
 			}
@@ -97,9 +95,9 @@ func Fit(pod *v1.Pod, others []*v1.Pod, node Node) []error {
 		slices.SortFunc(names, func(a, b v1.ResourceName) int { return compareResources(a, b) })
 		used := map[v1.ResourceName]int64{}
 		for _, o := range others {
-			r := resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{})
+			r := nodeapi.PodRequests(o)
 			for _, name := range names {
-				used[name] = quantity.AddSat(used[name], amount(r, name))
+				used[name] = quantity.AddSat(used[name], nodeapi.RequestIn(r, name))
 			}
 		}
 		for _, name := range names {
@@ -130,40 +128,24 @@ func Fit(pod *v1.Pod, others []*v1.Pod, node Node) []error {
 }
 
 // requests returns pod's effective requests of the resources the fit check knows,
-// in the units of preemption.InsufficientResource.
+// in the units of preemption.InsufficientResource, with nodeapi's overflow policy
+// (a pod's effective request sums its containers and overhead, which can exceed
+// int64: it saturates).
 func requests(pod *v1.Pod) map[v1.ResourceName]int64 {
 	out := map[v1.ResourceName]int64{}
-	r := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	r := nodeapi.PodRequests(pod)
 	for name := range r {
 		if checked(name) {
-			out[name] = amount(r, name)
+			out[name] = nodeapi.RequestIn(r, name)
 		}
 	}
 	return out
 }
 
-// amount converts one resource of a request list to fit units (millicores for
-// cpu, else whole units); negative counts as 0 and an amount beyond int64 as
-// math.MaxInt64. The loaders reject single quantities that large, but a pod's
-// effective request sums its containers and overhead, which can exceed it; the
-// Quantity holds the exact sum, and Value would wrap it into a small number.
-func amount(r v1.ResourceList, name v1.ResourceName) int64 {
-	q, ok := r[name]
-	if !ok || q.Sign() <= 0 {
-		return 0
-	}
-	if !quantity.FitsInt64(string(name), q) {
-		return math.MaxInt64
-	}
-	if name == v1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
-}
-
-// quantityOf reads an allocatable amount in fit units (0 when absent).
+// quantityOf reads an allocatable amount in fit units (0 when absent), with
+// nodeapi's overflow policy.
 func quantityOf(alloc v1.ResourceList, name v1.ResourceName) int64 {
-	return amount(alloc, name)
+	return nodeapi.Amount(name, alloc[name])
 }
 
 // checked reports whether the fit check compares name against allocatable: cpu,
@@ -177,20 +159,9 @@ func checked(name v1.ResourceName) bool {
 		return false
 	}
 	s := string(name)
-	return isHugePages(name) || isExtended(name) ||
+	return isHugePages(name) || nodeapi.IsExtendedResourceName(name) ||
 		strings.Contains(s, v1.ResourceDefaultNamespacePrefix) ||
 		strings.HasPrefix(s, "attachable-volumes-")
-}
-
-// isExtended reports whether name is an extended resource: domain-prefixed, not in
-// the kubernetes.io domain, not a quota "requests." name, and valid as a qualified name.
-func isExtended(name v1.ResourceName) bool {
-	s := string(name)
-	if !strings.Contains(s, "/") || strings.Contains(s, v1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // compareResources orders cpu, memory, ephemeral-storage first, then by name.

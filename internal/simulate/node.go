@@ -207,12 +207,13 @@ func (k evictionKiller) KillPod(_ context.Context, req nodeapi.KillRequest) erro
 	return nil
 }
 
-// preemptionKiller is the preemption handler's PodKiller on the scripted node.
+// preemptionKiller is the preemption executor's PodKiller on the scripted node.
 type preemptionKiller struct{ n *node }
 
-func (k preemptionKiller) KillPod(_ context.Context, pod *v1.Pod, status v1.PodStatus, _ *int64) error {
+func (k preemptionKiller) KillPod(_ context.Context, req nodeapi.KillRequest) error {
+	pod := req.Pod
 	k.n.emit(Event{Event: EventPreempted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-		Reason: status.Reason, Message: status.Message})
+		Reason: req.Status.Reason, Message: req.Status.Message})
 	k.n.removePod(pod)
 	return nil
 }

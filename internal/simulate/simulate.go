@@ -29,6 +29,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
+	"github.com/nodekeeper/nodekeeper/preemption"
 )
 
 // Start is the virtual time at offset 0.
@@ -48,6 +49,7 @@ type sim struct {
 	events          []Event
 	mgr             *eviction.Manager
 	chain           *admission.Chain
+	preempt         *preemption.Executor
 	gc              collectors
 	log             *slog.Logger
 	reclaim         bool // set by the GC adapters during an eviction pass
@@ -107,9 +109,12 @@ func (s *sim) build() error {
 		ActivePods: func() []*v1.Pod { return slices.Clone(s.n.pods) },
 		Conditions: s.mgr,
 		Node:       func() (admission.Node, error) { return admission.Node{Allocatable: alloc}, nil },
-		Killer:     preemptionKiller{s.n},
-		Logger:     s.log,
+		Preemption: true,
 	})
+	if err != nil {
+		return err
+	}
+	s.preempt, err = preemption.NewExecutor(preemption.ExecutorDeps{Killer: preemptionKiller{s.n}, Logger: s.log})
 	return err
 }
 
@@ -219,10 +224,12 @@ func (s *sim) admit(ctx context.Context, pod *v1.Pod) {
 			Reason: resp.Reason, Message: resp.Message})
 		return
 	}
+	// The plan's kills come first, as the kubelet makes them inside admission.
+	victims, _ := s.preempt.Execute(ctx, resp.Preemption) // fails only when ctx ends
 	msg := "The pod fits the node."
-	if len(resp.Victims) > 0 {
-		names := make([]string, len(resp.Victims))
-		for i, v := range resp.Victims {
+	if len(victims) > 0 {
+		names := make([]string, len(victims))
+		for i, v := range victims {
 			names[i] = podKey(v)
 		}
 		msg = fmt.Sprintf("The pod fits the node after preempting %s.", strings.Join(names, ", "))
