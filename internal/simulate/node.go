@@ -10,10 +10,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-
-	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // node is the scripted node: the pods, stats, images and containers the scenario
@@ -191,33 +190,6 @@ func used(fs *statsapi.FsStats) uint64 {
 	return *fs.UsedBytes
 }
 
-// evictionKiller is the eviction manager's PodKiller on the scripted node.
-type evictionKiller struct {
-	n      *node
-	before func()        // called before the eviction is recorded
-	signal func() string // the signal the current pass reclaims, "" for a local-storage limit
-}
-
-func (k evictionKiller) KillPod(_ context.Context, req nodeapi.KillRequest) error {
-	k.before()
-	pod := req.Pod
-	k.n.emit(Event{Event: EventEvicted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-		Signal: k.signal(), Message: req.Status.Message})
-	k.n.removePod(pod)
-	return nil
-}
-
-// preemptionKiller is the preemption executor's PodKiller on the scripted node.
-type preemptionKiller struct{ n *node }
-
-func (k preemptionKiller) KillPod(_ context.Context, req nodeapi.KillRequest) error {
-	pod := req.Pod
-	k.n.emit(Event{Event: EventPreempted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-		Reason: req.Status.Reason, Message: req.Status.Message})
-	k.n.removePod(pod)
-	return nil
-}
-
 // The CRI subset the garbage collectors use.
 
 func (n *node) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
@@ -290,4 +262,43 @@ func (n *node) RemoveContainer(_ context.Context, id string) error {
 
 func ptr[T any](v T) *T { return &v }
 
-func podKey(p *v1.Pod) string { return fmt.Sprintf("%s/%s", p.Namespace, p.Name) }
+// ActivePods returns the scripted pods: every pod on the node is active.
+func (n *node) ActivePods() []*v1.Pod { return slices.Clone(n.pods) }
+
+// IsPodDeleted answers container GC: a pod that is not active is deleted.
+func (n *node) IsPodDeleted(uid string) bool {
+	return !slices.ContainsFunc(n.pods, func(p *v1.Pod) bool { return string(p.UID) == uid })
+}
+
+// IsPodTerminated answers container GC: a pod that is not active is terminated.
+func (n *node) IsPodTerminated(uid string) bool { return n.IsPodDeleted(uid) }
+
+// The rest of container GC's CRI subset: the scenario has no sandboxes.
+
+func (n *node) StopContainer(context.Context, string, int64) error { return nil }
+
+func (n *node) ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	return nil, nil
+}
+
+func (n *node) RemovePodSandbox(context.Context, string) error { return nil }
+
+// recorder turns the managers' events into timeline records: the image GC
+// failures. The others (Evicted, Preempting, EvictionThresholdMet) have records
+// of their own.
+type recorder struct{ s *sim }
+
+func (r recorder) Event(_ k8sruntime.Object, _, reason, message string) {
+	switch reason {
+	case EventImageGCFailed, EventFreeDiskSpaceFailed, EventInvalidDiskCapacity:
+		r.s.emit(Event{Event: reason, Message: message})
+	}
+}
+
+func (r recorder) Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r recorder) AnnotatedEventf(object k8sruntime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(object, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}

@@ -1,61 +1,57 @@
 // Package simulate replays a node's history through the real managers: the
-// eviction manager, image and container garbage collection, the admission chain and
-// critical-pod preemption run unchanged against a scripted runtime and stats source
-// on a virtual clock, and every decision is reported with its time.
+// composition root (internal/node) builds the eviction manager, image and
+// container GC, the admission chain and critical-pod preemption exactly as the
+// agent does, over a scripted runtime and stats source, and their own Run loops
+// run on a virtual clock (clock.go). Every decision is reported with its time.
 //
-// The virtual clock is driven by the simulator: it calls each manager's pass at the
-// times its loop would (eviction every monitoring interval, or one second after a
-// pass that evicted, once the pod is gone; container GC every minute; image detection
-// and image GC every five minutes; all first at 0s), with the virtual time passed in.
-// The node reacts as a real one would: an evicted or preempted pod's memory and disk
-// are given back in the stats, and a removed image's size is freed on the image
-// filesystem.
+// The simulator owns time. At each instant it first applies the scenario's steps,
+// then fires the loops' timers that are due, one at a time (the eviction monitor,
+// container GC, image GC: the order the loops made their timers), each time
+// waiting until the loop has armed its timer again; then it moves to the next
+// step or deadline. The schedules are the managers' own: the simulator has no
+// copy of them. The node reacts as a real one would: an evicted or preempted
+// pod's memory and disk are given back in the stats, and a removed image's size
+// is freed on the image filesystem.
 package simulate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/imagegc"
-	"github.com/nodekeeper/nodekeeper/internal/admission"
-	"github.com/nodekeeper/nodekeeper/preemption"
+	knode "github.com/nodekeeper/nodekeeper/internal/node"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
-// Start is the virtual time at offset 0.
+// start is the virtual time at offset 0.
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Loop periods: the managers' own defaults, which are the kubelet's.
-const (
-	containerGCPeriod = containergc.DefaultPeriod
-	imageGCPeriod     = imagegc.DefaultGCPeriod
-	cleanupPoll       = eviction.DefaultPodCleanupPoll // the next pass after an eviction
-)
+// maxWakeupsPerInstant bounds the timers fired at one virtual instant: a loop
+// that keeps re-arming for "now" would otherwise stop time.
+const maxWakeupsPerInstant = 1000
 
-// sim is one run of a scenario.
+// sim is one run of a scenario. Only the simulation goroutine touches it, and
+// the loop goroutines while the simulator waits for them.
 type sim struct {
-	sc              *Scenario
-	n               *node
-	events          []Event
-	mgr             *eviction.Manager
-	chain           *admission.Chain
-	preempt         *preemption.Executor
-	gc              collectors
-	log             *slog.Logger
-	reclaim         bool // set by the GC adapters during an eviction pass
-	reclaimReported bool // the pass's Reclaimed record is out
-	status          *eviction.Status
-	clock           *testingclock.FakeClock // the eviction manager's, set to the node's time for each pass
+	sc     *Scenario
+	n      *node
+	clk    *virtualClock
+	mgrs   *knode.Node
+	events []Event
+	log    *slog.Logger
+	// reclaimReported: the current eviction pass's Reclaimed record is out.
+	reclaimReported bool
 }
 
 // Run plays the scenario and returns its events in time order.
@@ -63,12 +59,16 @@ func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &sim{sc: sc, log: logger, status: &eviction.Status{}, clock: testingclock.NewFakeClock(start)}
+	s := &sim{sc: sc, log: logger, clk: newVirtualClock(start)}
 	s.n = &node{now: start, dedicated: sc.Node.DedicatedImageFs, emit: s.emit}
 	if err := s.build(); err != nil {
 		return nil, err
 	}
-	return s.play(ctx)
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	stopped, wait := s.startLoops(loopCtx)
+	err := s.play(ctx, stopped)
+	stopLoops()
+	return s.events, errors.Join(err, wait())
 }
 
 func (s *sim) emit(e Event) {
@@ -76,113 +76,112 @@ func (s *sim) emit(e Event) {
 	s.events = append(s.events, e)
 }
 
+// build makes the managers over the scripted node, through the composition root.
 func (s *sim) build() error {
-	cfg := s.sc.Config
-	ev := cfg.Eviction
 	layout := eviction.NoImageFs
 	if s.sc.Node.DedicatedImageFs {
 		layout = eviction.DedicatedImageFs
 	}
-	ev.Layout = &layout
-	gc, err := newCollectors(s)
-	if err != nil {
-		return err
-	}
-	s.gc = gc
-	deps := eviction.Deps{
-		Stats:      s.n,
-		Killer:     evictionKiller{n: s.n, before: s.reportReclaim, signal: func() string { return string(s.mgr.Status().Reclaiming) }},
-		ActivePods: func() []*v1.Pod { return slices.Clone(s.n.pods) },
-		Clock:      s.clock,
-		Logger:     s.log,
-	}
-	deps.ContainerGC = reclaimer{s, gc.containers.DeleteAllUnusedContainers}
-	deps.ImageGC = reclaimer{s, gc.images.DeleteUnusedImages}
-	if s.mgr, err = eviction.New(ev, deps); err != nil {
-		return err
-	}
-	alloc := admission.NodeAllocatable(s.sc.Node.Capacity, cfg.KubeReserved, cfg.SystemReserved, cfg.Eviction.Thresholds)
-	if _, ok := alloc[v1.ResourcePods]; !ok {
-		alloc[v1.ResourcePods] = *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI)
-	}
-	s.chain, err = admission.New(admission.Deps{
-		ActivePods: func() []*v1.Pod { return slices.Clone(s.n.pods) },
-		Conditions: s.mgr,
-		Node:       func() (admission.Node, error) { return admission.Node{Allocatable: alloc}, nil },
-		Preemption: true,
+	gc := s.sc.Container
+	mgrs, err := knode.New(s.sc.Config, knode.Options{
+		ContainerGC: containergc.Policy{MinAge: gc.MinAge, MaxPerPodContainer: gc.MaxPerPodContainer, MaxContainers: gc.MaxContainers},
+		Layout:      &layout,
+	}, knode.Collaborators{
+		Capacity: func() (v1.ResourceList, error) { return s.sc.Node.Capacity.DeepCopy(), nil },
+		Stats:    s.n,
+		Runtime:  s.n,
+		Pods:     s.n,
+		Killer:   nodeapi.PodKillerFunc(s.kill),
+		Recorder: recorder{s},
+		Clock:    s.clk,
+		Statfs: func(string) (imagegc.FsStats, error) {
+			c, a, err := s.n.statfs()
+			return imagegc.FsStats{CapacityBytes: int64(c), AvailableBytes: int64(a)}, err
+		},
+		Logger: s.log,
 	})
 	if err != nil {
-		return err
+		return bad(err)
 	}
-	s.preempt, err = preemption.NewExecutor(preemption.ExecutorDeps{Killer: preemptionKiller{s.n}, Logger: s.log})
-	return err
+	s.mgrs = mgrs
+	return nil
 }
 
-// reclaimer adapts a GC function to the eviction manager's reclaim interfaces and
-// notes that node-level reclaim ran.
-type reclaimer struct {
-	s *sim
-	f func(context.Context) error
-}
-
-func (r reclaimer) DeleteAllUnusedContainers(ctx context.Context) error {
-	r.s.reclaim = true
-	return r.f(ctx)
-}
-func (r reclaimer) DeleteUnusedImages(ctx context.Context) error { r.s.reclaim = true; return r.f(ctx) }
-
-// play advances the virtual clock from step to step and loop tick to loop tick.
-func (s *sim) play(ctx context.Context) ([]Event, error) {
-	var nextEviction, nextContainerGC, nextImageGC time.Duration
-	interval := s.sc.Config.Eviction.MonitoringInterval
-	if interval <= 0 {
-		interval = eviction.DefaultMonitoringInterval
+// startLoops starts the managers' loops, when the scenario runs them, one at a
+// time: each has made its timer before the next starts, so the order of their
+// timers is fixed. stopped is closed when a loop returns; wait waits for every
+// loop (after ctx ends) and returns their errors.
+func (s *sim) startLoops(ctx context.Context) (stopped <-chan struct{}, wait func() error) {
+	done := make(chan struct{})
+	if !s.sc.Loops {
+		return done, func() error { return nil }
 	}
-	step := 0
-	for t := time.Duration(0); t <= s.sc.Until; {
+	var (
+		wg   sync.WaitGroup
+		once sync.Once
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, l := range s.mgrs.Loops() {
+		wg.Go(func() {
+			if err := l.Run(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("simulate: %s loop: %w", l.Name, err))
+				mu.Unlock()
+			}
+			once.Do(func() { close(done) })
+		})
+		if err := s.clk.awaitArm(ctx, done); err != nil {
+			break
+		}
+	}
+	return done, func() error {
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+}
+
+// play moves virtual time from step to step and deadline to deadline, until the
+// scenario's end.
+func (s *sim) play(ctx context.Context, stopped <-chan struct{}) error {
+	steps := s.sc.Steps
+	for {
+		t, ok := time.Duration(0), false
+		if at, armed := s.clk.next(); armed {
+			t, ok = at.Sub(start), true
+		}
+		if len(steps) > 0 && (!ok || steps[0].At <= t) {
+			t, ok = steps[0].At, true
+		}
+		if !ok || t > s.sc.Until {
+			return nil
+		}
 		s.n.now = start.Add(t)
-		for step < len(s.sc.Steps) && s.sc.Steps[step].At == t {
-			if err := s.apply(ctx, s.sc.Steps[step]); err != nil {
-				return s.events, err
+		s.clk.SetTime(s.n.now)
+		for len(steps) > 0 && steps[0].At == t {
+			if err := s.apply(ctx, steps[0]); err != nil {
+				return err
 			}
-			step++
+			steps = steps[1:]
 		}
-		if s.sc.Loops {
-			if t == nextEviction {
-				if evicted := s.evictionPass(ctx); len(evicted) > 0 {
-					nextEviction = t + cleanupPoll
-				} else {
-					nextEviction = t + interval
-				}
+		for i := 0; ; i++ {
+			if i == maxWakeupsPerInstant {
+				return fmt.Errorf("simulate: clock did not advance at %s", t)
 			}
-			if t == nextContainerGC {
-				_ = s.gc.containers.GarbageCollect(ctx, false)
-				nextContainerGC = t + containerGCPeriod
+			var fired bool
+			var err error
+			s.observePass(func() { fired, err = s.clk.fireDue(ctx, stopped) })
+			if err != nil {
+				return err
 			}
-			if t == nextImageGC {
-				_ = s.gc.images.Detect(ctx)
-				if s.gc.imagePeriodic {
-					_ = s.gc.images.PeriodicGC(ctx) // failures become ImageGCFailed events
-				}
-				nextImageGC = t + imageGCPeriod
+			if !fired {
+				break
 			}
 		}
-		next := s.sc.Until + 1
-		if step < len(s.sc.Steps) {
-			next = s.sc.Steps[step].At
-		}
-		if s.sc.Loops {
-			next = min(next, nextEviction, nextContainerGC, nextImageGC)
-		}
-		if next <= t {
-			return s.events, fmt.Errorf("simulate: clock did not advance at %s", t)
-		}
-		t = next
 		if err := ctx.Err(); err != nil {
-			return s.events, err
+			return err
 		}
 	}
-	return s.events, nil
 }
 
 // apply makes a step's changes, then runs its admission and actions.
@@ -217,20 +216,21 @@ func (s *sim) apply(ctx context.Context, st Step) error {
 	return nil
 }
 
+// admit runs pod through the admission chain and carries out its preemption
+// plan, as the agent's sync loop does.
 func (s *sim) admit(ctx context.Context, pod *v1.Pod) {
-	resp := s.chain.Admit(ctx, pod)
+	resp := s.mgrs.Admission.Admit(ctx, pod)
 	if !resp.Admit {
 		s.emit(Event{Event: EventRejected, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 			Reason: resp.Reason, Message: resp.Message})
 		return
 	}
-	// The plan's kills come first, as the kubelet makes them inside admission.
-	victims, _ := s.preempt.Execute(ctx, resp.Preemption) // fails only when ctx ends
 	msg := "The pod fits the node."
-	if len(victims) > 0 {
-		names := make([]string, len(victims))
-		for i, v := range victims {
-			names[i] = podKey(v)
+	if resp.Preemption != nil {
+		killed, _ := s.mgrs.Preemption.Execute(ctx, resp.Preemption) // ends early only when ctx does
+		names := make([]string, len(killed))
+		for i, v := range killed {
+			names[i] = nodeapi.PodName(v)
 		}
 		msg = fmt.Sprintf("The pod fits the node after preempting %s.", strings.Join(names, ", "))
 	}
@@ -247,26 +247,31 @@ func (s *sim) admit(ctx context.Context, pod *v1.Pod) {
 	}
 }
 
+// do runs one of a step's explicit actions.
 func (s *sim) do(ctx context.Context, a Action) {
 	var freed int64
 	var err error
-	s.n.freed = 0
+	images, containers := s.mgrs.Images, s.mgrs.Containers
 	switch a.Name {
 	case "evictionPass":
 		if s.n.summary == nil {
 			err = errNoSummary // the manager would only log it
 		}
-		s.evictionPass(ctx)
+		s.observePass(func() { s.mgrs.Eviction.Pass(ctx) })
 	case "detectImages":
-		err = s.gc.images.Detect(ctx)
+		s.n.freed = 0
+		err = images.Detect(ctx)
 	case "garbageCollectImages":
-		err = s.gc.images.GarbageCollect(ctx)
+		s.n.freed = 0
+		err = images.GarbageCollect(ctx)
 	case "deleteUnusedImages":
-		err = s.gc.images.DeleteUnusedImages(ctx)
+		s.n.freed = 0
+		err = images.DeleteUnusedImages(ctx)
 	case "freeImageSpace":
-		freed, err = s.gc.images.FreeSpace(ctx, a.Bytes)
+		freed, err = images.FreeSpace(ctx, a.Bytes)
 	case "garbageCollectContainers":
-		err = s.gc.containers.GarbageCollect(ctx, false)
+		s.n.freed = 0
+		err = containers.GarbageCollect(ctx, false)
 	}
 	if a.Name != "freeImageSpace" {
 		freed = s.n.freed
@@ -279,18 +284,20 @@ func (s *sim) do(ctx context.Context, a Action) {
 	s.emit(e)
 }
 
-// evictionPass runs one eviction pass and reports what changed: thresholds newly
-// met and conditions set or cleared come first, then the reclaim's removals and a
-// Reclaimed record, then the eviction.
-func (s *sim) evictionPass(ctx context.Context) []*v1.Pod {
-	s.reclaim, s.reclaimReported = false, false
+// observePass runs f, which may run an eviction pass, and reports what the pass
+// changed: thresholds newly met and conditions set or cleared come first, then
+// what the pass did (the reclaim's removals and a Reclaimed record, the
+// eviction). A pass is recognised by the new status it publishes.
+func (s *sim) observePass(f func()) {
 	s.n.freed = 0
-	before := s.status
+	s.reclaimReported = false
+	before := s.mgrs.Eviction.Status()
 	mark := len(s.events)
-	s.clock.SetTime(s.n.now)
-	evicted := s.mgr.Pass(ctx)
-	after := s.mgr.Status()
-	s.status = after
+	f()
+	after := s.mgrs.Eviction.Status()
+	if after == before {
+		return
+	}
 	var pre []Event
 	for _, t := range after.ThresholdsMet {
 		if eviction.ContainsThreshold(before.ThresholdsMet, t) {
@@ -317,15 +324,32 @@ func (s *sim) evictionPass(ctx context.Context) []*v1.Pod {
 	}
 	s.events = append(s.events[:mark], append(pre, s.events[mark:]...)...)
 	s.reportReclaim()
-	return evicted
 }
 
-// reportReclaim records the node-level reclaim of the current pass once: before
-// its eviction, or at the end of the pass when nobody was evicted.
+// reportReclaim records the current pass's node-level reclaim once: before its
+// eviction, or at the end of the pass when nobody was evicted. The pass
+// reclaimed when it acted on a signal that has reclaim steps on this layout.
 func (s *sim) reportReclaim() {
-	if !s.reclaim || s.reclaimReported {
+	st := s.mgrs.Eviction.Status()
+	if s.reclaimReported || st.Reclaiming == "" || eviction.ReclaimSteps(st.Reclaiming, st.Layout) == (eviction.Steps{}) {
 		return
 	}
 	s.reclaimReported = true
-	s.emit(Event{Event: EventReclaimed, Signal: string(s.mgr.Status().Reclaiming), Freed: ptr(s.n.freed)})
+	s.emit(Event{Event: EventReclaimed, Signal: string(st.Reclaiming), Freed: ptr(s.n.freed)})
+}
+
+// kill is the node's PodKiller: the pod stops at once and gives back what it used.
+func (s *sim) kill(_ context.Context, req nodeapi.KillRequest) error {
+	pod := req.Pod
+	e := Event{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Message: req.Status.Message}
+	switch req.Status.Reason {
+	case eviction.Reason:
+		s.reportReclaim()
+		e.Event, e.Signal = EventEvicted, string(s.mgrs.Eviction.Status().Reclaiming)
+	default:
+		e.Event, e.Reason = EventPreempted, req.Status.Reason
+	}
+	s.emit(e)
+	s.n.removePod(pod)
+	return nil
 }
