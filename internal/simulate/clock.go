@@ -78,10 +78,16 @@ func (t *virtualTimer) Stop() bool {
 	return was
 }
 
-func (c *virtualClock) After(time.Duration) <-chan time.Time { panic("simulate: loops must wait on NewTimer") }
-func (c *virtualClock) Tick(time.Duration) <-chan time.Time  { panic("simulate: loops must wait on NewTimer") }
-func (c *virtualClock) NewTicker(time.Duration) clock.Ticker { panic("simulate: loops must wait on NewTimer") }
-func (c *virtualClock) Sleep(time.Duration)                  { panic("simulate: loops must wait on NewTimer") }
+func (c *virtualClock) After(time.Duration) <-chan time.Time {
+	panic("simulate: loops must wait on NewTimer")
+}
+func (c *virtualClock) Tick(time.Duration) <-chan time.Time {
+	panic("simulate: loops must wait on NewTimer")
+}
+func (c *virtualClock) NewTicker(time.Duration) clock.Ticker {
+	panic("simulate: loops must wait on NewTimer")
+}
+func (c *virtualClock) Sleep(time.Duration) { panic("simulate: loops must wait on NewTimer") }
 
 // errLoopStopped: a loop ended while the simulator waited for it to arm a timer.
 var errLoopStopped = errors.New("simulate: a manager's loop stopped")
