@@ -103,7 +103,7 @@ type Manager struct {
 	pass        periodic.Serial
 	records     map[string]*Record // guarded by pass
 	initialized bool               // guarded by pass: a detection succeeded
-	gcFailed    bool               // the last PeriodicGC failed; touched only by PeriodicGC's caller
+	gcFailed    bool               // the last periodic GC failed; touched only by periodicGC (Run's goroutine)
 
 	cache atomic.Pointer[[]*runtimeapi.Image] // the last image list; read by Images
 }
@@ -153,7 +153,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 
 // Run detects images (every DetectPeriod), refreshes the image-list cache
 // (every CachePeriod) and, unless the policy disables it (high = 100 and no
-// maximum age), garbage-collects (every GCPeriod, through PeriodicGC), until
+// maximum age), garbage-collects (every GCPeriod), until
 // ctx ends; then it returns nil. All three are first due at once; on a wake-up
 // the due ones run in that order. Failures are logged and retried at the next
 // period; a GC failure that repeats emits ImageGCFailed.
@@ -169,25 +169,23 @@ func (m *Manager) Run(ctx context.Context) error {
 		{Period: m.cfg.CachePeriod, Do: m.refreshCache},
 	}
 	if m.cfg.Policy.PeriodicEnabled() {
-		duties = append(duties, periodic.Duty{Period: m.cfg.GCPeriod, Do: func(ctx context.Context) { _ = m.PeriodicGC(ctx) }})
+		duties = append(duties, periodic.Duty{Period: m.cfg.GCPeriod, Do: m.periodicGC})
 	} else {
 		m.log.Info("image GC disabled: imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0")
 	}
 	return periodic.Run(ctx, m.deps.Clock, duties...)
 }
 
-// PeriodicGC is one tick of the periodic GC loop: GarbageCollect, with the
+// periodicGC is one tick of the periodic GC loop: GarbageCollect, with the
 // failure handling of the kubelet's loop. A first failure is logged (stats may
-// not be ready yet); a failure after a failure also emits ImageGCFailed. It
-// returns GarbageCollect's error. Run calls it every GC period; it is exported
-// for nodekeeper simulate, which calls it on its virtual clock. Calls must not
-// overlap.
-func (m *Manager) PeriodicGC(ctx context.Context) error {
+// not be ready yet); a failure after a failure also emits ImageGCFailed. Only
+// Run's goroutine calls it.
+func (m *Manager) periodicGC(ctx context.Context) {
 	err := m.GarbageCollect(ctx)
 	prevFailed := m.gcFailed
 	switch {
 	case ctx.Err() != nil:
-		return err
+		return
 	case err != nil && prevFailed:
 		m.log.Error("image garbage collection failed multiple times in a row", "err", err)
 		m.event(EventImageGCFailed, err.Error())
@@ -199,7 +197,6 @@ func (m *Manager) PeriodicGC(ctx context.Context) error {
 		m.log.Debug("image garbage collection succeeded")
 	}
 	m.gcFailed = err != nil
-	return err
 }
 
 // Images returns the image list of the last successful cache refresh (nil
