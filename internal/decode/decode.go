@@ -75,3 +75,23 @@ func ToJSON(data []byte) ([]byte, error) {
 	}
 	return js, nil
 }
+
+// ErrBadInput is the class of every error about the content of an input file:
+// the caller reports it as a usage error (exit 2), one line naming the file,
+// the field and the value.
+var ErrBadInput = errors.New("bad input")
+
+// inputError is an error of class ErrBadInput whose text is only its message.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string        { return e.err.Error() }
+func (e *inputError) Unwrap() error        { return e.err }
+func (e *inputError) Is(target error) bool { return target == ErrBadInput }
+
+// Bad marks err as bad input without changing its text.
+func Bad(err error) error { return &inputError{err: err} }
+
+// Badf returns bad input about file: "FILE: message".
+func Badf(file, format string, args ...any) error {
+	return Bad(fmt.Errorf("%s: %s", file, fmt.Sprintf(format, args...)))
+}

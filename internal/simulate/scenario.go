@@ -20,8 +20,8 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 )
 
-// ErrBadScenario is the class of every error about a scenario file's content.
-var ErrBadScenario = errors.New("bad scenario")
+// ErrBadScenario is the class of every error about a scenario file's content (decode.ErrBadInput).
+var ErrBadScenario = decode.ErrBadInput
 
 // Scenario is a parsed scenario file.
 type Scenario struct {
@@ -81,7 +81,7 @@ var actionNames = map[string]bool{
 func Load(path string) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, bad(err)
+		return nil, decode.Bad(err)
 	}
 	return Parse(path, data)
 }
@@ -110,34 +110,20 @@ type rawStep struct {
 	Do         []json.RawMessage `json:"do"`
 }
 
-// scenarioError is an error of class ErrBadScenario whose text is only its message.
-type scenarioError struct{ err error }
-
-func (e *scenarioError) Error() string        { return e.err.Error() }
-func (e *scenarioError) Unwrap() error        { return e.err }
-func (e *scenarioError) Is(target error) bool { return target == ErrBadScenario }
-
-// bad marks err as a scenario error without changing its text.
-func bad(err error) error { return &scenarioError{err: err} }
-
-func badf(file, format string, args ...any) error {
-	return bad(fmt.Errorf("%s: %s", file, fmt.Sprintf(format, args...)))
-}
-
 // Parse parses a scenario; name is used in errors.
 func Parse(name string, data []byte) (*Scenario, error) {
 	js, err := decode.ToJSON(data)
 	if err != nil {
-		return nil, badf(name, "%v", err)
+		return nil, decode.Badf(name, "%v", err)
 	}
 	var raw rawScenario
 	if err := decode.Strict(js, &raw); err != nil {
-		return nil, badf(name, "%v", err)
+		return nil, decode.Badf(name, "%v", err)
 	}
 	steps := make([]rawStep, len(raw.Steps))
 	for i, rs := range raw.Steps {
 		if err := decode.Strict(rs, &steps[i]); err != nil {
-			return nil, badf(name, "steps[%d]: %v", i, err)
+			return nil, decode.Badf(name, "steps[%d]: %v", i, err)
 		}
 	}
 
@@ -150,18 +136,18 @@ func Parse(name string, data []byte) (*Scenario, error) {
 	for k, v := range raw.Node.Capacity {
 		q, err := quantity.Parse(v)
 		if err != nil {
-			return nil, badf(name, "node.capacity[%s]: %q: %v", k, v, err)
+			return nil, decode.Badf(name, "node.capacity[%s]: %q: %v", k, v, err)
 		}
 		if q.Sign() < 0 {
-			return nil, badf(name, "node.capacity[%s]: %q: must not be negative", k, v)
+			return nil, decode.Badf(name, "node.capacity[%s]: %q: must not be negative", k, v)
 		}
 		if !quantity.FitsInt64(k, q) {
-			return nil, badf(name, "node.capacity[%s]: %q: too large", k, v)
+			return nil, decode.Badf(name, "node.capacity[%s]: %q: too large", k, v)
 		}
 		sc.Node.Capacity[v1.ResourceName(k)] = q
 	}
 	if sc.Until, err = parseDuration(raw.Until); err != nil || raw.Until == "" || sc.Until < 0 {
-		return nil, badf(name, "until: %q: want a non-negative duration such as 10m", raw.Until)
+		return nil, decode.Badf(name, "until: %q: want a non-negative duration such as 10m", raw.Until)
 	}
 	var last time.Duration
 	for i, rs := range steps {
@@ -170,10 +156,10 @@ func Parse(name string, data []byte) (*Scenario, error) {
 			return nil, err
 		}
 		if st.At < last {
-			return nil, badf(name, "steps[%d].at: %q: steps must be in time order", i, rs.At)
+			return nil, decode.Badf(name, "steps[%d].at: %q: steps must be in time order", i, rs.At)
 		}
 		if st.At > sc.Until {
-			return nil, badf(name, "steps[%d].at: %q: after until (%s)", i, rs.At, sc.Until)
+			return nil, decode.Badf(name, "steps[%d].at: %q: after until (%s)", i, rs.At, sc.Until)
 		}
 		last = st.At
 		sc.Steps = append(sc.Steps, st)
@@ -186,7 +172,7 @@ func parseConfig(name string, raw json.RawMessage, gc ContainerGCPolicy) (*confi
 	fields := map[string]json.RawMessage{}
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &fields); err != nil {
-			return nil, gc, badf(name, "config: %v", err)
+			return nil, gc, decode.Badf(name, "config: %v", err)
 		}
 	}
 	if g, ok := fields["containerGC"]; ok {
@@ -198,12 +184,12 @@ func parseConfig(name string, raw json.RawMessage, gc ContainerGCPolicy) (*confi
 		dec := json.NewDecoder(bytes.NewReader(g))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&p); err != nil {
-			return nil, gc, badf(name, "config.containerGC: %v", err)
+			return nil, gc, decode.Badf(name, "config.containerGC: %v", err)
 		}
 		if p.MinAge != "" {
 			d, err := parseDuration(p.MinAge)
 			if err != nil || d < 0 {
-				return nil, gc, badf(name, "config.containerGC.minAge: %q: want a non-negative duration", p.MinAge)
+				return nil, gc, decode.Badf(name, "config.containerGC.minAge: %q: want a non-negative duration", p.MinAge)
 			}
 			gc.MinAge = d
 		}
@@ -220,7 +206,7 @@ func parseConfig(name string, raw json.RawMessage, gc ContainerGCPolicy) (*confi
 	js, _ := json.Marshal(fields)
 	cfg, err := config.Parse(name+": config", js)
 	if err != nil {
-		return nil, gc, bad(err)
+		return nil, gc, decode.Bad(err)
 	}
 	return cfg, gc, nil
 }
@@ -230,14 +216,14 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 	var err error
 	where := fmt.Sprintf("steps[%d]", i)
 	if st.At, err = parseDuration(rs.At); err != nil || st.At < 0 {
-		return st, badf(name, "%s.at: %q: want a non-negative duration such as 30s", where, rs.At)
+		return st, decode.Badf(name, "%s.at: %q: want a non-negative duration such as 30s", where, rs.At)
 	}
 	if rs.Pods != nil {
 		st.Pods = []*v1.Pod{}
 		if len(rs.Pods) > 0 && string(rs.Pods) != "null" && string(rs.Pods) != "[]" {
 			pods, err := snapshot.ParsePodsStrict(name+": "+where+".pods", asList(rs.Pods))
 			if err != nil {
-				return st, bad(err)
+				return st, decode.Bad(err)
 			}
 			st.Pods = pods
 		}
@@ -245,23 +231,23 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 	if len(rs.Summary) > 0 && string(rs.Summary) != "null" {
 		s, err := snapshot.ParseSummaryStrict(name+": "+where+".summary", rs.Summary)
 		if err != nil {
-			return st, bad(err)
+			return st, decode.Bad(err)
 		}
 		st.Summary = s
 	}
 	if rs.Images != nil {
 		var items []json.RawMessage
 		if err := json.Unmarshal(rs.Images, &items); err != nil {
-			return st, badf(name, "%s.images: want a list of CRI images", where)
+			return st, decode.Badf(name, "%s.images: want a list of CRI images", where)
 		}
 		st.Images = []*runtimeapi.Image{}
 		for j, raw := range items {
 			img := new(runtimeapi.Image)
 			if err := protojson.Unmarshal(raw, img); err != nil {
-				return st, badf(name, "%s.images[%d]: %v", where, j, err)
+				return st, decode.Badf(name, "%s.images[%d]: %v", where, j, err)
 			}
 			if img.Id == "" {
-				return st, badf(name, "%s.images[%d]: image has no id", where, j)
+				return st, decode.Badf(name, "%s.images[%d]: image has no id", where, j)
 			}
 			st.Images = append(st.Images, img)
 		}
@@ -269,16 +255,16 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 	if rs.Containers != nil {
 		var items []json.RawMessage
 		if err := json.Unmarshal(rs.Containers, &items); err != nil {
-			return st, badf(name, "%s.containers: want a list of CRI containers", where)
+			return st, decode.Badf(name, "%s.containers: want a list of CRI containers", where)
 		}
 		st.Containers = []*runtimeapi.Container{}
 		for j, raw := range items {
 			c := new(runtimeapi.Container)
 			if err := protojson.Unmarshal(raw, c); err != nil {
-				return st, badf(name, "%s.containers[%d]: %v", where, j, err)
+				return st, decode.Badf(name, "%s.containers[%d]: %v", where, j, err)
 			}
 			if c.Id == "" {
-				return st, badf(name, "%s.containers[%d]: container has no id", where, j)
+				return st, decode.Badf(name, "%s.containers[%d]: container has no id", where, j)
 			}
 			st.Containers = append(st.Containers, c)
 		}
@@ -286,26 +272,26 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 	if len(rs.ImageFs) > 0 && string(rs.ImageFs) != "null" {
 		st.ImageFs = new(ImageFs)
 		if err := decode.Strict(rs.ImageFs, st.ImageFs); err != nil {
-			return st, badf(name, "%s.imageFs: %v", where, err)
+			return st, decode.Badf(name, "%s.imageFs: %v", where, err)
 		}
 		if st.ImageFs.AvailableBytes > st.ImageFs.CapacityBytes {
-			return st, badf(name, "%s.imageFs: availableBytes %d exceeds capacityBytes %d", where, st.ImageFs.AvailableBytes, st.ImageFs.CapacityBytes)
+			return st, decode.Badf(name, "%s.imageFs: availableBytes %d exceeds capacityBytes %d", where, st.ImageFs.AvailableBytes, st.ImageFs.CapacityBytes)
 		}
 	}
 	if len(rs.Admit) > 0 && string(rs.Admit) != "null" {
 		pods, err := snapshot.ParsePodsStrict(name+": "+where+".admit", rs.Admit)
 		if err != nil {
-			return st, bad(err)
+			return st, decode.Bad(err)
 		}
 		if len(pods) != 1 {
-			return st, badf(name, "%s.admit: want one pod, found %d", where, len(pods))
+			return st, decode.Badf(name, "%s.admit: want one pod, found %d", where, len(pods))
 		}
 		st.Admit = pods[0]
 	}
 	for j, raw := range rs.Do {
 		a, err := parseAction(raw)
 		if err != nil {
-			return st, badf(name, "%s.do[%d]: %s: %v", where, j, string(raw), err)
+			return st, decode.Badf(name, "%s.do[%d]: %s: %v", where, j, string(raw), err)
 		}
 		st.Do = append(st.Do, a)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/imagegc"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	knode "github.com/nodekeeper/nodekeeper/internal/node"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -101,7 +102,7 @@ func (s *sim) build() error {
 		Logger: s.log,
 	})
 	if err != nil {
-		return bad(err)
+		return decode.Bad(err)
 	}
 	s.mgrs = mgrs
 	return nil

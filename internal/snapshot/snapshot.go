@@ -20,22 +20,8 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
-// ErrBadInput is the class of every error this package returns for malformed input.
-var ErrBadInput = errors.New("bad input")
-
-// inputError is an error of class ErrBadInput whose text is only its message.
-type inputError struct{ err error }
-
-func (e *inputError) Error() string        { return e.err.Error() }
-func (e *inputError) Unwrap() error        { return e.err }
-func (e *inputError) Is(target error) bool { return target == ErrBadInput }
-
-// bad marks err as bad input without changing its text.
-func bad(err error) error { return &inputError{err: err} }
-
-func badf(path, format string, args ...any) error {
-	return bad(fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
-}
+// ErrBadInput is the class of every error this package returns for malformed input (decode.ErrBadInput).
+var ErrBadInput = decode.ErrBadInput
 
 // LoadPods reads pods from path. The file may hold a PodList or a v1 List of pods
 // (kubectl get pods -o json|yaml), a single Pod, or a stream of Pods (JSON objects
@@ -44,7 +30,7 @@ func badf(path, format string, args ...any) error {
 func LoadPods(path string) ([]*v1.Pod, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, bad(err)
+		return nil, decode.Bad(err)
 	}
 	return ParsePods(path, data)
 }
@@ -56,7 +42,7 @@ func LoadPod(path string) (*v1.Pod, error) {
 		return nil, err
 	}
 	if len(pods) != 1 {
-		return nil, badf(path, "want exactly one pod, found %d", len(pods))
+		return nil, decode.Badf(path, "want exactly one pod, found %d", len(pods))
 	}
 	return pods[0], nil
 }
@@ -86,7 +72,7 @@ func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 			Items []json.RawMessage `json:"items"`
 		}
 		if err := json.Unmarshal(doc, &head); err != nil {
-			return nil, badf(name, "%v", err)
+			return nil, decode.Badf(name, "%v", err)
 		}
 		switch head.Kind {
 		case "PodList", "List":
@@ -105,11 +91,11 @@ func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 			}
 			pods = append(pods, p)
 		default:
-			return nil, badf(name, "kind %q is not a Pod, PodList or List", head.Kind)
+			return nil, decode.Badf(name, "kind %q is not a Pod, PodList or List", head.Kind)
 		}
 	}
 	if len(pods) == 0 && lists == 0 {
-		return nil, badf(name, "no pods found")
+		return nil, decode.Badf(name, "no pods found")
 	}
 	return pods, nil
 }
@@ -117,7 +103,7 @@ func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 // splitDocuments turns a JSON or YAML stream into JSON documents, skipping empty ones.
 func splitDocuments(name string, data []byte) ([]json.RawMessage, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, badf(name, "file is empty")
+		return nil, decode.Badf(name, "file is empty")
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var docs []json.RawMessage
@@ -128,13 +114,13 @@ func splitDocuments(name string, data []byte) ([]json.RawMessage, error) {
 			break
 		}
 		if err != nil {
-			return nil, badf(name, "%v", err)
+			return nil, decode.Badf(name, "%v", err)
 		}
 		if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 			continue
 		}
 		if bytes.TrimSpace(raw)[0] != '{' {
-			return nil, badf(name, "expected an object, found %s", truncate(string(raw), 40))
+			return nil, decode.Badf(name, "expected an object, found %s", truncate(string(raw), 40))
 		}
 		docs = append(docs, raw)
 	}
@@ -146,22 +132,22 @@ func splitDocuments(name string, data []byte) ([]json.RawMessage, error) {
 func decodePod(file, where string, raw []byte, strict bool) (*v1.Pod, error) {
 	var generic map[string]any
 	if err := json.Unmarshal(raw, &generic); err != nil {
-		return nil, badf(file, "%s: %v", where, err)
+		return nil, decode.Badf(file, "%s: %v", where, err)
 	}
 	if kind, _ := generic["kind"].(string); kind != "" && kind != "Pod" {
-		return nil, badf(file, "%s: kind %q is not a Pod", where, kind)
+		return nil, decode.Badf(file, "%s: kind %q is not a Pod", where, kind)
 	}
 	meta, _ := generic["metadata"].(map[string]any)
 	podName, _ := meta["name"].(string)
 	if podName == "" {
-		return nil, badf(file, "%s: pod has no metadata.name", where)
+		return nil, decode.Badf(file, "%s: pod has no metadata.name", where)
 	}
 	where = "pod " + podName
 	if ns, _ := meta["namespace"].(string); ns != "" {
 		where = "pod " + ns + "/" + podName
 	}
 	if err := checkQuantities(generic); err != nil {
-		return nil, badf(file, "%s: %v", where, err)
+		return nil, decode.Badf(file, "%s: %v", where, err)
 	}
 	pod := new(v1.Pod)
 	unmarshal := func(js []byte, v any) error { return json.Unmarshal(js, v) }
@@ -169,7 +155,7 @@ func decodePod(file, where string, raw []byte, strict bool) (*v1.Pod, error) {
 		unmarshal = decode.Strict
 	}
 	if err := unmarshal(raw, pod); err != nil {
-		return nil, badf(file, "%s: %v", where, strings.TrimPrefix(err.Error(), "json: "))
+		return nil, decode.Badf(file, "%s: %v", where, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return pod, nil
 }
@@ -247,7 +233,7 @@ func checkQuantities(pod map[string]any) error {
 func LoadSummary(path string) (*statsapi.Summary, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, bad(err)
+		return nil, decode.Bad(err)
 	}
 	return ParseSummary(path, data)
 }
@@ -268,38 +254,38 @@ func ParseSummaryStrict(name string, data []byte) (*statsapi.Summary, error) {
 
 func parseSummary(name string, data []byte, strict bool) (*statsapi.Summary, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, badf(name, "file is empty")
+		return nil, decode.Badf(name, "file is empty")
 	}
 	js, err := decode.ToJSON(data)
 	if err != nil {
-		return nil, badf(name, "%v", err)
+		return nil, decode.Badf(name, "%v", err)
 	}
 	if t := bytes.TrimSpace(js); len(t) > 0 && t[0] != '{' && !bytes.Equal(t, []byte("null")) {
-		return nil, badf(name, "not a stats Summary object: found %s", jsonKind(t[0]))
+		return nil, decode.Badf(name, "not a stats Summary object: found %s", jsonKind(t[0]))
 	}
 	// One decoding pass, which also tells a missing node from an empty one.
 	var doc summaryDoc
 	if strict {
 		if err := decode.Strict(js, &doc); err != nil {
-			return nil, badf(name, "%v", err)
+			return nil, decode.Badf(name, "%v", err)
 		}
 	} else if err := json.Unmarshal(js, &doc); err != nil {
-		return nil, badf(name, "%v", err)
+		return nil, decode.Badf(name, "%v", err)
 	}
 	if doc.Node == nil {
-		return nil, badf(name, "summary has no node stats (field \"node\")")
+		return nil, decode.Badf(name, "summary has no node stats (field \"node\")")
 	}
 	s := &statsapi.Summary{Node: *doc.Node, Pods: doc.Pods}
 	if err := checkGauges(s); err != nil {
-		return nil, badf(name, "%v", err)
+		return nil, decode.Badf(name, "%v", err)
 	}
 	for i, p := range s.Pods {
 		if p.PodRef.Name == "" {
-			return nil, badf(name, "pods[%d]: podRef.name is empty", i)
+			return nil, decode.Badf(name, "pods[%d]: podRef.name is empty", i)
 		}
 	}
 	if n := s.Node; n.Memory == nil && n.Fs == nil && n.Runtime == nil && n.Rlimit == nil && len(n.SystemContainers) == 0 {
-		return nil, badf(name, "summary has no node stats (node has no memory, fs, runtime, rlimit or systemContainers)")
+		return nil, decode.Badf(name, "summary has no node stats (node has no memory, fs, runtime, rlimit or systemContainers)")
 	}
 	return s, nil
 }
