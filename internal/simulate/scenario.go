@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -236,38 +237,18 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 		st.Summary = s
 	}
 	if rs.Images != nil {
-		var items []json.RawMessage
-		if err := json.Unmarshal(rs.Images, &items); err != nil {
-			return st, decode.Badf(name, "%s.images: want a list of CRI images", where)
+		imgs, err := criList(name, where+".images", "image", rs.Images, func() *runtimeapi.Image { return new(runtimeapi.Image) })
+		if err != nil {
+			return st, err
 		}
-		st.Images = []*runtimeapi.Image{}
-		for j, raw := range items {
-			img := new(runtimeapi.Image)
-			if err := protojson.Unmarshal(raw, img); err != nil {
-				return st, decode.Badf(name, "%s.images[%d]: %v", where, j, err)
-			}
-			if img.Id == "" {
-				return st, decode.Badf(name, "%s.images[%d]: image has no id", where, j)
-			}
-			st.Images = append(st.Images, img)
-		}
+		st.Images = imgs
 	}
 	if rs.Containers != nil {
-		var items []json.RawMessage
-		if err := json.Unmarshal(rs.Containers, &items); err != nil {
-			return st, decode.Badf(name, "%s.containers: want a list of CRI containers", where)
+		cs, err := criList(name, where+".containers", "container", rs.Containers, func() *runtimeapi.Container { return new(runtimeapi.Container) })
+		if err != nil {
+			return st, err
 		}
-		st.Containers = []*runtimeapi.Container{}
-		for j, raw := range items {
-			c := new(runtimeapi.Container)
-			if err := protojson.Unmarshal(raw, c); err != nil {
-				return st, decode.Badf(name, "%s.containers[%d]: %v", where, j, err)
-			}
-			if c.Id == "" {
-				return st, decode.Badf(name, "%s.containers[%d]: container has no id", where, j)
-			}
-			st.Containers = append(st.Containers, c)
-		}
+		st.Containers = cs
 	}
 	if len(rs.ImageFs) > 0 && string(rs.ImageFs) != "null" {
 		st.ImageFs = new(ImageFs)
@@ -330,4 +311,31 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, nil
 	}
 	return time.ParseDuration(s)
+}
+
+// criObject is a CRI message with an ID: an image or a container.
+type criObject interface {
+	proto.Message
+	GetId() string
+}
+
+// criList decodes field, a JSON list of CRI objects of kind as crictl prints
+// them, each with an id. An empty list gives an empty, non-nil slice.
+func criList[T criObject](file, field, kind string, data json.RawMessage, newT func() T) ([]T, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(data, &items); err != nil {
+		return nil, decode.Badf(file, "%s: want a list of CRI %ss", field, kind)
+	}
+	out := make([]T, 0, len(items))
+	for j, raw := range items {
+		x := newT()
+		if err := protojson.Unmarshal(raw, x); err != nil {
+			return nil, decode.Badf(file, "%s[%d]: %v", field, j, err)
+		}
+		if x.GetId() == "" {
+			return nil, decode.Badf(file, "%s[%d]: %s has no id", field, j, kind)
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }
