@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -210,13 +209,15 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 		}
 	}
 
-	start := time.Now()
+	start := m.clock.Now()
+	// AllocateTimeout is a network deadline: a real-time context deadline,
+	// not the Manager's clock.
 	actx, cancel := context.WithTimeout(ctx, m.cfg.AllocateTimeout)
 	resp, err := ch.client.Allocate(actx, &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ch.devices}},
 	})
 	cancel()
-	m.metrics.allocDuration.WithLabelValues(res).Observe(time.Since(start).Seconds())
+	m.metrics.allocDuration.WithLabelValues(res).Observe(m.clock.Since(start).Seconds())
 	if err == nil && len(resp.GetContainerResponses()) == 0 {
 		err = fmt.Errorf("no containers in the allocation response")
 	}
