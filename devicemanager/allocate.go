@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // AllocatePod assigns devices to every container of pod that requests device
@@ -188,7 +190,7 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	if m.deps.SourcesReady != nil && !m.deps.SourcesReady() && m.deps.ContainerRunning != nil {
 		running = m.deps.ContainerRunning(uid, ctr)
 	}
-	log := m.log.With("pod", pod.Namespace+"/"+pod.Name, "podUID", uid, "containerName", ctr, "resourceName", res)
+	log := m.log.With("pod", nodeapi.PodName(pod), "podUID", uid, "containerName", ctr, "resourceName", res)
 
 	m.mu.Lock()
 	ch, askPreferred, err := m.choose(uid, ctr, res, need, running, nil)

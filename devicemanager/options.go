@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // ContainerOptions is what the device plugins asked the runtime to give one
@@ -46,7 +48,7 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	}
 	if reallocate {
 		m.log.Info("Container has device resources without an assignment; allocating again",
-			"pod", pod.Namespace+"/"+pod.Name, "podUID", uid, "containerName", container.Name)
+			"pod", nodeapi.PodName(pod), "podUID", uid, "containerName", container.Name)
 		if err := m.Allocate(ctx, pod, container); err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package devicemanager
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,7 +17,9 @@ import (
 	"github.com/nodekeeper/nodekeeper/devicemanager/plugintest"
 )
 
-func TestIsExtendedResourceName(t *testing.T) {
+// TestRegistrationResourceNames: Register accepts exactly the extended
+// resource names, with the kubelet's error text for the others.
+func TestRegistrationResourceNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
@@ -39,8 +42,15 @@ func TestIsExtendedResourceName(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := IsExtendedResourceName(tc.name); got != tc.want {
-				t.Errorf("IsExtendedResourceName(%q) = %v, want %v", tc.name, got, tc.want)
+			err := validateRegistration(&pluginapi.RegisterRequest{Version: pluginapi.Version, ResourceName: tc.name})
+			if tc.want {
+				if err != nil {
+					t.Errorf("resource name %q rejected: %v", tc.name, err)
+				}
+				return
+			}
+			if want := fmt.Sprintf("the ResourceName %q is invalid", tc.name); err == nil || err.Error() != want {
+				t.Errorf("resource name %q: error %v, want %q", tc.name, err, want)
 			}
 		})
 	}
