@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // AllocatePod assigns devices to every container of pod that requests device
@@ -189,7 +190,7 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	if m.deps.SourcesReady != nil && !m.deps.SourcesReady() && m.deps.ContainerRunning != nil {
 		running = m.deps.ContainerRunning(uid, ctr)
 	}
-	log := m.log.With("pod", pod.Namespace+"/"+pod.Name, "podUID", uid, "containerName", ctr, "resourceName", res)
+	log := m.log.With("pod", nodeapi.PodName(pod), "podUID", uid, "containerName", ctr, "resourceName", res)
 
 	m.mu.Lock()
 	ch, askPreferred, err := m.choose(uid, ctr, res, need, running, nil)
@@ -210,13 +211,15 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 		}
 	}
 
-	start := time.Now()
+	start := m.clock.Now()
+	// AllocateTimeout is a network deadline: a real-time context deadline,
+	// not the Manager's clock.
 	actx, cancel := context.WithTimeout(ctx, m.cfg.AllocateTimeout)
 	resp, err := ch.client.Allocate(actx, &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ch.devices}},
 	})
 	cancel()
-	m.metrics.allocDuration.WithLabelValues(res).Observe(time.Since(start).Seconds())
+	m.metrics.allocDuration.WithLabelValues(res).Observe(m.clock.Since(start).Seconds())
 	if err == nil && len(resp.GetContainerResponses()) == 0 {
 		err = fmt.Errorf("no containers in the allocation response")
 	}

@@ -71,7 +71,8 @@ func TestAllocateInitContainerReuse(t *testing.T) {
 
 func TestAllocateErrors(t *testing.T) {
 	t.Parallel()
-	env := startManager(t, "", Config{})
+	clk := newTimerClock()
+	env := startManagerOn(t, "", Config{}, clk)
 	stub := env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil, plugintest.Funcs{})
 	env.waitCounts(gpu, counts{2, 2})
 	ctx := testCtx(t)
@@ -102,10 +103,11 @@ func TestAllocateErrors(t *testing.T) {
 
 	// Once the resource is removed, a pod asking for it is told so.
 	stub.Stop()
-	env.waitFor("removal after plugin loss", func() bool {
-		_, _, removed := env.m.capacityAt(time.Now().Add(DefaultStopGracePeriod + time.Second))
-		return len(removed) == 1
-	})
+	env.waitFor("plugin loss", func() bool { return !env.stoppedAt(gpu).IsZero() })
+	clk.Step(DefaultStopGracePeriod + time.Second)
+	if _, _, removed := env.m.Capacity(); len(removed) != 1 {
+		t.Fatalf("removed %v after the grace period, want %s", removed, gpu)
+	}
 	err = env.m.AllocatePod(ctx, pod("late", nil, ctr("app", map[string]int64{gpu: 1})))
 	wantErr(t, err, ErrUnavailable, "cannot allocate unregistered device example.com/gpu")
 

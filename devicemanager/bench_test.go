@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,35 +93,67 @@ func BenchmarkAllocateWhilePluginsPush(b *testing.B) {
 	for _, every := range []time.Duration{100 * time.Millisecond, 10 * time.Millisecond, time.Millisecond} {
 		b.Run(fmt.Sprintf("plugins=100/every=%v", every), func(b *testing.B) {
 			m, eps := benchManager(b, 101, 1000, false)
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			total := 0
-			for _, ep := range eps[1:] {
-				msg := benchDevices(1000, true)
-				wg.Go(func() {
-					t := time.NewTicker(every)
-					defer t.Stop()
-					n := 0
-					for {
-						select {
-						case <-stop:
-							mu.Lock()
-							total += n
-							mu.Unlock()
-							return
-						case <-t.C:
-							m.updateDevices(ep, msg)
-							n++
-						}
-					}
-				})
-			}
+			stop := startPushers(eps[1:], every, m)
 			runAllocations(b, m)
-			close(stop)
-			wg.Wait()
-			b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "pushes/s")
+			b.ReportMetric(stop(), "pushes/s")
 		})
+	}
+}
+
+// BenchmarkCapacity is the node-status read of the device resources:
+// Capacity over resources plugins of 1,000 devices each, idle or while
+// every plugin pushes a full ListAndWatch update every 10ms.
+func BenchmarkCapacity(b *testing.B) {
+	for _, tc := range []struct {
+		resources int
+		every     time.Duration // 0: no pushes
+	}{{1, 0}, {100, 0}, {100, 10 * time.Millisecond}} {
+		b.Run(fmt.Sprintf("plugins=%d/every=%v", tc.resources, tc.every), func(b *testing.B) {
+			m, eps := benchManager(b, tc.resources, 1000, false)
+			stop := func() float64 { return 0 }
+			if tc.every > 0 {
+				stop = startPushers(eps, tc.every, m)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if c, _, _ := m.Capacity(); len(c) != tc.resources {
+					b.Fatalf("capacity lists %d resources, want %d", len(c), tc.resources)
+				}
+			}
+			if tc.every > 0 {
+				b.ReportMetric(stop(), "pushes/s")
+			}
+		})
+	}
+}
+
+// startPushers has each endpoint push its 1,000 devices every interval until
+// the returned stop is called; stop returns the pushes per second reached.
+func startPushers(eps []*endpoint, every time.Duration, m *Manager) (stop func() float64) {
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var total atomic.Int64
+	for _, ep := range eps {
+		msg := benchDevices(1000, true)
+		wg.Go(func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					m.updateDevices(ep, msg)
+					total.Add(1)
+				}
+			}
+		})
+	}
+	return func() float64 {
+		close(done)
+		wg.Wait()
+		return float64(total.Load()) / time.Since(start).Seconds()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // Defaults for Config fields left zero.
@@ -30,17 +31,20 @@ type Config struct {
 	// plugins' sockets and the checkpoint live here.
 	Dir string
 	// StopGracePeriod is how long a resource whose plugin went away keeps
-	// appearing (with its devices unhealthy) before Capacity removes it.
+	// appearing (with its devices unhealthy) before Capacity removes it,
+	// measured on Deps.Clock.
 	StopGracePeriod time.Duration
 	// DialTimeout bounds connecting to a registering plugin and its
-	// GetDevicePluginOptions answer.
+	// GetDevicePluginOptions answer. This and the two RPC timeouts below are
+	// network deadlines, in real time whatever Deps.Clock is.
 	DialTimeout time.Duration
 	// AllocateTimeout bounds each GetPreferredAllocation and Allocate RPC.
 	AllocateTimeout time.Duration
 	// PreStartTimeout bounds each PreStartContainer RPC.
 	PreStartTimeout time.Duration
-	// ReconnectBackoff is the first wait before re-dialling a plugin whose
-	// ListAndWatch stream ended; it doubles up to MaxReconnectBackoff.
+	// ReconnectBackoff is the first wait (on Deps.Clock) before re-dialling
+	// a plugin whose ListAndWatch stream ended; it doubles up to
+	// MaxReconnectBackoff.
 	ReconnectBackoff    time.Duration
 	MaxReconnectBackoff time.Duration
 }
@@ -88,4 +92,11 @@ type Deps struct {
 	ContainerRunning func(podUID, containerName string) bool
 	// Registerer receives the Manager's metrics. Nil registers none.
 	Registerer prometheus.Registerer
+	// Clock is what the Manager's time reads and waits go through: the stop
+	// grace period (when a plugin was lost, and Capacity's now), the
+	// checkpoint save delay, the reconnect back-off, the restore time and
+	// the allocation duration metric. Nil means the real clock. The RPC
+	// bounds (DialTimeout, AllocateTimeout, PreStartTimeout) are network
+	// deadlines and stay real-time context deadlines whatever the Clock.
+	Clock clock.WithTicker
 }

@@ -70,6 +70,8 @@ func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 	defer conn.Close()
 	client := pluginapi.NewDevicePluginClient(conn)
 
+	// DialTimeout is a network deadline: a real-time context deadline, not
+	// the Manager's clock.
 	octx, ocancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
 	opts, err := client.GetDevicePluginOptions(octx, &pluginapi.Empty{}, grpc.WaitForReady(true))
 	ocancel()
@@ -89,26 +91,26 @@ func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 
 	backoff := m.cfg.ReconnectBackoff
 	for {
-		start := time.Now()
+		start := m.clock.Now()
 		err := m.watch(ctx, ep, client)
 		if ctx.Err() != nil {
 			return
 		}
-		m.stopped(ep, time.Now())
+		m.stopped(ep, m.clock.Now())
 		log.Info("Device plugin stream ended; its devices are unhealthy", "err", err)
-		if time.Since(start) > m.cfg.MaxReconnectBackoff {
+		if m.clock.Since(start) > m.cfg.MaxReconnectBackoff {
 			backoff = m.cfg.ReconnectBackoff
 		}
 		if !isSocket(socket) {
 			log.Info("Device plugin socket is gone; waiting for the plugin to register again")
 			return
 		}
-		t := time.NewTimer(backoff)
+		t := m.clock.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		backoff = min(2*backoff, m.cfg.MaxReconnectBackoff)
 		log.Info("Re-dialling device plugin")

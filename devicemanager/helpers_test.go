@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/devicemanager/plugintest"
 )
@@ -30,8 +32,14 @@ type testEnv struct {
 }
 
 // startManager creates a Manager on dir (a new temp dir when empty) and runs
-// it until the test ends.
+// it on the real clock until the test ends.
 func startManager(t *testing.T, dir string, cfg Config) *testEnv {
+	t.Helper()
+	return startManagerOn(t, dir, cfg, nil)
+}
+
+// startManagerOn is startManager with Deps.Clock set to clk.
+func startManagerOn(t *testing.T, dir string, cfg Config, clk clock.WithTicker) *testEnv {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -44,6 +52,7 @@ func startManager(t *testing.T, dir string, cfg Config) *testEnv {
 		Logger:     slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ActivePods: func() []*v1.Pod { return *env.active },
 		Registerer: reg,
+		Clock:      clk,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +114,42 @@ func (e *testEnv) waitFor(what string, cond func() bool) {
 		case <-e.m.Changed():
 		case <-deadline.C:
 			e.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// timerClock is a fake clock that sends the duration of every timer created
+// on it to created, after the timer is armed: a test that received it may
+// step the clock past the timer.
+type timerClock struct {
+	*testingclock.FakeClock
+	created chan time.Duration
+}
+
+func newTimerClock() timerClock {
+	return timerClock{testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), make(chan time.Duration, 64)}
+}
+
+func (c timerClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.FakeClock.NewTimer(d)
+	c.created <- d
+	return t
+}
+
+// waitTimer waits until a timer of d is created on the clock, skipping
+// timers of other durations (the checkpoint writer's).
+func (c timerClock) waitTimer(t *testing.T, d time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for {
+		select {
+		case got := <-c.created:
+			if got == d {
+				return
+			}
+		case <-deadline.C:
+			t.Fatalf("no timer of %v created", d)
 		}
 	}
 }

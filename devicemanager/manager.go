@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/devicemanager/checkpoint"
 	filecheckpoint "github.com/nodekeeper/nodekeeper/internal/checkpoint"
@@ -44,6 +45,7 @@ type Manager struct {
 	cfg        Config
 	log        *slog.Logger
 	deps       Deps
+	clock      clock.WithTicker // Deps.Clock or the real clock
 	metrics    *metrics
 	socket     string
 	checkpoint string
@@ -95,10 +97,15 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	clk := deps.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	m := &Manager{
 		cfg:        cfg,
 		log:        log.With("subsystem", "devicemanager"),
 		deps:       deps,
+		clock:      clk,
 		metrics:    met,
 		socket:     filepath.Join(cfg.Dir, SocketName),
 		checkpoint: filepath.Join(cfg.Dir, checkpoint.FileName),
@@ -115,7 +122,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		reuse:      map[string]map[string]sets.Set[string]{},
 		admitting:  map[string]int{},
 	}
-	if err := m.restore(time.Now()); err != nil {
+	if err := m.restore(m.clock.Now()); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -279,11 +286,12 @@ func removeSockets(dir string) error {
 // share one background checkpoint write.
 const saveDelay = 50 * time.Millisecond
 
-// saveLoop writes the checkpoint a little after state changed, and at once
-// for synchronous requests; requests that queue up share one write.
+// saveLoop writes the checkpoint a little (saveDelay on the Manager's clock)
+// after state changed, and at once for synchronous requests; requests that
+// queue up share one write.
 func (m *Manager) saveLoop(ctx context.Context) {
 	defer close(m.saverDone)
-	var timer *time.Timer
+	var timer clock.Timer
 	var timerC <-chan time.Time
 	stopTimer := func() {
 		if timer != nil {
@@ -309,8 +317,8 @@ func (m *Manager) saveLoop(ctx context.Context) {
 			return
 		case <-m.dirty:
 			if timer == nil {
-				timer = time.NewTimer(saveDelay)
-				timerC = timer.C
+				timer = m.clock.NewTimer(saveDelay)
+				timerC = timer.C()
 			}
 		case <-timerC:
 			timer, timerC = nil, nil
@@ -435,12 +443,10 @@ func sortedKeys[V any](m map[string]V) []string {
 // Capacity returns, for each device resource, its capacity (healthy and
 // unhealthy devices) and allocatable (healthy devices), as the kubelet's
 // GetCapacity. A resource whose plugin has been gone longer than the stop
-// grace period is removed by this call and listed in removed, once.
+// grace period (on the Manager's clock) is removed by this call and listed
+// in removed, once.
 func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList, removed []string) {
-	return m.capacityAt(time.Now())
-}
-
-func (m *Manager) capacityAt(now time.Time) (capacity, allocatable v1.ResourceList, removed []string) {
+	now := m.clock.Now()
 	capacity, allocatable = v1.ResourceList{}, v1.ResourceList{}
 	var stop []*endpoint
 	m.mu.Lock()

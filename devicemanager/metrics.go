@@ -1,9 +1,9 @@
 package devicemanager
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	promreg "github.com/nodekeeper/nodekeeper/internal/metrics"
 )
 
 // metrics uses the kubelet's metric names so existing dashboards work.
@@ -12,25 +12,23 @@ type metrics struct {
 	allocDuration *prometheus.HistogramVec
 }
 
+// newMetrics registers the metrics on reg (nil: none); a second Manager on
+// the same registry shares them.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	r := promreg.NewRegistrar(reg, "devicemanager")
 	m := &metrics{
-		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
+		registrations: r.CounterVec(prometheus.CounterOpts{
 			Name: "kubelet_device_plugin_registration_total",
 			Help: "Registration requests received from device plugins, by resource name.",
-		}, []string{"resource_name"}),
-		allocDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, "resource_name"),
+		allocDuration: r.HistogramVec(prometheus.HistogramOpts{
 			Name:    "kubelet_device_plugin_alloc_duration_seconds",
 			Help:    "Time in seconds that a device plugin took to answer an Allocate request, by resource name.",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"resource_name"}),
+		}, "resource_name"),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.registrations, m.allocDuration} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register device manager metrics: %w", err)
-		}
+	if err := r.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

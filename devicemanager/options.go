@@ -3,11 +3,14 @@ package devicemanager
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // ContainerOptions is what the device plugins asked the runtime to give one
@@ -46,7 +49,7 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	}
 	if reallocate {
 		m.log.Info("Container has device resources without an assignment; allocating again",
-			"pod", pod.Namespace+"/"+pod.Name, "podUID", uid, "containerName", container.Name)
+			"pod", nodeapi.PodName(pod), "podUID", uid, "containerName", container.Name)
 		if err := m.Allocate(ctx, pod, container); err != nil {
 			return nil, err
 		}
@@ -92,57 +95,30 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 
 func (m *Manager) mergeOptions(uid, ctr string, resps []*pluginapi.ContainerAllocateResponse) *ContainerOptions {
 	out := &ContainerOptions{}
-	envs := map[string]string{}
-	mounts := map[string]string{}
-	devices := map[string]string{}
+	envs, mounts, devices, annotations := firstWins{}, firstWins{}, firstWins{}, firstWins{}
 	cdi := map[string]bool{}
 	log := m.log.With("podUID", uid, "containerName", ctr)
 	for _, r := range resps {
 		for _, k := range sortedKeys(r.GetEnvs()) {
 			v := r.Envs[k]
-			if old, ok := envs[k]; ok {
-				if old != v {
-					log.Warn("Device plugins set an environment variable differently; keeping the first", "name", k, "kept", old, "ignored", v)
-				}
-				continue
+			if envs.keep(log, "Device plugins set an environment variable differently; keeping the first", "name", k, v) {
+				out.Envs = append(out.Envs, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
 			}
-			envs[k] = v
-			out.Envs = append(out.Envs, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
 		}
 		for _, mt := range r.GetMounts() {
-			if old, ok := mounts[mt.ContainerPath]; ok {
-				if old != mt.HostPath {
-					log.Warn("Device plugins mount different host paths at one container path; keeping the first",
-						"containerPath", mt.ContainerPath, "kept", old, "ignored", mt.HostPath)
-				}
-				continue
+			if mounts.keep(log, "Device plugins mount different host paths at one container path; keeping the first",
+				"containerPath", mt.ContainerPath, mt.HostPath) {
+				out.Mounts = append(out.Mounts, &runtimeapi.Mount{ContainerPath: mt.ContainerPath, HostPath: mt.HostPath, Readonly: mt.ReadOnly})
 			}
-			mounts[mt.ContainerPath] = mt.HostPath
-			out.Mounts = append(out.Mounts, &runtimeapi.Mount{ContainerPath: mt.ContainerPath, HostPath: mt.HostPath, Readonly: mt.ReadOnly})
 		}
 		for _, d := range r.GetDevices() {
-			if old, ok := devices[d.ContainerPath]; ok {
-				if old != d.HostPath {
-					log.Warn("Device plugins map different host devices at one container path; keeping the first",
-						"containerPath", d.ContainerPath, "kept", old, "ignored", d.HostPath)
-				}
-				continue
+			if devices.keep(log, "Device plugins map different host devices at one container path; keeping the first",
+				"containerPath", d.ContainerPath, d.HostPath) {
+				out.Devices = append(out.Devices, &runtimeapi.Device{ContainerPath: d.ContainerPath, HostPath: d.HostPath, Permissions: d.Permissions})
 			}
-			devices[d.ContainerPath] = d.HostPath
-			out.Devices = append(out.Devices, &runtimeapi.Device{ContainerPath: d.ContainerPath, HostPath: d.HostPath, Permissions: d.Permissions})
 		}
 		for _, k := range sortedKeys(r.GetAnnotations()) {
-			v := r.Annotations[k]
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
-			}
-			if old, ok := out.Annotations[k]; ok {
-				if old != v {
-					log.Warn("Device plugins set an annotation differently; keeping the first", "key", k, "kept", old, "ignored", v)
-				}
-				continue
-			}
-			out.Annotations[k] = v
+			annotations.keep(log, "Device plugins set an annotation differently; keeping the first", "key", k, r.Annotations[k])
 		}
 		for _, c := range r.GetCdiDevices() {
 			if c == nil || c.Name == "" || cdi[c.Name] {
@@ -152,5 +128,26 @@ func (m *Manager) mergeOptions(uid, ctr string, resps []*pluginapi.ContainerAllo
 			out.CDIDevices = append(out.CDIDevices, &runtimeapi.CDIDevice{Name: c.Name})
 		}
 	}
+	if len(annotations) > 0 {
+		out.Annotations = annotations
+	}
 	return out
+}
+
+// firstWins maps a key (an environment variable, a container path, an
+// annotation) to the first value a plugin gave it.
+type firstWins map[string]string
+
+// keep records value for key and reports true when key is new. Otherwise it
+// keeps the first value and, when value differs, logs msg with the key under
+// keyAttr and both values.
+func (f firstWins) keep(log *slog.Logger, msg, keyAttr, key, value string) bool {
+	if old, ok := f[key]; ok {
+		if old != value {
+			log.Warn(msg, keyAttr, key, "kept", old, "ignored", value)
+		}
+		return false
+	}
+	f[key] = value
+	return true
 }

@@ -2,6 +2,7 @@ package devicemanager
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,7 +17,9 @@ import (
 	"github.com/nodekeeper/nodekeeper/devicemanager/plugintest"
 )
 
-func TestIsExtendedResourceName(t *testing.T) {
+// TestRegistrationResourceNames: Register accepts exactly the extended
+// resource names, with the kubelet's error text for the others.
+func TestRegistrationResourceNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
@@ -39,8 +42,15 @@ func TestIsExtendedResourceName(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := IsExtendedResourceName(tc.name); got != tc.want {
-				t.Errorf("IsExtendedResourceName(%q) = %v, want %v", tc.name, got, tc.want)
+			err := validateRegistration(&pluginapi.RegisterRequest{Version: pluginapi.Version, ResourceName: tc.name})
+			if tc.want {
+				if err != nil {
+					t.Errorf("resource name %q rejected: %v", tc.name, err)
+				}
+				return
+			}
+			if want := fmt.Sprintf("the ResourceName %q is invalid", tc.name); err == nil || err.Error() != want {
+				t.Errorf("resource name %q: error %v, want %q", tc.name, err, want)
 			}
 		})
 	}
@@ -186,24 +196,68 @@ func TestStreamDropReconnects(t *testing.T) {
 	env.waitCounts(res, counts{3, 3})
 }
 
+// TestReconnectBackoffOnClock: a plugin whose stream ended while its socket
+// stays is re-dialled when the back-off has passed on the Manager's clock, not
+// before, and the back-off doubles while streams keep ending at once.
+func TestReconnectBackoffOnClock(t *testing.T) {
+	t.Parallel()
+	const backoff = time.Hour // never reached on the real clock during the test
+	clk := newTimerClock()
+	env := startManagerOn(t, "", Config{ReconnectBackoff: backoff, MaxReconnectBackoff: 4 * backoff, StopGracePeriod: 24 * time.Hour}, clk)
+	const res = "example.com/dev"
+	stub := env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
+	env.waitCounts(res, counts{2, 2})
+	if n := <-stub.Watches(); n != 1 {
+		t.Fatalf("first stream number %d", n)
+	}
+	for i, wait := range []time.Duration{backoff, 2 * backoff} {
+		stub.DropStreams()
+		env.waitCounts(res, counts{2, 0})
+		clk.waitTimer(t, wait)
+		clk.Step(wait - time.Millisecond)
+		select {
+		case n := <-stub.Watches():
+			t.Fatalf("stream %d opened before the %v back-off passed", n, wait)
+		default:
+		}
+		clk.Step(time.Millisecond)
+		select {
+		case n := <-stub.Watches():
+			if n != i+2 {
+				t.Fatalf("stream number %d after back-off, want %d", n, i+2)
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("manager did not re-dial the plugin after the %v back-off", wait)
+		}
+		env.waitCounts(res, counts{2, 2})
+	}
+}
+
+// TestPluginGoneRemovedAfterGracePeriod runs on a fake clock: a resource whose
+// plugin is gone stays in Capacity, unhealthy, until the clock has passed
+// StopGracePeriod since the loss, then is removed and reported once.
 func TestPluginGoneRemovedAfterGracePeriod(t *testing.T) {
 	t.Parallel()
 	const grace = time.Minute
-	env := startManager(t, "", Config{StopGracePeriod: grace})
+	clk := newTimerClock()
+	env := startManagerOn(t, "", Config{StopGracePeriod: grace}, clk)
 	const res = "example.com/dev"
 	stub := env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
-	other := env.plugin("q.sock", "example.com/other", devices(pluginapi.Healthy, "x"), nil, plugintest.Funcs{})
-	_ = other
+	env.plugin("q.sock", "example.com/other", devices(pluginapi.Healthy, "x"), nil, plugintest.Funcs{})
 	env.waitCounts(res, counts{2, 2})
 	env.waitCounts("example.com/other", counts{1, 1})
 
 	stub.Stop()
-	env.waitCounts(res, counts{2, 0})
-	c, a, removed := env.m.capacityAt(time.Now().Add(grace / 2))
-	if len(removed) != 0 || toCounts(c, a)[res] != (counts{2, 0}) {
-		t.Fatalf("within grace: counts %v removed %v", toCounts(c, a), removed)
+	env.waitCounts(res, counts{2, 0}) // the loss is stamped at the fake time now
+	for _, step := range []time.Duration{grace / 2, grace / 2} {
+		clk.Step(step)
+		c, a, removed := env.m.Capacity()
+		if len(removed) != 0 || toCounts(c, a)[res] != (counts{2, 0}) {
+			t.Fatalf("within grace: counts %v removed %v", toCounts(c, a), removed)
+		}
 	}
-	c, a, removed = env.m.capacityAt(time.Now().Add(grace + time.Second))
+	clk.Step(time.Nanosecond)
+	c, a, removed := env.m.Capacity()
 	if diff := cmp.Diff([]string{res}, removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
@@ -225,7 +279,8 @@ func TestPluginGoneRemovedAfterGracePeriod(t *testing.T) {
 // to the manager; neither may touch the new endpoint's devices.
 func TestReRegistrationReplacesEndpoint(t *testing.T) {
 	t.Parallel()
-	env := startManager(t, "", Config{})
+	clk := newTimerClock()
+	env := startManagerOn(t, "", Config{}, clk)
 	const res = "example.com/dev"
 	env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
 	env.waitCounts(res, counts{2, 2})
@@ -239,7 +294,7 @@ func TestReRegistrationReplacesEndpoint(t *testing.T) {
 	// the end of its stream. The calls are synchronous: when they return
 	// the manager has handled both.
 	env.m.updateDevices(old, devices(pluginapi.Healthy, "a", "b", "d"))
-	env.m.stopped(old, time.Now())
+	env.m.stopped(old, clk.Now())
 
 	if got := env.counts()[res]; got != (counts{1, 1}) {
 		t.Errorf("counts = %v, want {1 1}", got)
@@ -251,9 +306,22 @@ func TestReRegistrationReplacesEndpoint(t *testing.T) {
 	if diff := cmp.Diff(map[string][]string{res: {"c"}}, env.m.AllocatedDevices("u1", "app")); diff != "" {
 		t.Errorf("allocation (-want +got):\n%s", diff)
 	}
-	if _, _, removed := env.m.capacityAt(time.Now().Add(DefaultStopGracePeriod + time.Second)); len(removed) != 0 {
+	clk.Step(DefaultStopGracePeriod + time.Second)
+	if _, _, removed := env.m.Capacity(); len(removed) != 0 {
 		t.Errorf("resource removed as stopped: %v", removed)
 	}
+}
+
+// stoppedAt returns when the resource lost its plugin; zero while connected
+// or when the resource is unknown.
+func (e *testEnv) stoppedAt(res string) time.Time {
+	e.m.mu.Lock()
+	entry := e.m.resources[res]
+	e.m.mu.Unlock()
+	if entry == nil {
+		return time.Time{}
+	}
+	return entry.load().stoppedAt
 }
 
 // endpoint returns the resource's current endpoint, nil if none.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
-	"k8s.io/apimachinery/pkg/api/validate/content"
+	v1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // registration is a validated Register request on its way to the Run loop;
@@ -53,25 +54,16 @@ func (r registrar) Register(ctx context.Context, req *pluginapi.RegisterRequest)
 	}
 }
 
-// validateRegistration applies the kubelet's checks with its error texts.
+// validateRegistration applies the kubelet's checks with its error texts;
+// the resource name must be an extended resource name
+// (nodeapi.IsExtendedResourceName).
 func validateRegistration(req *pluginapi.RegisterRequest) error {
 	if !slices.Contains(pluginapi.SupportedVersions[:], req.GetVersion()) {
 		return fmt.Errorf("requested API version %q is not supported by kubelet. Supported versions are %q",
 			req.GetVersion(), pluginapi.SupportedVersions)
 	}
-	if !IsExtendedResourceName(req.GetResourceName()) {
+	if !nodeapi.IsExtendedResourceName(v1.ResourceName(req.GetResourceName())) {
 		return fmt.Errorf("the ResourceName %q is invalid", req.GetResourceName())
 	}
 	return nil
-}
-
-// IsExtendedResourceName reports whether name is an extended resource name
-// as Kubernetes defines it: it has a prefix ("example.com/gpu"; a prefix
-// without a dot is allowed), is not in the kubernetes.io namespace, and
-// "requests.<name>" is a qualified name.
-func IsExtendedResourceName(name string) bool {
-	if !strings.Contains(name, "/") || strings.Contains(name, "kubernetes.io/") || strings.HasPrefix(name, "requests.") {
-		return false
-	}
-	return len(content.IsQualifiedName("requests."+name)) == 0
 }

@@ -13,9 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // maxTries is how many times a probe run is tried when its mechanism
@@ -34,16 +36,6 @@ const (
 // UpdatePodStatus set them). Called concurrently from probe goroutines.
 type PodStatusGetter interface {
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
-}
-
-// Recorder receives the container events the kubelet's prober emits:
-// Unhealthy (Warning) for a failed or errored run and ProbeWarning (Warning)
-// for a run that succeeded with a remark. The object is the container's
-// *v1.ObjectReference. client-go's record.EventRecorder satisfies it, and
-// its correlator folds the repeats of a probe failing every period. It
-// must not block: it is called from the probe goroutines.
-type Recorder interface {
-	Event(object runtime.Object, eventType, reason, message string)
 }
 
 // Event reasons, as the kubelet's.
@@ -81,8 +73,14 @@ type Deps struct {
 	HTTP, TCP, GRPC Runner
 	// Logger receives the Manager's logs; nil discards them.
 	Logger *slog.Logger
-	// Recorder, when set, receives Unhealthy and ProbeWarning events.
-	Recorder Recorder
+	// Recorder, when set, receives the container events the kubelet's
+	// prober emits, through its Event method: Unhealthy (Warning) for a
+	// failed or errored run and ProbeWarning (Warning) for a run that
+	// succeeded with a remark, about the container's *v1.ObjectReference.
+	// client-go's record.EventRecorder satisfies it, and its correlator folds
+	// the repeats of a probe failing every period. It is called from the
+	// probe goroutines and must not block.
+	Recorder nodeapi.Recorder
 	// Registerer, when set, gets prober_probe_total and
 	// prober_probe_duration_seconds.
 	Registerer prometheus.Registerer
@@ -90,6 +88,12 @@ type Deps struct {
 	// [0, period). Nil draws it uniformly at random, which spreads the
 	// probes of many pods added at once over their first period.
 	Jitter func(period time.Duration) time.Duration
+	// Clock is what every time read and wait of the Manager goes through:
+	// the scheduler's due times and its timer, the agent-start time that
+	// initial delays count from, and probe durations for metrics. Nil means
+	// the real clock. A probe run's timeout is a network deadline (a context
+	// deadline on the real clock) whatever the Clock.
+	Clock clock.WithTicker
 	// OnProbeStart, when set, is called from the pool goroutines with how
 	// late each scheduled run started against its schedule. It must be
 	// cheap and safe for concurrent use. For benchmarks and tracing.
@@ -110,6 +114,7 @@ type probe struct {
 	initCtr   bool // a restartable init container
 	podName   string
 	namespace string
+	name      string              // nodeapi.PodName, for logs
 	ref       *v1.ObjectReference // the container, for events
 	metrics   probeMetrics
 
@@ -139,7 +144,8 @@ type Manager struct {
 	status   PodStatusGetter
 	runners  [4]Runner // by handlerKind
 	logger   *slog.Logger
-	recorder Recorder
+	recorder nodeapi.Recorder
+	clock    clock.WithTicker
 	metrics  *metrics
 	jitter   func(time.Duration) time.Duration
 	onStart  func(time.Duration)
@@ -177,15 +183,20 @@ func New(cfg Config, d Deps) (*Manager, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	m := &Manager{
 		cfg:      cfg,
 		status:   d.Status,
 		logger:   logger.With("subsystem", "prober"),
 		recorder: d.Recorder,
+		clock:    clk,
 		metrics:  met,
 		jitter:   d.Jitter,
 		onStart:  d.OnProbeStart,
-		started:  time.Now(),
+		started:  clk.Now(),
 		poke:     make(chan struct{}, 1),
 		probes:   make(map[probeKey]*probe),
 	}
@@ -276,7 +287,7 @@ func (m *Manager) AddPod(pod *v1.Pod) error {
 		add(&pod.Spec.Containers[i], false)
 	}
 
-	now := time.Now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	for _, cd := range cands {
 		if p, ok := m.probes[cd.key]; ok {
@@ -290,6 +301,7 @@ func (m *Manager) AddPod(pod *v1.Pod) error {
 			initCtr:   cd.initCtr,
 			podName:   pod.Name,
 			namespace: pod.Namespace,
+			name:      nodeapi.PodName(pod),
 			ref:       containerRef(pod, cd.key.container, cd.initCtr),
 			metrics:   m.metrics.forProbe(cd.key, pod.Name, pod.Namespace),
 			pod:       pod,
@@ -355,7 +367,7 @@ func (m *Manager) stopLocked(p *probe, deleting bool) {
 	}
 	p.stopping, p.deleting = true, deleting
 	if p.index >= 0 {
-		p.due = time.Now()
+		p.due = m.clock.Now()
 		heap.Fix(&m.queue, p.index)
 		m.pokeIfHeadLocked(p)
 	}
@@ -417,7 +429,7 @@ func (m *Manager) updateContainerStatus(uid types.UID, c *v1.ContainerStatus) {
 	}
 	if p.index >= 0 && !p.stopping && !p.triggered {
 		p.triggered = true
-		p.due = time.Now()
+		p.due = m.clock.Now()
 		heap.Fix(&m.queue, p.index)
 		m.pokeIfHeadLocked(p)
 	}
@@ -447,7 +459,8 @@ func (m *Manager) pokeIfHeadLocked(p *probe) {
 
 // Run schedules and runs the probes until ctx ends, then waits for the runs
 // in flight to finish (each is bounded by its timeout) and returns nil. Call
-// it once.
+// it once. Due times are read on Deps.Clock and waited for with one timer
+// of it, created at the first wait and reset for the earliest due time.
 func (m *Manager) Run(ctx context.Context) error {
 	ran := false
 	m.runCalls.Do(func() { ran = true })
@@ -466,13 +479,17 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer close(work)
 
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	var timer clock.Timer // created at the first wait for a due time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	var batch []*probe
 	for {
 		batch = batch[:0]
 		m.mu.Lock()
-		now := time.Now()
+		now := m.clock.Now()
 		for m.queue.Len() > 0 && !m.queue[0].due.After(now) {
 			batch = append(batch, heap.Pop(&m.queue).(*probe))
 		}
@@ -494,8 +511,12 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		var tc <-chan time.Time
 		if wait >= 0 {
-			timer.Reset(wait)
-			tc = timer.C
+			if timer == nil {
+				timer = m.clock.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			tc = timer.C()
 		}
 		select {
 		case <-ctx.Done():
@@ -517,7 +538,7 @@ func (m *Manager) runOnce(ctx context.Context, p *probe) {
 		m.finalize(ctx, p, deleting)
 		return
 	}
-	start := time.Now()
+	start := m.clock.Now()
 	if m.onStart != nil && !triggered {
 		m.onStart(start.Sub(scheduled))
 	}
@@ -570,7 +591,7 @@ func (m *Manager) runOnce(ctx context.Context, p *probe) {
 		m.finalize(ctx, p, deleting)
 		return
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	if !p.next.After(now) {
 		period := p.spec.period
 		p.next = p.next.Add((now.Sub(p.next)/period + 1) * period)
@@ -607,7 +628,7 @@ func (m *Manager) publish(ctx context.Context, p *probe, containerID string, r R
 		u.TerminationGracePeriodSeconds = p.spec.tgps
 	}
 	if m.results[p.key.probeType].set(ctx, u) {
-		m.logger.Info("Probe result changed", "probeType", p.key.probeType, "pod", p.namespace+"/"+p.podName,
+		m.logger.Info("Probe result changed", "probeType", p.key.probeType, "pod", p.name,
 			"podUID", p.key.podUID, "containerName", p.key.container, "containerID", containerID, "result", r)
 	}
 }
@@ -619,14 +640,16 @@ func (m *Manager) probeWithRetries(ctx context.Context, p *probe, status *v1.Pod
 	t, err := m.target(p, status, containerID)
 	if err != nil {
 		p.metrics.unknown.Inc()
-		m.logger.Debug("Probe target not ready", "probeType", p.key.probeType, "pod", p.namespace+"/"+p.podName,
+		m.logger.Debug("Probe target not ready", "probeType", p.key.probeType, "pod", p.name,
 			"containerName", p.key.container, "err", err)
 		return Unknown, false
 	}
-	start := time.Now()
+	start := m.clock.Now()
 	var out Outcome
 	var msg string
 	for range maxTries {
+		// The probe's timeout bounds network I/O and the runtime's exec: a
+		// real-time context deadline, not a Clock timer.
 		rctx, cancel := context.WithTimeout(ctx, p.spec.timeout)
 		out, msg, err = p.runner.Probe(rctx, t)
 		cancel()
@@ -639,10 +662,10 @@ func (m *Manager) probeWithRetries(ctx context.Context, p *probe, status *v1.Pod
 		// about the container.
 		return Unknown, false
 	}
-	p.metrics.duration.Observe(time.Since(start).Seconds())
+	p.metrics.duration.Observe(m.clock.Since(start).Seconds())
 	if err != nil {
 		p.metrics.unknown.Inc()
-		m.logger.Warn("Probe errored", "probeType", p.key.probeType, "pod", p.namespace+"/"+p.podName,
+		m.logger.Warn("Probe errored", "probeType", p.key.probeType, "pod", p.name,
 			"containerName", p.key.container, "err", err)
 		m.event(p, ReasonUnhealthy, fmt.Sprintf("%s probe errored and resulted in unknown state: %v", p.key.probeType, err))
 		return Unknown, false
@@ -654,13 +677,13 @@ func (m *Manager) probeWithRetries(ctx context.Context, p *probe, status *v1.Pod
 		p.metrics.successful.Inc()
 		if !p.warned {
 			p.warned = true
-			m.logger.Warn("Probe warning", "probeType", p.key.probeType, "pod", p.namespace+"/"+p.podName,
+			m.logger.Warn("Probe warning", "probeType", p.key.probeType, "pod", p.name,
 				"containerName", p.key.container, "output", msg)
 		}
 		m.event(p, ReasonProbeWarning, fmt.Sprintf("%s probe warning: %s", p.key.probeType, msg))
 	default:
 		p.metrics.failed.Inc()
-		m.logger.Debug("Probe failed", "probeType", p.key.probeType, "pod", p.namespace+"/"+p.podName,
+		m.logger.Debug("Probe failed", "probeType", p.key.probeType, "pod", p.name,
 			"containerName", p.key.container, "output", msg)
 		m.event(p, ReasonUnhealthy, fmt.Sprintf("%s probe failed: %s", p.key.probeType, msg))
 	}

@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // TestManagerHTTPOverLoopback runs the whole stack against a real server:
@@ -157,6 +160,19 @@ func (s eventSink) Event(obj runtime.Object, eventType, reason, message string) 
 	default:
 	}
 }
+
+// Eventf records the formatted event as Event does.
+func (s eventSink) Eventf(obj runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	s.Event(obj, eventType, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+// AnnotatedEventf records the formatted event as Event does; the prober sets
+// no annotations.
+func (s eventSink) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventType, reason, messageFmt string, args ...any) {
+	s.Eventf(obj, eventType, reason, messageFmt, args...)
+}
+
+var _ nodeapi.Recorder = eventSink(nil)
 
 type erroringRunner struct{}
 

@@ -20,27 +20,22 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		total: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Subsystem: "prober",
-			Name:      "probe_total",
-			Help:      "Cumulative number of a liveness, readiness or startup probe for a container by result.",
-		}, []string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Subsystem: "prober",
-			Name:      "probe_duration_seconds",
-			Help:      "Duration in seconds for a probe response.",
-			Buckets:   prometheus.DefBuckets,
-		}, []string{"probe_type", "container", "pod", "namespace"}),
-	}
-	var err error
-	if m.total, err = promreg.Register(reg, "prober", m.total); err != nil {
+	r := promreg.NewRegistrar(reg, "prober")
+	total := r.CounterVec(prometheus.CounterOpts{
+		Subsystem: "prober",
+		Name:      "probe_total",
+		Help:      "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+	}, "probe_type", "result", "container", "pod", "namespace", "pod_uid")
+	duration := r.HistogramVec(prometheus.HistogramOpts{
+		Subsystem: "prober",
+		Name:      "probe_duration_seconds",
+		Help:      "Duration in seconds for a probe response.",
+		Buckets:   prometheus.DefBuckets,
+	}, "probe_type", "container", "pod", "namespace")
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	if m.duration, err = promreg.Register(reg, "prober", m.duration); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return &metrics{total: total, duration: duration}, nil
 }
 
 // probeMetrics are one probe's series, resolved once at AddPod so a run

@@ -1,7 +1,8 @@
 // Package metrics holds the one registration rule the subsystems share: a
 // collector is registered on the Registerer the caller injects, and when an
 // identical one is already there (two managers on one registry), that one is
-// used, so their series add up instead of failing.
+// used, so their series add up instead of failing. [Registrar] applies it to
+// the metric vectors a subsystem creates.
 package metrics
 
 import (
@@ -28,4 +29,44 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, owner string, c
 		return c, fmt.Errorf("%s: register metrics: %w", owner, err)
 	}
 	return c, nil
+}
+
+// Registrar creates one subsystem's metric vectors and registers each as
+// Register does, keeping the first error for Err, so a constructor declares
+// its metrics without an error check per metric. It is meant for one
+// goroutine, the constructor's; the vectors it returns are safe for
+// concurrent use.
+type Registrar struct {
+	reg   prometheus.Registerer
+	owner string
+	err   error
+}
+
+// NewRegistrar returns a Registrar for owner's metrics on reg; a nil reg
+// registers nothing.
+func NewRegistrar(reg prometheus.Registerer, owner string) *Registrar {
+	return &Registrar{reg: reg, owner: owner}
+}
+
+// CounterVec returns a counter vector of opts partitioned by labels: the one
+// registered, or an identical one already there. After an error the vector
+// is usable but unregistered.
+func (r *Registrar) CounterVec(opts prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
+	return register(r, prometheus.NewCounterVec(opts, labels))
+}
+
+// HistogramVec is CounterVec for a histogram vector.
+func (r *Registrar) HistogramVec(opts prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
+	return register(r, prometheus.NewHistogramVec(opts, labels))
+}
+
+// Err returns the first registration error, or nil.
+func (r *Registrar) Err() error { return r.err }
+
+func register[C prometheus.Collector](r *Registrar, c C) C {
+	c, err := Register(r.reg, r.owner, c)
+	if r.err == nil {
+		r.err = err
+	}
+	return c
 }
