@@ -150,8 +150,8 @@ func (r *bareResult) cpuPerRequest() time.Duration {
 
 // bareClient is the floor: a plain net/http client, one fresh connection
 // per request, nothing else.
-func bareClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}, Timeout: time.Second}
+func bareClient(timeout time.Duration) *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}, Timeout: timeout}
 }
 
 func bareGet(c *http.Client, url string) error {
@@ -167,52 +167,32 @@ func bareGet(c *http.Client, url string) error {
 	return err
 }
 
-// bareLoop makes rate requests per second for d, spread over the targets,
-// from workers goroutines that each wait for their slot.
-func bareLoop(ctx context.Context, urls []string, rate float64, d time.Duration, workers int) *bareResult {
-	c := bareClient()
+// bareLoop makes plain HTTP requests, spread over the urls, from workers
+// goroutines for d, each request timing out after timeout. With a positive
+// interval the requests are paced, one per interval, each worker waiting for
+// its slot (and their start lateness measured); with 0 they go back to back:
+// the highest rate a plain client reaches on this machine.
+func bareLoop(ctx context.Context, urls []string, interval, d, timeout time.Duration, workers int) *bareResult {
+	c := bareClient(timeout)
 	r := &bareResult{}
 	var reqs, errs atomic.Int64
 	start := time.Now()
 	cpu0 := cpuTime()
-	interval := time.Duration(float64(time.Second) / rate)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			for slot := w; ; slot += workers {
-				due := start.Add(time.Duration(slot) * interval)
-				if due.Sub(start) >= d || ctx.Err() != nil {
+			for slot := w; ctx.Err() == nil; slot += workers {
+				if interval > 0 {
+					due := start.Add(time.Duration(slot) * interval)
+					if due.Sub(start) >= d {
+						return
+					}
+					time.Sleep(time.Until(due))
+					r.Lateness.add(time.Since(due))
+				} else if time.Since(start) >= d {
 					return
 				}
-				time.Sleep(time.Until(due))
-				r.Lateness.add(time.Since(due))
 				if err := bareGet(c, urls[slot%len(urls)]); err != nil {
-					errs.Add(1)
-				}
-				reqs.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	r.CPU = cpuTime() - cpu0
-	r.Elapsed = time.Since(start)
-	r.Requests, r.Errors = reqs.Load(), errs.Load()
-	return r
-}
-
-// bareMax makes requests back to back from workers goroutines for d: the
-// highest rate a plain client reaches on this machine.
-func bareMax(ctx context.Context, urls []string, d time.Duration, workers int) *bareResult {
-	c := bareClient()
-	r := &bareResult{}
-	var reqs, errs atomic.Int64
-	start := time.Now()
-	cpu0 := cpuTime()
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; time.Since(start) < d && ctx.Err() == nil; i += workers {
-				if err := bareGet(c, urls[i%len(urls)]); err != nil {
 					errs.Add(1)
 				}
 				reqs.Add(1)
@@ -298,9 +278,10 @@ func (r *engineResult) cpuPerProbe() time.Duration {
 	return r.CPU / time.Duration(r.Runs)
 }
 
-// engineRun runs probes HTTP liveness probes with the given period against
+// engineRun runs probes HTTP liveness probes with the given period and
+// timeout (whole seconds) against
 // the targets (host:port) for d, sampling resources every sampleEvery.
-func engineRun(ctx context.Context, targets []string, ps portSet, probes int, period, d, sampleEvery time.Duration, concurrency int) (*engineResult, error) {
+func engineRun(ctx context.Context, targets []string, ps portSet, probes int, period, timeout, d, sampleEvery time.Duration, concurrency int) (*engineResult, error) {
 	r := &engineResult{Probes: probes, Period: period, Concurrency: concurrency, Reasons: &reasons{n: map[string]int{}}}
 	var runs atomic.Int64
 	status := make(staticStatus, probes)
@@ -328,8 +309,9 @@ func engineRun(ctx context.Context, targets []string, ps portSet, probes int, pe
 			Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{{
 				Name: "app",
 				LivenessProbe: &v1.Probe{
-					ProbeHandler:  v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt(port), Host: host}},
-					PeriodSeconds: int32(period / time.Second),
+					ProbeHandler:   v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt(port), Host: host}},
+					PeriodSeconds:  int32(period / time.Second),
+					TimeoutSeconds: int32(timeout / time.Second),
 				},
 			}}},
 		}

@@ -48,7 +48,9 @@ func TestSmoke(t *testing.T) {
 	const probes = 200
 	var out strings.Builder
 	err := report(t.Context(), &out, addrs, options{
-		probes: probes, period: time.Second, duration: 2 * time.Second, bareDuration: 300 * time.Millisecond,
+		// A generous timeout: the smoke test checks that every phase works, not
+		// how fast; on a loaded 2-core machine a 1s probe timeout can expire.
+		probes: probes, period: time.Second, timeout: 20 * time.Second, duration: 2 * time.Second, bareDuration: 300 * time.Millisecond,
 		searchMax: searchMax, maxStep: time.Second,
 	})
 	if err != nil {

@@ -37,6 +37,7 @@ func main() {
 		duration    = flag.Duration("duration", 0, "measured engine run (default 70s with -long, 5s without)")
 		bareDur     = flag.Duration("bare-duration", 0, "each bare-loop run (default 20s with -long, 3s without)")
 		servers     = flag.Int("servers", 16, "loopback HTTP servers (ports) the probes are spread over")
+		timeout     = flag.Duration("timeout", time.Second, "probe timeout (whole seconds; the API default is 1s) and bare-request timeout")
 		concurrency = flag.Int("concurrency", 0, "prober Config.Concurrency (0: the default)")
 		searchMax   = flag.Bool("max", false, "also search the highest probe rate with p99 lateness <= 10ms")
 		maxStep     = flag.Duration("max-step", 10*time.Second, "length of each step of the -max search")
@@ -87,7 +88,7 @@ func main() {
 	}
 	defer child()
 	err = report(ctx, os.Stdout, addrs, options{
-		probes: *probes, period: *period, duration: *duration, bareDuration: *bareDur,
+		probes: *probes, period: *period, timeout: *timeout, duration: *duration, bareDuration: *bareDur,
 		concurrency: *concurrency, searchMax: *searchMax, maxStep: *maxStep,
 	})
 	if err != nil {
@@ -153,6 +154,7 @@ func startServerProcess(n int) ([]string, func(), error) {
 type options struct {
 	probes       int
 	period       time.Duration
+	timeout      time.Duration // probe and bare-request timeout
 	duration     time.Duration
 	bareDuration time.Duration
 	concurrency  int
@@ -180,7 +182,7 @@ func report(ctx context.Context, w io.Writer, addrs []string, o options) error {
 	fmt.Fprintf(w, "GOMAXPROCS=%d, %s/%s, %s; %d servers on 127.0.0.1 in a child process\n\n",
 		runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), len(addrs))
 
-	e, err := engineRun(ctx, addrs, ps, o.probes, o.period, o.duration, 5*time.Second, o.concurrency)
+	e, err := engineRun(ctx, addrs, ps, o.probes, o.period, o.timeout, o.duration, 5*time.Second, o.concurrency)
 	if err != nil {
 		return err
 	}
@@ -204,13 +206,13 @@ func report(ctx context.Context, w io.Writer, addrs []string, o options) error {
 			return err
 		}
 	}
-	bare := bareLoop(ctx, urls, rate, o.bareDuration, 64)
+	bare := bareLoop(ctx, urls, time.Duration(float64(time.Second)/rate), o.bareDuration, o.timeout, 64)
 	bp50, bp99, _ := bare.Lateness.percentiles()
 	fmt.Fprintf(w, "bare loop, paced at %.0f req/s for %v: %d requests (%d errors), %.0f req/s, CPU/request %s, start lateness p50 %s p99 %s\n",
 		rate, o.bareDuration, bare.Requests, bare.Errors, bare.rate(), us(bare.cpuPerRequest()), ms(bp50), ms(bp99))
 	c1, s1 := timeWaitSockets(ps)
 	fmt.Fprintf(w, "TIME-WAIT sockets after the paced bare loop: client side %d, server side %d (before: %d, %d)\n", c1, s1, c0, s0)
-	bmax := bareMax(ctx, urls, o.bareDuration, 2*runtime.GOMAXPROCS(0))
+	bmax := bareLoop(ctx, urls, 0, o.bareDuration, o.timeout, 2*runtime.GOMAXPROCS(0))
 	fmt.Fprintf(w, "bare loop, back to back (%d goroutines) for %v: %.0f req/s (%d errors), CPU/request %s\n\n",
 		2*runtime.GOMAXPROCS(0), o.bareDuration, bmax.rate(), bmax.Errors, us(bmax.cpuPerRequest()))
 
@@ -230,7 +232,7 @@ func searchMax(ctx context.Context, w io.Writer, addrs []string, ps portSet, o o
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for r := 1000.0; r <= 20000 && ctx.Err() == nil; r *= 1.25 {
 		n := int(r)
-		e, err := engineRun(ctx, addrs, ps, n, time.Second, o.maxStep, o.maxStep, o.concurrency)
+		e, err := engineRun(ctx, addrs, ps, n, time.Second, o.timeout, o.maxStep, o.maxStep, o.concurrency)
 		if err != nil {
 			return err
 		}
