@@ -231,9 +231,9 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	}
 
 	m.mu.Lock()
-	rs := newResourceState()
-	if e := m.resources[res]; e != nil {
-		rs = e.load()
+	rs := m.resources[res]
+	if rs == nil {
+		rs = newResourceState()
 	}
 	m.pods.put(uid, ctr, res, &allocation{devices: rs.perNUMA(ch.devices), ids: ch.devices, resp: resp.ContainerResponses[0]})
 	// The reused devices are now held by this container as well.
@@ -268,11 +268,10 @@ func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred
 	if running {
 		return nil, nil, nil
 	}
-	e, ok := m.resources[res]
+	rs, ok := m.resources[res]
 	if !ok {
 		return nil, nil, fmt.Errorf("cannot allocate unregistered device %s: %w", res, ErrUnavailable)
 	}
-	rs := e.load()
 	if rs.healthy.Len() == 0 {
 		return nil, nil, fmt.Errorf("no healthy devices present; cannot allocate unhealthy devices %s: %w", res, ErrUnavailable)
 	}

@@ -29,9 +29,6 @@ type endpoint struct {
 	socket   string
 	client   rpcClient
 	opts     *pluginapi.DevicePluginOptions
-	// entry is the resource's state holder, set by install before the
-	// endpoint is published.
-	entry *resourceEntry
 	// cancel stops the endpoint's goroutine; safe to call more than once.
 	cancel context.CancelFunc
 }
@@ -140,35 +137,40 @@ func isSocket(path string) bool {
 // install makes ep the resource's endpoint, stopping the one it replaces.
 func (m *Manager) install(ep *endpoint) {
 	m.mu.Lock()
-	e := m.resources[ep.resource]
-	if e == nil {
-		e = newResourceEntry(newResourceState())
-		m.resources[ep.resource] = e
+	rs := m.resources[ep.resource]
+	if rs == nil {
+		rs = newResourceState()
+		m.resources[ep.resource] = rs
 	}
-	ep.entry = e
+	old := rs.ep
+	rs.ep, rs.stoppedAt = ep, time.Time{}
 	m.mu.Unlock()
-	var old *endpoint
-	e.update(func(cur *resourceState) *resourceState {
-		n := *cur
-		old, n.ep, n.stoppedAt = cur.ep, ep, time.Time{}
-		return &n
-	})
 	if old != nil {
 		old.cancel()
 	}
 	m.notify()
 }
 
+// ifCurrent calls set on ep's resource state under m.mu if ep is still the
+// resource's endpoint, and reports whether it did: the stream of a replaced
+// or removed endpoint can still deliver a message or end, and neither may
+// touch the resource.
+func (m *Manager) ifCurrent(ep *endpoint, set func(*resourceState)) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rs := m.resources[ep.resource]
+	if rs == nil || rs.ep != ep {
+		return false
+	}
+	set(rs)
+	return true
+}
+
 // updateDevices applies a ListAndWatch message from ep, if ep is still the
-// resource's endpoint. It takes no lock.
+// resource's endpoint. The message is read before taking m.mu.
 func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 	ds := newDeviceSets(devs)
-	if !ep.entry.update(func(cur *resourceState) *resourceState {
-		if cur.ep != ep {
-			return nil
-		}
-		return cur.withDevices(ds)
-	}) {
+	if !m.ifCurrent(ep, func(rs *resourceState) { rs.setDevices(ds) }) {
 		return
 	}
 	if ds.dropped > 0 {
@@ -181,12 +183,7 @@ func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 
 // stopped marks ep's resource unhealthy from now, if ep is still current.
 func (m *Manager) stopped(ep *endpoint, now time.Time) {
-	if ep.entry.update(func(cur *resourceState) *resourceState {
-		if cur.ep != ep {
-			return nil
-		}
-		return cur.withUnhealthy(now)
-	}) {
+	if m.ifCurrent(ep, func(rs *resourceState) { rs.setUnhealthy(now) }) {
 		m.notify()
 	}
 }

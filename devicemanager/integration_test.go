@@ -285,7 +285,7 @@ func TestIntelGPUPlugin(t *testing.T) {
 		t.Errorf("device nodes %q, want /dev/dri/...", paths)
 	}
 	env.m.mu.Lock()
-	preferred := env.m.resources[res].load().ep.opts.GetGetPreferredAllocationAvailable()
+	preferred := env.m.resources[res].ep.opts.GetGetPreferredAllocationAvailable()
 	env.m.mu.Unlock()
 	if !preferred {
 		t.Error("the GPU plugin did not advertise GetPreferredAllocation")

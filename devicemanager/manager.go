@@ -63,12 +63,13 @@ type Manager struct {
 	saverDone chan struct{}     // closed when the saver has exited
 	runOnce   sync.Once
 
-	// mu guards the fields below. It is never held across an RPC, file IO,
-	// a Deps call or a channel send.
+	// mu guards the fields below and the fields of the resource states. It
+	// is never held across an RPC, file IO, a Deps call or a channel send,
+	// and ListAndWatch updates hold it only to assign device sets built
+	// before they lock.
 	mu sync.Mutex
-	// resources maps a resource name to its state holder; the states
-	// themselves change without the lock (see resourceEntry).
-	resources map[string]*resourceEntry
+	// resources maps a resource name to its state.
+	resources map[string]*resourceState
 	pods      podDevices
 	used      inUse
 	// reuse holds, for the pod being admitted, the devices its
@@ -116,7 +117,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		changed:    make(chan struct{}, 1),
 		started:    make(chan struct{}),
 		saverDone:  make(chan struct{}),
-		resources:  map[string]*resourceEntry{},
+		resources:  map[string]*resourceState{},
 		pods:       podDevices{},
 		used:       inUse{},
 		reuse:      map[string]map[string]sets.Set[string]{},
@@ -164,7 +165,7 @@ func (m *Manager) restore(now time.Time) error {
 	for res := range st.Registered {
 		rs := newResourceState()
 		rs.stoppedAt = now
-		m.resources[res] = newResourceEntry(rs)
+		m.resources[res] = rs
 	}
 	m.log.Info("Restored device checkpoint", "path", m.checkpoint,
 		"entries", len(st.Entries), "resources", len(st.Registered))
@@ -400,8 +401,8 @@ func (m *Manager) checkpointState() (checkpoint.State, error) {
 	st := checkpoint.State{}
 	m.mu.Lock()
 	st.Registered = make(map[string][]string, len(m.resources))
-	for res, e := range m.resources {
-		ids := e.load().order
+	for res, rs := range m.resources {
+		ids := rs.order
 		if ids == nil {
 			ids = []string{}
 		}
@@ -450,8 +451,7 @@ func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList, removed []s
 	capacity, allocatable = v1.ResourceList{}, v1.ResourceList{}
 	var stop []*endpoint
 	m.mu.Lock()
-	for res, e := range m.resources {
-		rs := e.load()
+	for res, rs := range m.resources {
 		if rs.graceExpired(now, m.cfg.StopGracePeriod) {
 			delete(m.resources, res)
 			removed = append(removed, res)

@@ -67,11 +67,11 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	for _, res := range sortedKeys(byRes) {
 		a := byRes[res]
 		resps = append(resps, a.resp)
-		e := m.resources[res]
-		if e == nil {
+		rs := m.resources[res]
+		if rs == nil {
 			continue
 		}
-		ep := e.load().ep
+		ep := rs.ep
 		if ep == nil || !ep.opts.GetPreStartRequired() {
 			continue
 		}

@@ -316,21 +316,19 @@ func TestReRegistrationReplacesEndpoint(t *testing.T) {
 // or when the resource is unknown.
 func (e *testEnv) stoppedAt(res string) time.Time {
 	e.m.mu.Lock()
-	entry := e.m.resources[res]
-	e.m.mu.Unlock()
-	if entry == nil {
-		return time.Time{}
+	defer e.m.mu.Unlock()
+	if rs := e.m.resources[res]; rs != nil {
+		return rs.stoppedAt
 	}
-	return entry.load().stoppedAt
+	return time.Time{}
 }
 
 // endpoint returns the resource's current endpoint, nil if none.
 func (e *testEnv) endpoint(res string) *endpoint {
 	e.m.mu.Lock()
-	entry := e.m.resources[res]
-	e.m.mu.Unlock()
-	if entry == nil {
-		return nil
+	defer e.m.mu.Unlock()
+	if rs := e.m.resources[res]; rs != nil {
+		return rs.ep
 	}
-	return entry.load().ep
+	return nil
 }

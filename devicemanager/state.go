@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -13,44 +12,14 @@ import (
 	"github.com/nodekeeper/nodekeeper/devicemanager/checkpoint"
 )
 
-// resourceEntry holds one device resource's current state. A published
-// state is never modified: writers build a new one and swap it in with
-// compare-and-swap, so ListAndWatch updates never take Manager.mu and
-// readers get a consistent snapshot with one load.
-type resourceEntry struct {
-	cur atomic.Pointer[resourceState]
-}
-
-func newResourceEntry(st *resourceState) *resourceEntry {
-	e := &resourceEntry{}
-	e.cur.Store(st)
-	return e
-}
-
-func (e *resourceEntry) load() *resourceState { return e.cur.Load() }
-
-// update replaces the state with next(current) until no other writer
-// interferes. next returns nil to leave the state alone; update reports
-// whether it replaced it.
-func (e *resourceEntry) update(next func(cur *resourceState) *resourceState) bool {
-	for {
-		cur := e.cur.Load()
-		n := next(cur)
-		if n == nil {
-			return false
-		}
-		if e.cur.CompareAndSwap(cur, n) {
-			return true
-		}
-	}
-}
-
-// resourceState is what the Manager knows about one device resource at one
-// moment. Immutable once published in a resourceEntry.
+// resourceState is what the Manager knows about one device resource. Its
+// fields are guarded by Manager.mu. The sets, slices and maps they hold are
+// replaced, never modified in place, so a reader may keep one after
+// unlocking (the checkpoint writer keeps order).
 type resourceState struct {
 	healthy   sets.Set[string]
 	unhealthy sets.Set[string]
-	// order is healthy, sorted; shares nothing with other states.
+	// order is healthy, sorted.
 	order []string
 	// numa maps a device ID to the NUMA nodes it reported; absent or empty
 	// means no topology.
@@ -67,7 +36,7 @@ func newResourceState() *resourceState {
 }
 
 // deviceSets is a resource's device state built from one ListAndWatch
-// message, outside any lock.
+// message, outside any lock: under Manager.mu an update only assigns it.
 type deviceSets struct {
 	healthy   sets.Set[string]
 	unhealthy sets.Set[string]
@@ -119,25 +88,23 @@ func newDeviceSets(devs []*pluginapi.Device) deviceSets {
 	return ds
 }
 
-// withDevices returns a copy of r with the device sets of ds, connected.
-func (r *resourceState) withDevices(ds deviceSets) *resourceState {
-	n := *r
-	n.healthy, n.unhealthy, n.order, n.numa = ds.healthy, ds.unhealthy, ds.order, ds.numa
-	n.stoppedAt = time.Time{}
-	return &n
+// setDevices gives r the device sets of ds, connected. Call with
+// Manager.mu held.
+func (r *resourceState) setDevices(ds deviceSets) {
+	r.healthy, r.unhealthy, r.order, r.numa = ds.healthy, ds.unhealthy, ds.order, ds.numa
+	r.stoppedAt = time.Time{}
 }
 
-// withUnhealthy returns a copy of r with every device unhealthy. The stop
-// time is the first loss: failed reconnects do not extend the grace period.
-func (r *resourceState) withUnhealthy(now time.Time) *resourceState {
-	n := *r
-	n.unhealthy = r.unhealthy.Union(r.healthy)
-	n.healthy = sets.New[string]()
-	n.order = nil
-	if n.stoppedAt.IsZero() {
-		n.stoppedAt = now
+// setUnhealthy makes every device of r unhealthy. The stop time is the
+// first loss: failed reconnects do not extend the grace period. Call with
+// Manager.mu held.
+func (r *resourceState) setUnhealthy(now time.Time) {
+	r.unhealthy = r.unhealthy.Union(r.healthy)
+	r.healthy = sets.New[string]()
+	r.order = nil
+	if r.stoppedAt.IsZero() {
+		r.stoppedAt = now
 	}
-	return &n
 }
 
 // graceExpired reports whether the resource has been without a plugin for
