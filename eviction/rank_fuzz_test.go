@@ -13,9 +13,9 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// referenceOrder is the ranking's documented order, written as a plain
-// comparator over what the ranking saw (Usage): what Rank's packed keys and
-// radix sort must reproduce.
+// referenceOrder is the ranking's documented order as a plain comparator over
+// what the ranking saw (Usage), kept apart from Rank's own comparators: what
+// Rank must reproduce.
 func referenceOrder(s Signal, a, b Usage) int {
 	hasStats := func(u Usage) int { return map[bool]int{false: 0, true: 1}[u.HasStats] }
 	if s == SignalPIDAvailable {

@@ -2,8 +2,6 @@ package eviction
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -510,69 +508,9 @@ func TestPodStatsFunc(t *testing.T) {
 	}
 }
 
-// TestSortKeys checks the radix sort against a stable comparison sort on keys
-// that use every criteria and lo bit, that tie, that sit at the extremes, and that
-// look like rankings (few priorities, usages a few GiB apart), at sizes around the
-// small cases.
-func TestSortKeys(t *testing.T) {
-	t.Parallel()
-	rng := rand.New(rand.NewPCG(1, 2))
-	pick := func(vs ...uint64) func() uint64 { return func() uint64 { return vs[rng.IntN(len(vs))] } }
-	packed := func(criteria, lo func() uint64) func(i int) rankKey {
-		return func(i int) rankKey { return rankKey{hi: uint64(i)<<criteriaBits | criteria(), lo: lo()} }
-	}
-	gens := []struct {
-		name string
-		key  func(i int) rankKey
-	}{
-		{"random", packed(func() uint64 { return rng.Uint64() & criteriaMask }, rng.Uint64)},
-		{"ties", packed(pick(0, 1, 2), pick(0, 1, 2))},
-		{"extremes", packed(pick(0, criteriaMask), pick(0, 1, math.MaxUint64-1, math.MaxUint64))},
-		{"all equal", packed(pick(42), pick(7))},
-		{"ranking", func(i int) rankKey {
-			m := measurement{hasStats: rng.IntN(20) > 0, usage: rng.Int64N(8 << 30), request: rng.Int64N(8 << 30),
-				priority: []int32{-100, 0, 1000, 2000000000}[rng.IntN(4)]}
-			return m.key(i%2 == 0, i)
-		}},
-	}
-	for _, g := range gens {
-		for _, n := range []int{0, 1, 2, 3, 255, 256, 257, 1000, 5000} {
-			t.Run(fmt.Sprint(g.name, n), func(t *testing.T) {
-				keys := make([]rankKey, 2*n)
-				for i := range n {
-					keys[i] = g.key(i)
-				}
-				want := slices.Clone(keys[:n])
-				slices.SortStableFunc(want, func(a, b rankKey) int {
-					switch {
-					case a.hi&criteriaMask != b.hi&criteriaMask:
-						return compareUint(a.hi&criteriaMask, b.hi&criteriaMask)
-					case a.lo != b.lo:
-						return compareUint(a.lo, b.lo)
-					}
-					return 0
-				})
-				got := sortKeys(keys[:n], keys[n:])
-				for i := range n {
-					if got[i].index() != want[i].index() {
-						t.Fatalf("position %d holds key %d, want %d", i, got[i].index(), want[i].index())
-					}
-				}
-			})
-		}
-	}
-}
-
-func compareUint(a, b uint64) int {
-	if a < b {
-		return -1
-	}
-	return 1
-}
-
-// TestPodStatsFuncIndex looks up every pod of a Summary large enough for the
-// index to probe past collisions, with duplicate UIDs and names (the later entry
-// wins, as with a map), entries without UID, and one name in many namespaces.
+// TestPodStatsFuncIndex looks up every pod of a large Summary, with duplicate
+// UIDs and names (the later entry wins), entries without UID, and one name in
+// many namespaces.
 func TestPodStatsFuncIndex(t *testing.T) {
 	t.Parallel()
 	const n = 3000
