@@ -112,12 +112,12 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	evictions := prometheus.NewCounterVec(prometheus.CounterOpts{
+	reg := metrics.NewRegistrar(deps.Registerer, "eviction")
+	evictions := reg.CounterVec(prometheus.CounterOpts{
 		Name: "kubelet_evictions",
 		Help: "Cumulative number of pod evictions by eviction signal.",
-	}, []string{"eviction_signal"})
-	evictions, err := metrics.Register(deps.Registerer, "eviction", evictions)
-	if err != nil {
+	}, "eviction_signal")
+	if err := reg.Err(); err != nil {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, deps: deps, clock: deps.Clock, recorder: deps.Recorder,

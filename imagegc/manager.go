@@ -129,12 +129,12 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	removed := prometheus.NewCounterVec(prometheus.CounterOpts{
+	reg := metrics.NewRegistrar(deps.Registerer, "imagegc")
+	removed := reg.CounterVec(prometheus.CounterOpts{
 		Name: "kubelet_image_garbage_collected_total",
 		Help: "Total number of images garbage collected, by reason (age or space).",
-	}, []string{"reason"})
-	removed, err := metrics.Register(deps.Registerer, "imagegc", removed)
-	if err != nil {
+	}, "reason")
+	if err := reg.Err(); err != nil {
 		return nil, err
 	}
 	return &Manager{

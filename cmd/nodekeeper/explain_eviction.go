@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,37 +17,34 @@ import (
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
-type explainEvictionOpts struct {
-	pods, summary, config, signal, layout string
-	out                                   outputFlag
-}
-
 func newExplainEvictionCmd() *cobra.Command {
 	var o explainEvictionOpts
-	cmd := &cobra.Command{
-		Use:   "eviction --pods FILE --summary FILE [--config FILE] [--signal SIGNAL] [-o table|json]",
-		Short: "Show which thresholds are met and which pod node-pressure eviction picks",
-		Long: `Replays one eviction pass on a snapshot: PODS as 'kubectl get pods -o json|yaml' prints
+	cmd := explainCommand(&o.out,
+		"eviction --pods FILE --summary FILE [--config FILE] [--signal SIGNAL] [-o table|json]",
+		"Show which thresholds are met and which pod node-pressure eviction picks",
+		`Replays one eviction pass on a snapshot: PODS as 'kubectl get pods -o json|yaml' prints
 them, SUMMARY as 'kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary' prints it,
 and optionally the node's KubeletConfiguration file (default: the kubelet's defaults).
 Finished pods and pods bound to another node than the Summary's are left out, with a
 warning, so a cluster-wide 'kubectl get pods -A -o json' works too.
 A snapshot has no history, so every grace period is taken as elapsed.
 With --signal, the pods are ranked for that signal even when no threshold is met.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
-	}
+		o.run)
 	f := cmd.Flags()
 	f.StringVar(&o.pods, "pods", "", "pods file (PodList, List or Pod stream; JSON or YAML)")
 	f.StringVar(&o.summary, "summary", "", "kubelet stats Summary JSON")
 	f.StringVar(&o.config, "config", "", "KubeletConfiguration file (default: kubelet defaults)")
 	f.StringVar(&o.signal, "signal", "", "rank pods for this signal (e.g. memory.available) even if no threshold is met")
 	f.StringVar(&o.layout, "image-fs", "auto", "disk layout: auto (detect from the Summary), none, dedicated or split")
-	o.out.register(cmd)
 	return cmd
 }
 
-func (o *explainEvictionOpts) run(stdout, stderr io.Writer) error {
+type explainEvictionOpts struct {
+	pods, summary, config, signal, layout string
+	out                                   outputFlag
+}
+
+func (o *explainEvictionOpts) run(_ context.Context, stdout, stderr io.Writer) error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}

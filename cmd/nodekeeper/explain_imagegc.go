@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,17 +18,12 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
-type explainImageGCOpts struct {
-	images, containers, imagefs, records, config, now, sandbox, capacity, available string
-	out                                                                             outputFlag
-}
-
 func newExplainImageGCCmd() *cobra.Command {
 	var o explainImageGCOpts
-	cmd := &cobra.Command{
-		Use:   "imagegc --images FILE --containers FILE --imagefs FILE [--records FILE] [--config FILE] [--now TIME] [-o table|json]",
-		Short: "Show which images image garbage collection would remove, in which order, and why the others stay",
-		Long: `Replays one periodic image GC pass on a snapshot of a node:
+	cmd := explainCommand(&o.out,
+		"imagegc --images FILE --containers FILE --imagefs FILE [--records FILE] [--config FILE] [--now TIME] [-o table|json]",
+		"Show which images image garbage collection would remove, in which order, and why the others stay",
+		`Replays one periodic image GC pass on a snapshot of a node:
 IMAGES as 'crictl images -o json' prints them, CONTAINERS as 'crictl ps -a -o json'
 prints them (containers keep their images, exited ones too), and IMAGEFS either as
 'crictl imagefsinfo -o json' prints it, with --capacity (and optionally
@@ -38,9 +34,7 @@ without it every image was first detected long ago and never used.
 The policy comes from the KubeletConfiguration in --config (default: the
 kubelet's 85/80, 2m, no maximum age). The maximum age applies as if GC had been
 running longer than it.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr()) },
-	}
+		o.run)
 	f := cmd.Flags()
 	f.StringVar(&o.images, "images", "", "'crictl images -o json' output")
 	f.StringVar(&o.containers, "containers", "", "'crictl ps -a -o json' output")
@@ -51,7 +45,6 @@ running longer than it.`,
 	f.StringVar(&o.sandbox, "sandbox-image", "", "pod sandbox (pause) image reference, always kept")
 	f.StringVar(&o.capacity, "capacity", "", "image filesystem capacity (e.g. 100Gi), with crictl imagefsinfo input")
 	f.StringVar(&o.available, "available", "", "image filesystem available bytes (default: capacity minus used)")
-	o.out.register(cmd)
 	return cmd
 }
 
@@ -154,7 +147,12 @@ func parseBytes(flag, s string) (int64, error) {
 	return q.Value(), nil
 }
 
-func (o *explainImageGCOpts) run(stdout, stderr io.Writer) error {
+type explainImageGCOpts struct {
+	images, containers, imagefs, records, config, now, sandbox, capacity, available string
+	out                                                                             outputFlag
+}
+
+func (o *explainImageGCOpts) run(_ context.Context, stdout, stderr io.Writer) error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,20 +15,14 @@ import (
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
-// explainOOMOpts holds the flags of explain oom.
-type explainOOMOpts struct {
-	pods, capacity string
-	out            outputFlag
-}
-
 // newExplainOOMCmd returns the explain oom command: it prints the QoS class and
 // oom_score_adj of every container of every pod in a snapshot.
 func newExplainOOMCmd() *cobra.Command {
 	var o explainOOMOpts
-	cmd := &cobra.Command{
-		Use:   "oom --pods FILE --memory-capacity QTY [-o table|json]",
-		Short: "Show the QoS class and oom_score_adj of every container",
-		Long: `Computes, for every init (including sidecar) and regular container of every pod in
+	cmd := explainCommand(&o.out,
+		"oom --pods FILE --memory-capacity QTY [-o table|json]",
+		"Show the QoS class and oom_score_adj of every container",
+		`Computes, for every init (including sidecar) and regular container of every pod in
 PODS (as 'kubectl get pods -o json|yaml' prints them), the QoS class and the
 oom_score_adj the kubelet gives it on a node with the given memory capacity (the
 node's status.capacity.memory, e.g. 30Gi). Rows follow the file's pod order and,
@@ -37,13 +32,10 @@ Guaranteed and node-critical pods get -997, BestEffort pods 1000, and Burstable
 containers 1000 - 1000*request/capacity, kept within 3..999. REQUEST is the
 container's memory request (its limit when no request is set); a pod-level memory
 request not assigned to containers is shared among them on top of it.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.OutOrStdout()) },
-	}
+		o.run)
 	f := cmd.Flags()
 	f.StringVar(&o.pods, "pods", "", "pods file (PodList, List or Pod stream; JSON or YAML)")
 	f.StringVar(&o.capacity, "memory-capacity", "", "node memory capacity as a quantity, e.g. 30Gi")
-	o.out.register(cmd)
 	return cmd
 }
 
@@ -59,7 +51,13 @@ type oomRow struct {
 	request string // memory request for the table, "-" when none
 }
 
-func (o *explainOOMOpts) run(stdout io.Writer) error {
+// explainOOMOpts holds the flags of explain oom.
+type explainOOMOpts struct {
+	pods, capacity string
+	out            outputFlag
+}
+
+func (o *explainOOMOpts) run(_ context.Context, stdout, _ io.Writer) error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}

@@ -24,17 +24,12 @@ import (
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
-type explainPreemptionOpts struct {
-	pods, pod, node, allocatable, config, capacity string
-	out                                            outputFlag
-}
-
 func newExplainPreemptionCmd() *cobra.Command {
 	var o explainPreemptionOpts
-	cmd := &cobra.Command{
-		Use:   "preemption --pods FILE --pod FILE (--allocatable LIST | [--config FILE] --capacity LIST) [-o table|json]",
-		Short: "Show whether a pod would be admitted and which pods a critical pod would preempt",
-		Long: `Replays the admission of one new pod on a snapshot: the node's running pods (--pods) and
+	cmd := explainCommand(&o.out,
+		"preemption --pods FILE --pod FILE (--allocatable LIST | [--config FILE] --capacity LIST) [-o table|json]",
+		"Show whether a pod would be admitted and which pods a critical pod would preempt",
+		`Replays the admission of one new pod on a snapshot: the node's running pods (--pods) and
 the new pod (--pod), both as 'kubectl get pods -o json|yaml' prints them. Pods in phase
 Succeeded or Failed are not active and are left out, as is the new pod if it is listed,
 and so are pods bound to another node than --node (default: the new pod's
@@ -44,16 +39,12 @@ The node's allocatable resources are given either directly, with --allocatable, 
 kubelet computes them: --capacity minus the kubeReserved, systemReserved and hard
 memory.available / nodefs.available eviction thresholds of the KubeletConfiguration in
 --config (the kubelet's defaults without --config). A LIST is NAME=QUANTITY,... for
-example cpu=4,memory=16Gi,pods=110,nvidia.com/gpu=2; pods defaults to maxPods (` + strconv.Itoa(nodeapi.DefaultMaxPods) + `).
+example cpu=4,memory=16Gi,pods=110,nvidia.com/gpu=2; pods defaults to maxPods (`+strconv.Itoa(nodeapi.DefaultMaxPods)+`).
 
 If the pod does not fit and is critical (a static or mirror pod, or priority >=
 2000000000), the pods the kubelet would preempt are listed in the order it kills them.
 Nothing is killed: this is a dry run of the same admission code nodekeeper runs.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
-	}
+		o.run)
 	f := cmd.Flags()
 	f.StringVar(&o.pods, "pods", "", "running pods file (PodList, List or Pod stream; JSON or YAML)")
 	f.StringVar(&o.pod, "pod", "", "the new pod (one Pod; JSON or YAML)")
@@ -61,8 +52,12 @@ Nothing is killed: this is a dry run of the same admission code nodekeeper runs.
 	f.StringVar(&o.allocatable, "allocatable", "", "node allocatable resources, NAME=QUANTITY,...")
 	f.StringVar(&o.config, "config", "", "KubeletConfiguration file for reservations (with --capacity)")
 	f.StringVar(&o.capacity, "capacity", "", "node capacity, NAME=QUANTITY,... (allocatable is derived from it)")
-	o.out.register(cmd)
 	return cmd
+}
+
+type explainPreemptionOpts struct {
+	pods, pod, node, allocatable, config, capacity string
+	out                                            outputFlag
 }
 
 func (o *explainPreemptionOpts) run(ctx context.Context, stdout, stderr io.Writer) error {
