@@ -32,8 +32,9 @@ func PreemptedStatus() v1.PodStatus {
 }
 
 // Plan is preemption's decision for one pod: the pods to kill so that it fits. It
-// is a plain value; making it happen is the caller's job ([Executor] does it as the
-// kubelet does). Nothing in a Plan is shared with the Handler that made it.
+// is a plain value the Handler keeps no reference to; making it happen is the
+// caller's job ([Executor] does it as the kubelet does). Its pods are the ones
+// ActivePods returned, not copies: nobody may modify them through the Plan.
 type Plan struct {
 	// Preemptor is the pod being admitted.
 	Preemptor *v1.Pod

@@ -1,9 +1,9 @@
 package preemption
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -38,9 +38,8 @@ var ErrNoVictims = errors.New("no set of running pods found to reclaim resources
 // Requirements with Quantity <= 0 are already met and ignored.
 //
 // Requests are the ones Request returns. Unlike the kubelet, SelectVictims computes
-// each pod's requests once and evaluates the distance once per distinct request
-// shape rather than once per pod, so a greedy step costs O(shapes) instead of
-// O(pods) request computations.
+// each pod's requests once, up front, so a greedy step scans integers instead of
+// recomputing every candidate's requests from its spec.
 func SelectVictims(preemptor *v1.Pod, pods []*v1.Pod, reqs Requirements) ([]*v1.Pod, error) {
 	s := newSelection(reqs)
 	var byClass [3][]int32 // candidate indices per QoS class, in input order
@@ -177,91 +176,37 @@ func (s *selection) requirements(ns []need) Requirements {
 	return out
 }
 
-// shape is a set of candidates with identical requests: they are at the same
-// distance from any requirement and tie on memory and cpu.
-type shape struct {
-	first int32 // a candidate of this shape, to read the requests from
-	// slots is a max-heap of the slots (positions in the kubelet's candidate slice)
-	// that hold candidates of this shape.
-	slots []int32
-}
-
 // byDistance picks victims among cands until ns is met, with the kubelet's greedy
-// rule (see SelectVictims). It returns candidate indices in the order chosen.
+// rule (see SelectVictims), and returns candidate indices in the order chosen. It
+// follows the rule directly: every step scans the candidates left, in the order
+// of the kubelet's candidate slice, keeps the first one that no later one beats or
+// ties (so ties go to the pod scanned last), and removes it by moving the last
+// candidate into its slot. cands is not modified.
 func (s *selection) byDistance(cands []int32, ns []need) ([]int32, error) {
 	if len(ns) == 0 {
 		return nil, nil
 	}
-	// Group candidates by request shape.
-	shapes := make([]shape, 0)
-	index := make(map[string]int32)
-	shapeOf := make([]int32, len(cands)) // slot -> shape
-	at := make([]int32, len(cands))      // slot -> candidate
-	key := make([]byte, 0, 8*(len(s.reqs)+2))
-	for slot, i := range cands {
-		key = key[:0]
-		for j := range s.reqs {
-			key = binary.LittleEndian.AppendUint64(key, uint64(s.request(i, j)))
-		}
-		key = binary.LittleEndian.AppendUint64(key, uint64(s.mem[i]))
-		key = binary.LittleEndian.AppendUint64(key, uint64(s.cpu[i]))
-		id, ok := index[string(key)]
-		if !ok {
-			id = int32(len(shapes))
-			index[string(key)] = id
-			shapes = append(shapes, shape{first: i})
-		}
-		shapes[id].slots = append(shapes[id].slots, int32(slot)) // ascending: a valid max-heap only after heapify
-		shapeOf[slot] = id
-		at[slot] = i
-	}
-	live := make([]int32, len(shapes)) // shapes with candidates left
-	for id := range shapes {
-		heapify(shapes[id].slots)
-		live[id] = int32(id)
-	}
-
+	left := slices.Clone(cands)
 	var victims []int32
-	n := int32(len(cands)) // slots in use
 	for len(ns) > 0 {
-		if n == 0 {
+		if len(left) == 0 {
 			return nil, fmt.Errorf("%w: %s", ErrNoVictims, s.requirements(ns))
 		}
-		best := -1 // index into live
-		var bestDist float64
-		for k, id := range live {
-			sh := &shapes[id]
-			d := s.distance(sh.first, ns)
-			if best < 0 {
-				best, bestDist = k, d
-				continue
-			}
-			b := &shapes[live[best]]
-			if less(d, s.mem[sh.first], s.cpu[sh.first], bestDist, s.mem[b.first], s.cpu[b.first]) ||
-				(d == bestDist && s.mem[sh.first] == s.mem[b.first] && s.cpu[sh.first] == s.cpu[b.first] && sh.slots[0] > b.slots[0]) {
+		best := 0
+		bestDist := s.distance(left[0], ns)
+		for k := 1; k < len(left); k++ {
+			i, b := left[k], left[best]
+			d := s.distance(i, ns)
+			if !less(bestDist, s.mem[b], s.cpu[b], d, s.mem[i], s.cpu[i]) {
 				best, bestDist = k, d
 			}
 		}
-		id := live[best]
-		sh := &shapes[id]
-		slot := sh.slots[0]
-		victim := at[slot]
+		victim := left[best]
 		victims = append(victims, victim)
 		ns = s.subtract(ns, []int32{victim})
-
-		// Remove the victim's slot and move the last slot's candidate into it.
-		sh.slots = popMax(sh.slots)
-		last := n - 1
-		if slot != last {
-			moved := &shapes[shapeOf[last]]
-			moved.slots = pushMax(popMax(moved.slots), slot) // last is the largest slot of its shape
-			at[slot], shapeOf[slot] = at[last], shapeOf[last]
-		}
-		n--
-		if len(sh.slots) == 0 {
-			live[best] = live[len(live)-1]
-			live = live[:len(live)-1]
-		}
+		last := len(left) - 1
+		left[best] = left[last]
+		left = left[:last]
 	}
 	return victims, nil
 }
@@ -289,51 +234,4 @@ func less(d1 float64, mem1, cpu1 int64, d2 float64, mem2, cpu2 int64) bool {
 		return mem1 < mem2
 	}
 	return cpu1 < cpu2
-}
-
-// heapify, popMax and pushMax maintain a binary max-heap of slots.
-func heapify(h []int32) {
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		siftDown(h, i)
-	}
-}
-
-func popMax(h []int32) []int32 {
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	if len(h) > 0 {
-		siftDown(h, 0)
-	}
-	return h
-}
-
-func pushMax(h []int32, v int32) []int32 {
-	h = append(h, v)
-	for i := len(h) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if h[parent] >= h[i] {
-			break
-		}
-		h[parent], h[i] = h[i], h[parent]
-		i = parent
-	}
-	return h
-}
-
-func siftDown(h []int32, i int) {
-	for {
-		big := i
-		if l := 2*i + 1; l < len(h) && h[l] > h[big] {
-			big = l
-		}
-		if r := 2*i + 2; r < len(h) && h[r] > h[big] {
-			big = r
-		}
-		if big == i {
-			return
-		}
-		h[i], h[big] = h[big], h[i]
-		i = big
-	}
 }
