@@ -46,8 +46,13 @@ func NewExecutor(d ExecutorDeps) (*Executor, error) {
 	if d.Killer == nil {
 		return nil, errors.New("preemption: nil Killer")
 	}
-	preemptions, err := metrics.Register(d.Registerer, "preemption", preemptionsCounter())
-	if err != nil {
+	reg := metrics.NewRegistrar(d.Registerer, "preemption")
+	preemptions := reg.CounterVec(prometheus.CounterOpts{
+		Subsystem: "kubelet",
+		Name:      "preemptions",
+		Help:      "Cumulative number of pod preemptions by preemption resource",
+	}, "preemption_signal")
+	if err := reg.Err(); err != nil {
 		return nil, err
 	}
 	e := &Executor{killer: d.Killer, recorder: d.Recorder, logger: slog.New(slog.DiscardHandler), preemptions: preemptions}
@@ -55,15 +60,6 @@ func NewExecutor(d ExecutorDeps) (*Executor, error) {
 		e.logger = d.Logger.With("subsystem", "preemption")
 	}
 	return e, nil
-}
-
-// preemptionsCounter returns a new kubelet_preemptions counter, the kubelet's.
-func preemptionsCounter() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Subsystem: "kubelet",
-		Name:      "preemptions",
-		Help:      "Cumulative number of pod preemptions by preemption resource",
-	}, []string{"preemption_signal"})
 }
 
 // Execute kills plan's victims in order and returns the pods killed, in that

@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Register registers c on reg and returns it, or returns the collector of the
+// registerCollector registers c on reg and returns it, or returns the collector of the
 // same description already registered. A nil reg leaves c unregistered. Any
 // other registration error is returned, prefixed with owner.
-func Register[C prometheus.Collector](reg prometheus.Registerer, owner string, c C) (C, error) {
+func registerCollector[C prometheus.Collector](reg prometheus.Registerer, owner string, c C) (C, error) {
 	if reg == nil {
 		return c, nil
 	}
@@ -31,8 +31,8 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, owner string, c
 	return c, nil
 }
 
-// Registrar creates one subsystem's metric vectors and registers each as
-// Register does, keeping the first error for Err, so a constructor declares
+// Registrar creates one subsystem's metric vectors and registers each by
+// the package rule, keeping the first error for Err, so a constructor declares
 // its metrics without an error check per metric. It is meant for one
 // goroutine, the constructor's; the vectors it returns are safe for
 // concurrent use.
@@ -64,7 +64,7 @@ func (r *Registrar) HistogramVec(opts prometheus.HistogramOpts, labels ...string
 func (r *Registrar) Err() error { return r.err }
 
 func register[C prometheus.Collector](r *Registrar, c C) C {
-	c, err := Register(r.reg, r.owner, c)
+	c, err := registerCollector(r.reg, r.owner, c)
 	if r.err == nil {
 		r.err = err
 	}

@@ -13,11 +13,11 @@ func TestRegisterSharesAnIdenticalCollector(t *testing.T) {
 	newVec := func() *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x_total", Help: "x"}, []string{"l"})
 	}
-	a, err := Register(reg, "test", newVec())
+	a, err := registerCollector(reg, "test", newVec())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Register(reg, "test", newVec())
+	b, err := registerCollector(reg, "test", newVec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,10 +25,10 @@ func TestRegisterSharesAnIdenticalCollector(t *testing.T) {
 		t.Error("second registration did not return the first collector")
 	}
 	other := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x_total", Help: "different help"}, []string{"l"})
-	if _, err := Register(reg, "test", other); err == nil {
+	if _, err := registerCollector(reg, "test", other); err == nil {
 		t.Error("a conflicting collector registered")
 	}
-	if c, err := Register(nil, "test", newVec()); err != nil || c == nil {
+	if c, err := registerCollector(nil, "test", newVec()); err != nil || c == nil {
 		t.Errorf("nil registerer: %v, %v", c, err)
 	}
 }
