@@ -1,6 +1,7 @@
 // Package node is nodekeeper's composition root: it builds the node-level
 // managers — the eviction manager, image GC, container GC, the admission chain
-// with critical-pod preemption — from a resolved KubeletConfiguration and the
+// with critical-pod preemption, and, when asked for, the device manager and the
+// prober — from a resolved KubeletConfiguration and the
 // collaborators that differ between a real node and a simulated one, and runs
 // their loops. `nodekeeper simulate` builds it with a scripted node on a virtual
 // clock; `nodekeeper run` builds it with containerd, the stats provider and the
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -20,12 +22,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
+	"github.com/nodekeeper/nodekeeper/devicemanager"
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
+	"github.com/nodekeeper/nodekeeper/prober"
 )
 
 // Runtime is the part of CRI the node-level managers use: images for image GC,
@@ -75,6 +79,12 @@ type Collaborators struct {
 	Clock clock.WithTicker
 	// Statfs measures the image filesystem for image GC; nil is statfs(2).
 	Statfs func(path string) (imagegc.FsStats, error)
+	// PodStatus, when set, gives the prober the pods' current status; the
+	// prober is built only with it.
+	PodStatus prober.PodStatusGetter
+	// Exec runs exec probes in containers (prober.NewExec over CRI); nil
+	// refuses pods with exec probes.
+	Exec prober.Runner
 	// Logger receives the managers' logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer, when set, gets every manager's metrics.
@@ -95,6 +105,11 @@ type Options struct {
 	// Layout, when set, is the node's disk layout; nil detects it from the
 	// first Summary.
 	Layout *eviction.DiskLayout
+	// DevicePlugins, when set, configures the device manager, which serves
+	// the device-plugin API in DevicePlugins.Dir; nil builds none.
+	DevicePlugins *devicemanager.Config
+	// Prober configures the prober, when Collaborators.PodStatus is set.
+	Prober prober.Config
 }
 
 // Node holds the built managers. Its fields are set by New and never changed;
@@ -108,6 +123,11 @@ type Node struct {
 	Admission *admission.Chain
 	// Preemption carries out admission's preemption plans through the Killer.
 	Preemption *preemption.Executor
+	// Devices is the device manager, nil unless Options.DevicePlugins is set.
+	// Its allocatable device resources are part of admission's allocatable.
+	Devices *devicemanager.Manager
+	// Probes is the prober, nil unless Collaborators.PodStatus is set.
+	Probes *prober.Manager
 }
 
 // Loop is one of the managers' periodic loops.
@@ -156,28 +176,50 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: eviction: %w", err)
 	}
-	chain, err := admission.New(admission.Deps{
+	n := &Node{Eviction: ev, Images: images, Containers: containers}
+	if opts.DevicePlugins != nil {
+		n.Devices, err = devicemanager.New(*opts.DevicePlugins, devicemanager.Deps{
+			Logger: c.Logger, ActivePods: c.Pods.ActivePods, Registerer: c.Registerer, Clock: c.Clock,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	if c.PodStatus != nil {
+		n.Probes, err = prober.New(opts.Prober, prober.Deps{
+			Status: c.PodStatus, Exec: c.Exec, Logger: c.Logger, Recorder: c.Recorder,
+			Registerer: c.Registerer, Clock: c.Clock,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	deps := admission.Deps{
 		ActivePods: c.Pods.ActivePods,
 		Conditions: ev,
-		Node:       allocatable(cfg, c.Capacity, c.NodeObject),
+		Node:       n.allocatable(cfg, c.Capacity, c.NodeObject),
 		Preemption: true,
-	})
-	if err != nil {
+	}
+	if n.Devices != nil {
+		deps.Devices = n.Devices
+	}
+	if n.Admission, err = admission.New(deps); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	pre, err := preemption.NewExecutor(preemption.ExecutorDeps{
+	n.Preemption, err = preemption.NewExecutor(preemption.ExecutorDeps{
 		Killer: c.Killer, Recorder: c.Recorder, Logger: c.Logger, Registerer: c.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	return &Node{Eviction: ev, Images: images, Containers: containers, Admission: chain, Preemption: pre}, nil
+	return n, nil
 }
 
 // allocatable returns admission's view of the node: allocatable as the kubelet
 // computes it from capacity and the configuration's reservations, with pods
-// defaulting to maxPods when capacity does not say.
-func allocatable(cfg *config.Config, capacity func() (v1.ResourceList, error), object func() *v1.Node) func() (admission.Node, error) {
+// defaulting to maxPods when capacity does not say, and the device plugins'
+// healthy devices.
+func (n *Node) allocatable(cfg *config.Config, capacity func() (v1.ResourceList, error), object func() *v1.Node) func() (admission.Node, error) {
 	return func() (admission.Node, error) {
 		c, err := capacity()
 		if err != nil {
@@ -186,6 +228,10 @@ func allocatable(cfg *config.Config, capacity func() (v1.ResourceList, error), o
 		alloc := admission.NodeAllocatable(c, cfg.KubeReserved, cfg.SystemReserved, cfg.Eviction.Thresholds)
 		if _, ok := alloc[v1.ResourcePods]; !ok {
 			alloc[v1.ResourcePods] = *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI)
+		}
+		if n.Devices != nil {
+			_, devices, _ := n.Devices.Capacity()
+			maps.Copy(alloc, devices)
 		}
 		n := admission.Node{Allocatable: alloc}
 		if object != nil {
@@ -196,13 +242,21 @@ func allocatable(cfg *config.Config, capacity func() (v1.ResourceList, error), o
 }
 
 // Loops returns the managers' loops in a fixed order: eviction, container GC,
-// image GC. Each follows the one-timer discipline of its Run method.
+// image GC (each following the one-timer discipline of its Run method), then
+// the device manager and the prober when they were built.
 func (n *Node) Loops() []Loop {
-	return []Loop{
+	loops := []Loop{
 		{Name: "eviction", Run: n.Eviction.Run},
 		{Name: "containergc", Run: n.Containers.Run},
 		{Name: "imagegc", Run: n.Images.Run},
 	}
+	if n.Devices != nil {
+		loops = append(loops, Loop{Name: "devicemanager", Run: n.Devices.Run})
+	}
+	if n.Probes != nil {
+		loops = append(loops, Loop{Name: "prober", Run: n.Probes.Run})
+	}
+	return loops
 }
 
 // Run runs every loop until ctx ends or one fails, and returns after all have

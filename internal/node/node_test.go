@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -12,9 +13,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodekeeper/nodekeeper/devicemanager"
+	"github.com/nodekeeper/nodekeeper/devicemanager/plugintest"
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -170,4 +175,76 @@ func TestAllocatablePodsDefault(t *testing.T) {
 	if resp := n.Admission.Admit(t.Context(), second); resp.Admit || resp.Reason != "InvalidNodeInfo" {
 		t.Errorf("without capacity: %+v, want InvalidNodeInfo", resp)
 	}
+}
+
+// TestDevicePlugins builds the node with the device manager: a device plugin
+// registers over the real unix socket, its healthy devices become part of
+// admission's allocatable, and a pod asking for more than there are is
+// rejected with the kubelet's reason.
+func TestDevicePlugins(t *testing.T) {
+	t.Parallel()
+	const gpu = "example.com/gpu"
+	dir := t.TempDir()
+	var killed []nodeapi.KillRequest
+	n, err := New(config.Default(), Options{DevicePlugins: &devicemanager.Config{Dir: dir}}, collaborators(&stats{}, &pods{}, &killed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := len(n.Loops()); names != 4 || n.Loops()[3].Name != "devicemanager" {
+		t.Fatalf("loops: %d, want the device manager's too", names)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	// The device manager clears its directory before it serves: wait until its
+	// registration server answers (it rejects this request) before the plugin
+	// makes its socket there.
+	sock := filepath.Join(dir, devicemanager.SocketName)
+	if err := plugintest.RegisterAs(ctx, sock, &pluginapi.RegisterRequest{Version: "v0"}); err == nil {
+		t.Fatal("a registration with version v0 was accepted")
+	}
+	stub := plugintest.New(filepath.Join(dir, "gpu.sock"), []*pluginapi.Device{
+		{ID: "g0", Health: pluginapi.Healthy}, {ID: "g1", Health: pluginapi.Healthy},
+	}, nil, plugintest.Funcs{})
+	if err := stub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stub.Stop()
+	if err := stub.Register(ctx, sock, gpu); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, alloc, _ := n.Devices.Capacity(); alloc.Name(gpu, resource.DecimalSI).Value() == 2 {
+			break
+		}
+		select {
+		case <-n.Devices.Changed():
+		case <-ctx.Done():
+			t.Fatal("the plugin's devices never showed up")
+		}
+	}
+	ask := func(count string) admissionResult {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g" + count, UID: types.UID("g" + count)},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+				Requests: v1.ResourceList{gpu: resource.MustParse(count)}, Limits: v1.ResourceList{gpu: resource.MustParse(count)}}}}}}
+		r := n.Admission.Admit(ctx, pod)
+		return admissionResult{r.Admit, r.Reason}
+	}
+	if got := ask("2"); !got.admit {
+		t.Errorf("2 of 2 devices: %+v, want admitted", got)
+	}
+	if got := ask("3"); got.admit || got.reason != "OutOf"+gpu {
+		t.Errorf("3 of 2 devices: %+v, want OutOf%s", got, gpu)
+	}
+}
+
+type admissionResult struct {
+	admit  bool
+	reason string
 }
