@@ -252,6 +252,7 @@ func (s *sim) admit(ctx context.Context, pod *v1.Pod) {
 func (s *sim) do(ctx context.Context, a Action) {
 	var freed int64
 	var err error
+	s.n.freed = 0
 	images, containers := s.mgrs.Images, s.mgrs.Containers
 	switch a.Name {
 	case "evictionPass":
@@ -260,18 +261,14 @@ func (s *sim) do(ctx context.Context, a Action) {
 		}
 		s.observePass(func() { s.mgrs.Eviction.Pass(ctx) })
 	case "detectImages":
-		s.n.freed = 0
 		err = images.Detect(ctx)
 	case "garbageCollectImages":
-		s.n.freed = 0
 		err = images.GarbageCollect(ctx)
 	case "deleteUnusedImages":
-		s.n.freed = 0
 		err = images.DeleteUnusedImages(ctx)
 	case "freeImageSpace":
 		freed, err = images.FreeSpace(ctx, a.Bytes)
 	case "garbageCollectContainers":
-		s.n.freed = 0
 		err = containers.GarbageCollect(ctx, false)
 	}
 	if a.Name != "freeImageSpace" {
