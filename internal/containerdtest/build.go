@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
 
@@ -32,14 +33,10 @@ var build = sync.OnceValues(func() (string, error) { return toolbuild.Build(cont
 // CI=true it fails t instead, and a failed build always fails t.
 func BuildContainerd(t testing.TB) string {
 	t.Helper()
-	ci := os.Getenv("CI") == "true"
 	if os.Geteuid() != 0 {
-		if ci {
-			t.Fatal("CI=true but the containerd integration test cannot run: it needs root")
-		}
-		t.Skip("skipping containerd integration test: it needs root")
+		integration.Require(t, "containerd tests need root")
 	}
-	if testing.Short() && !ci {
+	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("skipping the containerd 1.7 build in -short mode")
 	}
 	dir, err := build()

@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 // Namespace is the containerd namespace the CRI plugin uses.
@@ -95,12 +96,7 @@ func Start(t testing.TB) *Containerd {
 // imported. Everything is cleaned up when t ends.
 func StartWith(t testing.TB, opts Options) *Containerd {
 	t.Helper()
-	if why := available(opts.BinDir); why != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but the containerd integration test cannot run: %s", why)
-		}
-		t.Skipf("skipping containerd integration test: %s", why)
-	}
+	integration.Require(t, available(opts.BinDir))
 	// A short directory: the socket path must stay under 108 bytes.
 	dir, err := os.MkdirTemp("/tmp", "nkctd-")
 	if err != nil {
