@@ -26,6 +26,10 @@ const (
 //
 //	The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi.
 //	Container app was using 1800Mi, request is 1Gi, has larger consumption of memory.
+//
+// Every container the pod declares in spec.containers or spec.initContainers
+// (sidecars included) whose usage exceeds its request is named, in the order of
+// the pod's stats; ephemeral containers, which cannot declare requests, never are.
 func Message(r v1.ResourceName, pod *v1.Pod, stats StatsFunc, met []Threshold, obs Observations) (string, map[string]string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "The node was low on resource: %s. ", r)
@@ -36,28 +40,26 @@ func Message(r v1.ResourceName, pod *v1.Pod, stats StatsFunc, met []Threshold, o
 	if ps, ok := stats(pod); ok && ps != nil {
 		for i := range ps.Containers {
 			cs := &ps.Containers[i]
-			for j := range pod.Spec.Containers {
-				c := &pod.Spec.Containers[j]
-				if c.Name != cs.Name {
-					continue
+			c := declaredContainer(pod, cs.Name)
+			if c == nil {
+				continue
+			}
+			req := c.Resources.Requests[r]
+			var usage *resource.Quantity
+			switch r {
+			case v1.ResourceEphemeralStorage:
+				if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil && cs.Logs != nil && cs.Logs.UsedBytes != nil {
+					usage = resource.NewQuantity(quantity.AddSat(quantity.Int64Sat(*cs.Rootfs.UsedBytes), quantity.Int64Sat(*cs.Logs.UsedBytes)), resource.BinarySI)
 				}
-				req := c.Resources.Requests[r]
-				var usage *resource.Quantity
-				switch r {
-				case v1.ResourceEphemeralStorage:
-					if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil && cs.Logs != nil && cs.Logs.UsedBytes != nil {
-						usage = resource.NewQuantity(quantity.AddSat(quantity.Int64Sat(*cs.Rootfs.UsedBytes), quantity.Int64Sat(*cs.Logs.UsedBytes)), resource.BinarySI)
-					}
-				case v1.ResourceMemory:
-					if cs.Memory != nil && cs.Memory.WorkingSetBytes != nil {
-						usage = resource.NewQuantity(quantity.Int64Sat(*cs.Memory.WorkingSetBytes), resource.BinarySI)
-					}
+			case v1.ResourceMemory:
+				if cs.Memory != nil && cs.Memory.WorkingSetBytes != nil {
+					usage = resource.NewQuantity(quantity.Int64Sat(*cs.Memory.WorkingSetBytes), resource.BinarySI)
 				}
-				if usage != nil && usage.Cmp(req) > 0 {
-					fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of %s. ", c.Name, usage, &req, r)
-					names = append(names, c.Name)
-					usages = append(usages, usage.String())
-				}
+			}
+			if usage != nil && usage.Cmp(req) > 0 {
+				fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of %s. ", c.Name, usage, &req, r)
+				names = append(names, c.Name)
+				usages = append(usages, usage.String())
 			}
 		}
 	}
@@ -66,4 +68,18 @@ func Message(r v1.ResourceName, pod *v1.Pod, stats StatsFunc, met []Threshold, o
 		OffendingContainersUsageKey: strings.Join(usages, ","),
 		StarvedResourceKey:          string(r),
 	}
+}
+
+// declaredContainer returns the container of pod's spec.containers or
+// spec.initContainers (restartable or not) named name, or nil. Names are unique
+// across both lists in a valid pod.
+func declaredContainer(pod *v1.Pod, name string) *v1.Container {
+	for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
 }

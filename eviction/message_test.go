@@ -67,11 +67,13 @@ func TestMessage(t *testing.T) {
 			wantAnn:  annotations("", "", "memory"),
 		},
 		{
-			name:     "offending containers in stats order; no request is 0; unknown and init containers ignored",
+			// Init containers are named as regular ones are; a container the spec
+			// does not declare is not.
+			name:     "offending containers in stats order; no request is 0; unknown containers ignored",
 			resource: v1.ResourceMemory,
 			pod: newTestPod("p",
 				withContainer("app", resources("memory", "1Gi"), nil),
-				withContainer("sidecar", resources("memory", "256Mi"), nil),
+				withContainer("helper", resources("memory", "256Mi"), nil),
 				withContainer("norequest", nil, nil),
 				withInitContainer("init", resources("memory", "1Mi"))),
 			stats: []statsapi.PodStats{newPodStats(newTestPod("p"),
@@ -79,13 +81,60 @@ func TestMessage(t *testing.T) {
 				ctrWorkingSet("ghost", "5Gi"),
 				ctrWorkingSet("init", "2Gi"),
 				ctrWorkingSet("app", "1500Mi"),
-				ctrWorkingSet("sidecar", "100Mi"))},
+				ctrWorkingSet("helper", "100Mi"))},
 			met: memMet,
 			obs: memObs,
 			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
 				"Container norequest was using 10Mi, request is 0, has larger consumption of memory. " +
+				"Container init was using 2Gi, request is 1Mi, has larger consumption of memory. " +
 				"Container app was using 1500Mi, request is 1Gi, has larger consumption of memory. ",
-			wantAnn: annotations("norequest,app", "10Mi,1500Mi", "memory"),
+			wantAnn: annotations("norequest,init,app", "10Mi,2Gi,1500Mi", "memory"),
+		},
+		{
+			name:     "sidecar over its memory request",
+			resource: v1.ResourceMemory,
+			pod: newTestPod("p",
+				withSidecar("proxy", resources("memory", "64Mi")),
+				withContainer("app", resources("memory", "1Gi"), nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("p"),
+				ctrWorkingSet("proxy", "300Mi"),
+				ctrWorkingSet("app", "512Mi"))},
+			met: memMet,
+			obs: memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Container proxy was using 300Mi, request is 64Mi, has larger consumption of memory. ",
+			wantAnn: annotations("proxy", "300Mi", "memory"),
+		},
+		{
+			name:     "init container over its ephemeral-storage request",
+			resource: v1.ResourceEphemeralStorage,
+			pod: newTestPod("p",
+				withInitContainer("fetch", resources("ephemeral-storage", "100Mi")),
+				withContainer("app", resources("ephemeral-storage", "1Gi"), nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("p"),
+				ctrRootfs("fetch", "700Mi", 1), ctrLogs("fetch", "1Mi", 1),
+				ctrRootfs("app", "10Mi", 1), ctrLogs("app", "1Mi", 1))},
+			met: []Threshold{thrQ(SignalNodeFsAvailable, "1Gi")},
+			obs: Observations{SignalNodeFsAvailable: obsOf("500Mi", "100Gi")},
+			wantMsg: "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 500Mi. " +
+				"Container fetch was using 701Mi, request is 100Mi, has larger consumption of ephemeral-storage. ",
+			wantAnn: annotations("fetch", "701Mi", "ephemeral-storage"),
+		},
+		{
+			// An ephemeral container cannot declare requests; the kubelet leaves it
+			// out rather than blame it on every eviction.
+			name:     "ephemeral container never named",
+			resource: v1.ResourceMemory,
+			pod: newTestPod("p",
+				withContainer("app", resources("memory", "1Gi"), nil),
+				withEphemeralContainer("debug")),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("p"),
+				ctrWorkingSet("debug", "500Mi"),
+				ctrWorkingSet("app", "100Mi"))},
+			met:     memMet,
+			obs:     memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. ",
+			wantAnn: annotations("", "", "memory"),
 		},
 		{
 			name:     "ephemeral-storage counts rootfs + logs",
