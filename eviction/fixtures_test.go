@@ -97,6 +97,13 @@ func withEphemeralContainer(name string) podOpt {
 	}
 }
 
+// withPodResources sets the pod-level resources (spec.resources).
+func withPodResources(requests, limits v1.ResourceList) podOpt {
+	return func(p *v1.Pod) {
+		p.Spec.Resources = &v1.ResourceRequirements{Requests: requests, Limits: limits}
+	}
+}
+
 // withPriority sets spec.priority.
 func withPriority(prio int32) podOpt {
 	return func(p *v1.Pod) { p.Spec.Priority = &prio }

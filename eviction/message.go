@@ -14,10 +14,13 @@ import (
 // node pressure.
 const Reason = "Evicted"
 
-// Annotation keys of the eviction event, as the kubelet sets them.
+// Annotation keys of the eviction event, as the kubelet sets them. The pod keys
+// are set only when the message has a pod sentence (see Message).
 const (
 	OffendingContainersKey      = "offending_containers"
 	OffendingContainersUsageKey = "offending_containers_usage"
+	OffendingPodKey             = "offending_pod"
+	OffendingPodUsageKey        = "offending_pod_usage"
 	StarvedResourceKey          = "starved_resource"
 )
 
@@ -30,14 +33,34 @@ const (
 // Every container the pod declares in spec.containers or spec.initContainers
 // (sidecars included) whose usage exceeds its request is named, in the order of
 // the pod's stats; ephemeral containers, which cannot declare requests, never are.
+//
+// Under memory pressure, a pod with a pod-level memory request (spec.resources,
+// the PodLevelResources feature, on by default since Kubernetes 1.34) and pod
+// memory stats gets a pod sentence before the container ones, and the
+// offending_pod and offending_pod_usage annotations:
+//
+//	Pod web was using 900Mi, request is 512Mi, has larger consumption of memory.
+//
+// As in the kubelet, that sentence is written whether or not the pod's working
+// set exceeds its request.
 func Message(r v1.ResourceName, pod *v1.Pod, stats StatsFunc, met []Threshold, obs Observations) (string, map[string]string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "The node was low on resource: %s. ", r)
 	if q, avail := thresholdMetInfo(r, met, obs); q != nil {
 		fmt.Fprintf(&b, "Threshold quantity: %s, available: %s. ", q, avail)
 	}
+	ann := map[string]string{StarvedResourceKey: string(r)}
 	var names, usages []string
 	if ps, ok := stats(pod); ok && ps != nil {
+		if req, ok := podLevelRequest(pod, r); ok && r == v1.ResourceMemory && ps.Memory != nil {
+			usage := resource.NewQuantity(0, resource.BinarySI)
+			if ps.Memory.WorkingSetBytes != nil {
+				usage = resource.NewQuantity(quantity.Int64Sat(*ps.Memory.WorkingSetBytes), resource.BinarySI)
+			}
+			fmt.Fprintf(&b, "Pod %s was using %s, request is %s, has larger consumption of %s. ", pod.Name, usage, &req, r)
+			ann[OffendingPodKey] = pod.Name
+			ann[OffendingPodUsageKey] = usage.String()
+		}
 		for i := range ps.Containers {
 			cs := &ps.Containers[i]
 			c := declaredContainer(pod, cs.Name)
@@ -63,11 +86,19 @@ func Message(r v1.ResourceName, pod *v1.Pod, stats StatsFunc, met []Threshold, o
 			}
 		}
 	}
-	return b.String(), map[string]string{
-		OffendingContainersKey:      strings.Join(names, ","),
-		OffendingContainersUsageKey: strings.Join(usages, ","),
-		StarvedResourceKey:          string(r),
+	ann[OffendingContainersKey] = strings.Join(names, ",")
+	ann[OffendingContainersUsageKey] = strings.Join(usages, ",")
+	return b.String(), ann
+}
+
+// podLevelRequest returns pod's pod-level request of r (spec.resources.requests),
+// if the pod sets one.
+func podLevelRequest(pod *v1.Pod, r v1.ResourceName) (resource.Quantity, bool) {
+	if pod.Spec.Resources == nil {
+		return resource.Quantity{}, false
 	}
+	q, ok := pod.Spec.Resources.Requests[r]
+	return q, ok
 }
 
 // declaredContainer returns the container of pod's spec.containers or

@@ -21,6 +21,14 @@ func TestMessage(t *testing.T) {
 			StarvedResourceKey:          starved,
 		}
 	}
+	withPod := func(ann map[string]string, pod, usage string) map[string]string {
+		ann[OffendingPodKey] = pod
+		ann[OffendingPodUsageKey] = usage
+		return ann
+	}
+	podLevel := func(opts ...podOpt) *v1.Pod {
+		return newTestPod("web", append([]podOpt{withPodResources(resources("memory", "512Mi", "cpu", "1"), nil)}, opts...)...)
+	}
 	tests := []struct {
 		name     string
 		resource v1.ResourceName
@@ -135,6 +143,103 @@ func TestMessage(t *testing.T) {
 			obs:     memObs,
 			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. ",
 			wantAnn: annotations("", "", "memory"),
+		},
+		{
+			// The pod sentence comes first; containers are then judged by their
+			// own requests.
+			name:     "pod-level request with container requests",
+			resource: v1.ResourceMemory,
+			pod: podLevel(
+				withContainer("app", resources("memory", "256Mi"), nil),
+				withContainer("log", resources("memory", "128Mi"), nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("900Mi"),
+				ctrWorkingSet("app", "800Mi"),
+				ctrWorkingSet("log", "100Mi"))},
+			met: memMet,
+			obs: memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Pod web was using 900Mi, request is 512Mi, has larger consumption of memory. " +
+				"Container app was using 800Mi, request is 256Mi, has larger consumption of memory. ",
+			wantAnn: withPod(annotations("app", "800Mi", "memory"), "web", "900Mi"),
+		},
+		{
+			// Containers without requests are over a request of 0.
+			name:     "pod-level request without container requests",
+			resource: v1.ResourceMemory,
+			pod: podLevel(
+				withSidecar("proxy", nil),
+				withContainer("app", nil, nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("700Mi"),
+				ctrWorkingSet("app", "600Mi"),
+				ctrWorkingSet("proxy", "100Mi"))},
+			met: memMet,
+			obs: memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Pod web was using 700Mi, request is 512Mi, has larger consumption of memory. " +
+				"Container app was using 600Mi, request is 0, has larger consumption of memory. " +
+				"Container proxy was using 100Mi, request is 0, has larger consumption of memory. ",
+			wantAnn: withPod(annotations("app,proxy", "600Mi,100Mi", "memory"), "web", "700Mi"),
+		},
+		{
+			// The kubelet writes the pod sentence without comparing usage and
+			// request.
+			name:     "pod within its pod-level request still has the pod sentence",
+			resource: v1.ResourceMemory,
+			pod:      podLevel(withContainer("app", nil, nil)),
+			stats:    []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("100Mi"))},
+			met:      memMet,
+			obs:      memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Pod web was using 100Mi, request is 512Mi, has larger consumption of memory. ",
+			wantAnn: withPod(annotations("", "", "memory"), "web", "100Mi"),
+		},
+		{
+			name:     "pod memory stats without a working set read as 0",
+			resource: v1.ResourceMemory,
+			pod:      podLevel(withContainer("app", nil, nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("web"), func(ps *statsapi.PodStats) {
+				ps.Memory = &statsapi.MemoryStats{}
+			})},
+			met: memMet,
+			obs: memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Pod web was using 0, request is 512Mi, has larger consumption of memory. ",
+			wantAnn: withPod(annotations("", "", "memory"), "web", "0"),
+		},
+		{
+			name:     "no pod sentence without pod memory stats",
+			resource: v1.ResourceMemory,
+			pod:      podLevel(withContainer("app", nil, nil)),
+			stats:    []statsapi.PodStats{newPodStats(newTestPod("web"), ctrWorkingSet("app", "1Mi"))},
+			met:      memMet,
+			obs:      memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Container app was using 1Mi, request is 0, has larger consumption of memory. ",
+			wantAnn: annotations("app", "1Mi", "memory"),
+		},
+		{
+			name:     "no pod sentence without a pod-level memory request",
+			resource: v1.ResourceMemory,
+			pod: newTestPod("web",
+				withPodResources(resources("cpu", "1"), resources("memory", "1Gi")),
+				withContainer("app", resources("memory", "1Gi"), nil)),
+			stats:   []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("900Mi"), ctrWorkingSet("app", "900Mi"))},
+			met:     memMet,
+			obs:     memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. ",
+			wantAnn: annotations("", "", "memory"),
+		},
+		{
+			name:     "no pod sentence under disk pressure",
+			resource: v1.ResourceEphemeralStorage,
+			pod:      podLevel(withContainer("app", nil, nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("900Mi"),
+				ctrRootfs("app", "2Mi", 1), ctrLogs("app", "1Mi", 1))},
+			met: []Threshold{thrQ(SignalNodeFsAvailable, "1Gi")},
+			obs: Observations{SignalNodeFsAvailable: obsOf("500Mi", "100Gi")},
+			wantMsg: "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 500Mi. " +
+				"Container app was using 3Mi, request is 0, has larger consumption of ephemeral-storage. ",
+			wantAnn: annotations("app", "3Mi", "ephemeral-storage"),
 		},
 		{
 			name:     "ephemeral-storage counts rootfs + logs",
