@@ -25,7 +25,8 @@ const (
 )
 
 // Message builds the kubelet's eviction message for pod evicted to reclaim r, and
-// the event annotations naming the offending containers:
+// the event annotations naming the offending containers (no annotation at all
+// for a pod without stats):
 //
 //	The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi.
 //	Container app was using 1800Mi, request is 1Gi, has larger consumption of memory.
@@ -49,41 +50,45 @@ func Message(r v1.ResourceName, pod *v1.Pod, stats StatsFunc, met []Threshold, o
 	if q, avail := thresholdMetInfo(r, met, obs); q != nil {
 		fmt.Fprintf(&b, "Threshold quantity: %s, available: %s. ", q, avail)
 	}
+	ps, ok := stats(pod)
+	if !ok || ps == nil {
+		// The kubelet sets no annotation at all, not even the starved resource,
+		// for a pod the Summary has no stats for.
+		return b.String(), map[string]string{}
+	}
 	ann := map[string]string{StarvedResourceKey: string(r)}
-	var names, usages []string
-	if ps, ok := stats(pod); ok && ps != nil {
-		if req, ok := podLevelRequest(pod, r); ok && r == v1.ResourceMemory && ps.Memory != nil {
-			usage := resource.NewQuantity(0, resource.BinarySI)
-			if ps.Memory.WorkingSetBytes != nil {
-				usage = resource.NewQuantity(quantity.Int64Sat(*ps.Memory.WorkingSetBytes), resource.BinarySI)
-			}
-			fmt.Fprintf(&b, "Pod %s was using %s, request is %s, has larger consumption of %s. ", pod.Name, usage, &req, r)
-			ann[OffendingPodKey] = pod.Name
-			ann[OffendingPodUsageKey] = usage.String()
+	if req, ok := podLevelRequest(pod, r); ok && r == v1.ResourceMemory && ps.Memory != nil {
+		usage := resource.NewQuantity(0, resource.BinarySI)
+		if ps.Memory.WorkingSetBytes != nil {
+			usage = resource.NewQuantity(quantity.Int64Sat(*ps.Memory.WorkingSetBytes), resource.BinarySI)
 		}
-		for i := range ps.Containers {
-			cs := &ps.Containers[i]
-			c := declaredContainer(pod, cs.Name)
-			if c == nil {
-				continue
+		fmt.Fprintf(&b, "Pod %s was using %s, request is %s, has larger consumption of %s. ", pod.Name, usage, &req, r)
+		ann[OffendingPodKey] = pod.Name
+		ann[OffendingPodUsageKey] = usage.String()
+	}
+	var names, usages []string
+	for i := range ps.Containers {
+		cs := &ps.Containers[i]
+		c := declaredContainer(pod, cs.Name)
+		if c == nil {
+			continue
+		}
+		req := c.Resources.Requests[r]
+		var usage *resource.Quantity
+		switch r {
+		case v1.ResourceEphemeralStorage:
+			if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil && cs.Logs != nil && cs.Logs.UsedBytes != nil {
+				usage = resource.NewQuantity(quantity.AddSat(quantity.Int64Sat(*cs.Rootfs.UsedBytes), quantity.Int64Sat(*cs.Logs.UsedBytes)), resource.BinarySI)
 			}
-			req := c.Resources.Requests[r]
-			var usage *resource.Quantity
-			switch r {
-			case v1.ResourceEphemeralStorage:
-				if cs.Rootfs != nil && cs.Rootfs.UsedBytes != nil && cs.Logs != nil && cs.Logs.UsedBytes != nil {
-					usage = resource.NewQuantity(quantity.AddSat(quantity.Int64Sat(*cs.Rootfs.UsedBytes), quantity.Int64Sat(*cs.Logs.UsedBytes)), resource.BinarySI)
-				}
-			case v1.ResourceMemory:
-				if cs.Memory != nil && cs.Memory.WorkingSetBytes != nil {
-					usage = resource.NewQuantity(quantity.Int64Sat(*cs.Memory.WorkingSetBytes), resource.BinarySI)
-				}
+		case v1.ResourceMemory:
+			if cs.Memory != nil && cs.Memory.WorkingSetBytes != nil {
+				usage = resource.NewQuantity(quantity.Int64Sat(*cs.Memory.WorkingSetBytes), resource.BinarySI)
 			}
-			if usage != nil && usage.Cmp(req) > 0 {
-				fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of %s. ", c.Name, usage, &req, r)
-				names = append(names, c.Name)
-				usages = append(usages, usage.String())
-			}
+		}
+		if usage != nil && usage.Cmp(req) > 0 {
+			fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of %s. ", c.Name, usage, &req, r)
+			names = append(names, c.Name)
+			usages = append(usages, usage.String())
 		}
 	}
 	ann[OffendingContainersKey] = strings.Join(names, ",")

@@ -316,14 +316,14 @@ func TestMessage(t *testing.T) {
 			wantAnn:  annotations("", "", "memory"),
 		},
 		{
-			name:     "pod without stats",
+			name:     "pod without stats: no annotation, not even the starved resource",
 			resource: v1.ResourceMemory,
-			pod:      onePod,
+			pod:      podLevel(withContainer("app", nil, nil)),
 			stats:    nil,
 			met:      memMet,
 			obs:      memObs,
 			wantMsg:  "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. ",
-			wantAnn:  annotations("", "", "memory"),
+			wantAnn:  map[string]string{},
 		},
 	}
 	for _, tc := range tests {
