@@ -77,6 +77,33 @@ func withInitContainer(name string, requests v1.ResourceList) podOpt {
 	}
 }
 
+// withSidecar adds a restartable init container (restartPolicy Always) with the
+// given requests.
+func withSidecar(name string, requests v1.ResourceList) podOpt {
+	always := v1.ContainerRestartPolicyAlways
+	return func(p *v1.Pod) {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{
+			Name: name, RestartPolicy: &always, Resources: v1.ResourceRequirements{Requests: requests},
+		})
+	}
+}
+
+// withEphemeralContainer adds an ephemeral (debug) container.
+func withEphemeralContainer(name string) podOpt {
+	return func(p *v1.Pod) {
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, v1.EphemeralContainer{
+			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: name},
+		})
+	}
+}
+
+// withPodResources sets the pod-level resources (spec.resources).
+func withPodResources(requests, limits v1.ResourceList) podOpt {
+	return func(p *v1.Pod) {
+		p.Spec.Resources = &v1.ResourceRequirements{Requests: requests, Limits: limits}
+	}
+}
+
 // withPriority sets spec.priority.
 func withPriority(prio int32) podOpt {
 	return func(p *v1.Pod) { p.Spec.Priority = &prio }

@@ -21,6 +21,14 @@ func TestMessage(t *testing.T) {
 			StarvedResourceKey:          starved,
 		}
 	}
+	withPod := func(ann map[string]string, pod, usage string) map[string]string {
+		ann[OffendingPodKey] = pod
+		ann[OffendingPodUsageKey] = usage
+		return ann
+	}
+	podLevel := func(opts ...podOpt) *v1.Pod {
+		return newTestPod("web", append([]podOpt{withPodResources(resources("memory", "512Mi", "cpu", "1"), nil)}, opts...)...)
+	}
 	tests := []struct {
 		name     string
 		resource v1.ResourceName
@@ -67,11 +75,13 @@ func TestMessage(t *testing.T) {
 			wantAnn:  annotations("", "", "memory"),
 		},
 		{
-			name:     "offending containers in stats order; no request is 0; unknown and init containers ignored",
+			// Init containers are named as regular ones are; a container the spec
+			// does not declare is not.
+			name:     "offending containers in stats order; no request is 0; unknown containers ignored",
 			resource: v1.ResourceMemory,
 			pod: newTestPod("p",
 				withContainer("app", resources("memory", "1Gi"), nil),
-				withContainer("sidecar", resources("memory", "256Mi"), nil),
+				withContainer("helper", resources("memory", "256Mi"), nil),
 				withContainer("norequest", nil, nil),
 				withInitContainer("init", resources("memory", "1Mi"))),
 			stats: []statsapi.PodStats{newPodStats(newTestPod("p"),
@@ -79,13 +89,157 @@ func TestMessage(t *testing.T) {
 				ctrWorkingSet("ghost", "5Gi"),
 				ctrWorkingSet("init", "2Gi"),
 				ctrWorkingSet("app", "1500Mi"),
-				ctrWorkingSet("sidecar", "100Mi"))},
+				ctrWorkingSet("helper", "100Mi"))},
 			met: memMet,
 			obs: memObs,
 			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
 				"Container norequest was using 10Mi, request is 0, has larger consumption of memory. " +
+				"Container init was using 2Gi, request is 1Mi, has larger consumption of memory. " +
 				"Container app was using 1500Mi, request is 1Gi, has larger consumption of memory. ",
-			wantAnn: annotations("norequest,app", "10Mi,1500Mi", "memory"),
+			wantAnn: annotations("norequest,init,app", "10Mi,2Gi,1500Mi", "memory"),
+		},
+		{
+			name:     "sidecar over its memory request",
+			resource: v1.ResourceMemory,
+			pod: newTestPod("p",
+				withSidecar("proxy", resources("memory", "64Mi")),
+				withContainer("app", resources("memory", "1Gi"), nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("p"),
+				ctrWorkingSet("proxy", "300Mi"),
+				ctrWorkingSet("app", "512Mi"))},
+			met: memMet,
+			obs: memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Container proxy was using 300Mi, request is 64Mi, has larger consumption of memory. ",
+			wantAnn: annotations("proxy", "300Mi", "memory"),
+		},
+		{
+			name:     "init container over its ephemeral-storage request",
+			resource: v1.ResourceEphemeralStorage,
+			pod: newTestPod("p",
+				withInitContainer("fetch", resources("ephemeral-storage", "100Mi")),
+				withContainer("app", resources("ephemeral-storage", "1Gi"), nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("p"),
+				ctrRootfs("fetch", "700Mi", 1), ctrLogs("fetch", "1Mi", 1),
+				ctrRootfs("app", "10Mi", 1), ctrLogs("app", "1Mi", 1))},
+			met: []Threshold{thrQ(SignalNodeFsAvailable, "1Gi")},
+			obs: Observations{SignalNodeFsAvailable: obsOf("500Mi", "100Gi")},
+			wantMsg: "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 500Mi. " +
+				"Container fetch was using 701Mi, request is 100Mi, has larger consumption of ephemeral-storage. ",
+			wantAnn: annotations("fetch", "701Mi", "ephemeral-storage"),
+		},
+		{
+			// An ephemeral container cannot declare requests; the kubelet leaves it
+			// out rather than blame it on every eviction.
+			name:     "ephemeral container never named",
+			resource: v1.ResourceMemory,
+			pod: newTestPod("p",
+				withContainer("app", resources("memory", "1Gi"), nil),
+				withEphemeralContainer("debug")),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("p"),
+				ctrWorkingSet("debug", "500Mi"),
+				ctrWorkingSet("app", "100Mi"))},
+			met:     memMet,
+			obs:     memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. ",
+			wantAnn: annotations("", "", "memory"),
+		},
+		{
+			// The pod sentence comes first; containers are then judged by their
+			// own requests.
+			name:     "pod-level request with container requests",
+			resource: v1.ResourceMemory,
+			pod: podLevel(
+				withContainer("app", resources("memory", "256Mi"), nil),
+				withContainer("log", resources("memory", "128Mi"), nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("900Mi"),
+				ctrWorkingSet("app", "800Mi"),
+				ctrWorkingSet("log", "100Mi"))},
+			met: memMet,
+			obs: memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Pod web was using 900Mi, request is 512Mi, has larger consumption of memory. " +
+				"Container app was using 800Mi, request is 256Mi, has larger consumption of memory. ",
+			wantAnn: withPod(annotations("app", "800Mi", "memory"), "web", "900Mi"),
+		},
+		{
+			// Containers without requests are over a request of 0.
+			name:     "pod-level request without container requests",
+			resource: v1.ResourceMemory,
+			pod: podLevel(
+				withSidecar("proxy", nil),
+				withContainer("app", nil, nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("700Mi"),
+				ctrWorkingSet("app", "600Mi"),
+				ctrWorkingSet("proxy", "100Mi"))},
+			met: memMet,
+			obs: memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Pod web was using 700Mi, request is 512Mi, has larger consumption of memory. " +
+				"Container app was using 600Mi, request is 0, has larger consumption of memory. " +
+				"Container proxy was using 100Mi, request is 0, has larger consumption of memory. ",
+			wantAnn: withPod(annotations("app,proxy", "600Mi,100Mi", "memory"), "web", "700Mi"),
+		},
+		{
+			// The kubelet writes the pod sentence without comparing usage and
+			// request.
+			name:     "pod within its pod-level request still has the pod sentence",
+			resource: v1.ResourceMemory,
+			pod:      podLevel(withContainer("app", nil, nil)),
+			stats:    []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("100Mi"))},
+			met:      memMet,
+			obs:      memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Pod web was using 100Mi, request is 512Mi, has larger consumption of memory. ",
+			wantAnn: withPod(annotations("", "", "memory"), "web", "100Mi"),
+		},
+		{
+			name:     "pod memory stats without a working set read as 0",
+			resource: v1.ResourceMemory,
+			pod:      podLevel(withContainer("app", nil, nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("web"), func(ps *statsapi.PodStats) {
+				ps.Memory = &statsapi.MemoryStats{}
+			})},
+			met: memMet,
+			obs: memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Pod web was using 0, request is 512Mi, has larger consumption of memory. ",
+			wantAnn: withPod(annotations("", "", "memory"), "web", "0"),
+		},
+		{
+			name:     "no pod sentence without pod memory stats",
+			resource: v1.ResourceMemory,
+			pod:      podLevel(withContainer("app", nil, nil)),
+			stats:    []statsapi.PodStats{newPodStats(newTestPod("web"), ctrWorkingSet("app", "1Mi"))},
+			met:      memMet,
+			obs:      memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. " +
+				"Container app was using 1Mi, request is 0, has larger consumption of memory. ",
+			wantAnn: annotations("app", "1Mi", "memory"),
+		},
+		{
+			name:     "no pod sentence without a pod-level memory request",
+			resource: v1.ResourceMemory,
+			pod: newTestPod("web",
+				withPodResources(resources("cpu", "1"), resources("memory", "1Gi")),
+				withContainer("app", resources("memory", "1Gi"), nil)),
+			stats:   []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("900Mi"), ctrWorkingSet("app", "900Mi"))},
+			met:     memMet,
+			obs:     memObs,
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. ",
+			wantAnn: annotations("", "", "memory"),
+		},
+		{
+			name:     "no pod sentence under disk pressure",
+			resource: v1.ResourceEphemeralStorage,
+			pod:      podLevel(withContainer("app", nil, nil)),
+			stats: []statsapi.PodStats{newPodStats(newTestPod("web"), podWorkingSet("900Mi"),
+				ctrRootfs("app", "2Mi", 1), ctrLogs("app", "1Mi", 1))},
+			met: []Threshold{thrQ(SignalNodeFsAvailable, "1Gi")},
+			obs: Observations{SignalNodeFsAvailable: obsOf("500Mi", "100Gi")},
+			wantMsg: "The node was low on resource: ephemeral-storage. Threshold quantity: 1Gi, available: 500Mi. " +
+				"Container app was using 3Mi, request is 0, has larger consumption of ephemeral-storage. ",
+			wantAnn: annotations("app", "3Mi", "ephemeral-storage"),
 		},
 		{
 			name:     "ephemeral-storage counts rootfs + logs",
@@ -162,14 +316,14 @@ func TestMessage(t *testing.T) {
 			wantAnn:  annotations("", "", "memory"),
 		},
 		{
-			name:     "pod without stats",
+			name:     "pod without stats: no annotation, not even the starved resource",
 			resource: v1.ResourceMemory,
-			pod:      onePod,
+			pod:      podLevel(withContainer("app", nil, nil)),
 			stats:    nil,
 			met:      memMet,
 			obs:      memObs,
 			wantMsg:  "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. ",
-			wantAnn:  annotations("", "", "memory"),
+			wantAnn:  map[string]string{},
 		},
 	}
 	for _, tc := range tests {
