@@ -42,11 +42,13 @@ type fakeRecorder struct {
 	node   string
 	mu     sync.Mutex
 	events []string // guarded by mu: reason, with what is wrong about the event
+	msgs   []string // guarded by mu: the events' messages
 }
 
-func (r *fakeRecorder) Event(object runtime.Object, eventType, reason, _ string) {
+func (r *fakeRecorder) Event(object runtime.Object, eventType, reason, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, msg)
 	if ref, ok := object.(*v1.ObjectReference); !ok || *ref != *nodeapi.NodeRef(r.node) {
 		reason += fmt.Sprintf(" about %#v, not node %q", object, r.node)
 	}
@@ -70,6 +72,12 @@ func (r *fakeRecorder) reasons() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.events)
+}
+
+func (r *fakeRecorder) messages() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs)
 }
 
 // fixture is a Manager over cri-api fakes with a settable filesystem.
@@ -272,6 +280,7 @@ func TestGarbageCollectFailures(t *testing.T) {
 		wantEvents []string
 		wantErr    string
 		wantLeft   []string
+		msgIsErr   bool // the event's message is the error's text
 	}{
 		{
 			name: "zero capacity",
@@ -286,8 +295,11 @@ func TestGarbageCollectFailures(t *testing.T) {
 			name:       "not enough to free",
 			setup:      func(f *fixture) { f.setFs(1000, 0) }, // wants 200, only 20 eligible
 			wantEvents: []string{EventFreeDiskSpaceFailed},
-			wantErr:    "wanted to free 200 bytes, but freed 70 bytes",
-			wantLeft:   []string{"pause"},
+			wantErr: "Insufficient free disk space on the node's image filesystem (100% of 1000 B used). " +
+				"Failed to free sufficient space by deleting unused images (freed 70 bytes). " +
+				"Investigate disk usage, as it could be used by active images, logs, volumes, or other data.",
+			wantLeft: []string{"pause"},
+			msgIsErr: true,
 		},
 		{
 			name: "removal error: walk goes on and reports it",
@@ -328,6 +340,9 @@ func TestGarbageCollectFailures(t *testing.T) {
 				}
 				if diff := cmp.Diff(tc.wantEvents, f.rec.reasons()); diff != "" {
 					t.Errorf("events (-want +got):\n%s", diff)
+				}
+				if msgs := f.rec.messages(); tc.msgIsErr && !slices.Equal(msgs, []string{err.Error()}) {
+					t.Errorf("event messages = %q, want the error's %q", msgs, err.Error())
 				}
 				if diff := cmp.Diff(tc.wantLeft, f.remaining()); diff != "" {
 					t.Errorf("remaining (-want +got):\n%s", diff)
