@@ -597,6 +597,35 @@ func TestMaxAgeRemovesRegardlessOfUsage(t *testing.T) {
 	})
 }
 
+// As in the kubelet, the maximum age counts from the last use only: an image
+// pulled after start and never used is removed by age at the first pass once GC
+// has run longer than the maximum age, even within the minimum age.
+func TestMaxAgeNeverUsedImage(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		f := newFixture(t, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 10 * time.Minute, MaxAge: time.Hour},
+			map[string]uint64{"pause": 10, "b": 10})
+		f.m.detectOnce(ctx)
+		f.run(map[string]string{"c": "b"})
+		time.Sleep(61 * time.Minute)
+		f.add("pulled", 10)
+		if err := f.m.Detect(ctx); err != nil { // "pulled" detected now, never used
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		if err := f.m.GarbageCollect(ctx); err != nil { // up 62m; "pulled" is 1m old, under the minimum age
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"b", "pause"}, f.remaining()); diff != "" {
+			t.Errorf("remaining (-want +got):\n%s", diff)
+		}
+		if got := counter(t, f.m, "age"); got != 1 {
+			t.Errorf("age removals = %v, want 1", got)
+		}
+	})
+}
+
 func TestRegistererShared(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
