@@ -275,8 +275,9 @@ func (m *Manager) detect(ctx context.Context, detectTime, now time.Time) (InUse,
 // the maximum age are removed; then, if image filesystem usage is at or above
 // the high threshold, unused images are removed in LRU order until usage
 // reaches the low threshold. A zero capacity emits InvalidDiskCapacity; freeing
-// less than wanted emits FreeDiskSpaceFailed. Removal errors do not stop the
-// walk; they are returned together.
+// less than wanted emits FreeDiskSpaceFailed, whose message
+// (FreeDiskSpaceFailedMessage) is also the error's. Removal errors do not stop
+// the walk; they are returned together.
 func (m *Manager) GarbageCollect(ctx context.Context) error {
 	if err := m.pass.Lock(ctx); err != nil {
 		return err
@@ -308,9 +309,9 @@ func (m *Manager) GarbageCollect(ctx context.Context) error {
 	freed, errs := m.remove(ctx, st.bySpace, st.toFree, ReasonSpace)
 	errs = append(ageErrs, errs...)
 	if freed < st.toFree {
-		err := fmt.Errorf("wanted to free %d bytes, but freed %d bytes", st.toFree, freed)
-		m.event(EventFreeDiskSpaceFailed, err.Error())
-		return errors.Join(append([]error{err}, errs...)...)
+		msg := FreeDiskSpaceFailedMessage(st.usage, fs.CapacityBytes, freed)
+		m.event(EventFreeDiskSpaceFailed, msg)
+		return errors.Join(append([]error{errors.New(msg)}, errs...)...)
 	}
 	return errors.Join(errs...)
 }

@@ -42,11 +42,13 @@ type fakeRecorder struct {
 	node   string
 	mu     sync.Mutex
 	events []string // guarded by mu: reason, with what is wrong about the event
+	msgs   []string // guarded by mu: the events' messages
 }
 
-func (r *fakeRecorder) Event(object runtime.Object, eventType, reason, _ string) {
+func (r *fakeRecorder) Event(object runtime.Object, eventType, reason, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, msg)
 	if ref, ok := object.(*v1.ObjectReference); !ok || *ref != *nodeapi.NodeRef(r.node) {
 		reason += fmt.Sprintf(" about %#v, not node %q", object, r.node)
 	}
@@ -70,6 +72,12 @@ func (r *fakeRecorder) reasons() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.events)
+}
+
+func (r *fakeRecorder) messages() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs)
 }
 
 // fixture is a Manager over cri-api fakes with a settable filesystem.
@@ -272,6 +280,7 @@ func TestGarbageCollectFailures(t *testing.T) {
 		wantEvents []string
 		wantErr    string
 		wantLeft   []string
+		msgIsErr   bool // the event's message is the error's text
 	}{
 		{
 			name: "zero capacity",
@@ -286,8 +295,11 @@ func TestGarbageCollectFailures(t *testing.T) {
 			name:       "not enough to free",
 			setup:      func(f *fixture) { f.setFs(1000, 0) }, // wants 200, only 20 eligible
 			wantEvents: []string{EventFreeDiskSpaceFailed},
-			wantErr:    "wanted to free 200 bytes, but freed 70 bytes",
-			wantLeft:   []string{"pause"},
+			wantErr: "Insufficient free disk space on the node's image filesystem (100% of 1000 B used). " +
+				"Failed to free sufficient space by deleting unused images (freed 70 bytes). " +
+				"Investigate disk usage, as it could be used by active images, logs, volumes, or other data.",
+			wantLeft: []string{"pause"},
+			msgIsErr: true,
 		},
 		{
 			name: "removal error: walk goes on and reports it",
@@ -328,6 +340,9 @@ func TestGarbageCollectFailures(t *testing.T) {
 				}
 				if diff := cmp.Diff(tc.wantEvents, f.rec.reasons()); diff != "" {
 					t.Errorf("events (-want +got):\n%s", diff)
+				}
+				if msgs := f.rec.messages(); tc.msgIsErr && !slices.Equal(msgs, []string{err.Error()}) {
+					t.Errorf("event messages = %q, want the error's %q", msgs, err.Error())
 				}
 				if diff := cmp.Diff(tc.wantLeft, f.remaining()); diff != "" {
 					t.Errorf("remaining (-want +got):\n%s", diff)
@@ -571,6 +586,35 @@ func TestMaxAgeRemovesRegardlessOfUsage(t *testing.T) {
 		f.run(nil)
 		time.Sleep(31 * time.Minute)
 		if err := f.m.GarbageCollect(ctx); err != nil { // up 61m: a (never used) goes, b used 31m ago stays
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"b", "pause"}, f.remaining()); diff != "" {
+			t.Errorf("remaining (-want +got):\n%s", diff)
+		}
+		if got := counter(t, f.m, "age"); got != 1 {
+			t.Errorf("age removals = %v, want 1", got)
+		}
+	})
+}
+
+// As in the kubelet, the maximum age counts from the last use only: an image
+// pulled after start and never used is removed by age at the first pass once GC
+// has run longer than the maximum age, even within the minimum age.
+func TestMaxAgeNeverUsedImage(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		f := newFixture(t, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 10 * time.Minute, MaxAge: time.Hour},
+			map[string]uint64{"pause": 10, "b": 10})
+		f.m.detectOnce(ctx)
+		f.run(map[string]string{"c": "b"})
+		time.Sleep(61 * time.Minute)
+		f.add("pulled", 10)
+		if err := f.m.Detect(ctx); err != nil { // "pulled" detected now, never used
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		if err := f.m.GarbageCollect(ctx); err != nil { // up 62m; "pulled" is 1m old, under the minimum age
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"b", "pause"}, f.remaining()); diff != "" {

@@ -146,18 +146,15 @@ func candidates(records map[string]*Record, inUse InUse) ([]Candidate, []Kept) {
 
 // expiredByAge splits candidates into those not used for longer than maxAge and
 // the rest. Nothing expires while maxAge is 0 or GC has been running for no more
-// than maxAge (started is when the Manager started). An image never used is
-// measured from its first detection.
+// than maxAge (started is when the Manager started). As in the kubelet, the age
+// counts from the last use only: an image never used has expired, however
+// recently it was detected (the minimum age does not protect it here).
 func expiredByAge(cands []Candidate, maxAge time.Duration, started, now time.Time) (expired, rest []Candidate) {
 	if maxAge <= 0 || now.Sub(started) <= maxAge {
 		return nil, cands
 	}
 	for _, c := range cands {
-		last := c.LastUsed
-		if last.IsZero() {
-			last = c.FirstDetected
-		}
-		if now.Sub(last) > maxAge {
+		if c.LastUsed.IsZero() || now.Sub(c.LastUsed) > maxAge {
 			expired = append(expired, c)
 		} else {
 			rest = append(rest, c)

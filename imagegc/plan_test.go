@@ -122,22 +122,25 @@ func TestDecide(t *testing.T) {
 			want: plannedIDs{Usage: 10, Kept: map[string]KeepReason{"old": KeepBelowThreshold}},
 		},
 		{
-			name: "max age removes unused images regardless of usage; never-used counts from detection",
+			// As in the kubelet, the age counts from the last use alone: a never-used
+			// image has expired, even one detected less than the minimum age ago.
+			name: "max age removes unused images regardless of usage; never-used images have expired",
 			records: map[string]*Record{
 				"old":          rec(10, 5*time.Hour, 3*time.Hour),
 				"fresh":        rec(10, 5*time.Hour, 30*time.Minute),
 				"never-old":    rec(10, 2*time.Hour, never),
 				"never-fresh":  rec(10, 30*time.Minute, never),
+				"never-young":  rec(10, time.Minute, never),
 				"running-old":  rec(10, 5*time.Hour, 0),
 				"pinned-never": pinned,
 			},
 			inUse: InUse{"running-old": KeepInUse},
 			fs:    FsStats{CapacityBytes: 1000, AvailableBytes: 900}, p: withMax, started: t0.Add(-2 * time.Hour),
 			want: plannedIDs{Usage: 10,
-				Remove: []string{"never-old/age", "old/age"},
-				Kept: map[string]KeepReason{"fresh": KeepBelowThreshold, "never-fresh": KeepBelowThreshold,
+				Remove: []string{"never-old/age", "never-fresh/age", "never-young/age", "old/age"},
+				Kept: map[string]KeepReason{"fresh": KeepBelowThreshold,
 					"running-old": KeepInUse, "pinned-never": KeepPinned},
-				Freed: 20},
+				Freed: 40},
 		},
 		{
 			name: "age removals count towards the space target",

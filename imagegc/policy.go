@@ -21,7 +21,8 @@ type Policy struct {
 	// MinAge: images first detected less than this long ago are not removed.
 	MinAge time.Duration
 	// MaxAge: unused images not used for longer than this are removed
-	// regardless of usage. Zero disables it.
+	// regardless of usage; images never used have always passed it. It applies
+	// once GC has run longer than it. Zero disables it.
 	MaxAge time.Duration
 }
 

@@ -252,12 +252,19 @@ func writeImageGCTable(w io.Writer, in *imageGCInput, p imagegc.Plan) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nWould free: %d (%s)", p.Freed, bytesString(p.Freed))
-	if p.BytesToFree > 0 && p.Freed < p.BytesToFree {
-		fmt.Fprintf(w, ", less than wanted: the kubelet emits FreeDiskSpaceFailed")
+	fmt.Fprintf(w, "\nWould free: %d (%s)\n", p.Freed, bytesString(p.Freed))
+	// As GarbageCollect does, compare the target with what the space step frees.
+	var bySpace int64
+	for _, r := range p.Remove {
+		if r.Reason == imagegc.ReasonSpace {
+			bySpace += r.Size
+		}
 	}
-	_, err := fmt.Fprintln(w)
-	return err
+	if p.BytesToFree > 0 && bySpace < p.BytesToFree {
+		fmt.Fprintf(w, "Less than wanted: the kubelet emits FreeDiskSpaceFailed: %s\n",
+			imagegc.FreeDiskSpaceFailedMessage(p.UsagePercent, in.node.Fs.CapacityBytes, bySpace))
+	}
+	return nil
 }
 
 func removeReason(r imagegc.Removal) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -144,8 +145,12 @@ func TestExplainImageGCVariants(t *testing.T) {
 			name:      "maximum age removes regardless of usage",
 			args:      exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "100Gi", "--records", imagegcExample+"records.json", "--config", maxAge),
 			wantUsage: 4,
+			// netshoot, pulled a minute ago and never used, has expired: as in the
+			// kubelet the age counts from the last use and the minimum age does not
+			// protect it.
 			wantRemove: []string{
 				"docker.io/library/busybox:1.36 age",
+				"docker.io/nicolaka/netshoot:v0.13 age",
 				"registry.example.com/shop/app:v1 age",
 			},
 			wantKept: map[string]string{
@@ -154,7 +159,6 @@ func TestExplainImageGCVariants(t *testing.T) {
 				"docker.io/library/redis:7.4":              "below threshold",
 				"registry.example.com/ml/model-server:2.1": "below threshold",
 				"registry.example.com/shop/app:v2":         "in use",
-				"docker.io/nicolaka/netshoot:v0.13":        "too young",
 			},
 		},
 	}
@@ -244,6 +248,34 @@ func TestExplainImageGCTable(t *testing.T) {
 		if !regexpLine(out, pattern) {
 			t.Errorf("output has no line matching %q:\n%s", pattern, out)
 		}
+	}
+}
+
+// When the eligible images cannot bring usage down to the low threshold, the
+// table ends with the kubelet's FreeDiskSpaceFailed message.
+func TestExplainImageGCNotEnough(t *testing.T) {
+	t.Parallel()
+	// 20Gi, 100Mi available: 100% used, 3996Mi to free; 2244Mi eligible.
+	code, out, errOut := runCLI(t, exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "20Gi", "--available", "100Mi",
+		"--records", imagegcExample+"records.json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, pattern := range []string{
+		`^Would free: 2353004544 \(2244Mi\)$`,
+		`^Less than wanted: the kubelet emits FreeDiskSpaceFailed: ` + regexp.QuoteMeta(
+			"Insufficient free disk space on the node's image filesystem (100% of 20.0 GiB used). "+
+				"Failed to free sufficient space by deleting unused images (freed 2353004544 bytes). "+
+				"Investigate disk usage, as it could be used by active images, logs, volumes, or other data.") + `$`,
+	} {
+		if !regexpLine(out, pattern) {
+			t.Errorf("output has no line matching %q:\n%s", pattern, out)
+		}
+	}
+	code, out, errOut = runCLI(t, exampleArgs("--imagefs", imagegcExample+"imagefs.json", "--capacity", "20Gi", "--available", "2Gi",
+		"--records", imagegcExample+"records.json")...)
+	if code != 0 || strings.Contains(out, "FreeDiskSpaceFailed") {
+		t.Errorf("enough freed: exit %d, output mentions FreeDiskSpaceFailed:\n%s%s", code, out, errOut)
 	}
 }
 
