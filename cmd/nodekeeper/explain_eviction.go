@@ -20,7 +20,7 @@ import (
 func newExplainEvictionCmd() *cobra.Command {
 	var o explainEvictionOpts
 	cmd := explainCommand(&o.out,
-		"eviction --pods FILE --summary FILE [--config FILE] [--signal SIGNAL] [-o table|json]",
+		"eviction --pods FILE --summary FILE [--config FILE] [--signal SIGNAL] [--image-fs auto|none|dedicated|split] [-o table|json]",
 		"Show which thresholds are met and which pod node-pressure eviction picks",
 		`Replays one eviction pass on a snapshot: PODS as 'kubectl get pods -o json|yaml' prints
 them, SUMMARY as 'kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary' prints it,
