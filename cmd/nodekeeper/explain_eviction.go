@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -20,7 +21,7 @@ import (
 func newExplainEvictionCmd() *cobra.Command {
 	var o explainEvictionOpts
 	cmd := explainCommand(&o.out,
-		"eviction --pods FILE --summary FILE [--config FILE] [--signal SIGNAL] [-o table|json]",
+		"eviction --pods FILE --summary FILE [--config FILE] [--signal SIGNAL] [--image-fs auto|none|dedicated|split] [-o table|json]",
 		"Show which thresholds are met and which pod node-pressure eviction picks",
 		`Replays one eviction pass on a snapshot: PODS as 'kubectl get pods -o json|yaml' prints
 them, SUMMARY as 'kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary' prints it,
@@ -202,6 +203,29 @@ func qty(q *resource.Quantity) string {
 
 func qtyv(q resource.Quantity) string { return qty(&q) }
 
+// observed renders an observation of signal s for the table.
+func observed(s eviction.Signal, q *resource.Quantity) string {
+	if q == nil {
+		return "-"
+	}
+	r, _ := s.Resource()
+	return humanAmount(q.Value(), r == eviction.ResourceInodes || r == eviction.ResourcePIDs)
+}
+
+// rankingTable renders one ranking as a table.
+func rankingTable(r eviction.Ranking) (string, error) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tPOD\tQOS\tPRIORITY\tUSAGE\tREQUEST\tUSAGE-REQUEST\tWHY")
+	for i, p := range r.Pods {
+		u := p.Usage
+		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", i+1, p.Pod.Namespace, p.Pod.Name, qos.Class(p.Pod),
+			u.Priority, humanAmount(u.Usage, u.Count), humanBytes(u.Request), humanAmount(u.Usage-u.Request, u.Count), p.Reason(r.Signal))
+	}
+	err := tw.Flush()
+	return b.String(), err
+}
+
 func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Disk layout: %s\n\nSIGNAL\tAVAILABLE\tCAPACITY\tTHRESHOLDS\n", d.Layout)
@@ -226,7 +250,7 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 		}
 		avail, capa := "-", "-"
 		if ok {
-			avail, capa = qty(o.Available), qty(o.Capacity)
+			avail, capa = observed(s, o.Available), observed(s, o.Capacity)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s, avail, capa, strings.Join(ts, ", "))
 	}
@@ -255,18 +279,25 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 		fmt.Fprintf(w, "Reclaiming %s: node-level reclaim first: %s; then evict one pod if still met\n",
 			d.Target.Signal, strings.Join(steps, ", then "))
 	}
+	// Signals measured on one filesystem (nodefs.available and imagefs.available
+	// on a node without an image filesystem) rank the pods identically: such a
+	// ranking is printed once, under all its signals.
+	var tables []string
+	var signals [][]string
 	for _, r := range d.Rankings {
-		fmt.Fprintf(w, "\nRanking for %s:\n", r.Signal)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "RANK\tPOD\tQOS\tPRIORITY\tUSAGE\tREQUEST\tUSAGE-REQUEST\tWHY")
-		for i, p := range r.Pods {
-			diff := eviction.Usage{Usage: p.Usage.Usage - p.Usage.Request, Count: p.Usage.Count}.UsageQuantity()
-			fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\n", i+1, p.Pod.Namespace, p.Pod.Name, qos.Class(p.Pod),
-				p.Usage.Priority, qtyv(p.Usage.UsageQuantity()), qtyv(p.Usage.RequestQuantity()), qtyv(diff), p.Reason(r.Signal))
-		}
-		if err := tw.Flush(); err != nil {
+		t, err := rankingTable(r)
+		if err != nil {
 			return err
 		}
+		if i := slices.Index(tables, t); i >= 0 {
+			signals[i] = append(signals[i], string(r.Signal))
+			continue
+		}
+		tables = append(tables, t)
+		signals = append(signals, []string{string(r.Signal)})
+	}
+	for i, t := range tables {
+		fmt.Fprintf(w, "\nRanking for %s:\n%s", strings.Join(signals[i], ", "), t)
 	}
 	if len(d.Evictions) > 0 {
 		e := d.Evictions[0]

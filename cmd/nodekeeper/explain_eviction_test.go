@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -173,5 +175,78 @@ func TestExplainEvictionBadInput(t *testing.T) {
 				t.Errorf("want one line, got %q", errOut)
 			}
 		})
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		v    int64
+		want string
+	}{
+		{0, "0"},
+		{512, "0.5Ki"},
+		{1024, "1.0Ki"},
+		{80 << 20, "80.0Mi"},
+		{8459072307, "7.9Gi"},
+		{1800000000, "1.7Gi"},
+		{1000000000, "953.7Mi"},
+		{-247483648, "-236.0Mi"},
+		{100 << 30, "100.0Gi"},
+		{1<<30 - 1<<10, "1.0Gi"}, // 1023.999Mi rounds up to the next unit
+		{math.MaxInt64, "8.0Ei"},
+		{math.MinInt64, "-8.0Ei"},
+	} {
+		if got := humanBytes(tc.v); got != tc.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+// The observation table prints bytes in binary units with one decimal and counts
+// as integers: no raw byte count beside a binary quantity.
+func TestExplainEvictionTableUnits(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "explain", "eviction", "--pods", "../../examples/eviction/memory/pods.json",
+		"--summary", "../../examples/eviction/memory/summary.json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, re := range []string{
+		`^memory\.available\s+80\.0Mi\s+7\.9Gi\s+<100Mi \(hard\) MET$`,
+		`^nodefs\.available\s+60\.0Gi\s+100\.0Gi\s`,
+		`^nodefs\.inodesFree\s+5000000\s+6553600\s`,
+		`^pid\.available\s+4193692\s+4194304\s*$`,
+		`^1\s+default/pod-c\s+Burstable\s+0\s+1\.7Gi\s+1\.0Gi\s+692\.6Mi\s+usage exceeds request$`,
+		`^6\s+default/pod-f\s+Guaranteed\s+0\s+953\.7Mi\s+2\.0Gi\s+-1\.1Gi\s+usage within request$`,
+	} {
+		if !regexpLine(out, re) {
+			t.Errorf("no line matches %s:\n%s", re, out)
+		}
+	}
+}
+
+// On a node without an image filesystem, nodefs, imagefs and containerfs are one
+// filesystem and rank the pods identically: the ranking is printed once, under
+// the three signals. A different ranking (memory) stays on its own.
+func TestExplainEvictionTableSharedRanking(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "explain", "eviction", "--pods", "../../examples/eviction/disk/pods.json",
+		"--summary", "../../examples/eviction/disk/summary.json", "--signal", "memory.available")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var headings []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "Ranking for ") {
+			headings = append(headings, line)
+		}
+	}
+	want := []string{"Ranking for nodefs.available, imagefs.available, containerfs.available:", "Ranking for memory.available:"}
+	if diff := cmp.Diff(want, headings); diff != "" {
+		t.Errorf("ranking headings (-want +got):\n%s\n%s", diff, out)
+	}
+	if n := len(regexp.MustCompile(`(?m)^\d+\s+default/pod-b\s`).FindAllString(out, -1)); n != 2 {
+		t.Errorf("pod-b listed %d times, want 2 (one disk ranking, one memory ranking):\n%s", n, out)
 	}
 }

@@ -121,14 +121,15 @@ func oomRows(pods []*v1.Pod, capacity int64) []oomRow {
 	return rows
 }
 
-// memoryRequestText returns c's memory request as written, its memory limit
-// when no request is set (the API server's default), or "-" for neither.
+// memoryRequestText returns c's memory request in the tables' byte unit, its
+// memory limit when no request is set (the API server's default), or "-" for
+// neither.
 func memoryRequestText(c *v1.Container) string {
 	if q, ok := c.Resources.Requests[v1.ResourceMemory]; ok {
-		return q.String()
+		return humanBytes(q.Value())
 	}
 	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
-		return q.String()
+		return humanBytes(q.Value())
 	}
 	return "-"
 }

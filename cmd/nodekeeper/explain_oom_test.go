@@ -99,8 +99,9 @@ func TestExplainOOMTable(t *testing.T) {
 	want := [][]string{
 		{"NAMESPACE/NAME", "CONTAINER", "QOS", "REQUEST", "OOM_SCORE_ADJ"},
 		{"default/a", "app", "BestEffort", "-", "1000"},
-		{"default/b", "app", "Guaranteed", "2Gi", "-997"},
-		{"default/c", "app", "Burstable", "4Gi", "867"},
+		// REQUEST in the tables' byte unit (humanBytes), not as written.
+		{"default/b", "app", "Guaranteed", "2.0Gi", "-997"},
+		{"default/c", "app", "Burstable", "4.0Gi", "867"},
 		{"default/d", "app", "BestEffort", "-", "1000"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -27,7 +27,7 @@ import (
 func newExplainPreemptionCmd() *cobra.Command {
 	var o explainPreemptionOpts
 	cmd := explainCommand(&o.out,
-		"preemption --pods FILE --pod FILE (--allocatable LIST | [--config FILE] --capacity LIST) [-o table|json]",
+		"preemption --pods FILE --pod FILE (--allocatable LIST | [--config FILE] --capacity LIST) [--node NODE] [-o table|json]",
 		"Show whether a pod would be admitted and which pods a critical pod would preempt",
 		`Replays the admission of one new pod on a snapshot: the node's running pods (--pods) and
 the new pod (--pod), both as 'kubectl get pods -o json|yaml' prints them. Pods in phase

@@ -275,25 +275,6 @@ spec:
 	}
 }
 
-// The README of the example shows the real output of its command.
-func TestExplainPreemptionReadme(t *testing.T) {
-	t.Parallel()
-	readme, err := os.ReadFile("../../examples/preemption/README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"--pods", preemptionRunning, "--pod", preemptionCritical, "--allocatable", "cpu=4,memory=8Gi,ephemeral-storage=20Gi,pods=110"}
-	for _, extra := range [][]string{nil, {"-o", "json"}} {
-		code, out, errOut := runPreemption(t, append(args, extra...)...)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut)
-		}
-		if !strings.Contains(string(readme), "```\n"+out+"```\n") {
-			t.Errorf("examples/preemption/README.md does not show the output of %v:\n%s", extra, out)
-		}
-	}
-}
-
 // A resource the new pod requests but the node description leaves out counts as
 // 0, and the user is told so.
 func TestExplainPreemptionWarnsAboutMissingResources(t *testing.T) {

@@ -11,13 +11,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
-// version is set at link time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, when set at link time with -ldflags "-X main.version=...", is the
+// version printed; otherwise it comes from the build information.
+var version string
 
 // exitUsage is the exit code for usage errors and bad input.
 const exitUsage = 2
@@ -76,7 +78,7 @@ func (e flagError) Unwrap() error { return e.error }
 
 func newRootCmd(logger *slog.Logger) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "nodekeeper",
+		Use:           "nodekeeper [--version] COMMAND",
 		Short:         "A node agent for the kubelet's node-level resource management",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -86,6 +88,11 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError{err} })
+	// --version is declared here, without cobra's -v shorthand, which would
+	// mean something else than simulate's -v (verbose).
+	root.Version = versionString()
+	root.SetVersionTemplate("nodekeeper {{.Version}}\n")
+	root.Flags().Bool("version", false, "print the version and exit")
 	root.AddCommand(newVersionCmd(), newExplainCmd(logger), newSimulateCmd(logger))
 	markArgErrors(root)
 	return root
@@ -111,13 +118,59 @@ func markArgErrors(c *cobra.Command) {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the nodekeeper version",
+		Short: "Print the nodekeeper version and VCS revision",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "nodekeeper %s\n", version)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "nodekeeper %s\n", versionString())
 			return err
 		},
 	}
+}
+
+// versionString describes this binary: the version set at link time, else the
+// module version from the build information, and the VCS revision the binary
+// was built from.
+func versionString() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = nil
+	}
+	return formatVersion(version, bi)
+}
+
+// formatVersion returns "VERSION (revision REV[, modified])". linked, when not
+// empty, is the version given at link time and wins over the module version.
+// A binary built outside a VCS checkout or with -buildvcs=false (as go test and
+// GOFLAGS=-buildvcs=false do) has no revision: it reads "revision unknown".
+// bi may be nil (a binary without build information).
+func formatVersion(linked string, bi *debug.BuildInfo) string {
+	v := linked
+	if v == "" && bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	if v == "" {
+		v = "devel"
+	}
+	var rev string
+	var modified bool
+	if bi != nil {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if rev == "" {
+		return v + " (revision unknown)"
+	}
+	rev = "revision " + rev
+	if modified {
+		rev += ", modified"
+	}
+	return v + " (" + rev + ")"
 }
 
 // newExplainCmd groups the explain subcommands: each replays one subsystem's

@@ -13,7 +13,7 @@ func newSimulateCmd(logger *slog.Logger) *cobra.Command {
 	var format string
 	var verbose bool
 	cmd := &cobra.Command{
-		Use:   "simulate FILE [-o text|json]",
+		Use:   "simulate FILE [-o text|json] [-v]",
 		Short: "Replay a scripted node history through the real managers on a virtual clock",
 		Long: `Runs the eviction manager, image and container GC, the admission chain and
 critical-pod preemption against the scenario in FILE (YAML or JSON) on a virtual
