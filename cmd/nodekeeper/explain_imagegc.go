@@ -21,7 +21,7 @@ import (
 func newExplainImageGCCmd() *cobra.Command {
 	var o explainImageGCOpts
 	cmd := explainCommand(&o.out,
-		"imagegc --images FILE --containers FILE --imagefs FILE [--records FILE] [--config FILE] [--now TIME] [-o table|json]",
+		"imagegc --images FILE --containers FILE --imagefs FILE [--capacity QTY [--available QTY]] [--records FILE] [--config FILE] [--sandbox-image REF] [--now TIME] [-o table|json]",
 		"Show which images image garbage collection would remove, in which order, and why the others stay",
 		`Replays one periodic image GC pass on a snapshot of a node:
 IMAGES as 'crictl images -o json' prints them, CONTAINERS as 'crictl ps -a -o json'

@@ -12,13 +12,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// usePending lists flags that a command's Use line does not name yet, because the
-// command's file belongs to another change. The test fails once they are named,
-// so that the entry is deleted then.
-var usePending = map[string][]string{
-	"nodekeeper explain imagegc": {"capacity", "available", "sandbox-image"},
-}
-
 // Every command's Use line, the first line of its help, names each of its flags.
 func TestUseLinesNameEveryFlag(t *testing.T) {
 	t.Parallel()
@@ -30,12 +23,8 @@ func TestUseLinesNameEveryFlag(t *testing.T) {
 				return
 			}
 			named := useNames(c.Use, "--"+f.Name) || (f.Shorthand != "" && useNames(c.Use, "-"+f.Shorthand))
-			pending := strings.Contains(" "+strings.Join(usePending[path], " ")+" ", " "+f.Name+" ")
-			switch {
-			case !named && !pending:
+			if !named {
 				t.Errorf("%s: Use %q does not name --%s", path, c.Use, f.Name)
-			case named && pending:
-				t.Errorf("%s: Use %q names --%s now: delete it from usePending", path, c.Use, f.Name)
 			}
 		})
 		for _, sub := range c.Commands() {
