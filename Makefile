@@ -6,7 +6,7 @@ PKGS := ./...
 all: build
 
 build:
-	$(GO) build -o bin/nodekeeper ./cmd/nodekeeper
+	$(GO) build -buildvcs=auto -o bin/nodekeeper ./cmd/nodekeeper
 
 # test runs everything CI runs: vet, a gofmt check and the race-enabled test suite.
 # The timeout leaves room for the first run on a fresh machine, which builds
