@@ -2,7 +2,6 @@ package devicemanager
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 
@@ -80,14 +79,14 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	m.mu.Unlock()
 
 	if err := m.persist(ctx); err != nil {
-		return nil, fmt.Errorf("pod %q container %q: %w", pod.Name, container.Name, err)
+		return nil, err
 	}
 	for _, c := range calls {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.PreStartTimeout)
 		_, err := c.client.PreStartContainer(pctx, &pluginapi.PreStartContainerRequest{DevicesIds: c.ids})
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("pod %q container %q: pre-start %s devices %q: %w: %w", pod.Name, container.Name, c.res, c.ids, ErrPlugin, err)
+			return nil, classed(ErrPlugin, "device plugin PreStartContainer rpc failed with err: %w", err)
 		}
 	}
 	return m.mergeOptions(uid, container.Name, resps), nil
