@@ -486,15 +486,92 @@ func TestContainerOptionsAllocatesMissing(t *testing.T) {
 	env.waitCounts(gpu, counts{2, 2})
 	c := ctr("app", map[string]int64{gpu: 2})
 	p := pod("p", nil, c)
+	*env.active = []*v1.Pod{p}
 	opts, err := env.m.ContainerOptions(testCtx(t), p, &c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(opts.Devices) != 2 {
-		t.Errorf("devices %v, want 2", opts.Devices)
+	if opts == nil || len(opts.Devices) != 2 {
+		t.Fatalf("options %v, want 2 devices", opts)
 	}
 	if diff := cmp.Diff(map[string][]string{gpu: {"d0", "d1"}}, env.m.AllocatedDevices("p", "app")); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestContainerOptionsPodGone: for a pod that is no longer active,
+// ContainerOptions never allocates. Without devices (never assigned, or
+// freed and given to another pod) it returns nil and no error; devices it
+// still holds are returned as they are.
+func TestContainerOptionsPodGone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// setup leaves gone inactive and returns the devices it still
+		// holds.
+		setup func(t *testing.T, env *testEnv, gone *v1.Pod) []string
+	}{
+		{
+			name:  "never assigned",
+			setup: func(*testing.T, *testEnv, *v1.Pod) []string { return nil }, // never active
+		},
+		{
+			name: "freed and taken by another pod",
+			setup: func(t *testing.T, env *testEnv, gone *v1.Pod) []string {
+				*env.active = []*v1.Pod{gone}
+				if err := env.m.AllocatePod(testCtx(t), gone); err != nil {
+					t.Fatal(err)
+				}
+				next := pod("next", nil, ctr("app", map[string]int64{gpu: 2}))
+				*env.active = []*v1.Pod{next} // gone terminated
+				if err := env.m.AllocatePod(testCtx(t), next); err != nil {
+					t.Fatal(err)
+				}
+				return nil
+			},
+		},
+		{
+			name: "still held",
+			setup: func(t *testing.T, env *testEnv, gone *v1.Pod) []string {
+				*env.active = []*v1.Pod{gone}
+				if err := env.m.AllocatePod(testCtx(t), gone); err != nil {
+					t.Fatal(err)
+				}
+				*env.active = nil // gone terminated; nothing freed it yet
+				return []string{"d0", "d1"}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := startManager(t, "", Config{})
+			env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil, plugintest.Funcs{})
+			env.waitCounts(gpu, counts{2, 2})
+			c := ctr("app", map[string]int64{gpu: 2})
+			gone := pod("gone", nil, c)
+			held := tc.setup(t, env, gone)
+			others := env.m.SanitizeAllocatable(v1.ResourceList{})
+
+			opts, err := env.m.ContainerOptions(testCtx(t), gone, &c)
+			if err != nil {
+				t.Fatalf("ContainerOptions: %v", err)
+			}
+			want := map[string][]string{}
+			if held != nil {
+				want[gpu] = held
+				if opts == nil || len(opts.Devices) != len(held) {
+					t.Errorf("options %v, want the %d held devices", opts, len(held))
+				}
+			} else if opts != nil {
+				t.Errorf("options %v, want nil", opts)
+			}
+			if diff := cmp.Diff(want, env.m.AllocatedDevices("gone", "app")); diff != "" {
+				t.Errorf("gone pod holds (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(others, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
+				t.Errorf("devices in use changed (-before +after):\n%s", diff)
+			}
+		})
 	}
 }
 
