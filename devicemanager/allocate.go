@@ -39,10 +39,11 @@ func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
 //
 // A container that already holds devices keeps them (a restart); a changed
 // count is an error. Before choosing, devices of pods that Deps.ActivePods no
-// longer lists are freed. Errors wrap ErrUnavailable (unregistered resource,
-// no or too few healthy devices, previously assigned devices unhealthy) or
-// ErrPlugin (an RPC failed or timed out); on error the container holds no
-// new devices of the failing resource.
+// longer lists are freed. Errors read exactly as the kubelet's and match, with
+// errors.Is, ErrUnavailable (unregistered resource, no or too few healthy
+// devices, previously assigned devices unhealthy) or ErrPlugin (an RPC failed
+// or timed out); on error the container holds no new devices of the failing
+// resource.
 func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Container) error {
 	uid := string(pod.UID)
 	reqs := m.deviceRequests(container)
@@ -201,7 +202,7 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	if askPreferred != nil {
 		preferred, err := m.preferred(ctx, ch.client, askPreferred)
 		if err != nil {
-			return false, fmt.Errorf("pod %q container %q resource %s: %w", pod.Name, ctr, res, err)
+			return false, err
 		}
 		m.mu.Lock()
 		ch, _, err = m.choose(uid, ctr, res, need, running, preferred)
@@ -221,13 +222,14 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	cancel()
 	m.metrics.allocDuration.WithLabelValues(res).Observe(m.clock.Since(start).Seconds())
 	if err == nil && len(resp.GetContainerResponses()) == 0 {
-		err = fmt.Errorf("no containers in the allocation response")
+		err = fmt.Errorf("no containers return in allocation response %v", resp)
 	}
 	if err != nil {
 		m.mu.Lock()
 		m.used.remove(res, ch.reserved...)
 		m.mu.Unlock()
-		return false, fmt.Errorf("pod %q container %q: allocate %s devices %q: %w: %w", pod.Name, ctr, res, ch.devices, ErrPlugin, err)
+		// The RPC's error as it is, as the kubelet reports it.
+		return false, classed(ErrPlugin, "%w", err)
 	}
 
 	m.mu.Lock()
@@ -270,14 +272,14 @@ func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred
 	}
 	rs, ok := m.resources[res]
 	if !ok {
-		return nil, nil, fmt.Errorf("cannot allocate unregistered device %s: %w", res, ErrUnavailable)
+		return nil, nil, classed(ErrUnavailable, "cannot allocate unregistered device %s", res)
 	}
 	if rs.healthy.Len() == 0 {
-		return nil, nil, fmt.Errorf("no healthy devices present; cannot allocate unhealthy devices %s: %w", res, ErrUnavailable)
+		return nil, nil, classed(ErrUnavailable, "no healthy devices present; cannot allocate unhealthy devices %s", res)
 	}
 	if prev != nil {
 		if !rs.healthy.HasAll(prev.ids...) {
-			return nil, nil, fmt.Errorf("previously allocated devices are no longer healthy; cannot allocate unhealthy devices %s: %w", res, ErrUnavailable)
+			return nil, nil, classed(ErrUnavailable, "previously allocated devices are no longer healthy; cannot allocate unhealthy devices %s", res)
 		}
 		return nil, nil, nil
 	}
@@ -341,6 +343,12 @@ func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred
 		}
 	}
 	if len(reserved) < remaining {
+		if preferred != nil {
+			// Enough devices were free before the plugin was asked;
+			// another container took some meanwhile.
+			return nil, nil, classed(ErrUnavailable, "unexpectedly allocated less resources than required. Requested: %d, Got: %d",
+				need, len(picked)+len(reserved))
+		}
 		return nil, nil, errTooFew(res, remaining, free)
 	}
 	m.used.add(res, reserved...)
@@ -348,8 +356,8 @@ func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred
 }
 
 func errTooFew(res string, requested, available int) error {
-	return fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d: %w",
-		res, requested, available, ErrUnavailable)
+	return classed(ErrUnavailable, "requested number of devices unavailable for %s. Requested: %d, Available: %d",
+		res, requested, available)
 }
 
 func sorted(ids []string) []string {
@@ -365,7 +373,7 @@ func (m *Manager) preferred(ctx context.Context, c rpcClient, req *pluginapi.Con
 		ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{req},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("get preferred allocation: %w: %w", ErrPlugin, err)
+		return nil, classed(ErrPlugin, "device plugin GetPreferredAllocation rpc failed with err: %w", err)
 	}
 	if len(resp.GetContainerResponses()) == 0 {
 		return []string{}, nil

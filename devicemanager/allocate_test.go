@@ -3,8 +3,12 @@ package devicemanager
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/nodekeeper/nodekeeper/devicemanager/checkpoint"
 	"github.com/nodekeeper/nodekeeper/devicemanager/plugintest"
 )
 
@@ -119,16 +124,39 @@ func TestAllocateErrors(t *testing.T) {
 	}
 }
 
+// wantErr checks that err reads exactly text, the kubelet's wording, and
+// that errors.Is matches class (when not nil) and no other class.
 func wantErr(t *testing.T, err, class error, text string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %q", text)
 	}
-	if class != nil && !errors.Is(err, class) {
-		t.Errorf("error %v is not %v", err, class)
+	if got := err.Error(); got != text {
+		t.Errorf("error text:\n got %q\nwant %q", got, text)
 	}
-	if !strings.Contains(err.Error(), text) {
-		t.Errorf("error %q does not contain %q", err, text)
+	wantClass(t, err, class)
+}
+
+// wantErrPrefix is wantErr for a text that ends in the words of gRPC, which
+// vary (a deadline reads "context deadline exceeded" or "stream terminated
+// by RST_STREAM ...").
+func wantErrPrefix(t *testing.T, err, class error, prefix string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one starting %q", prefix)
+	}
+	if got := err.Error(); !strings.HasPrefix(got, prefix) {
+		t.Errorf("error text:\n got %q\nwant %q...", got, prefix)
+	}
+	wantClass(t, err, class)
+}
+
+func wantClass(t *testing.T, err, class error) {
+	t.Helper()
+	for _, c := range []error{ErrUnavailable, ErrPlugin, ErrNotRunning} {
+		if is := errors.Is(err, c); is != (c == class) {
+			t.Errorf("errors.Is(%q, %v) = %v", err, c, is)
+		}
 	}
 }
 
@@ -144,7 +172,8 @@ func TestFreesDevicesOfInactivePods(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := pod("second", nil, ctr("app", map[string]int64{gpu: 2}))
-	wantErr(t, env.m.AllocatePod(ctx, second), ErrUnavailable, "Available: 0")
+	wantErr(t, env.m.AllocatePod(ctx, second), ErrUnavailable,
+		"requested number of devices unavailable for example.com/gpu. Requested: 2, Available: 0")
 	*env.active = nil // the first pod terminated
 	if err := env.m.AllocatePod(ctx, second); err != nil {
 		t.Fatal(err)
@@ -357,7 +386,7 @@ func TestHungAllocateTimesOut(t *testing.T) {
 	start := time.Now()
 	err := env.m.AllocatePod(testCtx(t), pod("hung", nil, ctr("app", map[string]int64{gpu: 2})))
 	elapsed := time.Since(start)
-	wantErr(t, err, ErrPlugin, `pod "pod-hung" container "app": allocate example.com/gpu devices ["d0" "d1"]`)
+	wantErrPrefix(t, err, ErrPlugin, "rpc error: code = DeadlineExceeded desc = ")
 	if code := status.Code(err); code != codes.DeadlineExceeded {
 		t.Errorf("gRPC code %v, want %v", code, codes.DeadlineExceeded)
 	}
@@ -417,7 +446,9 @@ func TestPluginAnswersNonsense(t *testing.T) {
 		}})
 	env.waitCounts(gpu, counts{1, 1})
 	err := env.m.AllocatePod(testCtx(t), pod("p", nil, ctr("app", map[string]int64{gpu: 1})))
-	wantErr(t, err, ErrPlugin, "no containers in the allocation response")
+	// The kubelet prints the response after the text; an empty one prints
+	// as nothing.
+	wantErr(t, err, ErrPlugin, "no containers return in allocation response ")
 	if diff := cmp.Diff(v1.ResourceList{}, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
 		t.Errorf("devices held after a failed allocation (-want +got):\n%s", diff)
 	}
@@ -439,7 +470,10 @@ func TestHungPreStartTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := env.m.ContainerOptions(ctx, p, &c)
-	wantErr(t, err, ErrPlugin, `pre-start example.com/gpu devices ["d0"]`)
+	wantErrPrefix(t, err, ErrPlugin, "device plugin PreStartContainer rpc failed with err: rpc error: code = DeadlineExceeded desc = ")
+	if code := status.Code(err); code != codes.DeadlineExceeded {
+		t.Errorf("gRPC code %v, want %v", code, codes.DeadlineExceeded)
+	}
 }
 
 // TestContainerOptionsAllocatesMissing covers a node reboot: the container
@@ -452,15 +486,92 @@ func TestContainerOptionsAllocatesMissing(t *testing.T) {
 	env.waitCounts(gpu, counts{2, 2})
 	c := ctr("app", map[string]int64{gpu: 2})
 	p := pod("p", nil, c)
+	*env.active = []*v1.Pod{p}
 	opts, err := env.m.ContainerOptions(testCtx(t), p, &c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(opts.Devices) != 2 {
-		t.Errorf("devices %v, want 2", opts.Devices)
+	if opts == nil || len(opts.Devices) != 2 {
+		t.Fatalf("options %v, want 2 devices", opts)
 	}
 	if diff := cmp.Diff(map[string][]string{gpu: {"d0", "d1"}}, env.m.AllocatedDevices("p", "app")); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestContainerOptionsPodGone: for a pod that is no longer active,
+// ContainerOptions never allocates. Without devices (never assigned, or
+// freed and given to another pod) it returns nil and no error; devices it
+// still holds are returned as they are.
+func TestContainerOptionsPodGone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// setup leaves gone inactive and returns the devices it still
+		// holds.
+		setup func(t *testing.T, env *testEnv, gone *v1.Pod) []string
+	}{
+		{
+			name:  "never assigned",
+			setup: func(*testing.T, *testEnv, *v1.Pod) []string { return nil }, // never active
+		},
+		{
+			name: "freed and taken by another pod",
+			setup: func(t *testing.T, env *testEnv, gone *v1.Pod) []string {
+				*env.active = []*v1.Pod{gone}
+				if err := env.m.AllocatePod(testCtx(t), gone); err != nil {
+					t.Fatal(err)
+				}
+				next := pod("next", nil, ctr("app", map[string]int64{gpu: 2}))
+				*env.active = []*v1.Pod{next} // gone terminated
+				if err := env.m.AllocatePod(testCtx(t), next); err != nil {
+					t.Fatal(err)
+				}
+				return nil
+			},
+		},
+		{
+			name: "still held",
+			setup: func(t *testing.T, env *testEnv, gone *v1.Pod) []string {
+				*env.active = []*v1.Pod{gone}
+				if err := env.m.AllocatePod(testCtx(t), gone); err != nil {
+					t.Fatal(err)
+				}
+				*env.active = nil // gone terminated; nothing freed it yet
+				return []string{"d0", "d1"}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := startManager(t, "", Config{})
+			env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil, plugintest.Funcs{})
+			env.waitCounts(gpu, counts{2, 2})
+			c := ctr("app", map[string]int64{gpu: 2})
+			gone := pod("gone", nil, c)
+			held := tc.setup(t, env, gone)
+			others := env.m.SanitizeAllocatable(v1.ResourceList{})
+
+			opts, err := env.m.ContainerOptions(testCtx(t), gone, &c)
+			if err != nil {
+				t.Fatalf("ContainerOptions: %v", err)
+			}
+			want := map[string][]string{}
+			if held != nil {
+				want[gpu] = held
+				if opts == nil || len(opts.Devices) != len(held) {
+					t.Errorf("options %v, want the %d held devices", opts, len(held))
+				}
+			} else if opts != nil {
+				t.Errorf("options %v, want nil", opts)
+			}
+			if diff := cmp.Diff(want, env.m.AllocatedDevices("gone", "app")); diff != "" {
+				t.Errorf("gone pod holds (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(others, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
+				t.Errorf("devices in use changed (-before +after):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -498,5 +609,98 @@ func TestRestartKeepsRunningContainers(t *testing.T) {
 	if err := m.Allocate(ctx, p, &running); err != nil {
 		t.Errorf("running container: %v", err)
 	}
-	wantErr(t, m.Allocate(ctx, p, &stopped), ErrUnavailable, "no healthy devices present")
+	wantErr(t, m.Allocate(ctx, p, &stopped), ErrUnavailable, "no healthy devices present; cannot allocate unhealthy devices example.com/gpu")
+}
+
+// TestPreferredAllocationErrors: a failed GetPreferredAllocation and devices
+// taken while the plugin was choosing fail the allocation with the
+// kubelet's texts, and leave nothing reserved.
+func TestPreferredAllocationErrors(t *testing.T) {
+	t.Parallel()
+	opts := &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}
+	t.Run("rpc fails", func(t *testing.T) {
+		t.Parallel()
+		env := startManager(t, "", Config{})
+		env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1", "d2"), opts,
+			plugintest.Funcs{Preferred: func(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+				return nil, status.Error(codes.Internal, "boom")
+			}})
+		env.waitCounts(gpu, counts{3, 3})
+		err := env.m.AllocatePod(testCtx(t), pod("p", nil, ctr("app", map[string]int64{gpu: 2})))
+		wantErr(t, err, ErrPlugin, "device plugin GetPreferredAllocation rpc failed with err: rpc error: code = Internal desc = boom")
+		if code := status.Code(err); code != codes.Internal {
+			t.Errorf("gRPC code %v, want %v", code, codes.Internal)
+		}
+		if diff := cmp.Diff(v1.ResourceList{}, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
+			t.Errorf("devices held after a failed allocation (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("devices taken meanwhile", func(t *testing.T) {
+		t.Parallel()
+		env := startManager(t, "", Config{})
+		defaults := plugintest.New("", nil, nil, plugintest.Funcs{})
+		var calls atomic.Int32
+		other := pod("other", nil, ctr("app", map[string]int64{gpu: 2}))
+		otherErr := make(chan error, 1)
+		env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1", "d2"), opts,
+			plugintest.Funcs{Preferred: func(ctx context.Context, r *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+				// While the first pod's plugin chooses, another pod
+				// takes two of the three devices.
+				// (The other pod's own request is the second call.)
+				if calls.Add(1) == 1 {
+					otherErr <- env.m.AllocatePod(ctx, other)
+				}
+				return defaults.GetPreferredAllocation(ctx, r)
+			}})
+		env.waitCounts(gpu, counts{3, 3})
+		err := env.m.AllocatePod(testCtx(t), pod("p", nil, ctr("app", map[string]int64{gpu: 2})))
+		select {
+		case err := <-otherErr:
+			if err != nil {
+				t.Fatalf("other pod: %v", err)
+			}
+		default:
+			t.Fatal("the plugin was not asked for a preferred allocation")
+		}
+		wantErr(t, err, ErrUnavailable, "unexpectedly allocated less resources than required. Requested: 2, Got: 1")
+		if diff := cmp.Diff(v1.ResourceList{gpu: resource.MustParse("2")}, env.m.SanitizeAllocatable(v1.ResourceList{})); diff != "" {
+			t.Errorf("devices in use (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestCheckpointWriteError: ContainerOptions reports a checkpoint it cannot
+// write as the kubelet's allocation does.
+func TestCheckpointWriteError(t *testing.T) {
+	t.Parallel()
+	env := startManager(t, "", Config{})
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0"), nil, plugintest.Funcs{})
+	env.waitCounts(gpu, counts{1, 1})
+	c := ctr("app", map[string]int64{gpu: 1})
+	p := pod("p", nil, c)
+	*env.active = []*v1.Pod{p}
+	ctx := testCtx(t)
+	if err := env.m.AllocatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	// A directory where the file goes makes the final rename fail. The
+	// background writer may recreate the file meanwhile: retry.
+	path := filepath.Join(env.dir, checkpoint.FileName)
+	for {
+		if err := os.RemoveAll(path); err != nil {
+			t.Fatal(err)
+		}
+		err := os.Mkdir(path, 0o700)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			t.Fatal(err)
+		}
+	}
+	_, err := env.m.ContainerOptions(ctx, p, &c)
+	const prefix = `failed to write checkpoint file "kubelet_internal_checkpoint": `
+	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
+		t.Fatalf("ContainerOptions error %v, want one starting %q", err, prefix)
+	}
 }

@@ -190,5 +190,5 @@ func (m *Manager) stopped(ep *endpoint, now time.Time) {
 
 // errStopped is returned for an RPC to a resource with no live plugin.
 func errStopped(res string) error {
-	return fmt.Errorf("endpoint %s has been stopped: %w", res, ErrUnavailable)
+	return classed(ErrUnavailable, "endpoint %s has been stopped", res)
 }

@@ -28,17 +28,6 @@ import (
 	filecheckpoint "github.com/nodekeeper/nodekeeper/internal/checkpoint"
 )
 
-// Error classes; check with errors.Is.
-var (
-	// ErrNotRunning: the operation needs Run to be active.
-	ErrNotRunning = errors.New("device manager is not running")
-	// ErrUnavailable: the devices a container needs cannot be given now
-	// (resource unregistered, unhealthy or exhausted).
-	ErrUnavailable = errors.New("devices unavailable")
-	// ErrPlugin: a plugin RPC failed, timed out or answered nonsense.
-	ErrPlugin = errors.New("device plugin error")
-)
-
 // Manager is the device manager. Create it with New, start it with Run.
 // Its methods are safe for concurrent use.
 type Manager struct {
@@ -384,7 +373,7 @@ func (m *Manager) save() error {
 		return err
 	}
 	if err := m.writeFile(m.checkpoint, b, 0o600); err != nil {
-		return fmt.Errorf("write device checkpoint: %w", err)
+		return fmt.Errorf("failed to write checkpoint file %q: %w", checkpoint.FileName, err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package devicemanager
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 
@@ -33,6 +32,10 @@ type ContainerOptions struct {
 // assignment (a node restart before the plugin was back). Call it right
 // before creating the container.
 //
+// It returns nil and no error when the container holds no devices. A pod
+// that Deps.ActivePods no longer lists is never given devices here: its
+// container gets the ones it still holds, or nil once they were freed.
+//
 // Merging follows the kubelet: resources in name order; the first value of an
 // environment variable or annotation wins, as does the first mount or device
 // for a container path; CDI devices are listed once. Conflicts are logged.
@@ -46,6 +49,12 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 		if a == nil {
 			reallocate = true
 		}
+	}
+	if reallocate && !m.podActive(pod) {
+		// Its devices may have gone to other pods already.
+		m.log.Info("Pod is no longer active; not allocating devices again",
+			"pod", nodeapi.PodName(pod), "podUID", uid, "containerName", container.Name)
+		reallocate = false
 	}
 	if reallocate {
 		m.log.Info("Container has device resources without an assignment; allocating again",
@@ -64,6 +73,10 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	var resps []*pluginapi.ContainerAllocateResponse
 	m.mu.Lock()
 	byRes := m.pods[uid][container.Name]
+	if len(byRes) == 0 {
+		m.mu.Unlock()
+		return nil, nil
+	}
 	for _, res := range sortedKeys(byRes) {
 		a := byRes[res]
 		resps = append(resps, a.resp)
@@ -80,17 +93,31 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	m.mu.Unlock()
 
 	if err := m.persist(ctx); err != nil {
-		return nil, fmt.Errorf("pod %q container %q: %w", pod.Name, container.Name, err)
+		return nil, err
 	}
 	for _, c := range calls {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.PreStartTimeout)
 		_, err := c.client.PreStartContainer(pctx, &pluginapi.PreStartContainerRequest{DevicesIds: c.ids})
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("pod %q container %q: pre-start %s devices %q: %w: %w", pod.Name, container.Name, c.res, c.ids, ErrPlugin, err)
+			return nil, classed(ErrPlugin, "device plugin PreStartContainer rpc failed with err: %w", err)
 		}
 	}
 	return m.mergeOptions(uid, container.Name, resps), nil
+}
+
+// podActive reports whether Deps.ActivePods lists pod; without
+// Deps.ActivePods every pod counts as active.
+func (m *Manager) podActive(pod *v1.Pod) bool {
+	if m.deps.ActivePods == nil {
+		return true
+	}
+	for _, p := range m.deps.ActivePods() {
+		if p.UID == pod.UID {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Manager) mergeOptions(uid, ctr string, resps []*pluginapi.ContainerAllocateResponse) *ContainerOptions {
