@@ -19,7 +19,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/devicemanager/plugintest"
 )
 
-const waitLimit = 20 * time.Second
+const waitLimit = time.Minute
 
 type testEnv struct {
 	t    *testing.T
