@@ -55,12 +55,14 @@ type sim struct {
 	reclaimReported bool
 }
 
-// Run plays the scenario and returns its events in time order.
+// Run plays the scenario and returns its events in time order. The managers
+// log to logger with the virtual time as each record's time.
 func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &sim{sc: sc, log: logger, clk: newVirtualClock(start)}
+	s := &sim{sc: sc, clk: newVirtualClock(start)}
+	s.log = slog.New(virtualTimeHandler{next: logger.Handler(), now: s.clk.Now})
 	s.n = &node{now: start, dedicated: sc.Node.DedicatedImageFs, emit: s.emit}
 	if err := s.build(); err != nil {
 		return nil, err
