@@ -338,16 +338,21 @@ func (s *sim) reportReclaim() {
 	s.emit(Event{Event: EventReclaimed, Signal: string(st.Reclaiming), Freed: ptr(s.n.freed)})
 }
 
-// kill is the node's PodKiller: the pod stops at once and gives back what it used.
+// kill is the node's PodKiller: the pod stops at once and gives back what it
+// used. The timeline records the final status the kill asked for.
 func (s *sim) kill(_ context.Context, req nodeapi.KillRequest) error {
 	pod := req.Pod
-	e := Event{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Message: req.Status.Message}
+	e := Event{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Reason: req.Status.Reason,
+		Message: req.Status.Message, Phase: string(req.Status.Phase), GracePeriodSeconds: ptr(int64(req.GracePeriod() / time.Second))}
+	for _, c := range req.Status.Conditions {
+		e.Conditions = append(e.Conditions, PodCondition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message})
+	}
 	switch req.Status.Reason {
 	case eviction.Reason:
 		s.reportReclaim()
 		e.Event, e.Signal = EventEvicted, string(s.mgrs.Eviction.Status().Reclaiming)
 	default:
-		e.Event, e.Reason = EventPreempted, req.Status.Reason
+		e.Event = EventPreempted
 	}
 	s.emit(e)
 	s.n.removePod(pod)

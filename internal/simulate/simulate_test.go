@@ -234,3 +234,48 @@ steps:
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// An evicted pod is reported with the final status the eviction manager asked
+// for, as the kubelet records it: phase Failed, reason Evicted, the message, a
+// true DisruptionTarget condition, and the grace period (1 s for a hard
+// threshold, whatever the pod's own).
+func TestEvictedPodStatus(t *testing.T) {
+	t.Parallel()
+	sc, err := Parse("s.yaml", []byte(`
+until: 0s
+steps:
+  - at: 0s
+    summary:
+      node: {memory: {availableBytes: 52428800, workingSetBytes: 4294967296}}
+      pods: [{podRef: {name: a, namespace: d, uid: u1}, memory: {workingSetBytes: 4194304000}}]
+    pods: [{metadata: {name: a, namespace: d, uid: u1}, spec: {terminationGracePeriodSeconds: 90, containers: [{name: c}]}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := Run(t.Context(), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Event
+	for _, e := range events {
+		if e.Event == EventEvicted {
+			got = append(got, e)
+		}
+	}
+	msg := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
+	want := []Event{{Event: EventEvicted, Signal: "memory.available", Namespace: "d", Name: "a", UID: "u1",
+		Reason: "Evicted", Message: msg, Phase: "Failed", GracePeriodSeconds: ptr(int64(1)),
+		Conditions: []PodCondition{{Type: "DisruptionTarget", Status: "True", Reason: "TerminationByKubelet", Message: msg}}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("evicted (-want +got):\n%s", diff)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, got); err != nil {
+		t.Fatal(err)
+	}
+	wantText := "      0s  Evicted             d/a (memory.available): " + strings.TrimSpace(msg) + " [phase Failed, grace period 1s, DisruptionTarget]\n"
+	if diff := cmp.Diff(wantText, text.String()); diff != "" {
+		t.Errorf("text (-want +got):\n%s", diff)
+	}
+}
