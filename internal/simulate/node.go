@@ -13,6 +13,8 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/eviction"
 )
 
 // node is the scripted node: the pods, stats, images and containers the scenario
@@ -26,8 +28,10 @@ type node struct {
 	images     []*runtimeapi.Image
 	containers []*runtimeapi.Container
 	imageFs    *ImageFs
-	dedicated  bool
-	emit       func(Event)
+	// layout says which filesystems hold images and writable layers, and so
+	// which of the Summary's filesystems are one and the same.
+	layout eviction.DiskLayout
+	emit   func(Event)
 	// freed counts bytes freed on disk by image and container removal since the
 	// last reset; the eviction pass reports it as Reclaimed.
 	freed int64
@@ -118,12 +122,8 @@ func (n *node) removePod(pod *v1.Pod) {
 	for _, v := range ps.VolumeStats {
 		other += used(&v.FsStats)
 	}
-	if n.dedicated {
-		n.giveImageFs(rootfs)
-		giveFs(n.summary.Node.Fs, other)
-	} else {
-		n.giveNodeFs(rootfs + other)
-	}
+	n.giveContainerFs(rootfs)
+	n.giveNodeFs(other)
 }
 
 // freeImageBytes records that b bytes were freed on the image filesystem.
@@ -132,32 +132,62 @@ func (n *node) freeImageBytes(b uint64) {
 	if n.imageFs != nil {
 		n.imageFs.AvailableBytes = min(n.imageFs.AvailableBytes+b, max(n.imageFs.CapacityBytes, n.imageFs.AvailableBytes+b))
 	}
-	if n.summary == nil {
-		return
+	if n.summary != nil {
+		n.giveImageFs(b)
 	}
-	if n.dedicated {
+}
+
+// The Summary reports each filesystem the node has once per role: the node
+// filesystem (logs, volumes), the image filesystem (images) and the container
+// filesystem (writable layers). The give functions free b bytes on the
+// filesystem of one role, and so on every role the layout puts on it:
+//
+//	layout      node fs holds          image fs holds    container fs is
+//	no imagefs  every role             (the node fs)     (the node fs)
+//	dedicated   logs, volumes          images, layers    (the image fs)
+//	split       logs, volumes, layers  images            (the node fs)
+
+// giveNodeFs frees b bytes on the node filesystem.
+func (n *node) giveNodeFs(b uint64) {
+	rt := n.runtimeFs()
+	switch n.layout {
+	case eviction.NoImageFs:
+		giveFs(b, n.summary.Node.Fs, rt.ImageFs, rt.ContainerFs)
+	case eviction.SplitImageFs:
+		giveFs(b, n.summary.Node.Fs, rt.ContainerFs)
+	default:
+		giveFs(b, n.summary.Node.Fs)
+	}
+}
+
+// giveImageFs frees b bytes on the image filesystem.
+func (n *node) giveImageFs(b uint64) {
+	rt := n.runtimeFs()
+	switch n.layout {
+	case eviction.NoImageFs:
+		giveFs(b, n.summary.Node.Fs, rt.ImageFs, rt.ContainerFs)
+	case eviction.DedicatedImageFs:
+		giveFs(b, rt.ImageFs, rt.ContainerFs)
+	default:
+		giveFs(b, rt.ImageFs)
+	}
+}
+
+// giveContainerFs frees b bytes on the filesystem of the writable layers.
+func (n *node) giveContainerFs(b uint64) {
+	if n.layout == eviction.DedicatedImageFs {
 		n.giveImageFs(b)
 	} else {
 		n.giveNodeFs(b)
 	}
 }
 
-func (n *node) giveImageFs(b uint64) {
-	if s := n.summary; s.Node.Runtime != nil {
-		giveFs(s.Node.Runtime.ImageFs, b)
-		if s.Node.Runtime.ContainerFs != s.Node.Runtime.ImageFs {
-			giveFs(s.Node.Runtime.ContainerFs, b)
-		}
+// runtimeFs returns the Summary's runtime filesystems, empty when it has none.
+func (n *node) runtimeFs() statsapi.RuntimeStats {
+	if rt := n.summary.Node.Runtime; rt != nil {
+		return *rt
 	}
-}
-
-// giveNodeFs frees b bytes on the node filesystem, which without a dedicated image
-// filesystem the Summary also reports as imageFs and containerFs.
-func (n *node) giveNodeFs(b uint64) {
-	giveFs(n.summary.Node.Fs, b)
-	if !n.dedicated {
-		n.giveImageFs(b)
-	}
+	return statsapi.RuntimeStats{}
 }
 
 func giveMemory(m *statsapi.MemoryStats, b uint64) {
@@ -170,16 +200,19 @@ func giveMemory(m *statsapi.MemoryStats, b uint64) {
 	}
 }
 
-func giveFs(fs *statsapi.FsStats, b uint64) {
-	if fs == nil || fs.AvailableBytes == nil {
-		return
-	}
-	*fs.AvailableBytes += b
-	if fs.CapacityBytes != nil {
-		*fs.AvailableBytes = min(*fs.AvailableBytes, *fs.CapacityBytes)
-	}
-	if fs.UsedBytes != nil {
-		*fs.UsedBytes -= min(b, *fs.UsedBytes)
+// giveFs frees b bytes on each of fss, once per distinct one.
+func giveFs(b uint64, fss ...*statsapi.FsStats) {
+	for i, fs := range fss {
+		if fs == nil || fs.AvailableBytes == nil || slices.Contains(fss[:i], fs) {
+			continue
+		}
+		*fs.AvailableBytes += b
+		if fs.CapacityBytes != nil {
+			*fs.AvailableBytes = min(*fs.AvailableBytes, *fs.CapacityBytes)
+		}
+		if fs.UsedBytes != nil {
+			*fs.UsedBytes -= min(b, *fs.UsedBytes)
+		}
 	}
 }
 

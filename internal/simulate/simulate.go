@@ -63,7 +63,7 @@ func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error
 	}
 	s := &sim{sc: sc, clk: newVirtualClock(start)}
 	s.log = slog.New(virtualTimeHandler{next: logger.Handler(), now: s.clk.Now})
-	s.n = &node{now: start, dedicated: sc.Node.DedicatedImageFs, emit: s.emit}
+	s.n = &node{now: start, layout: sc.Node.Layout(), emit: s.emit}
 	if err := s.build(); err != nil {
 		return nil, err
 	}
@@ -81,10 +81,7 @@ func (s *sim) emit(e Event) {
 
 // build makes the managers over the scripted node, through the composition root.
 func (s *sim) build() error {
-	layout := eviction.NoImageFs
-	if s.sc.Node.DedicatedImageFs {
-		layout = eviction.DedicatedImageFs
-	}
+	layout := s.sc.Node.Layout()
 	gc := s.sc.Container
 	mgrs, err := knode.New(s.sc.Config, knode.Options{
 		ContainerGC: containergc.Policy{MinAge: gc.MinAge, MaxPerPodContainer: gc.MaxPerPodContainer, MaxContainers: gc.MaxContainers},

@@ -86,6 +86,8 @@ func TestParseErrors(t *testing.T) {
 		{"cpu capacity beyond int64 millicores", "until: 1m\nnode: {capacity: {cpu: \"1e16\"}}", `s.yaml: node.capacity[cpu]: "1e16": too large`},
 		{"negative until", "until: -1m", `s.yaml: until: "-1m": want a non-negative duration such as 10m`},
 		{"pod quantity beyond int64", "until: 1m\nsteps: [{at: 0s, pods: [{metadata: {name: p}, spec: {containers: [{name: c}], overhead: {memory: 8Ei}}}]}]", `s.yaml: steps[0].pods: pod p: spec.overhead.memory: "8Ei": too large`},
+		{"bad containerFs", "until: 1m\nnode: {dedicatedImageFs: true, containerFs: rootfs}", `s.yaml: node.containerFs: "rootfs": want nodefs or imagefs`},
+		{"containerFs on a missing imagefs", "until: 1m\nnode: {containerFs: imagefs}", `s.yaml: node.containerFs: "imagefs": needs dedicatedImageFs: true`},
 		{"malformed pod quantity", "until: 1m\nsteps: [{at: 0s, admit: {metadata: {name: p}, spec: {containers: [{name: c, resources: {requests: {memory: 12x}}}]}}}]", `steps[0].admit: pod p: spec.containers[0].resources.requests.memory: "12x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
