@@ -23,6 +23,8 @@ const (
 	EventInvalidDiskCapacity = "InvalidDiskCapacity"
 	EventContainerRemoved    = "ContainerRemoved"
 	EventActionResult        = "ActionResult"
+	EventExceededGracePeriod = "ExceededGracePeriod"
+	EventTerminated          = "Terminated"
 )
 
 // Event is one decision, at an offset from the scenario's start. Fields that do not
@@ -111,6 +113,10 @@ func (e Event) describe() string {
 		return fmt.Sprintf("%s: %s: %s", pod, e.Reason, strings.TrimSpace(e.Message))
 	case EventPreempted:
 		return fmt.Sprintf("%s: %s: %s%s", pod, e.Reason, strings.TrimSpace(e.Message), e.killed())
+	case EventExceededGracePeriod:
+		return fmt.Sprintf("%s: %s", pod, e.Message)
+	case EventTerminated:
+		return pod + ": shutdown completed"
 	case EventImageRemoved:
 		return fmt.Sprintf("%s (%d bytes)", e.ID, deref(e.Size))
 	case EventContainerRemoved:

@@ -15,6 +15,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // node is the scripted node: the pods, stats, images and containers the scenario
@@ -35,6 +36,13 @@ type node struct {
 	// freed counts bytes freed on disk by image and container removal since the
 	// last reset; the eviction pass reports it as Reclaimed.
 	freed int64
+	// stuck are the pods (by nodeapi.PodName) whose shutdown does not complete.
+	stuck map[string]bool
+	// terminating are the killed pods whose shutdown has not completed: no
+	// longer active, they keep their stats (their resources) until it does.
+	terminating []*v1.Pod
+	// cleanupChecks counts the eviction manager's PodCleanedUp calls.
+	cleanupChecks int
 }
 
 var errNoSummary = errors.New("simulate: no summary given yet")
@@ -93,7 +101,7 @@ func runtimeFs(s *statsapi.Summary, container bool) *statsapi.FsStats {
 
 // removePod takes pod off the node and gives back its memory and disk.
 func (n *node) removePod(pod *v1.Pod) {
-	n.pods = slices.DeleteFunc(n.pods, func(p *v1.Pod) bool { return p.UID == pod.UID && p.Namespace == pod.Namespace && p.Name == pod.Name })
+	n.pods = slices.DeleteFunc(n.pods, func(p *v1.Pod) bool { return samePod(p, pod) })
 	if n.summary == nil {
 		return
 	}
@@ -298,13 +306,53 @@ func ptr[T any](v T) *T { return &v }
 // ActivePods returns the scripted pods: every pod on the node is active.
 func (n *node) ActivePods() []*v1.Pod { return slices.Clone(n.pods) }
 
-// IsPodDeleted answers container GC: a pod that is not active is deleted.
+// IsPodDeleted answers container GC: a pod that is neither active nor
+// terminating is deleted.
 func (n *node) IsPodDeleted(uid string) bool {
-	return !slices.ContainsFunc(n.pods, func(p *v1.Pod) bool { return string(p.UID) == uid })
+	has := func(p *v1.Pod) bool { return string(p.UID) == uid }
+	return !slices.ContainsFunc(n.pods, has) && !slices.ContainsFunc(n.terminating, has)
 }
 
-// IsPodTerminated answers container GC: a pod that is not active is terminated.
+// IsPodTerminated answers container GC: a pod that is neither active nor
+// terminating is terminated.
 func (n *node) IsPodTerminated(uid string) bool { return n.IsPodDeleted(uid) }
+
+// podCleanedUp answers the eviction manager: a killed pod is cleaned up once
+// its shutdown has completed.
+func (n *node) podCleanedUp(pod *v1.Pod) bool {
+	n.cleanupChecks++
+	return n.podCleanedUpQuiet(pod)
+}
+
+// podCleanedUpQuiet is podCleanedUp without counting the check.
+func (n *node) podCleanedUpQuiet(pod *v1.Pod) bool {
+	return !slices.ContainsFunc(n.terminating, func(p *v1.Pod) bool { return samePod(p, pod) })
+}
+
+// startTerminating takes a killed stuck pod off the active pods; it keeps its stats.
+func (n *node) startTerminating(pod *v1.Pod) {
+	n.pods = slices.DeleteFunc(n.pods, func(p *v1.Pod) bool { return samePod(p, pod) })
+	if !slices.ContainsFunc(n.terminating, func(p *v1.Pod) bool { return samePod(p, pod) }) {
+		n.terminating = append(n.terminating, pod)
+	}
+}
+
+// finishTerminating completes the shutdown of the terminating pod called name,
+// giving back its resources, and returns it; nil when no such pod terminates.
+func (n *node) finishTerminating(name string) *v1.Pod {
+	i := slices.IndexFunc(n.terminating, func(p *v1.Pod) bool { return nodeapi.PodName(p) == name })
+	if i < 0 {
+		return nil
+	}
+	pod := n.terminating[i]
+	n.terminating = slices.Delete(n.terminating, i, i+1)
+	n.removePod(pod)
+	return pod
+}
+
+func samePod(a, b *v1.Pod) bool {
+	return a.UID == b.UID && a.Namespace == b.Namespace && a.Name == b.Name
+}
 
 // The rest of container GC's CRI subset: the scenario has no sandboxes.
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -84,6 +85,13 @@ type Step struct {
 	ImageFs    *ImageFs
 	Admit      *v1.Pod
 	Do         []Action
+	// StuckTerminating names pods (namespace/name, as nodeapi.PodName) whose shutdown does not
+	// complete: killed, they stop being active but keep their resources until
+	// a step names them in FinishTerminating.
+	StuckTerminating []string
+	// FinishTerminating names pods whose shutdown completes now (or, not yet
+	// killed, will complete at once when they are).
+	FinishTerminating []string
 }
 
 // ImageFs is the runtime's image filesystem as CRI ImageFsInfo reports it.
@@ -135,6 +143,9 @@ type rawStep struct {
 	ImageFs    json.RawMessage   `json:"imageFs"`
 	Admit      json.RawMessage   `json:"admit"`
 	Do         []json.RawMessage `json:"do"`
+	// Pods named namespace/name.
+	StuckTerminating  []string `json:"stuckTerminating"`
+	FinishTerminating []string `json:"finishTerminating"`
 }
 
 // Parse parses a scenario; name is used in errors.
@@ -304,6 +315,18 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 		}
 		st.Admit = pods[0]
 	}
+	for _, f := range []struct {
+		field string
+		pods  []string
+	}{{"stuckTerminating", rs.StuckTerminating}, {"finishTerminating", rs.FinishTerminating}} {
+		for j, p := range f.pods {
+			ns, pod, ok := strings.Cut(p, "/")
+			if p == "" || ok && (ns == "" || pod == "" || strings.Contains(pod, "/")) {
+				return st, decode.Badf(name, "%s.%s[%d]: %q: want a pod as namespace/name (name alone without a namespace)", where, f.field, j, p)
+			}
+		}
+	}
+	st.StuckTerminating, st.FinishTerminating = rs.StuckTerminating, rs.FinishTerminating
 	for j, raw := range rs.Do {
 		a, err := parseAction(raw)
 		if err != nil {

@@ -88,6 +88,8 @@ func TestParseErrors(t *testing.T) {
 		{"pod quantity beyond int64", "until: 1m\nsteps: [{at: 0s, pods: [{metadata: {name: p}, spec: {containers: [{name: c}], overhead: {memory: 8Ei}}}]}]", `s.yaml: steps[0].pods: pod p: spec.overhead.memory: "8Ei": too large`},
 		{"bad containerFs", "until: 1m\nnode: {dedicatedImageFs: true, containerFs: rootfs}", `s.yaml: node.containerFs: "rootfs": want nodefs or imagefs`},
 		{"containerFs on a missing imagefs", "until: 1m\nnode: {containerFs: imagefs}", `s.yaml: node.containerFs: "imagefs": needs dedicatedImageFs: true`},
+		{"bad stuck pod name", "until: 1m\nsteps: [{at: 0s, stuckTerminating: [/a]}]", `s.yaml: steps[0].stuckTerminating[0]: "/a": want a pod as namespace/name`},
+		{"bad finished pod name", "until: 1m\nsteps: [{at: 0s, finishTerminating: [\"\"]}]", `s.yaml: steps[0].finishTerminating[0]: "": want a pod as namespace/name`},
 		{"malformed pod quantity", "until: 1m\nsteps: [{at: 0s, admit: {metadata: {name: p}, spec: {containers: [{name: c, resources: {requests: {memory: 12x}}}]}}}]", `steps[0].admit: pod p: spec.containers[0].resources.requests.memory: "12x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
