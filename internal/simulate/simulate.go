@@ -278,11 +278,17 @@ func (s *sim) admit(ctx context.Context, pod *v1.Pod) {
 	msg := "The pod fits the node."
 	if resp.Preemption != nil {
 		killed, _ := s.mgrs.Preemption.Execute(ctx, resp.Preemption) // ends early only when ctx does
-		names := make([]string, len(killed))
-		for i, v := range killed {
-			names[i] = nodeapi.PodName(v)
+		var names, stuck []string
+		for _, v := range resp.Preemption.Victims {
+			names = append(names, nodeapi.PodName(v.Pod))
+			if !slices.ContainsFunc(killed, func(p *v1.Pod) bool { return samePod(p, v.Pod) }) {
+				stuck = append(stuck, nodeapi.PodName(v.Pod))
+			}
 		}
 		msg = fmt.Sprintf("The pod fits the node after preempting %s.", strings.Join(names, ", "))
+		if len(stuck) > 0 {
+			msg += fmt.Sprintf(" The shutdown of %s did not complete.", strings.Join(stuck, ", "))
+		}
 	}
 	s.emit(Event{Event: EventAdmitted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Reason: "Admitted", Message: msg})

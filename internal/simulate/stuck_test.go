@@ -1,6 +1,8 @@
 package simulate
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,5 +77,40 @@ steps:
 				t.Errorf("%d cleanup checks, want %d", s.n.cleanupChecks, tc.checks)
 			}
 		})
+	}
+}
+
+// A preemption victim that is stuck terminating: admission, a step, cannot let
+// time pass, so the kill gives up at once; the critical pod is admitted and the
+// record says whose shutdown did not complete.
+func TestStuckPreemptionVictim(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../examples/scenarios/critical-preemption.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Replace(string(data), "\n  - at: 0s\n", "\n  - at: 0s\n    stuckTerminating: [shop/api-1]\n", 1)
+	if doc == string(data) {
+		t.Fatal("critical-preemption.yaml has no step at 0s")
+	}
+	sc, err := Parse("s.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := Run(t.Context(), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events[:3] {
+		got = append(got, e.At.String()+" "+e.Event+" "+e.Name+" "+e.Message)
+	}
+	want := []string{
+		"20s Preempted api-1 Preempted in order to admit critical pod",
+		"20s ExceededGracePeriod api-1 Container runtime did not kill the pod within specified grace period.",
+		"20s Admitted etcd-worker-1 The pod fits the node after preempting shop/api-1. The shutdown of shop/api-1 did not complete.",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
