@@ -137,17 +137,13 @@ func (n *node) removePod(pod *v1.Pod) {
 // freeImageBytes records that b bytes were freed on the image filesystem.
 func (n *node) freeImageBytes(b uint64) {
 	n.freed += int64(b)
-	if n.imageFs != nil {
-		n.imageFs.AvailableBytes = min(n.imageFs.AvailableBytes+b, max(n.imageFs.CapacityBytes, n.imageFs.AvailableBytes+b))
-	}
-	if n.summary != nil {
-		n.giveImageFs(b)
-	}
+	n.giveImageFs(b)
 }
 
 // The Summary reports each filesystem the node has once per role: the node
 // filesystem (logs, volumes), the image filesystem (images) and the container
-// filesystem (writable layers). The give functions free b bytes on the
+// filesystem (writable layers); CRI's ImageFsInfo, which image GC reads,
+// reports the image filesystem. The give functions free b bytes on the
 // filesystem of one role, and so on every role the layout puts on it:
 //
 //	layout      node fs holds          image fs holds    container fs is
@@ -157,28 +153,40 @@ func (n *node) freeImageBytes(b uint64) {
 
 // giveNodeFs frees b bytes on the node filesystem.
 func (n *node) giveNodeFs(b uint64) {
+	if n.layout == eviction.NoImageFs {
+		n.giveImageFs(b) // the same filesystem
+		return
+	}
 	rt := n.runtimeFs()
-	switch n.layout {
-	case eviction.NoImageFs:
-		giveFs(b, n.summary.Node.Fs, rt.ImageFs, rt.ContainerFs)
-	case eviction.SplitImageFs:
-		giveFs(b, n.summary.Node.Fs, rt.ContainerFs)
-	default:
-		giveFs(b, n.summary.Node.Fs)
+	if n.layout == eviction.SplitImageFs {
+		giveFs(b, n.nodeFs(), rt.ContainerFs)
+	} else {
+		giveFs(b, n.nodeFs())
 	}
 }
 
 // giveImageFs frees b bytes on the image filesystem.
 func (n *node) giveImageFs(b uint64) {
+	if fs := n.imageFs; fs != nil {
+		fs.AvailableBytes = min(fs.AvailableBytes+b, max(fs.CapacityBytes, fs.AvailableBytes))
+	}
 	rt := n.runtimeFs()
 	switch n.layout {
 	case eviction.NoImageFs:
-		giveFs(b, n.summary.Node.Fs, rt.ImageFs, rt.ContainerFs)
+		giveFs(b, n.nodeFs(), rt.ImageFs, rt.ContainerFs)
 	case eviction.DedicatedImageFs:
 		giveFs(b, rt.ImageFs, rt.ContainerFs)
 	default:
 		giveFs(b, rt.ImageFs)
 	}
+}
+
+// nodeFs returns the Summary's node filesystem, nil without a Summary.
+func (n *node) nodeFs() *statsapi.FsStats {
+	if n.summary == nil {
+		return nil
+	}
+	return n.summary.Node.Fs
 }
 
 // giveContainerFs frees b bytes on the filesystem of the writable layers.
@@ -192,8 +200,8 @@ func (n *node) giveContainerFs(b uint64) {
 
 // runtimeFs returns the Summary's runtime filesystems, empty when it has none.
 func (n *node) runtimeFs() statsapi.RuntimeStats {
-	if rt := n.summary.Node.Runtime; rt != nil {
-		return *rt
+	if n.summary != nil && n.summary.Node.Runtime != nil {
+		return *n.summary.Node.Runtime
 	}
 	return statsapi.RuntimeStats{}
 }
