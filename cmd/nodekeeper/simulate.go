@@ -49,6 +49,6 @@ clock and prints every decision with its time. See the README for the format.`,
 		},
 	}
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "output format: text or json (one object per line)")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also log the managers' own messages to stderr")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also log the managers' own messages to stderr, stamped with the virtual time")
 	return cmd
 }

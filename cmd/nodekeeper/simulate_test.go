@@ -80,3 +80,20 @@ func TestSimulateBadInput(t *testing.T) {
 		})
 	}
 }
+
+// With -v the managers' log lines go to stderr stamped with the virtual time.
+func TestSimulateVerboseLogsVirtualTime(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := runCLI(t, "simulate", "-v", "../../examples/scenarios/memory-pressure.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !regexpLine(errOut, `^time=2026-01-01T00:01:30\.000Z level=INFO msg="Eviction manager: evicting pod"`) {
+		t.Errorf("stderr has no eviction line at the virtual time 00:01:30:\n%s", errOut)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		if !strings.HasPrefix(line, "time=2026-01-01T") {
+			t.Errorf("line not at virtual time: %s", line)
+		}
+	}
+}

@@ -29,12 +29,15 @@ type virtualClock struct {
 	timers []*virtualTimer // every timer made, in creation order; guarded by mu
 	// armed receives one value each time a timer is made or reset.
 	armed chan struct{}
+	// done is closed when the simulation ends: from then on making or
+	// resetting a timer no longer waits for the simulator.
+	done chan struct{}
 }
 
 var _ clock.WithTicker = (*virtualClock)(nil)
 
 func newVirtualClock(t time.Time) *virtualClock {
-	return &virtualClock{FakePassiveClock: testingclock.NewFakePassiveClock(t), armed: make(chan struct{})}
+	return &virtualClock{FakePassiveClock: testingclock.NewFakePassiveClock(t), armed: make(chan struct{}), done: make(chan struct{})}
 }
 
 // virtualTimer is a timer of a virtualClock. Its deadline and state are
@@ -46,13 +49,20 @@ type virtualTimer struct {
 	active bool
 }
 
-// NewTimer makes a timer that fires d from now. Like Reset, it blocks until the
-// simulator takes note.
-func (c *virtualClock) NewTimer(d time.Duration) clock.Timer {
+// newStoppedTimer makes a timer that is not armed; unlike NewTimer it does not
+// wait for the simulator. The simulator makes such timers for its own use.
+func (c *virtualClock) newStoppedTimer() *virtualTimer {
 	t := &virtualTimer{c: c, ch: make(chan time.Time, 1)}
 	c.mu.Lock()
 	c.timers = append(c.timers, t)
 	c.mu.Unlock()
+	return t
+}
+
+// NewTimer makes a timer that fires d from now. Like Reset, it blocks until the
+// simulator takes note.
+func (c *virtualClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.newStoppedTimer()
 	t.Reset(d)
 	return t
 }
@@ -65,9 +75,27 @@ func (t *virtualTimer) Reset(d time.Duration) bool {
 	was := t.active
 	t.at, t.active = t.c.Now().Add(d), true
 	t.c.mu.Unlock()
-	t.c.armed <- struct{}{}
+	select {
+	case t.c.armed <- struct{}{}:
+	case <-t.c.done:
+	}
 	return was
 }
+
+// expedite moves an armed timer's deadline to the clock's time, so that the
+// simulator fires it at the current instant. Unlike Reset it does not wait for
+// the simulator: the simulator calls it.
+func (t *virtualTimer) expedite() {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if t.active {
+		t.at = t.c.Now()
+	}
+}
+
+// stop ends the simulation's hold on the loops: a loop that makes or resets a
+// timer after it no longer waits for the simulator to take note.
+func (c *virtualClock) stop() { close(c.done) }
 
 // Stop disarms the timer.
 func (t *virtualTimer) Stop() bool {

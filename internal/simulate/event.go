@@ -23,6 +23,8 @@ const (
 	EventInvalidDiskCapacity = "InvalidDiskCapacity"
 	EventContainerRemoved    = "ContainerRemoved"
 	EventActionResult        = "ActionResult"
+	EventExceededGracePeriod = "ExceededGracePeriod"
+	EventTerminated          = "Terminated"
 )
 
 // Event is one decision, at an offset from the scenario's start. Fields that do not
@@ -41,11 +43,25 @@ type Event struct {
 	UID       string        `json:"uid,omitempty"`
 	Reason    string        `json:"reason,omitempty"`
 	Message   string        `json:"message,omitempty"`
-	ID        string        `json:"id,omitempty"`
-	Size      *int64        `json:"size,omitempty"`
-	Action    string        `json:"action,omitempty"`
-	Freed     *int64        `json:"freed,omitempty"`
-	Error     *string       `json:"error,omitempty"`
+	// Phase, GracePeriodSeconds and Conditions are an evicted or preempted
+	// pod's final phase, the grace period its containers were given, and the
+	// pod conditions recorded with it (a true DisruptionTarget).
+	Phase              string         `json:"phase,omitempty"`
+	GracePeriodSeconds *int64         `json:"gracePeriodSeconds,omitempty"`
+	Conditions         []PodCondition `json:"conditions,omitempty"`
+	ID                 string         `json:"id,omitempty"`
+	Size               *int64         `json:"size,omitempty"`
+	Action             string         `json:"action,omitempty"`
+	Freed              *int64         `json:"freed,omitempty"`
+	Error              *string        `json:"error,omitempty"`
+}
+
+// PodCondition is a pod condition recorded with a pod's final status.
+type PodCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // MarshalJSON puts "at" first, as the offset in Go duration syntax.
@@ -90,11 +106,17 @@ func (e Event) describe() string {
 	case EventReclaimed:
 		return fmt.Sprintf("%s: node-level reclaim freed %d bytes", e.Signal, deref(e.Freed))
 	case EventEvicted:
-		return fmt.Sprintf("%s (%s): %s", pod, e.Signal, strings.TrimSpace(e.Message))
+		return fmt.Sprintf("%s (%s): %s%s", pod, e.Signal, strings.TrimSpace(e.Message), e.killed())
 	case EventAdmitted:
 		return pod
-	case EventRejected, EventPreempted:
+	case EventRejected:
 		return fmt.Sprintf("%s: %s: %s", pod, e.Reason, strings.TrimSpace(e.Message))
+	case EventPreempted:
+		return fmt.Sprintf("%s: %s: %s%s", pod, e.Reason, strings.TrimSpace(e.Message), e.killed())
+	case EventExceededGracePeriod:
+		return fmt.Sprintf("%s: %s", pod, e.Message)
+	case EventTerminated:
+		return pod + ": shutdown completed"
 	case EventImageRemoved:
 		return fmt.Sprintf("%s (%d bytes)", e.ID, deref(e.Size))
 	case EventContainerRemoved:
@@ -107,6 +129,18 @@ func (e Event) describe() string {
 		return s
 	}
 	return e.Message
+}
+
+// killed describes a killed pod's final status: phase, grace period and the
+// types of its true conditions.
+func (e Event) killed() string {
+	s := fmt.Sprintf(" [phase %s, grace period %ds", e.Phase, deref(e.GracePeriodSeconds))
+	for _, c := range e.Conditions {
+		if c.Status == "True" {
+			s += ", " + c.Type
+		}
+	}
+	return s + "]"
 }
 
 func deref(p *int64) int64 {

@@ -13,6 +13,9 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // node is the scripted node: the pods, stats, images and containers the scenario
@@ -26,11 +29,20 @@ type node struct {
 	images     []*runtimeapi.Image
 	containers []*runtimeapi.Container
 	imageFs    *ImageFs
-	dedicated  bool
-	emit       func(Event)
+	// layout says which filesystems hold images and writable layers, and so
+	// which of the Summary's filesystems are one and the same.
+	layout eviction.DiskLayout
+	emit   func(Event)
 	// freed counts bytes freed on disk by image and container removal since the
 	// last reset; the eviction pass reports it as Reclaimed.
 	freed int64
+	// stuck are the pods (by nodeapi.PodName) whose shutdown does not complete.
+	stuck map[string]bool
+	// terminating are the killed pods whose shutdown has not completed: no
+	// longer active, they keep their stats (their resources) until it does.
+	terminating []*v1.Pod
+	// cleanupChecks counts the eviction manager's PodCleanedUp calls.
+	cleanupChecks int
 }
 
 var errNoSummary = errors.New("simulate: no summary given yet")
@@ -89,7 +101,7 @@ func runtimeFs(s *statsapi.Summary, container bool) *statsapi.FsStats {
 
 // removePod takes pod off the node and gives back its memory and disk.
 func (n *node) removePod(pod *v1.Pod) {
-	n.pods = slices.DeleteFunc(n.pods, func(p *v1.Pod) bool { return p.UID == pod.UID && p.Namespace == pod.Namespace && p.Name == pod.Name })
+	n.pods = slices.DeleteFunc(n.pods, func(p *v1.Pod) bool { return samePod(p, pod) })
 	if n.summary == nil {
 		return
 	}
@@ -118,46 +130,80 @@ func (n *node) removePod(pod *v1.Pod) {
 	for _, v := range ps.VolumeStats {
 		other += used(&v.FsStats)
 	}
-	if n.dedicated {
-		n.giveImageFs(rootfs)
-		giveFs(n.summary.Node.Fs, other)
-	} else {
-		n.giveNodeFs(rootfs + other)
-	}
+	n.giveContainerFs(rootfs)
+	n.giveNodeFs(other)
 }
 
 // freeImageBytes records that b bytes were freed on the image filesystem.
 func (n *node) freeImageBytes(b uint64) {
 	n.freed += int64(b)
-	if n.imageFs != nil {
-		n.imageFs.AvailableBytes = min(n.imageFs.AvailableBytes+b, max(n.imageFs.CapacityBytes, n.imageFs.AvailableBytes+b))
-	}
-	if n.summary == nil {
+	n.giveImageFs(b)
+}
+
+// The Summary reports each filesystem the node has once per role: the node
+// filesystem (logs, volumes), the image filesystem (images) and the container
+// filesystem (writable layers); CRI's ImageFsInfo, which image GC reads,
+// reports the image filesystem. The give functions free b bytes on the
+// filesystem of one role, and so on every role the layout puts on it:
+//
+//	layout      node fs holds          image fs holds    container fs is
+//	no imagefs  every role             (the node fs)     (the node fs)
+//	dedicated   logs, volumes          images, layers    (the image fs)
+//	split       logs, volumes, layers  images            (the node fs)
+
+// giveNodeFs frees b bytes on the node filesystem.
+func (n *node) giveNodeFs(b uint64) {
+	if n.layout == eviction.NoImageFs {
+		n.giveImageFs(b) // the same filesystem
 		return
 	}
-	if n.dedicated {
+	rt := n.runtimeFs()
+	if n.layout == eviction.SplitImageFs {
+		giveFs(b, n.nodeFs(), rt.ContainerFs)
+	} else {
+		giveFs(b, n.nodeFs())
+	}
+}
+
+// giveImageFs frees b bytes on the image filesystem.
+func (n *node) giveImageFs(b uint64) {
+	if fs := n.imageFs; fs != nil {
+		fs.AvailableBytes = min(fs.AvailableBytes+b, max(fs.CapacityBytes, fs.AvailableBytes))
+	}
+	rt := n.runtimeFs()
+	switch n.layout {
+	case eviction.NoImageFs:
+		giveFs(b, n.nodeFs(), rt.ImageFs, rt.ContainerFs)
+	case eviction.DedicatedImageFs:
+		giveFs(b, rt.ImageFs, rt.ContainerFs)
+	default:
+		giveFs(b, rt.ImageFs)
+	}
+}
+
+// nodeFs returns the Summary's node filesystem, nil without a Summary.
+func (n *node) nodeFs() *statsapi.FsStats {
+	if n.summary == nil {
+		return nil
+	}
+	return n.summary.Node.Fs
+}
+
+// giveContainerFs frees b bytes on the filesystem of the writable layers.
+func (n *node) giveContainerFs(b uint64) {
+	if n.layout == eviction.DedicatedImageFs {
 		n.giveImageFs(b)
 	} else {
 		n.giveNodeFs(b)
 	}
 }
 
-func (n *node) giveImageFs(b uint64) {
-	if s := n.summary; s.Node.Runtime != nil {
-		giveFs(s.Node.Runtime.ImageFs, b)
-		if s.Node.Runtime.ContainerFs != s.Node.Runtime.ImageFs {
-			giveFs(s.Node.Runtime.ContainerFs, b)
-		}
+// runtimeFs returns the Summary's runtime filesystems, empty when it has none.
+func (n *node) runtimeFs() statsapi.RuntimeStats {
+	if n.summary != nil && n.summary.Node.Runtime != nil {
+		return *n.summary.Node.Runtime
 	}
-}
-
-// giveNodeFs frees b bytes on the node filesystem, which without a dedicated image
-// filesystem the Summary also reports as imageFs and containerFs.
-func (n *node) giveNodeFs(b uint64) {
-	giveFs(n.summary.Node.Fs, b)
-	if !n.dedicated {
-		n.giveImageFs(b)
-	}
+	return statsapi.RuntimeStats{}
 }
 
 func giveMemory(m *statsapi.MemoryStats, b uint64) {
@@ -170,16 +216,19 @@ func giveMemory(m *statsapi.MemoryStats, b uint64) {
 	}
 }
 
-func giveFs(fs *statsapi.FsStats, b uint64) {
-	if fs == nil || fs.AvailableBytes == nil {
-		return
-	}
-	*fs.AvailableBytes += b
-	if fs.CapacityBytes != nil {
-		*fs.AvailableBytes = min(*fs.AvailableBytes, *fs.CapacityBytes)
-	}
-	if fs.UsedBytes != nil {
-		*fs.UsedBytes -= min(b, *fs.UsedBytes)
+// giveFs frees b bytes on each of fss, once per distinct one.
+func giveFs(b uint64, fss ...*statsapi.FsStats) {
+	for i, fs := range fss {
+		if fs == nil || fs.AvailableBytes == nil || slices.Contains(fss[:i], fs) {
+			continue
+		}
+		*fs.AvailableBytes += b
+		if fs.CapacityBytes != nil {
+			*fs.AvailableBytes = min(*fs.AvailableBytes, *fs.CapacityBytes)
+		}
+		if fs.UsedBytes != nil {
+			*fs.UsedBytes -= min(b, *fs.UsedBytes)
+		}
 	}
 }
 
@@ -265,13 +314,53 @@ func ptr[T any](v T) *T { return &v }
 // ActivePods returns the scripted pods: every pod on the node is active.
 func (n *node) ActivePods() []*v1.Pod { return slices.Clone(n.pods) }
 
-// IsPodDeleted answers container GC: a pod that is not active is deleted.
+// IsPodDeleted answers container GC: a pod that is neither active nor
+// terminating is deleted.
 func (n *node) IsPodDeleted(uid string) bool {
-	return !slices.ContainsFunc(n.pods, func(p *v1.Pod) bool { return string(p.UID) == uid })
+	has := func(p *v1.Pod) bool { return string(p.UID) == uid }
+	return !slices.ContainsFunc(n.pods, has) && !slices.ContainsFunc(n.terminating, has)
 }
 
-// IsPodTerminated answers container GC: a pod that is not active is terminated.
+// IsPodTerminated answers container GC: a pod that is neither active nor
+// terminating is terminated.
 func (n *node) IsPodTerminated(uid string) bool { return n.IsPodDeleted(uid) }
+
+// podCleanedUp answers the eviction manager: a killed pod is cleaned up once
+// its shutdown has completed.
+func (n *node) podCleanedUp(pod *v1.Pod) bool {
+	n.cleanupChecks++
+	return n.podCleanedUpQuiet(pod)
+}
+
+// podCleanedUpQuiet is podCleanedUp without counting the check.
+func (n *node) podCleanedUpQuiet(pod *v1.Pod) bool {
+	return !slices.ContainsFunc(n.terminating, func(p *v1.Pod) bool { return samePod(p, pod) })
+}
+
+// startTerminating takes a killed stuck pod off the active pods; it keeps its stats.
+func (n *node) startTerminating(pod *v1.Pod) {
+	n.pods = slices.DeleteFunc(n.pods, func(p *v1.Pod) bool { return samePod(p, pod) })
+	if !slices.ContainsFunc(n.terminating, func(p *v1.Pod) bool { return samePod(p, pod) }) {
+		n.terminating = append(n.terminating, pod)
+	}
+}
+
+// finishTerminating completes the shutdown of the terminating pod called name,
+// giving back its resources, and returns it; nil when no such pod terminates.
+func (n *node) finishTerminating(name string) *v1.Pod {
+	i := slices.IndexFunc(n.terminating, func(p *v1.Pod) bool { return nodeapi.PodName(p) == name })
+	if i < 0 {
+		return nil
+	}
+	pod := n.terminating[i]
+	n.terminating = slices.Delete(n.terminating, i, i+1)
+	n.removePod(pod)
+	return pod
+}
+
+func samePod(a, b *v1.Pod) bool {
+	return a.UID == b.UID && a.Namespace == b.Namespace && a.Name == b.Name
+}
 
 // The rest of container GC's CRI subset: the scenario has no sandboxes.
 

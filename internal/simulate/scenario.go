@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -15,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
@@ -36,8 +38,32 @@ type Scenario struct {
 
 // Node is the simulated node.
 type Node struct {
-	Capacity         v1.ResourceList
+	Capacity v1.ResourceList
+	// DedicatedImageFs: the runtime keeps its images on a filesystem of their
+	// own, not on the node filesystem.
 	DedicatedImageFs bool
+	// ContainerFs is where the containers' writable layers live (scenario key
+	// node.containerFs): ContainerFsImageFs, with the images (the default with a
+	// dedicated image filesystem), or ContainerFsNodeFs, on the node filesystem
+	// (the default without one; with one, the split layout of KEP-4191).
+	ContainerFs string
+}
+
+// The values of Node.ContainerFs.
+const (
+	ContainerFsNodeFs  = "nodefs"
+	ContainerFsImageFs = "imagefs"
+)
+
+// Layout is the node's disk layout as the eviction manager names it.
+func (n Node) Layout() eviction.DiskLayout {
+	switch {
+	case !n.DedicatedImageFs:
+		return eviction.NoImageFs
+	case n.ContainerFs == ContainerFsNodeFs:
+		return eviction.SplitImageFs
+	}
+	return eviction.DedicatedImageFs
 }
 
 // ContainerGCPolicy is the kubelet's container GC policy (flags, not
@@ -59,6 +85,13 @@ type Step struct {
 	ImageFs    *ImageFs
 	Admit      *v1.Pod
 	Do         []Action
+	// StuckTerminating names pods (namespace/name, as nodeapi.PodName) whose shutdown does not
+	// complete: killed, they stop being active but keep their resources until
+	// a step names them in FinishTerminating.
+	StuckTerminating []string
+	// FinishTerminating names pods whose shutdown completes now (or, not yet
+	// killed, will complete at once when they are).
+	FinishTerminating []string
 }
 
 // ImageFs is the runtime's image filesystem as CRI ImageFsInfo reports it.
@@ -92,6 +125,7 @@ type rawScenario struct {
 	Node   struct {
 		Capacity         map[string]string `json:"capacity"`
 		DedicatedImageFs bool              `json:"dedicatedImageFs"`
+		ContainerFs      string            `json:"containerFs"`
 	} `json:"node"`
 	Loops *bool             `json:"loops"`
 	Steps []json.RawMessage `json:"steps"`
@@ -109,6 +143,9 @@ type rawStep struct {
 	ImageFs    json.RawMessage   `json:"imageFs"`
 	Admit      json.RawMessage   `json:"admit"`
 	Do         []json.RawMessage `json:"do"`
+	// Pods named namespace/name.
+	StuckTerminating  []string `json:"stuckTerminating"`
+	FinishTerminating []string `json:"finishTerminating"`
 }
 
 // Parse parses a scenario; name is used in errors.
@@ -133,6 +170,15 @@ func Parse(name string, data []byte) (*Scenario, error) {
 		return nil, err
 	}
 	sc.Node.DedicatedImageFs = raw.Node.DedicatedImageFs
+	switch sc.Node.ContainerFs = raw.Node.ContainerFs; sc.Node.ContainerFs {
+	case "", ContainerFsNodeFs:
+	case ContainerFsImageFs:
+		if !sc.Node.DedicatedImageFs {
+			return nil, decode.Badf(name, "node.containerFs: %q: needs dedicatedImageFs: true (without it images and writable layers share the node filesystem)", sc.Node.ContainerFs)
+		}
+	default:
+		return nil, decode.Badf(name, "node.containerFs: %q: want %s or %s", sc.Node.ContainerFs, ContainerFsNodeFs, ContainerFsImageFs)
+	}
 	sc.Node.Capacity = v1.ResourceList{}
 	for k, v := range raw.Node.Capacity {
 		q, err := quantity.Parse(v)
@@ -269,6 +315,18 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 		}
 		st.Admit = pods[0]
 	}
+	for _, f := range []struct {
+		field string
+		pods  []string
+	}{{"stuckTerminating", rs.StuckTerminating}, {"finishTerminating", rs.FinishTerminating}} {
+		for j, p := range f.pods {
+			ns, pod, ok := strings.Cut(p, "/")
+			if p == "" || ok && (ns == "" || pod == "" || strings.Contains(pod, "/")) {
+				return st, decode.Badf(name, "%s.%s[%d]: %q: want a pod as namespace/name (name alone without a namespace)", where, f.field, j, p)
+			}
+		}
+	}
+	st.StuckTerminating, st.FinishTerminating = rs.StuckTerminating, rs.FinishTerminating
 	for j, raw := range rs.Do {
 		a, err := parseAction(raw)
 		if err != nil {

@@ -10,8 +10,9 @@
 // waiting until the loop has armed its timer again; then it moves to the next
 // step or deadline. The schedules are the managers' own: the simulator has no
 // copy of them. The node reacts as a real one would: an evicted or preempted
-// pod's memory and disk are given back in the stats, and a removed image's size
-// is freed on the image filesystem.
+// pod's memory and disk are given back in the stats (when its shutdown
+// completes: a scenario can make it hang), and a removed image's size is freed
+// on the image filesystem.
 package simulate
 
 import (
@@ -53,15 +54,44 @@ type sim struct {
 	log    *slog.Logger
 	// reclaimReported: the current eviction pass's Reclaimed record is out.
 	reclaimReported bool
+	// inLoop is true while the simulator has fired a loop's timer and waits for
+	// it: a kill then comes from a loop, which may wait on the virtual clock.
+	inLoop bool
+	// killTimer is the timer a loop's kill of a stuck pod waits on (made
+	// with the sim, armed by the kill), and killWait that pod while it waits;
+	// the loop goroutine touches them while the simulator waits for it, the
+	// simulator while the loop waits on killTimer.
+	killTimer *virtualTimer
+	killWait  *v1.Pod
 }
 
-// Run plays the scenario and returns its events in time order.
+// errKillTimeout is the kill's error when a pod's shutdown does not complete
+// in time, as the kubelet's.
+var errKillTimeout = errors.New("timeout waiting to kill pod")
+
+// minKillTimeout is the least time the kubelet waits for a killed pod's
+// shutdown before it gives up; it waits 1.5 times the grace period when longer.
+const minKillTimeout = 10 * time.Second
+
+// Run plays the scenario and returns its events in time order. The managers
+// log to logger with the virtual time as each record's time.
 func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error) {
+	return newSim(sc, logger).run(ctx)
+}
+
+func newSim(sc *Scenario, logger *slog.Logger) *sim {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &sim{sc: sc, log: logger, clk: newVirtualClock(start)}
-	s.n = &node{now: start, dedicated: sc.Node.DedicatedImageFs, emit: s.emit}
+	s := &sim{sc: sc, clk: newVirtualClock(start)}
+	s.log = slog.New(virtualTimeHandler{next: logger.Handler(), now: s.clk.Now})
+	s.n = &node{now: start, layout: sc.Node.Layout(), emit: s.emit}
+	s.killTimer = s.clk.newStoppedTimer()
+	return s
+}
+
+// run plays the scenario once.
+func (s *sim) run(ctx context.Context) ([]Event, error) {
 	if err := s.build(); err != nil {
 		return nil, err
 	}
@@ -69,6 +99,7 @@ func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error
 	stopped, wait := s.startLoops(loopCtx)
 	err := s.play(ctx, stopped)
 	stopLoops()
+	s.clk.stop()
 	return s.events, errors.Join(err, wait())
 }
 
@@ -79,10 +110,7 @@ func (s *sim) emit(e Event) {
 
 // build makes the managers over the scripted node, through the composition root.
 func (s *sim) build() error {
-	layout := eviction.NoImageFs
-	if s.sc.Node.DedicatedImageFs {
-		layout = eviction.DedicatedImageFs
-	}
+	layout := s.sc.Node.Layout()
 	gc := s.sc.Container
 	mgrs, err := knode.New(s.sc.Config, knode.Options{
 		ContainerGC: containergc.Policy{MinAge: gc.MinAge, MaxPerPodContainer: gc.MaxPerPodContainer, MaxContainers: gc.MaxContainers},
@@ -92,9 +120,11 @@ func (s *sim) build() error {
 		Stats:    s.n,
 		Runtime:  s.n,
 		Pods:     s.n,
-		Killer:   nodeapi.PodKillerFunc(s.kill),
-		Recorder: recorder{s},
-		Clock:    s.clk,
+		// The eviction manager waits for an evicted pod's cleanup.
+		PodCleanedUp: s.n.podCleanedUp,
+		Killer:       nodeapi.PodKillerFunc(s.kill),
+		Recorder:     recorder{s},
+		Clock:        s.clk,
 		Statfs: func(string) (imagegc.FsStats, error) {
 			c, a, err := s.n.statfs()
 			return imagegc.FsStats{CapacityBytes: int64(c), AvailableBytes: int64(a)}, err
@@ -171,7 +201,9 @@ func (s *sim) play(ctx context.Context, stopped <-chan struct{}) error {
 			}
 			var fired bool
 			var err error
+			s.inLoop = true
 			s.observePass(func() { fired, err = s.clk.fireDue(ctx, stopped) })
+			s.inLoop = false
 			if err != nil {
 				return err
 			}
@@ -208,6 +240,23 @@ func (s *sim) apply(ctx context.Context, st Step) error {
 		fs := *st.ImageFs
 		n.imageFs = &fs
 	}
+	if len(st.StuckTerminating) > 0 && n.stuck == nil {
+		n.stuck = map[string]bool{}
+	}
+	for _, name := range st.StuckTerminating {
+		n.stuck[name] = true
+	}
+	for _, name := range st.FinishTerminating {
+		delete(n.stuck, name)
+		pod := n.finishTerminating(name)
+		if pod == nil {
+			continue
+		}
+		s.emit(Event{Event: EventTerminated, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)})
+		if s.killWait != nil && samePod(s.killWait, pod) {
+			s.killTimer.expedite() // the loop's kill returns now
+		}
+	}
 	if st.Admit != nil {
 		s.admit(ctx, st.Admit)
 	}
@@ -229,11 +278,17 @@ func (s *sim) admit(ctx context.Context, pod *v1.Pod) {
 	msg := "The pod fits the node."
 	if resp.Preemption != nil {
 		killed, _ := s.mgrs.Preemption.Execute(ctx, resp.Preemption) // ends early only when ctx does
-		names := make([]string, len(killed))
-		for i, v := range killed {
-			names[i] = nodeapi.PodName(v)
+		var names, stuck []string
+		for _, v := range resp.Preemption.Victims {
+			names = append(names, nodeapi.PodName(v.Pod))
+			if !slices.ContainsFunc(killed, func(p *v1.Pod) bool { return samePod(p, v.Pod) }) {
+				stuck = append(stuck, nodeapi.PodName(v.Pod))
+			}
 		}
 		msg = fmt.Sprintf("The pod fits the node after preempting %s.", strings.Join(names, ", "))
+		if len(stuck) > 0 {
+			msg += fmt.Sprintf(" The shutdown of %s did not complete.", strings.Join(stuck, ", "))
+		}
 	}
 	s.emit(Event{Event: EventAdmitted, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Reason: "Admitted", Message: msg})
@@ -256,6 +311,10 @@ func (s *sim) do(ctx context.Context, a Action) {
 	images, containers := s.mgrs.Images, s.mgrs.Containers
 	switch a.Name {
 	case "evictionPass":
+		if s.killWait != nil {
+			err = errors.New("simulate: the eviction loop's pass is waiting for a pod's shutdown")
+			break
+		}
 		if s.n.summary == nil {
 			err = errNoSummary // the manager would only log it
 		}
@@ -336,18 +395,50 @@ func (s *sim) reportReclaim() {
 	s.emit(Event{Event: EventReclaimed, Signal: string(st.Reclaiming), Freed: ptr(s.n.freed)})
 }
 
-// kill is the node's PodKiller: the pod stops at once and gives back what it used.
-func (s *sim) kill(_ context.Context, req nodeapi.KillRequest) error {
+// kill is the node's PodKiller. The timeline records the final status the kill
+// asked for. A pod stops at once and gives back what it used, unless the
+// scenario says its shutdown is stuck: then it stops being active but keeps
+// its resources, and the kill waits for its shutdown as the kubelet's does,
+// for 1.5 times the grace period and at least 10 s (of virtual time; a kill
+// from a step — admission's preemption, an explicit evictionPass — cannot let
+// time pass and gives up at once), then records ExceededGracePeriod and fails.
+func (s *sim) kill(ctx context.Context, req nodeapi.KillRequest) error {
 	pod := req.Pod
-	e := Event{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Message: req.Status.Message}
+	grace := int64(req.GracePeriod() / time.Second)
+	e := Event{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Reason: req.Status.Reason,
+		Message: req.Status.Message, Phase: string(req.Status.Phase), GracePeriodSeconds: ptr(grace)}
+	for _, c := range req.Status.Conditions {
+		e.Conditions = append(e.Conditions, PodCondition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message})
+	}
 	switch req.Status.Reason {
 	case eviction.Reason:
 		s.reportReclaim()
 		e.Event, e.Signal = EventEvicted, string(s.mgrs.Eviction.Status().Reclaiming)
 	default:
-		e.Event, e.Reason = EventPreempted, req.Status.Reason
+		e.Event = EventPreempted
 	}
 	s.emit(e)
-	s.n.removePod(pod)
-	return nil
+	if !s.n.stuck[nodeapi.PodName(pod)] {
+		s.n.removePod(pod)
+		return nil
+	}
+	s.n.startTerminating(pod)
+	if s.inLoop {
+		timeout := max(time.Duration(grace+grace/2)*time.Second, minKillTimeout)
+		s.killWait = pod
+		s.killTimer.Reset(timeout)
+		select {
+		case <-s.killTimer.C():
+		case <-ctx.Done():
+			s.killTimer.Stop()
+			return ctx.Err()
+		}
+		s.killWait = nil
+		if s.n.podCleanedUpQuiet(pod) {
+			return nil
+		}
+	}
+	s.emit(Event{Event: EventExceededGracePeriod, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+		Reason: EventExceededGracePeriod, Message: "Container runtime did not kill the pod within specified grace period."})
+	return errKillTimeout
 }

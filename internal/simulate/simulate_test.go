@@ -86,6 +86,10 @@ func TestParseErrors(t *testing.T) {
 		{"cpu capacity beyond int64 millicores", "until: 1m\nnode: {capacity: {cpu: \"1e16\"}}", `s.yaml: node.capacity[cpu]: "1e16": too large`},
 		{"negative until", "until: -1m", `s.yaml: until: "-1m": want a non-negative duration such as 10m`},
 		{"pod quantity beyond int64", "until: 1m\nsteps: [{at: 0s, pods: [{metadata: {name: p}, spec: {containers: [{name: c}], overhead: {memory: 8Ei}}}]}]", `s.yaml: steps[0].pods: pod p: spec.overhead.memory: "8Ei": too large`},
+		{"bad containerFs", "until: 1m\nnode: {dedicatedImageFs: true, containerFs: rootfs}", `s.yaml: node.containerFs: "rootfs": want nodefs or imagefs`},
+		{"containerFs on a missing imagefs", "until: 1m\nnode: {containerFs: imagefs}", `s.yaml: node.containerFs: "imagefs": needs dedicatedImageFs: true`},
+		{"bad stuck pod name", "until: 1m\nsteps: [{at: 0s, stuckTerminating: [/a]}]", `s.yaml: steps[0].stuckTerminating[0]: "/a": want a pod as namespace/name`},
+		{"bad finished pod name", "until: 1m\nsteps: [{at: 0s, finishTerminating: [\"\"]}]", `s.yaml: steps[0].finishTerminating[0]: "": want a pod as namespace/name`},
 		{"malformed pod quantity", "until: 1m\nsteps: [{at: 0s, admit: {metadata: {name: p}, spec: {containers: [{name: c, resources: {requests: {memory: 12x}}}]}}}]", `steps[0].admit: pod p: spec.containers[0].resources.requests.memory: "12x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,5 +236,50 @@ steps:
 	want := []string{"ActionResult detectImages freed=0", "ImageRemoved a", "ImageRemoved b", "ActionResult garbageCollectImages freed=120"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// An evicted pod is reported with the final status the eviction manager asked
+// for, as the kubelet records it: phase Failed, reason Evicted, the message, a
+// true DisruptionTarget condition, and the grace period (1 s for a hard
+// threshold, whatever the pod's own).
+func TestEvictedPodStatus(t *testing.T) {
+	t.Parallel()
+	sc, err := Parse("s.yaml", []byte(`
+until: 0s
+steps:
+  - at: 0s
+    summary:
+      node: {memory: {availableBytes: 52428800, workingSetBytes: 4294967296}}
+      pods: [{podRef: {name: a, namespace: d, uid: u1}, memory: {workingSetBytes: 4194304000}}]
+    pods: [{metadata: {name: a, namespace: d, uid: u1}, spec: {terminationGracePeriodSeconds: 90, containers: [{name: c}]}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := Run(t.Context(), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Event
+	for _, e := range events {
+		if e.Event == EventEvicted {
+			got = append(got, e)
+		}
+	}
+	msg := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
+	want := []Event{{Event: EventEvicted, Signal: "memory.available", Namespace: "d", Name: "a", UID: "u1",
+		Reason: "Evicted", Message: msg, Phase: "Failed", GracePeriodSeconds: ptr(int64(1)),
+		Conditions: []PodCondition{{Type: "DisruptionTarget", Status: "True", Reason: "TerminationByKubelet", Message: msg}}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("evicted (-want +got):\n%s", diff)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, got); err != nil {
+		t.Fatal(err)
+	}
+	wantText := "      0s  Evicted             d/a (memory.available): " + strings.TrimSpace(msg) + " [phase Failed, grace period 1s, DisruptionTarget]\n"
+	if diff := cmp.Diff(wantText, text.String()); diff != "" {
+		t.Errorf("text (-want +got):\n%s", diff)
 	}
 }
