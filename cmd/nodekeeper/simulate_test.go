@@ -56,6 +56,7 @@ func TestSimulateBadInput(t *testing.T) {
 	typo := variant("typo.yaml", "memory: {availableBytes: 419430400", "memory: {availableByts: 419430400")
 	negCapacity := variant("negcap.yaml", "memory: 8Gi", "memory: -8Gi")
 	negUntil := variant("neguntil.yaml", "until: 5m", "until: -1m")
+	maxUntil := variant("maxuntil.yaml", "until: 5m", "until: 2562047h47m16.854775807s")
 	huge := variant("huge.yaml", "memory: {availableBytes: 419430400", "memory: {availableBytes: 18446744073709551615")
 	for _, tc := range []struct {
 		name string
@@ -67,6 +68,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{"negative capacity", []string{"simulate", negCapacity}, `negcap.yaml: node.capacity[memory]: "-8Gi": must not be negative`},
 		{"negative until", []string{"simulate", negUntil}, `neguntil.yaml: until: "-1m": want a non-negative duration`},
 		{"summary gauge beyond int64", []string{"simulate", huge}, `huge.yaml: steps[1].summary: node.memory.availableBytes: 18446744073709551615: too large`},
+		{"until beyond the maximum", []string{"simulate", maxUntil}, `maxuntil.yaml: until: "2562047h47m16.854775807s": beyond the maximum of 87600h0m0s`},
 		{"missing file", []string{"simulate", filepath.Join(dir, "none.yaml")}, "none.yaml"},
 		{"no file", []string{"simulate"}, "accepts 1 arg"},
 		{"bad format", []string{"simulate", "-o", "xml", bad}, `unknown format "xml"`},
