@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 
@@ -34,18 +35,32 @@ clock and prints every decision with its time. See the README for the format.`,
 			if verbose {
 				log = logger
 			}
-			events, err := simulate.Run(cmd.Context(), sc, log)
+			// Each batch goes out as soon as the simulator has it, in one
+			// write: an interrupted run has printed what it computed.
+			write := simulate.WriteText
+			if format == "json" {
+				write = simulate.WriteJSON
+			}
+			out := cmd.OutOrStdout()
+			var buf bytes.Buffer
+			n := 0
+			err = simulate.Stream(cmd.Context(), sc, log, func(batch []simulate.Event) error {
+				buf.Reset()
+				n += len(batch)
+				if err := write(&buf, batch); err != nil {
+					return err
+				}
+				_, err := out.Write(buf.Bytes())
+				return err
+			})
 			if err != nil {
 				return err
 			}
-			if format == "json" {
-				return simulate.WriteJSON(cmd.OutOrStdout(), events)
-			}
-			if len(events) == 0 {
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), "no decisions")
+			if n == 0 && format == "text" {
+				_, err := fmt.Fprintln(out, "no decisions")
 				return err
 			}
-			return simulate.WriteText(cmd.OutOrStdout(), events)
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "output format: text or json (one object per line)")

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +59,7 @@ func TestSimulateBadInput(t *testing.T) {
 	typo := variant("typo.yaml", "memory: {availableBytes: 419430400", "memory: {availableByts: 419430400")
 	negCapacity := variant("negcap.yaml", "memory: 8Gi", "memory: -8Gi")
 	negUntil := variant("neguntil.yaml", "until: 5m", "until: -1m")
+	maxUntil := variant("maxuntil.yaml", "until: 5m", "until: 2562047h47m16.854775807s")
 	huge := variant("huge.yaml", "memory: {availableBytes: 419430400", "memory: {availableBytes: 18446744073709551615")
 	for _, tc := range []struct {
 		name string
@@ -67,6 +71,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{"negative capacity", []string{"simulate", negCapacity}, `negcap.yaml: node.capacity[memory]: "-8Gi": must not be negative`},
 		{"negative until", []string{"simulate", negUntil}, `neguntil.yaml: until: "-1m": want a non-negative duration`},
 		{"summary gauge beyond int64", []string{"simulate", huge}, `huge.yaml: steps[1].summary: node.memory.availableBytes: 18446744073709551615: too large`},
+		{"until beyond the maximum", []string{"simulate", maxUntil}, `maxuntil.yaml: until: "2562047h47m16.854775807s": beyond the maximum of 87600h0m0s`},
 		{"missing file", []string{"simulate", filepath.Join(dir, "none.yaml")}, "none.yaml"},
 		{"no file", []string{"simulate"}, "accepts 1 arg"},
 		{"bad format", []string{"simulate", "-o", "xml", bad}, `unknown format "xml"`},
@@ -95,5 +100,50 @@ func TestSimulateVerboseLogsVirtualTime(t *testing.T) {
 		if !strings.HasPrefix(line, "time=2026-01-01T") {
 			t.Errorf("line not at virtual time: %s", line)
 		}
+	}
+}
+
+// cancelWriter ends the run's context at its first write.
+type cancelWriter struct {
+	bytes.Buffer
+	cancel context.CancelFunc
+}
+
+func (w *cancelWriter) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.Buffer.Write(p)
+}
+
+// simulate prints each record as it is computed: interrupted after its first
+// write, a run has printed that record and stops there.
+func TestSimulateStreamsOutput(t *testing.T) {
+	t.Parallel()
+	var doc strings.Builder
+	doc.WriteString("until: 1000s\nloops: false\nsteps:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&doc, "  - {at: %ds, do: [detectImages]}\n", i)
+	}
+	file := filepath.Join(t.TempDir(), "long.yaml")
+	if err := os.WriteFile(file, []byte(doc.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ format, want string }{
+		{"json", `{"at":"0s","event":"ActionResult","action":"detectImages","freed":0}` + "\n"},
+		{"text", "      0s  ActionResult        detectImages: freed 0 bytes\n"},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			out := &cancelWriter{cancel: cancel}
+			var errOut bytes.Buffer
+			code := run(ctx, []string{"simulate", "-o", tc.format, file}, out, &errOut)
+			if code == 0 || !strings.Contains(errOut.String(), "context canceled") {
+				t.Errorf("exit %d, stderr %q: want a failure naming the cancellation", code, errOut.String())
+			}
+			if out.String() != tc.want {
+				t.Errorf("stdout = %q, want %q", out.String(), tc.want)
+			}
+		})
 	}
 }

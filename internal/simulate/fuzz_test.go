@@ -15,6 +15,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("until: 1m\nsteps: [{at: 0s, do: [{freeImageSpace: 10}]}]"))
 	f.Add([]byte("until: 1m\nnode: {capacity: {memory: 16Ei}}\nsteps: [{at: 0s, summary: {node: {memory: {availableByts: 1}}, pods: [{podRef: {name: p}, volume: [{usedBytes: 18446744073709551615}]}]}}]"))
 	f.Add([]byte(`{"until": "1m", "steps": [{"at": "0s", "imageFs": {"capacityBytes": 1}}]}`))
+	f.Add([]byte("until: 2562047h47m16.854775807s\nsteps: [{at: 87600h}]"))
+	f.Add([]byte("until: 1m\nsteps: [{at: 0s, images: [{id: a, size: 9223372036854775808}, {id: a}], containers: [{id: c}, {id: c}], imageFs: {capacityBytes: 18446744073709551615}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := Parse("fuzz.yaml", data)
 		if err != nil && !errors.Is(err, ErrBadScenario) {

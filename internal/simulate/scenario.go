@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -111,6 +112,12 @@ var actionNames = map[string]bool{
 	"freeImageSpace": true, "garbageCollectContainers": true, "evictionPass": true,
 }
 
+// MaxDuration is the latest virtual time a scenario may reach: until and every
+// step's at are at most this (ten years of virtual time). It keeps every time
+// the managers compute from it (a deadline, a period added to now) far from
+// time.Duration's limit of about 292 years.
+const MaxDuration = 10 * 365 * 24 * time.Hour
+
 // Load reads and validates a scenario file (YAML or JSON).
 func Load(path string) (*Scenario, error) {
 	data, err := os.ReadFile(path)
@@ -196,6 +203,9 @@ func Parse(name string, data []byte) (*Scenario, error) {
 	if sc.Until, err = parseDuration(raw.Until); err != nil || raw.Until == "" || sc.Until < 0 {
 		return nil, decode.Badf(name, "until: %q: want a non-negative duration such as 10m", raw.Until)
 	}
+	if sc.Until > MaxDuration {
+		return nil, decode.Badf(name, "until: %q: beyond the maximum of %s (10 years of virtual time)", raw.Until, MaxDuration)
+	}
 	var last time.Duration
 	for i, rs := range steps {
 		st, err := parseStep(name, i, rs)
@@ -265,6 +275,9 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 	if st.At, err = parseDuration(rs.At); err != nil || st.At < 0 {
 		return st, decode.Badf(name, "%s.at: %q: want a non-negative duration such as 30s", where, rs.At)
 	}
+	if st.At > MaxDuration {
+		return st, decode.Badf(name, "%s.at: %q: beyond the maximum of %s (10 years of virtual time)", where, rs.At, MaxDuration)
+	}
 	if rs.Pods != nil {
 		st.Pods = []*v1.Pod{}
 		if len(rs.Pods) > 0 && string(rs.Pods) != "null" && string(rs.Pods) != "[]" {
@@ -287,6 +300,12 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 		if err != nil {
 			return st, err
 		}
+		for j, img := range imgs {
+			// The managers count bytes in int64; a larger size would wrap.
+			if img.GetSize() > math.MaxInt64 {
+				return st, decode.Badf(name, "%s.images[%d].size: %d: too large", where, j, img.GetSize())
+			}
+		}
 		st.Images = imgs
 	}
 	if rs.Containers != nil {
@@ -300,6 +319,14 @@ func parseStep(name string, i int, rs rawStep) (Step, error) {
 		st.ImageFs = new(ImageFs)
 		if err := decode.Strict(rs.ImageFs, st.ImageFs); err != nil {
 			return st, decode.Badf(name, "%s.imageFs: %v", where, err)
+		}
+		for _, f := range []struct {
+			field string
+			v     uint64
+		}{{"capacityBytes", st.ImageFs.CapacityBytes}, {"availableBytes", st.ImageFs.AvailableBytes}} {
+			if f.v > math.MaxInt64 {
+				return st, decode.Badf(name, "%s.imageFs.%s: %d: too large", where, f.field, f.v)
+			}
 		}
 		if st.ImageFs.AvailableBytes > st.ImageFs.CapacityBytes {
 			return st, decode.Badf(name, "%s.imageFs: availableBytes %d exceeds capacityBytes %d", where, st.ImageFs.AvailableBytes, st.ImageFs.CapacityBytes)
@@ -385,6 +412,7 @@ func criList[T criObject](file, field, kind string, data json.RawMessage, newT f
 		return nil, decode.Badf(file, "%s: want a list of CRI %ss", field, kind)
 	}
 	out := make([]T, 0, len(items))
+	seen := make(map[string]int, len(items))
 	for j, raw := range items {
 		x := newT()
 		if err := protojson.Unmarshal(raw, x); err != nil {
@@ -393,6 +421,11 @@ func criList[T criObject](file, field, kind string, data json.RawMessage, newT f
 		if x.GetId() == "" {
 			return nil, decode.Badf(file, "%s[%d]: %s has no id", field, j, kind)
 		}
+		// Two with one id would be merged by the runtime's view; say so instead.
+		if first, ok := seen[x.GetId()]; ok {
+			return nil, decode.Badf(file, "%s[%d].id: %q: duplicate of %s[%d]", field, j, x.GetId(), field, first)
+		}
+		seen[x.GetId()] = j
 		out = append(out, x)
 	}
 	return out, nil

@@ -46,12 +46,20 @@ const maxWakeupsPerInstant = 1000
 // sim is one run of a scenario. Only the simulation goroutine touches it, and
 // the loop goroutines while the simulator waits for them.
 type sim struct {
-	sc     *Scenario
-	n      *node
-	clk    *virtualClock
-	mgrs   *knode.Node
-	events []Event
-	log    *slog.Logger
+	sc   *Scenario
+	n    *node
+	clk  *virtualClock
+	mgrs *knode.Node
+	log  *slog.Logger
+	// pending holds the events not yet handed to sink: those of the current
+	// pass (passDepth > 0), whose threshold and condition records go in front
+	// of what the pass did once it is over. Nothing else is kept, so memory
+	// does not grow with virtual time.
+	pending   []Event
+	passDepth int
+	sink      Sink
+	// sinkErr is the first error of sink; the run stops at it.
+	sinkErr error
 	// reclaimReported: the current eviction pass's Reclaimed record is out.
 	reclaimReported bool
 	// inLoop is true while the simulator has fired a loop's timer and waits for
@@ -73,8 +81,19 @@ var errKillTimeout = errors.New("timeout waiting to kill pod")
 // shutdown before it gives up; it waits 1.5 times the grace period when longer.
 const minKillTimeout = 10 * time.Second
 
-// Run plays the scenario and returns its events in time order. The managers
-// log to logger with the virtual time as each record's time.
+// Sink receives a run's events as they become final, in time order, a batch
+// at a time (one step's or one wake-up's). batch is reused after the call.
+type Sink func(batch []Event) error
+
+// Stream plays the scenario and hands its events to sink as it goes: when it
+// returns early (ctx ended, sink failed), sink has had every event computed
+// before. The managers log to logger with the virtual time as each record's time.
+func Stream(ctx context.Context, sc *Scenario, logger *slog.Logger, sink Sink) error {
+	return newSim(sc, logger).stream(ctx, sink)
+}
+
+// Run plays the scenario and returns its events in time order, with those
+// computed before an error.
 func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error) {
 	return newSim(sc, logger).run(ctx)
 }
@@ -90,22 +109,52 @@ func newSim(sc *Scenario, logger *slog.Logger) *sim {
 	return s
 }
 
-// run plays the scenario once.
+// run plays the scenario once and collects its events.
 func (s *sim) run(ctx context.Context) ([]Event, error) {
+	var events []Event
+	err := s.stream(ctx, func(batch []Event) error {
+		events = append(events, batch...)
+		return nil
+	})
+	return events, err
+}
+
+// stream plays the scenario once, handing its events to sink.
+func (s *sim) stream(ctx context.Context, sink Sink) error {
+	s.sink = sink
 	if err := s.build(); err != nil {
-		return nil, err
+		return err
 	}
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	stopped, wait := s.startLoops(loopCtx)
 	err := s.play(ctx, stopped)
 	stopLoops()
 	s.clk.stop()
-	return s.events, errors.Join(err, wait())
+	err = errors.Join(err, wait())
+	s.passDepth = 0
+	s.flush()
+	if s.sinkErr != nil && !errors.Is(err, s.sinkErr) {
+		err = errors.Join(s.sinkErr, err)
+	}
+	return err
 }
 
 func (s *sim) emit(e Event) {
 	e.At = s.n.now.Sub(start)
-	s.events = append(s.events, e)
+	s.pending = append(s.pending, e)
+	if s.passDepth == 0 {
+		s.flush()
+	}
+}
+
+// flush hands the pending events to the sink, unless it has failed, and
+// forgets them.
+func (s *sim) flush() {
+	if len(s.pending) > 0 && s.sinkErr == nil {
+		s.sinkErr = s.sink(s.pending)
+	}
+	clear(s.pending)
+	s.pending = s.pending[:0]
 }
 
 // build makes the managers over the scripted node, through the composition root.
@@ -194,6 +243,9 @@ func (s *sim) play(ctx context.Context, stopped <-chan struct{}) error {
 				return err
 			}
 			steps = steps[1:]
+			if s.sinkErr != nil {
+				return s.sinkErr
+			}
 		}
 		for i := 0; ; i++ {
 			if i == maxWakeupsPerInstant {
@@ -206,6 +258,9 @@ func (s *sim) play(ctx context.Context, stopped <-chan struct{}) error {
 			s.inLoop = false
 			if err != nil {
 				return err
+			}
+			if s.sinkErr != nil {
+				return s.sinkErr
 			}
 			if !fired {
 				break
@@ -349,7 +404,13 @@ func (s *sim) observePass(f func()) {
 	s.n.freed = 0
 	s.reclaimReported = false
 	before := s.mgrs.Eviction.Status()
-	mark := len(s.events)
+	s.passDepth++
+	defer func() {
+		if s.passDepth--; s.passDepth == 0 {
+			s.flush()
+		}
+	}()
+	mark := len(s.pending)
 	f()
 	after := s.mgrs.Eviction.Status()
 	if after == before {
@@ -379,7 +440,7 @@ func (s *sim) observePass(f func()) {
 	for i := range pre {
 		pre[i].At = s.n.now.Sub(start)
 	}
-	s.events = append(s.events[:mark], append(pre, s.events[mark:]...)...)
+	s.pending = append(s.pending[:mark], append(pre, s.pending[mark:]...)...)
 	s.reportReclaim()
 }
 

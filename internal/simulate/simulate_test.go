@@ -91,6 +91,14 @@ func TestParseErrors(t *testing.T) {
 		{"bad stuck pod name", "until: 1m\nsteps: [{at: 0s, stuckTerminating: [/a]}]", `s.yaml: steps[0].stuckTerminating[0]: "/a": want a pod as namespace/name`},
 		{"bad finished pod name", "until: 1m\nsteps: [{at: 0s, finishTerminating: [\"\"]}]", `s.yaml: steps[0].finishTerminating[0]: "": want a pod as namespace/name`},
 		{"malformed pod quantity", "until: 1m\nsteps: [{at: 0s, admit: {metadata: {name: p}, spec: {containers: [{name: c, resources: {requests: {memory: 12x}}}]}}}]", `steps[0].admit: pod p: spec.containers[0].resources.requests.memory: "12x"`},
+		{"until beyond the maximum", "until: 2562047h47m16.854775807s", `s.yaml: until: "2562047h47m16.854775807s": beyond the maximum of 87600h0m0s`},
+		{"until just beyond the maximum", "until: 87600h1ns", `s.yaml: until: "87600h1ns": beyond the maximum`},
+		{"step at beyond the maximum", "until: 87600h\nsteps: [{at: 87601h}]", `s.yaml: steps[0].at: "87601h": beyond the maximum of 87600h0m0s`},
+		{"image size beyond int64", "until: 1m\nsteps: [{at: 0s, images: [{id: a, size: 1}, {id: b, size: 9223372036854775808}]}]", `s.yaml: steps[0].images[1].size: 9223372036854775808: too large`},
+		{"imageFs capacity beyond int64", "until: 1m\nsteps: [{at: 0s, imageFs: {capacityBytes: 18446744073709551615}}]", `s.yaml: steps[0].imageFs.capacityBytes: 18446744073709551615: too large`},
+		{"imageFs available beyond int64", "until: 1m\nsteps: [{at: 0s, imageFs: {capacityBytes: 1, availableBytes: 9223372036854775808}}]", `s.yaml: steps[0].imageFs.availableBytes: 9223372036854775808: too large`},
+		{"duplicate image id", "until: 1m\nsteps: [{at: 0s, images: [{id: a, size: 1}, {id: b}, {id: a, size: 2}]}]", `s.yaml: steps[0].images[2].id: "a": duplicate of steps[0].images[0]`},
+		{"duplicate container id", "until: 1m\nsteps: [{at: 0s}, {at: 1s, containers: [{id: c1}, {id: c1}]}]", `s.yaml: steps[1].containers[1].id: "c1": duplicate of steps[1].containers[0]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -102,6 +110,22 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("err = %q, want it to start with the file and contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A scenario may last the maximum: the run ends without overflowing the clock.
+func TestUntilAtTheMaximum(t *testing.T) {
+	t.Parallel()
+	sc, err := Parse("s.yaml", []byte("until: 87600h\nloops: false\nsteps: [{at: 87600h, do: [detectImages]}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := Run(t.Context(), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].At != MaxDuration {
+		t.Errorf("events = %+v, want one action result at %s", events, MaxDuration)
 	}
 }
 
