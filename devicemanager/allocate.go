@@ -319,24 +319,30 @@ func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred
 	}
 	// The plugin's suggestion first, as far as it is free and valid, then
 	// the free healthy devices in order.
+	// taken mirrors reserved as a set, so that each check is O(1) and a
+	// large request stays linear in the devices.
 	reserved := make([]string, 0, remaining)
-	taken := func(id string) bool { return slices.Contains(reserved, id) }
+	taken := make(map[string]struct{}, remaining)
+	reserve := func(id string) {
+		reserved = append(reserved, id)
+		taken[id] = struct{}{}
+	}
 	for _, id := range preferred {
 		if len(reserved) == remaining {
 			break
 		}
-		if rs.healthy.Has(id) && !m.used.has(res, id) && !taken(id) {
-			reserved = append(reserved, id)
+		if _, dup := taken[id]; !dup && rs.healthy.Has(id) && !m.used.has(res, id) {
+			reserve(id)
 		}
 	}
 	free := len(reserved)
 	for _, id := range rs.order {
-		if m.used.has(res, id) || taken(id) {
+		if _, dup := taken[id]; dup || m.used.has(res, id) {
 			continue
 		}
 		free++
 		if len(reserved) < remaining {
-			reserved = append(reserved, id)
+			reserve(id)
 		}
 		if len(reserved) == remaining && preferred == nil {
 			break

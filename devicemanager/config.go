@@ -21,6 +21,13 @@ const (
 	DefaultPreStartTimeout  = 30 * time.Second
 	DefaultReconnectBackoff = 100 * time.Millisecond
 	DefaultMaxReconnect     = 10 * time.Second
+	// DefaultMaxListAndWatchMessage bounds one ListAndWatch message from a
+	// plugin (gRPC's own default is 4 MiB). A device costs its ID plus a few
+	// bytes of framing, and a topology entry a few more: 100,000 devices with
+	// 256-byte IDs and one NUMA node each are about 27 MiB, so 64 MiB takes
+	// any realistic node with room to spare while bounding what one message
+	// can make the agent hold (the message, then its device sets).
+	DefaultMaxListAndWatchMessage = 64 << 20
 	// SocketName is the registration socket's name inside Dir.
 	SocketName = "kubelet.sock"
 )
@@ -47,6 +54,10 @@ type Config struct {
 	// MaxReconnectBackoff.
 	ReconnectBackoff    time.Duration
 	MaxReconnectBackoff time.Duration
+	// MaxListAndWatchMessage is the largest ListAndWatch message, in bytes,
+	// accepted from a plugin. A larger one ends the stream; the resource's
+	// devices stay unhealthy and the stream is re-dialled with back-off.
+	MaxListAndWatchMessage int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -65,7 +76,14 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		return nil
 	}
-	return c, errors.Join(
+	var sizeErr error
+	switch {
+	case c.MaxListAndWatchMessage == 0:
+		c.MaxListAndWatchMessage = DefaultMaxListAndWatchMessage
+	case c.MaxListAndWatchMessage < 0:
+		sizeErr = fmt.Errorf("maxListAndWatchMessage %d: must not be negative", c.MaxListAndWatchMessage)
+	}
+	return c, errors.Join(sizeErr,
 		set(&c.StopGracePeriod, DefaultStopGracePeriod, "stopGracePeriod"),
 		set(&c.DialTimeout, DefaultDialTimeout, "dialTimeout"),
 		set(&c.AllocateTimeout, DefaultAllocateTimeout, "allocateTimeout"),

@@ -2,15 +2,19 @@ package devicemanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
@@ -33,9 +37,12 @@ type endpoint struct {
 	cancel context.CancelFunc
 }
 
-func dialPlugin(socket string) (*grpc.ClientConn, error) {
+// dialPlugin connects to a plugin's socket; maxRecv bounds each message the
+// plugin sends.
+func dialPlugin(socket string, maxRecv int) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient("passthrough:///"+socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecv)),
 		grpc.WithAuthority("localhost"),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			var d net.Dialer
@@ -51,7 +58,10 @@ func dialPlugin(socket string) (*grpc.ClientConn, error) {
 // then follows its ListAndWatch stream until the endpoint is replaced or
 // removed or ctx ends. When the stream ends the resource's devices become
 // unhealthy; while the plugin's socket exists the stream is re-dialled with
-// back-off.
+// back-off. The back-off restarts from ReconnectBackoff only after a stream
+// that delivered a device list and lasted longer than MaxReconnectBackoff, so
+// a plugin whose list is refused every time (too large) is re-dialled less
+// and less often.
 func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 	res := r.req.GetResourceName()
 	socket := filepath.Join(m.cfg.Dir, r.req.GetEndpoint())
@@ -59,7 +69,7 @@ func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	conn, err := dialPlugin(socket)
+	conn, err := dialPlugin(socket, m.cfg.MaxListAndWatchMessage)
 	if err != nil {
 		r.reply <- err
 		return
@@ -89,13 +99,17 @@ func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 	backoff := m.cfg.ReconnectBackoff
 	for {
 		start := m.clock.Now()
-		err := m.watch(ctx, ep, client)
+		received, err := m.watch(ctx, ep, client)
 		if ctx.Err() != nil {
 			return
 		}
 		m.stopped(ep, m.clock.Now())
-		log.Info("Device plugin stream ended; its devices are unhealthy", "err", err)
-		if m.clock.Since(start) > m.cfg.MaxReconnectBackoff {
+		if status.Code(errors.Unwrap(err)) == codes.ResourceExhausted {
+			m.logOversized(log, res, err)
+		} else {
+			log.Info("Device plugin stream ended; its devices are unhealthy", "err", err)
+		}
+		if received && m.clock.Since(start) > m.cfg.MaxReconnectBackoff {
 			backoff = m.cfg.ReconnectBackoff
 		}
 		if !isSocket(socket) {
@@ -114,19 +128,39 @@ func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 	}
 }
 
-// watch runs one ListAndWatch stream and applies every message.
-func (m *Manager) watch(ctx context.Context, ep *endpoint, client pluginapi.DevicePluginClient) error {
+// watch runs one ListAndWatch stream and applies every message; received
+// reports whether at least one message arrived.
+func (m *Manager) watch(ctx context.Context, ep *endpoint, client pluginapi.DevicePluginClient) (received bool, err error) {
 	stream, err := client.ListAndWatch(ctx, &pluginapi.Empty{})
 	if err != nil {
-		return fmt.Errorf("list and watch: %w", err)
+		return false, fmt.Errorf("list and watch: %w", err)
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			return fmt.Errorf("list and watch: %w", err)
+			return received, fmt.Errorf("list and watch: %w", err)
 		}
+		received = true
 		m.updateDevices(ep, resp.GetDevices())
 	}
+}
+
+// logOversized reports a ListAndWatch message larger than
+// MaxListAndWatchMessage: at ERROR the first time for the resource, then at
+// DEBUG until the plugin's list fits again, so a plugin that keeps sending
+// it does not flood the log.
+func (m *Manager) logOversized(log *slog.Logger, res string, err error) {
+	m.mu.Lock()
+	first := !m.oversized[res]
+	m.oversized[res] = true
+	m.mu.Unlock()
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelError
+	}
+	log.Log(context.Background(), level,
+		"Device plugin's device list is larger than the largest accepted message; its devices stay unhealthy and the stream is re-dialled with back-off",
+		"maxBytes", m.cfg.MaxListAndWatchMessage, "err", err)
 }
 
 func isSocket(path string) bool {
@@ -170,7 +204,10 @@ func (m *Manager) ifCurrent(ep *endpoint, set func(*resourceState)) bool {
 // resource's endpoint. The message is read before taking m.mu.
 func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 	ds := newDeviceSets(devs)
-	if !m.ifCurrent(ep, func(rs *resourceState) { rs.setDevices(ds) }) {
+	if !m.ifCurrent(ep, func(rs *resourceState) {
+		rs.setDevices(ds)
+		delete(m.oversized, ep.resource)
+	}) {
 		return
 	}
 	if ds.dropped > 0 {

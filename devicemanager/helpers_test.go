@@ -2,6 +2,7 @@ package devicemanager
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -41,6 +42,17 @@ func startManager(t *testing.T, dir string, cfg Config) *testEnv {
 // startManagerOn is startManager with Deps.Clock set to clk.
 func startManagerOn(t *testing.T, dir string, cfg Config, clk clock.WithTicker) *testEnv {
 	t.Helper()
+	return startManagerLogged(t, dir, cfg, clk, nil)
+}
+
+// startManagerLogged is startManagerOn with the logs also written to logs
+// (when not nil).
+func startManagerLogged(t *testing.T, dir string, cfg Config, clk clock.WithTicker, logs io.Writer) *testEnv {
+	t.Helper()
+	out := t.Output()
+	if logs != nil {
+		out = io.MultiWriter(out, logs)
+	}
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -49,7 +61,7 @@ func startManagerOn(t *testing.T, dir string, cfg Config, clk clock.WithTicker) 
 	var active []*v1.Pod
 	env := &testEnv{t: t, dir: dir, reg: reg, active: &active}
 	m, err := New(cfg, Deps{
-		Logger:     slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:     slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ActivePods: func() []*v1.Pod { return *env.active },
 		Registerer: reg,
 		Clock:      clk,

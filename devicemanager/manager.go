@@ -69,6 +69,9 @@ type Manager struct {
 	// while ActivePods may not list them yet.
 	admitting    map[string]int
 	lastAdmitted string
+	// oversized holds the resources whose last ListAndWatch message was
+	// refused as too large and already logged at ERROR.
+	oversized map[string]bool
 }
 
 // New validates cfg and restores the checkpoint in cfg.Dir, if any. A
@@ -111,6 +114,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		used:       inUse{},
 		reuse:      map[string]map[string]sets.Set[string]{},
 		admitting:  map[string]int{},
+		oversized:  map[string]bool{},
 	}
 	if err := m.restore(m.clock.Now()); err != nil {
 		return nil, err

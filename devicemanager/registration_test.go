@@ -42,7 +42,7 @@ func TestRegistrationResourceNames(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := validateRegistration(&pluginapi.RegisterRequest{Version: pluginapi.Version, ResourceName: tc.name})
+			err := validateRegistration(&pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "p.sock", ResourceName: tc.name})
 			if tc.want {
 				if err != nil {
 					t.Errorf("resource name %q rejected: %v", tc.name, err)
@@ -51,6 +51,45 @@ func TestRegistrationResourceNames(t *testing.T) {
 			}
 			if want := fmt.Sprintf("the ResourceName %q is invalid", tc.name); err == nil || err.Error() != want {
 				t.Errorf("resource name %q: error %v, want %q", tc.name, err, want)
+			}
+		})
+	}
+}
+
+// TestRegistrationEndpoints: Register accepts only a plain file name as the
+// endpoint, so the manager never dials outside its directory.
+func TestRegistrationEndpoints(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		endpoint string
+		want     bool
+	}{
+		{"p.sock", true},
+		{"nvidia-gpu.sock", true},
+		{".hidden.sock", true},
+		{"..x.sock", true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"../../x.sock", false},
+		{"../../../../tmp/x.sock", false},
+		{"/tmp/x.sock", false},
+		{"sub/x.sock", false},
+		{"x.sock/", false},
+		{"x\x00.sock", false},
+	} {
+		t.Run(tc.endpoint, func(t *testing.T) {
+			t.Parallel()
+			err := validateRegistration(&pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: tc.endpoint, ResourceName: "example.com/dev"})
+			if tc.want {
+				if err != nil {
+					t.Errorf("endpoint %q rejected: %v", tc.endpoint, err)
+				}
+				return
+			}
+			want := fmt.Sprintf("the Endpoint %q is invalid: it must be a file name in the device plugin directory", tc.endpoint)
+			if err == nil || err.Error() != want {
+				t.Errorf("endpoint %q: error %v, want %q", tc.endpoint, err, want)
 			}
 		})
 	}
@@ -83,6 +122,16 @@ func TestRegisterRejected(t *testing.T) {
 			name:    "kubernetes.io",
 			req:     &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "p.sock", ResourceName: "kubernetes.io/dev"},
 			wantMsg: `the ResourceName "kubernetes.io/dev" is invalid`,
+		},
+		{
+			name:    "endpoint outside the directory",
+			req:     &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "../../x.sock", ResourceName: "example.com/up"},
+			wantMsg: `the Endpoint "../../x.sock" is invalid`,
+		},
+		{
+			name:    "empty endpoint",
+			req:     &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "", ResourceName: "example.com/empty"},
+			wantMsg: `the Endpoint "" is invalid`,
 		},
 		{
 			name:    "unreachable endpoint",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -65,5 +66,15 @@ func validateRegistration(req *pluginapi.RegisterRequest) error {
 	if !nodeapi.IsExtendedResourceName(v1.ResourceName(req.GetResourceName())) {
 		return fmt.Errorf("the ResourceName %q is invalid", req.GetResourceName())
 	}
+	if !plainFileName(req.GetEndpoint()) {
+		return fmt.Errorf("the Endpoint %q is invalid: it must be a file name in the device plugin directory", req.GetEndpoint())
+	}
 	return nil
+}
+
+// plainFileName reports whether name names a file directly inside a
+// directory: not empty, not "." or "..", and without a path separator, so
+// that joining it to the plugin directory cannot leave that directory.
+func plainFileName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
