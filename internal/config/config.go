@@ -358,6 +358,9 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", name, ErrInvalid, err)
 	}
+	if err := checkThresholdRange(name, k); err != nil {
+		return nil, err
+	}
 	switch d := k.EvictionPressureTransitionPeriod.Duration; {
 	case d < 0:
 		return nil, fail("evictionPressureTransitionPeriod", d.String(), "must not be negative")
@@ -461,7 +464,35 @@ func parseReserved(file, field string, m map[string]string) (v1.ResourceList, er
 		if q.Sign() < 0 {
 			return nil, fieldError(file, f, val, "must not be negative")
 		}
+		if !quantity.FitsInt64(name, q) {
+			return nil, fieldError(file, f, val, "too large")
+		}
 		out[v1.ResourceName(name)] = q
 	}
 	return out, nil
+}
+
+// checkThresholdRange rejects the eviction quantities (evictionHard,
+// evictionSoft, evictionMinimumReclaim) that do not fit the int64 the eviction
+// manager compares them in: bytes, inodes or process counts. The values have
+// already been parsed by eviction.ParseThresholds, so each one is valid.
+func checkThresholdRange(file string, k kubeletv1beta1.KubeletConfiguration) error {
+	for _, m := range []struct {
+		field string
+		m     map[string]string
+	}{
+		{"evictionHard", k.EvictionHard}, {"evictionSoft", k.EvictionSoft},
+		{"evictionMinimumReclaim", k.EvictionMinimumReclaim},
+	} {
+		for _, key := range slices.Sorted(maps.Keys(m.m)) {
+			val := strings.TrimSpace(m.m[key])
+			if strings.HasSuffix(val, "%") {
+				continue
+			}
+			if q, err := quantity.Parse(val); err == nil && !quantity.FitsInt64(key, q) {
+				return fieldError(file, m.field+"["+key+"]", m.m[key], "too large")
+			}
+		}
+	}
+	return nil
 }
