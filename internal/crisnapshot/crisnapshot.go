@@ -61,7 +61,7 @@ func (n Node) PlanImageGC(p imagegc.Policy, sandboxImage string, now time.Time) 
 }
 
 // LoadImages reads 'crictl images -o json' output (a CRI ListImagesResponse).
-// Every image must have an ID.
+// Every image must have an ID and a size that fits an int64.
 func LoadImages(path string) ([]*runtimeapi.Image, error) {
 	var imgs runtimeapi.ListImagesResponse
 	if err := loadProtoJSON(path, &imgs); err != nil {
@@ -70,6 +70,10 @@ func LoadImages(path string) ([]*runtimeapi.Image, error) {
 	for i, img := range imgs.Images {
 		if img.GetId() == "" {
 			return nil, fmt.Errorf("%s: images[%d]: no id", path, i)
+		}
+		// The image GC keeps sizes in an int64; a larger one would wrap negative.
+		if _, err := usedBytes(path, fmt.Sprintf("images[%d].size", i), img.GetSize()); err != nil {
+			return nil, err
 		}
 	}
 	return imgs.Images, nil
@@ -252,7 +256,8 @@ func crictlUsedBytes(path string, probe map[string]json.RawMessage) (int64, erro
 	return usedBytes(path, "status.usedBytes.value", fs.UsedBytes.GetValue())
 }
 
-// usedBytes returns v as an int64, rejecting a value that would wrap negative.
+// usedBytes returns v, a byte count at field, as an int64, rejecting a value
+// that would wrap negative.
 func usedBytes(path, field string, v uint64) (int64, error) {
 	if v > math.MaxInt64 {
 		return 0, fmt.Errorf("%s: %s: %d: too large", path, field, v)
