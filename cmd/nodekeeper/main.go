@@ -78,7 +78,7 @@ func (e flagError) Unwrap() error { return e.error }
 
 func newRootCmd(logger *slog.Logger) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "nodekeeper [--version] COMMAND",
+		Use:           "nodekeeper [--version] [--max-input-size SIZE] COMMAND",
 		Short:         "A node agent for the kubelet's node-level resource management",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -93,6 +93,7 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 	root.Version = versionString()
 	root.SetVersionTemplate("nodekeeper {{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version and exit")
+	registerMaxInputSize(root)
 	root.AddCommand(newVersionCmd(), newExplainCmd(logger), newSimulateCmd(logger))
 	markArgErrors(root)
 	return root

@@ -2,11 +2,11 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,8 +104,11 @@ type Config struct {
 // errors.Is(err, fs.ErrNotExist) works); every problem with its content wraps
 // ErrInvalid and names the file, the field and the value.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputs.ReadFile(context.Background(), path, inputs.DefaultMaxInputSize)
 	if err != nil {
+		if tl := (*inputs.TooLargeError)(nil); errors.As(err, &tl) {
+			return nil, invalidInput{err} // too large: "FILE: larger than the input size limit ..."
+		}
 		return nil, fmt.Errorf("load kubelet configuration: %w", err)
 	}
 	return Parse(path, data)
@@ -176,6 +179,13 @@ func Default() *Config {
 func invalid(file, format string, args ...any) error {
 	return fmt.Errorf("%s: %w: %s", file, ErrInvalid, fmt.Sprintf(format, args...))
 }
+
+// invalidInput is an input error (decode.ErrBadInput) that is also of class
+// ErrInvalid, with its text unchanged.
+type invalidInput struct{ error }
+
+func (e invalidInput) Unwrap() error        { return e.error }
+func (e invalidInput) Is(target error) bool { return target == ErrInvalid }
 
 // fieldError returns an error of class ErrInvalid naming field and value, in the
 // same form as eviction.FieldError.

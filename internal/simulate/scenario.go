@@ -2,10 +2,10 @@ package simulate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -113,7 +113,7 @@ var actionNames = map[string]bool{
 
 // Load reads and validates a scenario file (YAML or JSON).
 func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	data, err := decode.ReadFile(context.Background(), path, decode.DefaultMaxInputSize)
 	if err != nil {
 		return nil, decode.Bad(err)
 	}
