@@ -1,9 +1,26 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
+
+// TestMain runs the command itself when the test binary is started with
+// NODEKEEPER_TEST_MAIN=1, for tests that need a real process (signals).
+func TestMain(m *testing.M) {
+	if os.Getenv("NODEKEEPER_TEST_MAIN") == "1" {
+		os.Args = append([]string{"nodekeeper"}, os.Args[1:]...)
+		main()
+	}
+	os.Exit(m.Run())
+}
 
 // TestInputSizeLimit gives /dev/zero, which never ends, to every input file
 // flag of every explain command: each stops at --max-input-size with one line
@@ -53,5 +70,69 @@ func TestMaxInputSizeFlag(t *testing.T) {
 	code, _, errOut = runCLI(t, "--max-input-size", "1Mi", "explain", "oom", "--memory-capacity", "1Gi", "--pods", "../../examples/oom/pods.json")
 	if code != 0 {
 		t.Errorf("exit %d, stderr %q; want 0", code, errOut)
+	}
+}
+
+// TestInterruptWhileReadingFIFO runs nodekeeper as a process reading a FIFO
+// whose writer sends nothing, sends it SIGINT or SIGTERM, and expects exit 130
+// with one line, within 2 s.
+func TestInterruptWhileReadingFIFO(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			fifo := filepath.Join(t.TempDir(), "pods")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+			cmd := exec.Command(os.Args[0], "explain", "oom", "--memory-capacity", "1Gi", "--pods", fifo)
+			cmd.Env = append(os.Environ(), "NODEKEEPER_TEST_MAIN=1")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// The open returns once the process has the FIFO open for
+			// reading: it has its signal handler and blocks in the read.
+			opened := make(chan *os.File, 1)
+			go func() {
+				w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+				if err != nil {
+					w = nil
+				}
+				opened <- w
+			}()
+			select {
+			case w := <-opened:
+				if w == nil {
+					t.Fatal("cannot open the FIFO for writing")
+				}
+				defer w.Close()
+			case err := <-exited:
+				t.Fatalf("exited before reading the FIFO: %v; stderr %q", err, stderr.String())
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			sent := time.Now()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			var err error
+			select {
+			case err = <-exited:
+			case <-ctx.Done():
+				t.Fatalf("still running 2 s after %v", sig)
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+				t.Errorf("exit %v after %v, want %d", err, time.Since(sent), exitInterrupted)
+			}
+			if got := stderr.String(); got != "nodekeeper: interrupted\n" {
+				t.Errorf("stderr %q, want one line %q", got, "nodekeeper: interrupted")
+			}
+		})
 	}
 }
