@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // TestMain runs the command itself when the test binary is started with
@@ -73,19 +76,30 @@ func TestMaxInputSizeFlag(t *testing.T) {
 	}
 }
 
-// TestInterruptWhileReadingFIFO runs nodekeeper as a process reading a FIFO
-// whose writer sends nothing, sends it SIGINT or SIGTERM, and expects exit 130
-// with one line, within 2 s.
-func TestInterruptWhileReadingFIFO(t *testing.T) {
+// TestInterrupt runs nodekeeper as a process reading pods from a FIFO whose
+// writer sends nothing, sends it SIGINT or SIGTERM, and expects exit 130 with
+// one line, within 2 s.
+func TestInterrupt(t *testing.T) {
 	t.Parallel()
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		t.Run(sig.String(), func(t *testing.T) {
+	oom := func(fifo string) []string {
+		return []string{"explain", "oom", "--memory-capacity", "1Gi", "--pods", fifo}
+	}
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+		args func(fifo string) []string
+	}{
+		{"reading/SIGINT", syscall.SIGINT, oom},
+		{"reading/SIGTERM", syscall.SIGTERM, oom},
+	} {
+		sig := tc.sig
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			fifo := filepath.Join(t.TempDir(), "pods")
 			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 				t.Skipf("mkfifo: %v", err)
 			}
-			cmd := exec.Command(os.Args[0], "explain", "oom", "--memory-capacity", "1Gi", "--pods", fifo)
+			cmd := exec.Command(os.Args[0], tc.args(fifo)...)
 			cmd.Env = append(os.Environ(), "NODEKEEPER_TEST_MAIN=1")
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
@@ -134,5 +148,33 @@ func TestInterruptWhileReadingFIFO(t *testing.T) {
 				t.Errorf("stderr %q, want one line %q", got, "nodekeeper: interrupted")
 			}
 		})
+	}
+}
+
+// TestInterruptAbandonsBusyCommand: a command busy without looking at ctx
+// (parsing a huge file) is abandoned when ctx is cancelled: exit 130, one line.
+func TestInterruptAbandonsBusyCommand(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	busy := &cobra.Command{
+		Use: "busy",
+		RunE: func(*cobra.Command, []string) error {
+			close(started)
+			<-release // ignores ctx, as a long parse does
+			return nil
+		},
+	}
+	var stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() { code <- execute(ctx, busy, &stderr) }()
+	<-started
+	cancel()
+	if got := <-code; got != exitInterrupted {
+		t.Errorf("exit %d, want %d", got, exitInterrupted)
+	}
+	if got := stderr.String(); got != "nodekeeper: interrupted\n" {
+		t.Errorf("stderr %q, want %q", got, "nodekeeper: interrupted\n")
 	}
 }

@@ -62,6 +62,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	return execute(ctx, root, stderr)
+}
+
+// execute runs root and returns the process exit code, printing an error on
+// stderr as one line.
+func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 	// The command runs in its own goroutine, so that a signal stops the
 	// process even while the command blocks (a FIFO without a writer) or
 	// parses a large file without looking at ctx. A command that does honour
