@@ -14,7 +14,6 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/internal/config"
-	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -45,7 +44,7 @@ type explainEvictionOpts struct {
 	out                                   outputFlag
 }
 
-func (o *explainEvictionOpts) run(_ context.Context, stdout, stderr io.Writer) error {
+func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}
@@ -71,7 +70,7 @@ func (o *explainEvictionOpts) run(_ context.Context, stdout, stderr io.Writer) e
 	}
 	cfg := config.Default()
 	if o.config != "" {
-		c, err := config.Load(o.config)
+		c, err := loadConfig(ctx, o.config)
 		if err != nil {
 			return badInput(err)
 		}
@@ -80,11 +79,11 @@ func (o *explainEvictionOpts) run(_ context.Context, stdout, stderr io.Writer) e
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
-	pods, err := snapshot.LoadPods(o.pods)
+	pods, err := loadPods(ctx, o.pods)
 	if err != nil {
 		return badInput(err)
 	}
-	summary, err := snapshot.LoadSummary(o.summary)
+	summary, err := loadSummary(ctx, o.summary)
 	if err != nil {
 		return badInput(err)
 	}

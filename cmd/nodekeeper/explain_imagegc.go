@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekeeper/nodekeeper/imagegc"
-	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/crisnapshot"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
@@ -55,7 +54,7 @@ type imageGCInput struct {
 	now    time.Time
 }
 
-func (o *explainImageGCOpts) load(stderr io.Writer) (*imageGCInput, error) {
+func (o *explainImageGCOpts) load(ctx context.Context, stderr io.Writer) (*imageGCInput, error) {
 	if o.images == "" || o.containers == "" || o.imagefs == "" {
 		return nil, errors.New("explain imagegc: --images, --containers and --imagefs are required")
 	}
@@ -68,7 +67,7 @@ func (o *explainImageGCOpts) load(stderr io.Writer) (*imageGCInput, error) {
 		in.now = t
 	}
 	if o.config != "" {
-		cfg, err := config.Load(o.config)
+		cfg, err := loadConfig(ctx, o.config)
 		if err != nil {
 			return nil, err
 		}
@@ -81,17 +80,27 @@ func (o *explainImageGCOpts) load(stderr io.Writer) (*imageGCInput, error) {
 		}
 	}
 	var err error
-	if in.node.Images, err = crisnapshot.LoadImages(o.images); err != nil {
+	data, err := readInput(ctx, o.images)
+	if err != nil {
 		return nil, err
 	}
-	if in.node.Containers, err = crisnapshot.LoadContainers(o.containers); err != nil {
+	if in.node.Images, err = crisnapshot.ParseImages(o.images, data); err != nil {
 		return nil, err
 	}
-	if in.node.Fs, err = o.loadImageFs(); err != nil {
+	if data, err = readInput(ctx, o.containers); err != nil {
+		return nil, err
+	}
+	if in.node.Containers, err = crisnapshot.ParseContainers(o.containers, data); err != nil {
+		return nil, err
+	}
+	if in.node.Fs, err = o.loadImageFs(ctx); err != nil {
 		return nil, err
 	}
 	if o.records != "" {
-		if in.node.Records, err = crisnapshot.LoadRecords(o.records, in.node.Images, stderr); err != nil {
+		if data, err = readInput(ctx, o.records); err != nil {
+			return nil, err
+		}
+		if in.node.Records, err = crisnapshot.ParseRecords(o.records, data, in.node.Images, stderr); err != nil {
 			return nil, err
 		}
 	}
@@ -100,8 +109,12 @@ func (o *explainImageGCOpts) load(stderr io.Writer) (*imageGCInput, error) {
 
 // loadImageFs reads --imagefs: the kubelet Summary, or crictl imagefsinfo with
 // --capacity and --available.
-func (o *explainImageGCOpts) loadImageFs() (imagegc.FsStats, error) {
-	fs, err := crisnapshot.LoadImageFs(o.imagefs)
+func (o *explainImageGCOpts) loadImageFs(ctx context.Context) (imagegc.FsStats, error) {
+	data, err := readInput(ctx, o.imagefs)
+	if err != nil {
+		return imagegc.FsStats{}, err
+	}
+	fs, err := crisnapshot.ParseImageFs(o.imagefs, data)
 	if err != nil {
 		return imagegc.FsStats{}, err
 	}
@@ -152,11 +165,11 @@ type explainImageGCOpts struct {
 	out                                                                             outputFlag
 }
 
-func (o *explainImageGCOpts) run(_ context.Context, stdout, stderr io.Writer) error {
+func (o *explainImageGCOpts) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}
-	in, err := o.load(stderr)
+	in, err := o.load(ctx, stderr)
 	if err != nil {
 		return badInput(oneLine(err))
 	}

@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
-	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -57,7 +56,7 @@ type explainOOMOpts struct {
 	out            outputFlag
 }
 
-func (o *explainOOMOpts) run(_ context.Context, stdout, _ io.Writer) error {
+func (o *explainOOMOpts) run(ctx context.Context, stdout, _ io.Writer) error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}
@@ -68,7 +67,7 @@ func (o *explainOOMOpts) run(_ context.Context, stdout, _ io.Writer) error {
 	if err != nil {
 		return badInput(err)
 	}
-	pods, err := snapshot.LoadPods(o.pods)
+	pods, err := loadPods(ctx, o.pods)
 	if err != nil {
 		return badInput(err)
 	}

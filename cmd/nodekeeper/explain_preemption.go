@@ -18,7 +18,6 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
-	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/qos"
@@ -70,15 +69,15 @@ func (o *explainPreemptionOpts) run(ctx context.Context, stdout, stderr io.Write
 	if o.pods == "" {
 		return badInput(errors.New("explain preemption: --pods is required"))
 	}
-	alloc, err := o.nodeAllocatable(stderr)
+	alloc, err := o.nodeAllocatable(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	newPod, err := snapshot.LoadPod(o.pod)
+	newPod, err := loadPod(ctx, o.pod)
 	if err != nil {
 		return badInput(err)
 	}
-	running, err := snapshot.LoadPods(o.pods)
+	running, err := loadPods(ctx, o.pods)
 	if err != nil {
 		return badInput(err)
 	}
@@ -108,7 +107,7 @@ func (o *explainPreemptionOpts) run(ctx context.Context, stdout, stderr io.Write
 }
 
 // nodeAllocatable resolves the node's allocatable resources from the flags.
-func (o *explainPreemptionOpts) nodeAllocatable(stderr io.Writer) (v1.ResourceList, error) {
+func (o *explainPreemptionOpts) nodeAllocatable(ctx context.Context, stderr io.Writer) (v1.ResourceList, error) {
 	switch {
 	case o.allocatable != "" && (o.capacity != "" || o.config != ""):
 		return nil, badInput(errors.New("explain preemption: give either --allocatable or --capacity (with --config), not both"))
@@ -130,7 +129,7 @@ func (o *explainPreemptionOpts) nodeAllocatable(stderr io.Writer) (v1.ResourceLi
 	}
 	cfg := config.Default()
 	if o.config != "" {
-		if cfg, err = config.Load(o.config); err != nil {
+		if cfg, err = loadConfig(ctx, o.config); err != nil {
 			return nil, badInput(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -23,6 +24,14 @@ var version string
 
 // exitUsage is the exit code for usage errors and bad input.
 const exitUsage = 2
+
+// exitInterrupted is the exit code after SIGINT or SIGTERM: 128 + SIGINT, as
+// shells report a process killed by Ctrl-C.
+const exitInterrupted = 130
+
+// interruptGrace is how long a command may take to return after a signal
+// before the process gives up on it and exits.
+const interruptGrace = 500 * time.Millisecond
 
 // usageError marks an error caused by the user's command line or input files: it is
 // printed as one line and the process exits with exitUsage.
@@ -53,9 +62,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	return execute(ctx, root, stderr)
+}
+
+// execute runs root and returns the process exit code, printing an error on
+// stderr as one line.
+func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
+	// The command runs in its own goroutine, so that a signal stops the
+	// process even while the command blocks (a FIFO without a writer) or
+	// parses a large file without looking at ctx. A command that does honour
+	// ctx gets interruptGrace to return, and print what it has, first.
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		select {
+		case err = <-done:
+		case <-time.After(interruptGrace):
+			err = ctx.Err()
+		}
+	}
 	if err == nil {
 		return 0
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "nodekeeper: interrupted")
+		return exitInterrupted
 	}
 	fmt.Fprintf(stderr, "nodekeeper: %v\n", err)
 	var ue usageError
@@ -78,7 +112,7 @@ func (e flagError) Unwrap() error { return e.error }
 
 func newRootCmd(logger *slog.Logger) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "nodekeeper [--version] COMMAND",
+		Use:           "nodekeeper [--version] [--max-input-size SIZE] COMMAND",
 		Short:         "A node agent for the kubelet's node-level resource management",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -93,6 +127,7 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 	root.Version = versionString()
 	root.SetVersionTemplate("nodekeeper {{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version and exit")
+	registerMaxInputSize(root)
 	root.AddCommand(newVersionCmd(), newExplainCmd(logger), newSimulateCmd(logger))
 	markArgErrors(root)
 	return root

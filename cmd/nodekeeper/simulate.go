@@ -24,7 +24,11 @@ clock and prints every decision with its time. See the README for the format.`,
 			if format != "text" && format != "json" {
 				return badInput(fmt.Errorf("--output: unknown format %q (want text or json)", format))
 			}
-			sc, err := simulate.Load(args[0])
+			data, err := readInput(cmd.Context(), args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			sc, err := simulate.Parse(args[0], data)
 			if err != nil {
 				return badInput(err)
 			}

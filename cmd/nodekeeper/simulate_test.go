@@ -138,8 +138,8 @@ func TestSimulateStreamsOutput(t *testing.T) {
 			out := &cancelWriter{cancel: cancel}
 			var errOut bytes.Buffer
 			code := run(ctx, []string{"simulate", "-o", tc.format, file}, out, &errOut)
-			if code == 0 || !strings.Contains(errOut.String(), "context canceled") {
-				t.Errorf("exit %d, stderr %q: want a failure naming the cancellation", code, errOut.String())
+			if code != 130 || errOut.String() != "nodekeeper: interrupted\n" {
+				t.Errorf("exit %d, stderr %q: want exit 130 and one line saying it was interrupted", code, errOut.String())
 			}
 			if out.String() != tc.want {
 				t.Errorf("stdout = %q, want %q", out.String(), tc.want)

@@ -2,11 +2,11 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,8 +104,11 @@ type Config struct {
 // errors.Is(err, fs.ErrNotExist) works); every problem with its content wraps
 // ErrInvalid and names the file, the field and the value.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputs.ReadFile(context.Background(), path, inputs.DefaultMaxInputSize)
 	if err != nil {
+		if tl := (*inputs.TooLargeError)(nil); errors.As(err, &tl) {
+			return nil, invalidInput{err} // too large: "FILE: larger than the input size limit ..."
+		}
 		return nil, fmt.Errorf("load kubelet configuration: %w", err)
 	}
 	return Parse(path, data)
@@ -176,6 +179,13 @@ func Default() *Config {
 func invalid(file, format string, args ...any) error {
 	return fmt.Errorf("%s: %w: %s", file, ErrInvalid, fmt.Sprintf(format, args...))
 }
+
+// invalidInput is an input error (decode.ErrBadInput) that is also of class
+// ErrInvalid, with its text unchanged.
+type invalidInput struct{ error }
+
+func (e invalidInput) Unwrap() error        { return e.error }
+func (e invalidInput) Is(target error) bool { return target == ErrInvalid }
 
 // fieldError returns an error of class ErrInvalid naming field and value, in the
 // same form as eviction.FieldError.
@@ -358,6 +368,9 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", name, ErrInvalid, err)
 	}
+	if err := checkThresholdRange(name, k); err != nil {
+		return nil, err
+	}
 	switch d := k.EvictionPressureTransitionPeriod.Duration; {
 	case d < 0:
 		return nil, fail("evictionPressureTransitionPeriod", d.String(), "must not be negative")
@@ -461,7 +474,35 @@ func parseReserved(file, field string, m map[string]string) (v1.ResourceList, er
 		if q.Sign() < 0 {
 			return nil, fieldError(file, f, val, "must not be negative")
 		}
+		if !quantity.FitsInt64(name, q) {
+			return nil, fieldError(file, f, val, "too large")
+		}
 		out[v1.ResourceName(name)] = q
 	}
 	return out, nil
+}
+
+// checkThresholdRange rejects the eviction quantities (evictionHard,
+// evictionSoft, evictionMinimumReclaim) that do not fit the int64 the eviction
+// manager compares them in: bytes, inodes or process counts. The values have
+// already been parsed by eviction.ParseThresholds, so each one is valid.
+func checkThresholdRange(file string, k kubeletv1beta1.KubeletConfiguration) error {
+	for _, m := range []struct {
+		field string
+		m     map[string]string
+	}{
+		{"evictionHard", k.EvictionHard}, {"evictionSoft", k.EvictionSoft},
+		{"evictionMinimumReclaim", k.EvictionMinimumReclaim},
+	} {
+		for _, key := range slices.Sorted(maps.Keys(m.m)) {
+			val := strings.TrimSpace(m.m[key])
+			if strings.HasSuffix(val, "%") {
+				continue
+			}
+			if q, err := quantity.Parse(val); err == nil && !quantity.FitsInt64(key, q) {
+				return fieldError(file, m.field+"["+key+"]", m.m[key], "too large")
+			}
+		}
+	}
+	return nil
 }

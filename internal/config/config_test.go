@@ -352,6 +352,31 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"evictionSoft[memory.available]", `"1Gi"`, "grace period"},
 		},
 		{
+			name: "kubeReserved memory beyond int64",
+			data: header + "kubeReserved:\n  memory: \"1e400\"\n",
+			want: []string{"kubeReserved[memory]", `"1e400"`, "too large"},
+		},
+		{
+			name: "systemReserved cpu beyond int64 millicores",
+			data: header + "systemReserved:\n  cpu: \"9223372036854776\"\n",
+			want: []string{"systemReserved[cpu]", `"9223372036854776"`, "too large"},
+		},
+		{
+			name: "hard threshold beyond int64",
+			data: header + "evictionHard:\n  memory.available: 100Ei\n",
+			want: []string{"evictionHard[memory.available]", `"100Ei"`, "too large"},
+		},
+		{
+			name: "soft threshold beyond int64",
+			data: header + "evictionSoft:\n  memory.available: 8Ei\nevictionSoftGracePeriod:\n  memory.available: 1m\n",
+			want: []string{"evictionSoft[memory.available]", `"8Ei"`, "too large"},
+		},
+		{
+			name: "minimum reclaim beyond int64",
+			data: header + "evictionMinimumReclaim:\n  memory.available: 8Ei\n",
+			want: []string{"evictionMinimumReclaim[memory.available]", `"8Ei"`, "too large"},
+		},
+		{
 			name: "unknown signal",
 			data: header + "evictionHard:\n  memory.free: 1Gi\n",
 			want: []string{"evictionHard[memory.free]", `"1Gi"`},

@@ -8,11 +8,11 @@
 package crisnapshot
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +23,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/imagegc"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 )
 
@@ -61,15 +62,28 @@ func (n Node) PlanImageGC(p imagegc.Policy, sandboxImage string, now time.Time) 
 }
 
 // LoadImages reads 'crictl images -o json' output (a CRI ListImagesResponse).
-// Every image must have an ID.
+// Every image must have an ID and a size that fits an int64.
 func LoadImages(path string) ([]*runtimeapi.Image, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImages(path, b)
+}
+
+// ParseImages parses b as LoadImages does; path is used in errors.
+func ParseImages(path string, b []byte) ([]*runtimeapi.Image, error) {
 	var imgs runtimeapi.ListImagesResponse
-	if err := loadProtoJSON(path, &imgs); err != nil {
+	if err := parseProtoJSON(path, b, &imgs); err != nil {
 		return nil, err
 	}
 	for i, img := range imgs.Images {
 		if img.GetId() == "" {
 			return nil, fmt.Errorf("%s: images[%d]: no id", path, i)
+		}
+		// The image GC keeps sizes in an int64; a larger one would wrap negative.
+		if _, err := usedBytes(path, fmt.Sprintf("images[%d].size", i), img.GetSize()); err != nil {
+			return nil, err
 		}
 	}
 	return imgs.Images, nil
@@ -78,20 +92,30 @@ func LoadImages(path string) ([]*runtimeapi.Image, error) {
 // LoadContainers reads 'crictl ps -a -o json' output (a CRI
 // ListContainersResponse).
 func LoadContainers(path string) ([]*runtimeapi.Container, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseContainers(path, b)
+}
+
+// ParseContainers parses b as LoadContainers does; path is used in errors.
+func ParseContainers(path string, b []byte) ([]*runtimeapi.Container, error) {
 	var ctrs runtimeapi.ListContainersResponse
-	if err := loadProtoJSON(path, &ctrs); err != nil {
+	if err := parseProtoJSON(path, b, &ctrs); err != nil {
 		return nil, err
 	}
 	return ctrs.Containers, nil
 }
 
-// loadProtoJSON decodes crictl's JSON (protobuf JSON) in path into m.
-// Unknown fields are ignored: newer crictl versions add some.
-func loadProtoJSON(path string, m proto.Message) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
+// readFile reads an input file with the default size limit.
+func readFile(path string) ([]byte, error) {
+	return decode.ReadFile(context.Background(), path, decode.DefaultMaxInputSize)
+}
+
+// parseProtoJSON decodes crictl's JSON (protobuf JSON) b, read from path, into
+// m. Unknown fields are ignored: newer crictl versions add some.
+func parseProtoJSON(path string, b []byte, m proto.Message) error {
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -105,10 +129,15 @@ func loadProtoJSON(path string, m proto.Message) error {
 // crictl's table prints IDs). A key that matches no image is reported on
 // warnings and ignored, as the kubelet drops the records of vanished images.
 func LoadRecords(path string, images []*runtimeapi.Image, warnings io.Writer) (map[string]imagegc.Record, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return ParseRecords(path, b, images, warnings)
+}
+
+// ParseRecords parses b as LoadRecords does; path is used in errors.
+func ParseRecords(path string, b []byte, images []*runtimeapi.Image, warnings io.Writer) (map[string]imagegc.Record, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("%s: want {IMAGE_ID: {\"firstDetected\": RFC3339, \"lastUsed\": RFC3339}}: %w", path, err)
@@ -198,10 +227,15 @@ type ImageFs struct {
 // 'crictl imagefsinfo -o json' output (an object with "status"). Values beyond
 // int64 are rejected.
 func LoadImageFs(path string) (ImageFs, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return ImageFs{}, err
 	}
+	return ParseImageFs(path, b)
+}
+
+// ParseImageFs parses b as LoadImageFs does; path is used in errors.
+func ParseImageFs(path string, b []byte) (ImageFs, error) {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return ImageFs{}, fmt.Errorf("%s: %w", path, err)
@@ -252,7 +286,8 @@ func crictlUsedBytes(path string, probe map[string]json.RawMessage) (int64, erro
 	return usedBytes(path, "status.usedBytes.value", fs.UsedBytes.GetValue())
 }
 
-// usedBytes returns v as an int64, rejecting a value that would wrap negative.
+// usedBytes returns v, a byte count at field, as an int64, rejecting a value
+// that would wrap negative.
 func usedBytes(path, field string, v uint64) (int64, error) {
 	if v > math.MaxInt64 {
 		return 0, fmt.Errorf("%s: %s: %d: too large", path, field, v)

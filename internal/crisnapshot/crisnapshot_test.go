@@ -49,6 +49,9 @@ func TestLoadImagesAndContainers(t *testing.T) {
 	}{
 		{"no id", `{"images": [{"size": "3"}]}`, "images[0]: no id"},
 		{"malformed", "{\"images\": [\n{\"id\": 12}\n]}", "invalid value for string field id"},
+		{"size of 2^63", `{"images": [{"id": "a", "size": "1"}, {"id": "b", "size": "9223372036854775808"}]}`, "images[1].size: 9223372036854775808: too large"},
+		{"size of 2^64-1", `{"images": [{"id": "a", "size": "18446744073709551615"}]}`, "images[0].size: 18446744073709551615: too large"},
+		{"size of 2^63-1", `{"images": [{"id": "a", "size": "9223372036854775807"}]}`, ""},
 		{"unknown fields ignored", `{"images": [{"id": "a", "newField": 1}], "other": true}`, ""},
 	} {
 		path := write(t, "images.json", tc.content)

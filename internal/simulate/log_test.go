@@ -12,7 +12,7 @@ import (
 // scenario's day, not at the host's time.
 func TestLogRecordsCarryVirtualTime(t *testing.T) {
 	t.Parallel()
-	sc, err := Load("../../examples/scenarios/memory-pressure.yaml")
+	sc, err := Load(t.Context(), "../../examples/scenarios/memory-pressure.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

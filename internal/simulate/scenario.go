@@ -2,11 +2,11 @@ package simulate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -118,9 +118,10 @@ var actionNames = map[string]bool{
 // time.Duration's limit of about 292 years.
 const MaxDuration = 10 * 365 * 24 * time.Hour
 
-// Load reads and validates a scenario file (YAML or JSON).
-func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+// Load reads (up to decode.DefaultMaxInputSize, honouring ctx) and validates a
+// scenario file (YAML or JSON).
+func Load(ctx context.Context, path string) (*Scenario, error) {
+	data, err := decode.ReadFile(ctx, path, decode.DefaultMaxInputSize)
 	if err != nil {
 		return nil, decode.Bad(err)
 	}

@@ -26,7 +26,7 @@ func TestExampleScenarios(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			t.Parallel()
-			sc, err := Load(file)
+			sc, err := Load(t.Context(), file)
 			if err != nil {
 				t.Fatal(err)
 			}

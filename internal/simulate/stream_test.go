@@ -55,7 +55,7 @@ func TestStreamDeliversBeforeTheEnd(t *testing.T) {
 func TestStreamInterruptedIsAPrefix(t *testing.T) {
 	t.Parallel()
 	const file = "../../examples/scenarios/memory-pressure.yaml"
-	sc, err := Load(file)
+	sc, err := Load(t.Context(), file)
 	if err != nil {
 		t.Fatal(err)
 	}

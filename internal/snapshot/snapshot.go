@@ -5,11 +5,11 @@ package snapshot
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,7 +28,7 @@ var ErrBadInput = decode.ErrBadInput
 // one after another, or YAML documents separated by ---). An empty list, as
 // kubectl prints for a node without pods, gives no pods and no error.
 func LoadPods(path string) ([]*v1.Pod, error) {
-	data, err := os.ReadFile(path)
+	data, err := decode.ReadFile(context.Background(), path, decode.DefaultMaxInputSize)
 	if err != nil {
 		return nil, decode.Bad(err)
 	}
@@ -41,6 +41,12 @@ func LoadPod(path string) (*v1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OnePod(path, pods)
+}
+
+// OnePod returns the one pod of pods, read from path, or bad input when there
+// are none or more.
+func OnePod(path string, pods []*v1.Pod) (*v1.Pod, error) {
 	if len(pods) != 1 {
 		return nil, decode.Badf(path, "want exactly one pod, found %d", len(pods))
 	}
@@ -231,7 +237,7 @@ func checkQuantities(pod map[string]any) error {
 // LoadSummary reads a kubelet Summary API document (the JSON of
 // `kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary`). It must have node stats.
 func LoadSummary(path string) (*statsapi.Summary, error) {
-	data, err := os.ReadFile(path)
+	data, err := decode.ReadFile(context.Background(), path, decode.DefaultMaxInputSize)
 	if err != nil {
 		return nil, decode.Bad(err)
 	}

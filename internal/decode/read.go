@@ -1,0 +1,111 @@
+package decode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
+)
+
+// DefaultMaxInputSize is the size limit of an input file when none is given:
+// 256 MiB, far above any real pod list, Summary, configuration or scenario.
+const DefaultMaxInputSize int64 = 256 << 20
+
+// ReadFile reads the input file at path, of at most limit bytes (limit <= 0
+// means DefaultMaxInputSize). A larger file is bad input, one line naming the
+// file and the limit. A regular file is checked by its size before reading; a
+// FIFO, a character device (/dev/zero) or any other file is read up to the
+// limit, so it fails the same way once the limit is passed.
+//
+// ReadFile gives up when ctx is done and returns ctx.Err(), even while the
+// open blocks (a FIFO without a writer) or a read does (a FIFO or device that
+// sends nothing): the file is closed as soon as it is open, and a goroutine
+// still blocked in open ends when the open does.
+func ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = DefaultMaxInputSize
+	}
+	type result struct {
+		data []byte
+		err  error
+	}
+	opened := make(chan *os.File, 1)
+	done := make(chan result, 1)
+	go func() {
+		f, err := os.Open(path)
+		opened <- f // nil when the open failed
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		data, err := readLimited(f, path, limit)
+		f.Close()
+		done <- result{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-ctx.Done():
+		// Closing the file ends a read blocked on a pipe or device.
+		go func() {
+			if f := <-opened; f != nil {
+				f.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// readLimited reads f, named path in errors, up to limit bytes.
+func readLimited(f *os.File, path string, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		if st.Size() > limit {
+			return nil, tooLarge(path, limit)
+		}
+		buf.Grow(int(st.Size()) + bytes.MinRead) // the file may grow; the limit still holds
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > limit {
+		return nil, tooLarge(path, limit)
+	}
+	return buf.Bytes(), nil
+}
+
+func tooLarge(path string, limit int64) error { return &TooLargeError{Path: path, Limit: limit} }
+
+// TooLargeError is the error of ReadFile for a file larger than its limit. It
+// is of class ErrBadInput.
+type TooLargeError struct {
+	Path  string
+	Limit int64 // bytes
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s: larger than the input size limit of %s (%d bytes; see --max-input-size)",
+		e.Path, resource.NewQuantity(e.Limit, resource.BinarySI), e.Limit)
+}
+
+// Is makes a TooLargeError match ErrBadInput.
+func (e *TooLargeError) Is(target error) bool { return target == ErrBadInput }
+
+// ParseSize parses a --max-input-size value: a positive byte count or quantity
+// ("256Mi", "1G").
+func ParseSize(s string) (int64, error) {
+	q, err := quantity.Parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: not a byte count or quantity (e.g. 256Mi)", s)
+	}
+	v, ok := q.AsInt64()
+	if !ok || v <= 0 {
+		return 0, fmt.Errorf("%q: want a positive whole number of bytes below 8Ei", s)
+	}
+	return v, nil
+}
