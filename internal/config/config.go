@@ -66,6 +66,18 @@ var supported = map[string]bool{
 	"containerRuntimeEndpoint":         true,
 	"imageServiceEndpoint":             true,
 	"podPidsLimit":                     true,
+	// The agent's fields (agent.go).
+	"podCIDR":               true,
+	"podLogsDir":            true,
+	"address":               true,
+	"readOnlyPort":          true,
+	"cgroupDriver":          true,
+	"cgroupRoot":            true,
+	"cgroupsPerQOS":         true,
+	"syncFrequency":         true,
+	"fileCheckFrequency":    true,
+	"runtimeRequestTimeout": true,
+	"failCgroupV1":          true,
 }
 
 // enforceKeys are the values the kubelet accepts in enforceNodeAllocatable.
@@ -93,6 +105,8 @@ type Config struct {
 	KubeReserved, SystemReserved v1.ResourceList
 	// MaxPods is maxPods, 110 by default.
 	MaxPods int32
+	// Agent holds the fields only `nodekeeper run` uses.
+	Agent Agent
 	// Warnings names every field set in the file that nodekeeper does not support
 	// and ignores (one entry), and the containerfs thresholds, which are ignored as
 	// the kubelet ignores them (one entry).
@@ -439,7 +453,13 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 		return nil, err
 	}
 
+	agent, err := resolveAgent(name, &k, raw)
+	if err != nil {
+		return nil, err
+	}
+
 	return &Config{
+		Agent:   agent,
 		Kubelet: k,
 		Eviction: eviction.Config{
 			Thresholds:                    thresholds,

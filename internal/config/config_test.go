@@ -75,6 +75,20 @@ func TestDefault(t *testing.T) {
 			ImageGCHighThresholdPercent:      new(int32(85)),
 			ImageGCLowThresholdPercent:       new(int32(80)),
 			ImageMinimumGCAge:                metav1.Duration{Duration: 2 * time.Minute},
+			PodLogsDir:                       "/var/log/pods",
+			CgroupDriver:                     "cgroupfs",
+			CgroupRoot:                       "/",
+			CgroupsPerQOS:                    new(true),
+			Address:                          "127.0.0.1",
+			ReadOnlyPort:                     10255,
+			SyncFrequency:                    metav1.Duration{Duration: time.Minute},
+			FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
+			RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
+		},
+		Agent: Agent{
+			PodLogsDir: "/var/log/pods", Address: "127.0.0.1", ReadOnlyPort: 10255,
+			CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
+			SyncFrequency: time.Minute, FileCheckFrequency: 20 * time.Second, RuntimeRequestTimeout: 2 * time.Minute,
 		},
 		Eviction: eviction.Config{
 			Thresholds:                    defaultHardThresholds(),
@@ -125,6 +139,9 @@ func wantFull(file string) *Config {
 		k.StaticPodPath = "/etc/kubernetes/manifests"
 		k.ContainerRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
 		k.ImageServiceEndpoint = "unix:///run/containerd/containerd.sock"
+		c.Agent.StaticPodPath = k.StaticPodPath
+		c.Agent.RuntimeEndpoint = k.ContainerRuntimeEndpoint
+		c.Agent.ImageServiceEndpoint = k.ImageServiceEndpoint
 
 		memMin := eviction.Value{Quantity: qty("100Mi")}
 		c.Eviction = eviction.Config{
@@ -265,16 +282,16 @@ func TestLoadWarnings(t *testing.T) {
 		{
 			name: "unsupported fields are listed once, sorted, null ones left out",
 			file: "testdata/unsupported.yaml",
-			want: []string{"testdata/unsupported.yaml: fields not supported by nodekeeper and ignored: address, authentication, cgroupDriver"},
+			want: []string{"testdata/unsupported.yaml: fields not supported by nodekeeper and ignored: authentication"},
 		},
 		{
 			name: "kubeadm's file",
 			file: "testdata/kubeadm.yaml",
 			want: []string{"testdata/kubeadm.yaml: fields not supported by nodekeeper and ignored: " +
-				"authentication, authorization, cgroupDriver, clusterDNS, clusterDomain, cpuManagerReconcilePeriod, " +
-				"fileCheckFrequency, healthzBindAddress, healthzPort, httpCheckFrequency, logging, memorySwap, " +
-				"nodeStatusReportFrequency, nodeStatusUpdateFrequency, rotateCertificates, runtimeRequestTimeout, " +
-				"shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, " +
+				"authentication, authorization, clusterDNS, clusterDomain, cpuManagerReconcilePeriod, " +
+				"healthzBindAddress, healthzPort, httpCheckFrequency, logging, memorySwap, " +
+				"nodeStatusReportFrequency, nodeStatusUpdateFrequency, rotateCertificates, " +
+				"shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, " +
 				"volumeStatsAggPeriod"},
 		},
 	}

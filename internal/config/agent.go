@@ -1,0 +1,162 @@
+package config
+
+import (
+	"encoding/json"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// The defaults of the agent's fields. Where nodekeeper's default differs from
+// the kubelet's, the comment says so (docs/differences.md lists them).
+const (
+	defaultPodLogsDir            = "/var/log/pods"
+	defaultCgroupDriver          = "cgroupfs"
+	defaultCgroupRoot            = "/"
+	defaultSyncFrequency         = time.Minute
+	defaultFileCheckFrequency    = 20 * time.Second
+	defaultRuntimeRequestTimeout = 2 * time.Minute
+	// defaultAddress: the kubelet listens on 0.0.0.0; nodekeeper's plain-HTTP
+	// endpoints are on loopback unless configured otherwise.
+	defaultAddress = "127.0.0.1"
+	// defaultReadOnlyPort: the kubelet's read-only port is off (0) by default;
+	// nodekeeper serves /healthz, /metrics, /pods and /stats/summary on the
+	// kubelet's traditional read-only port 10255 so `nodekeeper get pods`
+	// finds it. An explicit 0 turns it off.
+	defaultReadOnlyPort = 10255
+)
+
+// Agent holds the resolved fields `nodekeeper run` uses beyond the managers'.
+type Agent struct {
+	// StaticPodPath is the directory (or file) of static pod manifests; "" runs
+	// no static pods.
+	StaticPodPath string
+	// RuntimeEndpoint is the CRI endpoint; "" means nodekeeper starts and
+	// manages its own containerd.
+	RuntimeEndpoint string
+	// ImageServiceEndpoint is the CRI image endpoint; "" is RuntimeEndpoint.
+	ImageServiceEndpoint string
+	// PodCIDR is the pod network for the managed containerd's CNI config; ""
+	// is the built-in default.
+	PodCIDR string
+	// PodLogsDir holds the containers' logs (<ns>_<name>_<uid>/<container>/N.log).
+	PodLogsDir string
+	// Address and ReadOnlyPort are where the plain-HTTP endpoints listen; port
+	// 0 turns them off.
+	Address      string
+	ReadOnlyPort int32
+	// CgroupDriver is "cgroupfs" or "systemd"; CgroupRoot is the cgroup under
+	// which the kubepods hierarchy is made. `run` supports only cgroupfs with
+	// CgroupsPerQOS (RunnableErr says so); explain reads any of them.
+	CgroupDriver, CgroupRoot string
+	CgroupsPerQOS            bool
+	// SyncFrequency is the longest time between two syncs of a running pod;
+	// FileCheckFrequency the period of the static pod directory's rescan.
+	SyncFrequency, FileCheckFrequency time.Duration
+	// RuntimeRequestTimeout bounds every CRI call but image pulls.
+	RuntimeRequestTimeout time.Duration
+	// FailCgroupV1 refuses to start on a cgroup v1 host (nodekeeper's default is
+	// false: it supports cgroup v1).
+	FailCgroupV1 bool
+}
+
+// resolveAgent defaults and validates the agent's fields of k in place and
+// returns them resolved.
+func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[string]json.RawMessage) (Agent, error) {
+	fail := func(field, value, reason string) (Agent, error) {
+		return Agent{}, fieldError(name, field, value, reason)
+	}
+	if k.PodLogsDir == "" {
+		k.PodLogsDir = defaultPodLogsDir
+	}
+	if !filepath.IsAbs(k.PodLogsDir) {
+		return fail("podLogsDir", k.PodLogsDir, "must be an absolute path")
+	}
+	if k.StaticPodPath != "" && !filepath.IsAbs(k.StaticPodPath) {
+		return fail("staticPodPath", k.StaticPodPath, "must be an absolute path")
+	}
+	if k.PodCIDR != "" {
+		if _, err := netip.ParsePrefix(k.PodCIDR); err != nil {
+			return fail("podCIDR", k.PodCIDR, "not a CIDR (for example 10.88.0.0/16)")
+		}
+	}
+	if k.CgroupDriver == "" {
+		k.CgroupDriver = defaultCgroupDriver
+	}
+	if k.CgroupDriver != "cgroupfs" && k.CgroupDriver != "systemd" {
+		return fail("cgroupDriver", k.CgroupDriver, "unknown driver; want cgroupfs or systemd")
+	}
+	if k.CgroupRoot == "" {
+		k.CgroupRoot = defaultCgroupRoot
+	}
+	if !filepath.IsAbs(k.CgroupRoot) || filepath.Clean(k.CgroupRoot) != k.CgroupRoot {
+		return fail("cgroupRoot", k.CgroupRoot, "must be a clean absolute cgroup path such as / or /nodekeeper")
+	}
+	if k.CgroupsPerQOS == nil {
+		k.CgroupsPerQOS = new(true)
+	}
+	if _, set := raw["address"]; !set || k.Address == "" {
+		k.Address = defaultAddress
+	}
+	if net.ParseIP(k.Address) == nil {
+		return fail("address", k.Address, "not an IP address")
+	}
+	if _, set := raw["readOnlyPort"]; !set {
+		k.ReadOnlyPort = defaultReadOnlyPort
+	}
+	if k.ReadOnlyPort < 0 || k.ReadOnlyPort > 65535 {
+		return fail("readOnlyPort", strconv.Itoa(int(k.ReadOnlyPort)), "must be between 0 and 65535")
+	}
+	for _, d := range []struct {
+		field string
+		v     *time.Duration
+		def   time.Duration
+	}{
+		{"syncFrequency", &k.SyncFrequency.Duration, defaultSyncFrequency},
+		{"fileCheckFrequency", &k.FileCheckFrequency.Duration, defaultFileCheckFrequency},
+		{"runtimeRequestTimeout", &k.RuntimeRequestTimeout.Duration, defaultRuntimeRequestTimeout},
+	} {
+		switch {
+		case *d.v < 0:
+			return fail(d.field, d.v.String(), "must not be negative")
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	failV1 := false
+	if k.FailCgroupV1 != nil {
+		failV1 = *k.FailCgroupV1
+	}
+	return Agent{
+		StaticPodPath:         k.StaticPodPath,
+		RuntimeEndpoint:       k.ContainerRuntimeEndpoint,
+		ImageServiceEndpoint:  k.ImageServiceEndpoint,
+		PodCIDR:               k.PodCIDR,
+		PodLogsDir:            k.PodLogsDir,
+		Address:               k.Address,
+		ReadOnlyPort:          k.ReadOnlyPort,
+		CgroupDriver:          k.CgroupDriver,
+		CgroupRoot:            k.CgroupRoot,
+		CgroupsPerQOS:         *k.CgroupsPerQOS,
+		SyncFrequency:         k.SyncFrequency.Duration,
+		FileCheckFrequency:    k.FileCheckFrequency.Duration,
+		RuntimeRequestTimeout: k.RuntimeRequestTimeout.Duration,
+		FailCgroupV1:          failV1,
+	}, nil
+}
+
+// RunnableErr returns why `nodekeeper run` cannot run with these settings, or
+// nil. Explain and simulate read such files; only the agent refuses them.
+func (a Agent) RunnableErr(file string) error {
+	switch {
+	case a.CgroupDriver != "cgroupfs":
+		return fieldError(file, "cgroupDriver", a.CgroupDriver, "not supported by nodekeeper run yet; use cgroupfs")
+	case !a.CgroupsPerQOS:
+		return fieldError(file, "cgroupsPerQOS", "false", "not supported by nodekeeper run: pods always get QoS cgroups")
+	}
+	return nil
+}
