@@ -168,7 +168,7 @@ func TestInterruptAbandonsBusyCommand(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	code := make(chan int, 1)
-	go func() { code <- execute(ctx, busy, &stderr) }()
+	go func() { code <- execute(ctx, busy, interruptGrace, &stderr) }()
 	<-started
 	cancel()
 	if got := <-code; got != exitInterrupted {
@@ -176,5 +176,26 @@ func TestInterruptAbandonsBusyCommand(t *testing.T) {
 	}
 	if got := stderr.String(); got != "nodekeeper: interrupted\n" {
 		t.Errorf("stderr %q, want %q", got, "nodekeeper: interrupted\n")
+	}
+}
+
+// TestGraceFor: a daemon gets shutdownGrace to stop after a signal; every
+// other command interruptGrace.
+func TestGraceFor(t *testing.T) {
+	t.Parallel()
+	root := &cobra.Command{Use: "nodekeeper"}
+	root.AddCommand(&cobra.Command{Use: "run", Annotations: map[string]string{annotationDaemon: "true"}, Run: func(*cobra.Command, []string) {}},
+		&cobra.Command{Use: "explain", Run: func(*cobra.Command, []string) {}})
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"run", "--config", "x"}, shutdownGrace},
+		{[]string{"explain"}, interruptGrace},
+		{[]string{"nosuch"}, interruptGrace},
+	} {
+		if got := graceFor(root, tc.args); got != tc.want {
+			t.Errorf("graceFor(%q) = %v, want %v", tc.args, got, tc.want)
+		}
 	}
 }

@@ -33,6 +33,15 @@ const exitInterrupted = 130
 // before the process gives up on it and exits.
 const interruptGrace = 500 * time.Millisecond
 
+// shutdownGrace is interruptGrace for a daemon (a command annotated
+// annotationDaemon): it stops its children and saves its state on a signal,
+// then returns; a daemon that returns nil after a signal exits 0.
+const shutdownGrace = 60 * time.Second
+
+// annotationDaemon marks a command that runs until a signal and shuts down
+// gracefully on it.
+const annotationDaemon = "nodekeeper/daemon"
+
 // usageError marks an error caused by the user's command line or input files: it is
 // printed as one line and the process exits with exitUsage.
 type usageError struct{ err error }
@@ -62,16 +71,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return execute(ctx, root, stderr)
+	return execute(ctx, root, graceFor(root, args), stderr)
+}
+
+// graceFor is how long the command args select may take to return after a
+// signal: shutdownGrace for a daemon, interruptGrace for the others.
+func graceFor(root *cobra.Command, args []string) time.Duration {
+	if cmd, _, err := root.Find(args); err == nil && cmd.Annotations[annotationDaemon] != "" {
+		return shutdownGrace
+	}
+	return interruptGrace
 }
 
 // execute runs root and returns the process exit code, printing an error on
-// stderr as one line.
-func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
+// stderr as one line. After a signal the command has grace to return.
+func execute(ctx context.Context, root *cobra.Command, grace time.Duration, stderr io.Writer) int {
 	// The command runs in its own goroutine, so that a signal stops the
 	// process even while the command blocks (a FIFO without a writer) or
 	// parses a large file without looking at ctx. A command that does honour
-	// ctx gets interruptGrace to return, and print what it has, first.
+	// ctx gets the grace to return, and print what it has, first.
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	var err error
@@ -80,12 +98,12 @@ func execute(ctx context.Context, root *cobra.Command, stderr io.Writer) int {
 	case <-ctx.Done():
 		select {
 		case err = <-done:
-		case <-time.After(interruptGrace):
+		case <-time.After(grace):
 			err = ctx.Err()
 		}
 	}
 	if err == nil {
-		return 0
+		return 0 // a daemon that shut down cleanly after a signal, too
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "nodekeeper: interrupted")
