@@ -76,7 +76,8 @@ type File struct {
 	clock    clock.WithTicker
 	log      *slog.Logger
 	rec      nodeapi.Recorder
-	noWatch  bool // tests of the periodic rescan turn inotify off
+	noWatch  bool   // tests of the periodic rescan turn inotify off
+	onSync   func() // tests: called after each scan
 }
 
 // NewFile checks cfg and returns a File source. The path need not exist yet.
@@ -176,6 +177,9 @@ func (f *File) Run(ctx context.Context, sink func(pods []*v1.Pod)) error {
 	defer ticker.Stop()
 	for {
 		f.sync(ctx, st, w, sink)
+		if f.onSync != nil {
+			f.onSync()
+		}
 		select {
 		case <-ctx.Done():
 			return nil

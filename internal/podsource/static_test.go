@@ -38,7 +38,7 @@ func TestMakeStatic(t *testing.T) {
 			Name: "web-worker-1.example", Namespace: "default", UID: uid,
 			Annotations: map[string]string{"team": "a", ConfigHashAnnotation: string(uid), qos.ConfigSourceAnnotation: "file"},
 		},
-		Spec: defaultedSpec([]v1.Container{defaultedContainer(v1.Container{Name: "c", Image: "busybox:1.36"})}, nil),
+		Spec:   defaultedSpec([]v1.Container{defaultedContainer(v1.Container{Name: "c", Image: "busybox:1.36"})}, nil),
 		Status: v1.PodStatus{Phase: v1.PodPending},
 	}
 	want.Spec.NodeName = "Worker-1.Example"
