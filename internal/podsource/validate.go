@@ -19,7 +19,82 @@ func Validate(pod *v1.Pod, nodeName string) []error {
 	var v validator
 	v.meta(pod, nodeName)
 	v.spec(&pod.Spec)
+	v.apiReferences(&pod.Spec)
 	return v.errs
+}
+
+// apiReferences rejects what a static pod cannot have without an API server,
+// as the kubelet does (PreventStaticPodAPIReferences, on by default since
+// 1.34): a service account, secrets, config maps, resource claims, and volumes
+// backed by API objects.
+func (v *validator) apiReferences(s *v1.PodSpec) {
+	const why = "static pods may not reference %s"
+	if s.ServiceAccountName != "" {
+		v.add("spec.serviceAccountName", s.ServiceAccountName, why, "service accounts")
+	}
+	if len(s.ImagePullSecrets) > 0 {
+		v.add("spec.imagePullSecrets[0].name", s.ImagePullSecrets[0].Name, why, "secrets")
+	}
+	if len(s.ResourceClaims) > 0 {
+		v.add("spec.resourceClaims[0].name", s.ResourceClaims[0].Name, why, "resource claims")
+	}
+	for i, vol := range s.Volumes {
+		path := fmt.Sprintf("spec.volumes[%d]", i)
+		kind := ""
+		switch {
+		case vol.ConfigMap != nil:
+			kind = "config maps"
+		case vol.Secret != nil, vol.AzureFile != nil:
+			kind = "secrets"
+		case vol.CSI != nil:
+			kind = "CSI drivers"
+		case vol.Glusterfs != nil:
+			kind = "endpoints"
+		case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil:
+			kind = "persistent volume claims"
+		case vol.Projected != nil:
+			for j, src := range vol.Projected.Sources {
+				if src.DownwardAPI == nil {
+					v.add(fmt.Sprintf("%s.projected.sources[%d]", path, j), vol.Name, why, "API objects other than the downward API")
+				}
+			}
+		}
+		if kind != "" {
+			v.add(path, vol.Name, why, kind)
+		}
+	}
+	ctrs := make([]struct {
+		path string
+		c    *v1.Container
+	}, 0, len(s.InitContainers)+len(s.Containers))
+	for i := range s.InitContainers {
+		ctrs = append(ctrs, struct {
+			path string
+			c    *v1.Container
+		}{fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i]})
+	}
+	for i := range s.Containers {
+		ctrs = append(ctrs, struct {
+			path string
+			c    *v1.Container
+		}{fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i]})
+	}
+	for _, ct := range ctrs {
+		for i, e := range ct.c.Env {
+			if vf := e.ValueFrom; vf != nil && vf.SecretKeyRef != nil {
+				v.add(fmt.Sprintf("%s.env[%d].valueFrom.secretKeyRef", ct.path, i), vf.SecretKeyRef.Name, why, "secrets")
+			} else if vf != nil && vf.ConfigMapKeyRef != nil {
+				v.add(fmt.Sprintf("%s.env[%d].valueFrom.configMapKeyRef", ct.path, i), vf.ConfigMapKeyRef.Name, why, "config maps")
+			}
+		}
+		for i, e := range ct.c.EnvFrom {
+			if e.SecretRef != nil {
+				v.add(fmt.Sprintf("%s.envFrom[%d].secretRef", ct.path, i), e.SecretRef.Name, why, "secrets")
+			} else if e.ConfigMapRef != nil {
+				v.add(fmt.Sprintf("%s.envFrom[%d].configMapRef", ct.path, i), e.ConfigMapRef.Name, why, "config maps")
+			}
+		}
+	}
 }
 
 type validator struct{ errs []error }
