@@ -90,7 +90,7 @@ func NewFile(cfg FileConfig, deps FileDeps) (*File, error) {
 	case path == "":
 		return nil, errors.New("podsource: Path is empty")
 	case cfg.NodeName == "":
-		return nil, errNoNode
+		return nil, errors.New("podsource: NodeName is empty")
 	case cfg.Period < 0:
 		return nil, fmt.Errorf("podsource: Period %v is negative", cfg.Period)
 	case cfg.MaxFileSize < 0:
@@ -223,8 +223,14 @@ func (f *File) sync(ctx context.Context, st *scanState, w *watcher, sink func([]
 		f.ensureWatches(st, w)
 	}
 	pods, keys, problems, ok := f.scan(ctx, st)
+	if ctx.Err() != nil {
+		return
+	}
 	f.report(st, problems)
-	if !ok || (st.sentOnce && slices.Equal(keys, st.sent)) {
+	if !ok && st.sentOnce {
+		return // keep the last set until the path can be read again
+	}
+	if st.sentOnce && slices.Equal(keys, st.sent) {
 		return
 	}
 	now := seenString(f.clock.Now())
@@ -269,7 +275,8 @@ func (f *File) ensureWatches(st *scanState, w *watcher) {
 
 // scan reads the path and returns its valid pods in order (files by name,
 // pods in file order) with their keys, and the problems found. ok is false
-// when the path could not be listed: the last set sent stays.
+// when the path could not be listed: the last set sent stays (the first set is
+// empty).
 func (f *File) scan(ctx context.Context, st *scanState) (pods []*v1.Pod, keys []string, problems []problem, ok bool) {
 	fi, err := os.Stat(f.path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -266,6 +266,26 @@ func TestFileSendsAnEmptySetAtStart(t *testing.T) {
 	}
 }
 
+// TestFileUnreadablePath: a path that is neither a directory nor a regular
+// file is reported, and the first set is sent all the same (empty).
+func TestFileUnreadablePath(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "manifests")
+	if err := unix.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, FileConfig{Path: path}, true)
+	h.expect()
+	want := []string{"Warning InvalidManifest: " + path + ": not a directory or regular file (mode prw-r--r--)"}
+	if d := cmp.Diff(want, h.rec.take()); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+	h.quiet(period)
+	if ev := h.rec.take(); len(ev) != 0 {
+		t.Errorf("events at the second scan: %v", ev)
+	}
+}
+
 // TestFileWatch: changes are seen through inotify, without the period (the
 // fake clock never moves).
 func TestFileWatch(t *testing.T) {

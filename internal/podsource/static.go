@@ -2,7 +2,6 @@ package podsource
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -128,6 +127,3 @@ func tolerateNoExecute(pod *v1.Pod) {
 
 // seenString formats t as ConfigSeenAnnotation holds it.
 func seenString(t time.Time) string { return t.Format(SeenLayout) }
-
-// errNoNode is returned by NewFile for an empty node name.
-var errNoNode = errors.New("podsource: NodeName is empty")

@@ -12,7 +12,8 @@ import (
 
 // Validate checks a defaulted pod (SetDefaults) for what a node relies on,
 // before it is made static for nodeName: names, container names and images,
-// resource quantities, enums, ports, volumes and their mounts, probes. It
+// resource quantities, enums, ports, volumes and their mounts, probes, and no
+// references to API objects (which a static pod cannot have). It
 // returns one error per problem, each naming the field path and the value;
 // nil when the pod is valid.
 func Validate(pod *v1.Pod, nodeName string) []error {
@@ -63,23 +64,7 @@ func (v *validator) apiReferences(s *v1.PodSpec) {
 			v.add(path, vol.Name, why, kind)
 		}
 	}
-	ctrs := make([]struct {
-		path string
-		c    *v1.Container
-	}, 0, len(s.InitContainers)+len(s.Containers))
-	for i := range s.InitContainers {
-		ctrs = append(ctrs, struct {
-			path string
-			c    *v1.Container
-		}{fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i]})
-	}
-	for i := range s.Containers {
-		ctrs = append(ctrs, struct {
-			path string
-			c    *v1.Container
-		}{fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i]})
-	}
-	for _, ct := range ctrs {
+	for _, ct := range containersOf(s) {
 		for i, e := range ct.c.Env {
 			if vf := e.ValueFrom; vf != nil && vf.SecretKeyRef != nil {
 				v.add(fmt.Sprintf("%s.env[%d].valueFrom.secretKeyRef", ct.path, i), vf.SecretKeyRef.Name, why, "secrets")
@@ -182,12 +167,28 @@ func (v *validator) spec(s *v1.PodSpec) {
 	}
 
 	names := map[string]string{} // container name -> the path of the first container with it
+	for _, ct := range containersOf(s) {
+		v.container(ct.path, ct.c, ct.init, s.HostNetwork, names, volumes)
+	}
+}
+
+// specContainer is a container of a pod spec with its field path.
+type specContainer struct {
+	path string
+	c    *v1.Container
+	init bool
+}
+
+// containersOf returns the init containers, then the containers, of s.
+func containersOf(s *v1.PodSpec) []specContainer {
+	out := make([]specContainer, 0, len(s.InitContainers)+len(s.Containers))
 	for i := range s.InitContainers {
-		v.container(fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i], true, s.HostNetwork, names, volumes)
+		out = append(out, specContainer{fmt.Sprintf("spec.initContainers[%d]", i), &s.InitContainers[i], true})
 	}
 	for i := range s.Containers {
-		v.container(fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i], false, s.HostNetwork, names, volumes)
+		out = append(out, specContainer{fmt.Sprintf("spec.containers[%d]", i), &s.Containers[i], false})
 	}
+	return out
 }
 
 func (v *validator) container(path string, c *v1.Container, init, hostNetwork bool, names map[string]string, volumes map[string]bool) {
