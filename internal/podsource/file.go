@@ -311,7 +311,8 @@ func (f *File) scan(ctx context.Context, st *scanState) (pods []*v1.Pod, keys []
 	}
 
 	results := make(map[string]*fileResult, len(files))
-	from := map[string]string{} // namespace/name -> the file of the pod that has it
+	from := map[string]string{}       // namespace/name -> the file of the pod that has it
+	fromUID := map[types.UID]string{} // UID -> the file of the pod that has it
 	for _, file := range files {
 		r, perr := f.readFile(ctx, st, file)
 		if perr != nil {
@@ -331,13 +332,20 @@ func (f *File) scan(ctx context.Context, st *scanState) (pods []*v1.Pod, keys []
 		}
 		for i, p := range r.pods {
 			name := p.Namespace + "/" + p.Name
-			if first, dup := from[name]; dup {
-				err := &Error{File: file, Pod: name, Err: fmt.Errorf("duplicate pod name: %s has a pod of the same namespace and name; skipped", first)}
+			first, dup := from[name]
+			what := "pod name: %s has a pod of the same namespace and name"
+			if !dup {
+				// Only a UID written in two manifests can be the same.
+				first, dup = fromUID[p.UID]
+				what = "pod UID: %s has a pod with metadata.uid " + string(p.UID)
+			}
+			if dup {
+				err := &Error{File: file, Pod: name, Err: fmt.Errorf("duplicate "+what+"; skipped", first)}
 				problems = append(problems, problem{key: "dup\x00" + file + "\x00" + string(p.UID) + "\x00" + first,
 					err: err, obj: p.DeepCopy(), reason: ReasonFailedValidation})
 				continue
 			}
-			from[name] = file
+			from[name], fromUID[p.UID] = file, file
 			pods = append(pods, p)
 			keys = append(keys, r.keys[i])
 		}

@@ -436,6 +436,8 @@ func TestFileSkipsInvalidManifests(t *testing.T) {
 	write(t, p("unknown.yaml"), manifest("unknown", "x:1")+"    imagee: y\n")
 	write(t, p("quantity.yaml"), manifest("quantity", "x:1")+"    resources:\n      limits:\n        cpu: lots\n")
 	write(t, p("zz-dup.yaml"), manifest("good", "x:2"))
+	write(t, p("uid1.yaml"), strings.Replace(manifest("uid1", "x:1"), "metadata:", "metadata:\n  uid: u-1", 1))
+	write(t, p("uid2.yaml"), strings.Replace(manifest("uid2", "x:1"), "metadata:", "metadata:\n  uid: u-1", 1))
 	write(t, p("name.yaml"), manifest("Not_DNS", "x:1"))
 	write(t, p("number.json"), `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"n"},"spec":{"activeDeadlineSeconds":1e400,"containers":[{"name":"c","image":"x"}]}}`)
 	write(t, p("latin1.yaml"), "apiVersion: v1\nkind: Pod\nmetadata:\n  name: caf\xe9\n")
@@ -456,9 +458,10 @@ func TestFileSkipsInvalidManifests(t *testing.T) {
 	huge.Close()
 
 	h := start(t, FileConfig{Path: dir, Period: period}, true)
-	h.expect("default/good-node")
+	h.expect("default/good-node", "default/uid1-node")
 
 	wantEvents := []string{
+		"Warning FailedValidation: " + p("uid2.yaml") + `: pod "default/uid2-node": duplicate pod UID: ` + p("uid1.yaml") + " has a pod with metadata.uid u-1; skipped",
 		"Warning FailedValidation: " + p("zz-dup.yaml") + `: pod "default/good-node": duplicate pod name: ` + p("good.yaml") + " has a pod of the same namespace and name; skipped",
 		"Warning InvalidManifest: " + p("fifo.yaml") + ": not a regular file (mode prw-r--r--)",
 		"Warning InvalidManifest: " + p("huge.yaml") + ": larger than the input size limit of 256Mi (268435456 bytes; see --max-input-size)",
@@ -493,7 +496,7 @@ func TestFileSkipsInvalidManifests(t *testing.T) {
 		t.Errorf("events after a change (-want +got):\n%s", d)
 	}
 	write(t, p("unknown.yaml"), manifest("unknown", "x:1"))
-	h.until("default/good-node", "default/unknown-node")
+	h.until("default/good-node", "default/uid1-node", "default/unknown-node")
 }
 
 func TestNewFile(t *testing.T) {
