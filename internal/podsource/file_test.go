@@ -208,10 +208,12 @@ func (h *harness) quiet(period time.Duration) {
 
 func write(t *testing.T, path, data string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+	if err := writeFile(path, data); err != nil {
 		t.Fatal(err)
 	}
 }
+
+func writeFile(path, data string) error { return os.WriteFile(path, []byte(data), 0o644) }
 
 // writeRenamed writes data to a dot-file beside path and renames it over
 // path, as editors and config tools do.
