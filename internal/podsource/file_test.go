@@ -330,6 +330,18 @@ func TestFileWatch(t *testing.T) {
 	writeRenamed(t, filepath.Join(dir, "api.yaml"), manifest("api", "x:1"))
 	h.until("default/api-node", "default/web-node")
 
+	// A symbolic link to a manifest elsewhere is read through.
+	elsewhere := filepath.Join(t.TempDir(), "db.yaml")
+	write(t, elsewhere, manifest("db", "x:1"))
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "db.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.until("default/api-node", "default/db-node", "default/web-node")
+	if err := os.Remove(filepath.Join(dir, "db.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.until("default/api-node", "default/web-node")
+
 	// Same content, new attributes: rescanned, nothing sent.
 	if err := os.Chmod(filepath.Join(dir, "web2.yaml"), 0o600); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"unsafe"
@@ -13,9 +14,10 @@ import (
 
 // watchMask is what a watch reports: names made, written and closed, moved
 // in or out, removed or with changed attributes (chmod), and the watched
-// directory itself going away. Writes without a close (IN_MODIFY) are left to
-// the periodic rescan, so that a half-written file is not read on every
-// write(2).
+// directory itself going away. Writes without a close (IN_MODIFY), and the
+// making of a regular file (its close follows), are left to the periodic
+// rescan, so that a half-written file is not read on every write(2). A hard
+// link made into the directory is therefore seen at the next period.
 const watchMask = unix.IN_CREATE | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
 	unix.IN_DELETE | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
 
@@ -26,17 +28,20 @@ type watcher struct {
 	f *os.File // the inotify descriptor, non-blocking, read through the runtime poller
 
 	mu sync.Mutex
-	// filters maps a watch descriptor to the one name its events matter for;
-	// "" means every name that does not start with ".". Guarded by mu.
-	filters map[int32]string
+	// filters maps a watch descriptor to its directory and the one name its
+	// events matter for ("" for every name that does not start with ".").
+	// Guarded by mu.
+	filters map[int32]filter
 }
+
+type filter struct{ dir, name string }
 
 func newWatcher() (*watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	return &watcher{f: os.NewFile(uintptr(fd), "inotify"), filters: map[int32]string{}}, nil
+	return &watcher{f: os.NewFile(uintptr(fd), "inotify"), filters: map[int32]filter{}}, nil
 }
 
 // add watches dir; only events about name matter ("" for every name not
@@ -55,7 +60,7 @@ func (w *watcher) add(dir, name string) (int32, error) {
 		return -1, fmt.Errorf("inotify_add_watch %s: %w", dir, err)
 	}
 	w.mu.Lock()
-	w.filters[int32(wd)] = name
+	w.filters[int32(wd)] = filter{dir, name}
 	w.mu.Unlock()
 	return int32(wd), nil
 }
@@ -119,13 +124,18 @@ func (w *watcher) matters(buf []byte) bool {
 			}
 			found = true
 		default:
-			filter, ok := w.filters[ev.Wd]
-			if !ok {
+			f, ok := w.filters[ev.Wd]
+			if !ok || f.name == "" && strings.HasPrefix(name, ".") || f.name != "" && name != f.name {
 				continue
 			}
-			if filter == "" && !strings.HasPrefix(name, ".") || filter != "" && name == filter {
-				found = true
+			if ev.Mask&(unix.IN_CREATE|unix.IN_ISDIR) == unix.IN_CREATE {
+				// A regular file just made is still empty or being written: its
+				// IN_CLOSE_WRITE follows. Other names (symbolic links) are complete.
+				if fi, err := os.Lstat(filepath.Join(f.dir, name)); err == nil && fi.Mode().IsRegular() {
+					continue
+				}
 			}
+			found = true
 		}
 	}
 	return found
