@@ -284,7 +284,9 @@ func nextBackoff(prev, ranFor time.Duration) time.Duration {
 }
 
 // waitReady waits until the CRI API at endpoint answers Version, the process
-// exits or ctx ends, and returns the runtime version.
+// exits or ctx ends, and returns the runtime version. It asks again, every
+// 50ms, while the answer is an error: a containerd restarted over running
+// pods answers "server is not initialized yet" until it has recovered them.
 func waitReady(ctx context.Context, endpoint string, exited <-chan error) (string, error) {
 	// A short reconnect back-off: the socket appears milliseconds after start.
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -304,8 +306,22 @@ func waitReady(ctx context.Context, endpoint string, exited <-chan error) (strin
 	}
 	ready := make(chan result, 1)
 	go func() {
-		v, err := runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true))
-		ready <- result{v.GetRuntimeName() + " " + v.GetRuntimeVersion(), err}
+		rt := runtimeapi.NewRuntimeServiceClient(conn)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			v, err := rt.Version(ctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true))
+			if err == nil || ctx.Err() != nil {
+				ready <- result{v.GetRuntimeName() + " " + v.GetRuntimeVersion(), err}
+				return
+			}
+			select {
+			case <-ctx.Done():
+				ready <- result{err: fmt.Errorf("%w (last answer: %v)", ctx.Err(), err)}
+				return
+			case <-tick.C:
+			}
+		}
 	}()
 	select {
 	case r := <-ready:
