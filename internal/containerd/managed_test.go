@@ -357,3 +357,115 @@ func TestManagedImportDir(t *testing.T) {
 		}
 	}
 }
+
+// agentEnv names the state dir the test binary runs a Managed on when
+// TestManagedDiesWithAgent starts it as a stand-in agent.
+const agentEnv = "NODEKEEPER_TEST_AGENT_STATE"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(agentEnv); dir != "" {
+		os.Exit(agentProcess(dir, os.Getenv(agentEnv+"_BRIDGE")))
+	}
+	os.Exit(m.Run())
+}
+
+// agentProcess runs a Managed on dir, prints containerd's PID once ready and
+// waits to be killed.
+func agentProcess(dir, bridge string) int {
+	m, err := containerd.New(containerd.Config{StateDir: dir, SandboxImage: containerdtest.SandboxImageRef, CNIBridge: bridge})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = m.Run(context.Background()) }()
+	<-m.Ready()
+	fmt.Printf("pid %d\n", m.PID())
+	select {} // until SIGKILL
+}
+
+// TestManagedDiesWithAgent: a SIGKILLed agent takes its containerd with it
+// (Pdeathsig); a containerd left running with the state dir's config (here
+// one started by hand) is killed by the next Run, which then starts cleanly
+// over the stale socket.
+func TestManagedDiesWithAgent(t *testing.T) {
+	s := newState(t)
+	agent := exec.Command(os.Args[0])
+	agent.Env = append(os.Environ(), agentEnv+"="+s.dir, agentEnv+"_BRIDGE="+s.bridge)
+	out, err := agent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.Stderr = os.Stderr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	pidc := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		var seen string
+		for {
+			n, err := out.Read(buf)
+			seen += string(buf[:n])
+			for _, l := range strings.Split(seen, "\n") {
+				var pid int
+				if _, err := fmt.Sscanf(l, "pid %d", &pid); err == nil && pid > 0 {
+					pidc <- pid
+					return
+				}
+			}
+			if err != nil {
+				close(pidc)
+				return
+			}
+		}
+	}()
+	var pid int
+	select {
+	case pid = <-pidc:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent process did not report containerd's PID within 60s")
+	}
+	if pid == 0 || !alive(pid) {
+		t.Fatalf("containerd pid %d not running", pid)
+	}
+	if err := agent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = agent.Wait()
+	waitGone(t, pid)
+
+	// A containerd started by hand on the same config, not tied to us.
+	rogue := exec.Command("containerd", "--config", filepath.Join(s.dir, "config.toml"))
+	rogue.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := rogue.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rogueDone := make(chan struct{})
+	go func() { _ = rogue.Wait(); close(rogueDone) }()
+	t.Cleanup(func() { _ = rogue.Process.Kill(); <-rogueDone })
+
+	r := start(t, s.config(t))
+	select {
+	case <-rogueDone:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the stale containerd pid %d still runs after Run started", rogue.Process.Pid)
+	}
+	if r.m.PID() == rogue.Process.Pid {
+		t.Errorf("Managed reports the stale containerd's PID %d", r.m.PID())
+	}
+}
+
+// waitGone waits (bounded, polling: pid is not our child) for pid to exit.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd pid %d still alive 10s after its agent was SIGKILLed", pid)
+		}
+		<-tick.C
+	}
+}
