@@ -123,7 +123,7 @@ var unpacking = regexp.MustCompile(`unpacking (\S+) \((sha256:[0-9a-f]{64})\)\.\
 // ctrImport runs ctr images import on file and returns the refs it unpacked.
 func (m *Managed) ctrImport(ctx context.Context, ctr, file string) ([]string, error) {
 	cmd := exec.CommandContext(ctx, ctr, "-a", m.Socket(), "-n", Namespace,
-		"images", "import", "--snapshotter", m.cfg.Snapshotter, file)
+		"images", "import", "--snapshotter", m.Config().Snapshotter, file)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -45,10 +46,12 @@ const (
 // builds it, Run runs it; Endpoint, Ready and Restarts may be used from any
 // goroutine.
 type Managed struct {
-	// cfg is resolved by New; Run sets cfg.Snapshotter before it closes ready
-	// and does not write cfg afterwards, so readers after Ready need no lock.
+	// mu guards cfg.Snapshotter, which Run detects; New resolves the rest of
+	// cfg and nothing writes it after.
+	mu       sync.Mutex
 	cfg      Config
 	ready    chan struct{} // closed by Run when CRI first answers
+	wasReady bool          // ready is closed; only Run's goroutine touches it
 	restarts chan struct{} // cap 1: poked by Run when a restarted containerd answers
 	started  atomic.Bool   // Run was called
 	starts   atomic.Int64  // containerd processes started
@@ -93,8 +96,12 @@ func (m *Managed) Starts() int64 { return m.starts.Load() }
 func (m *Managed) PID() int { return int(m.pid.Load()) }
 
 // Config returns the resolved configuration. Snapshotter is detected by Run:
-// it is final once Ready is closed.
-func (m *Managed) Config() Config { return m.cfg }
+// it is "" (detect) until Run has detected it, final once Ready is closed.
+func (m *Managed) Config() Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg
+}
 
 // Run writes containerd's config (and the CNI config when the conf dir has
 // none), starts containerd and keeps it running until ctx ends, restarting it
@@ -154,7 +161,7 @@ func (m *Managed) Run(ctx context.Context) error {
 // prepare makes the StateDir layout, detects the snapshotter, writes the CNI
 // and containerd configs and returns the config path and the child's env.
 func (m *Managed) prepare() (string, []string, error) {
-	cfg := &m.cfg
+	cfg := m.Config()
 	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "root"), filepath.Join(cfg.StateDir, "state"), cfg.CNIConfDir} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return "", nil, fmt.Errorf("containerd: %w", err)
@@ -163,6 +170,9 @@ func (m *Managed) prepare() (string, []string, error) {
 	var overlayErr error
 	if cfg.Snapshotter == "" {
 		cfg.Snapshotter, overlayErr = detectSnapshotter(filepath.Join(cfg.StateDir, "root"), syscall.Mount, syscall.Unmount)
+		m.mu.Lock()
+		m.cfg.Snapshotter = cfg.Snapshotter
+		m.mu.Unlock()
 	}
 	binDir, err := cniBinDir(cfg.StateDir, cfg.CNIBinDirs)
 	if err != nil {
@@ -175,7 +185,7 @@ func (m *Managed) prepare() (string, []string, error) {
 		return "", nil, err
 	}
 	path := filepath.Join(cfg.StateDir, "config.toml")
-	if err := writeFileAtomic(path, []byte(configTOML(*cfg, binDir))); err != nil {
+	if err := writeFileAtomic(path, []byte(configTOML(cfg, binDir))); err != nil {
 		return "", nil, fmt.Errorf("containerd: write config: %w", err)
 	}
 	attrs := []any{"stateDir", cfg.StateDir, "binary", cfg.Binary, "snapshotter", cfg.Snapshotter,
@@ -218,25 +228,28 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string) boo
 	}
 	m.starts.Add(1)
 	m.pid.Store(int64(cmd.Process.Pid))
-	exited := make(chan error, 1)
+	// exited is closed when containerd has exited, with exitErr set before.
+	exited := make(chan struct{})
+	var exitErr error
 	go func() {
-		err := cmd.Wait()
+		exitErr = cmd.Wait()
 		m.pid.Store(0)
-		exited <- err
+		close(exited)
 	}()
 
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	version, err := waitReady(readyCtx, m.Endpoint(), exited)
 	cancel()
 	if err != nil {
-		if ctx.Err() == nil {
-			log.Error("containerd did not become ready", "pid", cmd.Process.Pid, "err", err, "log", m.LogPath())
-		}
 		stop(cmd, exited, log)
+		if ctx.Err() == nil {
+			log.Error("containerd did not become ready", "pid", cmd.Process.Pid, "err", err, "exit", exitErr, "log", m.LogPath())
+		}
 		return false
 	}
 	log.Info("containerd ready", "pid", cmd.Process.Pid, "version", version)
-	if m.starts.Load() == 1 {
+	if !m.wasReady {
+		m.wasReady = true
 		close(m.ready)
 	} else {
 		select {
@@ -245,8 +258,8 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string) boo
 		}
 	}
 	select {
-	case err := <-exited:
-		log.Error("containerd exited", "pid", cmd.Process.Pid, "err", err, "log", m.LogPath())
+	case <-exited:
+		log.Error("containerd exited", "pid", cmd.Process.Pid, "err", exitErr, "log", m.LogPath())
 	case <-ctx.Done():
 		stop(cmd, exited, log)
 	}
@@ -255,7 +268,7 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string) boo
 
 // stop ends containerd: SIGTERM, then SIGKILL after stopTimeout. It does not
 // touch the shims (the pods keep running).
-func stop(cmd *exec.Cmd, exited <-chan error, log *slog.Logger) {
+func stop(cmd *exec.Cmd, exited <-chan struct{}, log *slog.Logger) {
 	select {
 	case <-exited:
 		return
@@ -287,7 +300,7 @@ func nextBackoff(prev, ranFor time.Duration) time.Duration {
 // exits or ctx ends, and returns the runtime version. It asks again, every
 // 50ms, while the answer is an error: a containerd restarted over running
 // pods answers "server is not initialized yet" until it has recovered them.
-func waitReady(ctx context.Context, endpoint string, exited <-chan error) (string, error) {
+func waitReady(ctx context.Context, endpoint string, exited <-chan struct{}) (string, error) {
 	// A short reconnect back-off: the socket appears milliseconds after start.
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -326,10 +339,10 @@ func waitReady(ctx context.Context, endpoint string, exited <-chan error) (strin
 	select {
 	case r := <-ready:
 		return r.version, r.err
-	case err := <-exited:
+	case <-exited:
 		cancel()
 		<-ready
-		return "", fmt.Errorf("containerd exited: %v", err)
+		return "", errors.New("containerd exited")
 	}
 }
 

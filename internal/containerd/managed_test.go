@@ -469,3 +469,33 @@ func waitGone(t *testing.T, pid int) {
 		<-tick.C
 	}
 }
+
+// TestManagedReadyAfterFailedStart: when the first containerd dies before
+// answering, Ready is closed by the restarted one (and it is no "restart").
+func TestManagedReadyAfterFailedStart(t *testing.T) {
+	s := newState(t)
+	real, err := exec.LookPath("containerd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(s.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(s.dir, "failed-once")
+	script := fmt.Sprintf("#!/bin/sh\nif [ ! -e %s ]; then touch %s; exit 1; fi\nexec %s \"$@\"\n", mark, mark, real)
+	if err := os.WriteFile(filepath.Join(bin, "containerd"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.config(t)
+	cfg.Binary = filepath.Join(bin, "containerd")
+	r := start(t, cfg)
+	if got := r.m.Starts(); got != 2 {
+		t.Errorf("%d starts, want 2", got)
+	}
+	select {
+	case <-r.m.Restarts():
+		t.Error("Restarts signalled for the first ready containerd")
+	default:
+	}
+}
