@@ -47,8 +47,9 @@ const maxSocketPath = 107
 // Config describes the containerd that Managed runs. Zero fields take the
 // defaults named on each; New resolves them (Managed.Config returns the result).
 type Config struct {
-	// StateDir holds everything: config.toml, root/, state/, containerd.sock
-	// (and .ttrpc), containerd.log, cni/ (conf dir, IPAM state). Required; made
+	// StateDir holds everything: config.toml, root/, state/, runc/ (runc's
+	// state), containerd.sock (and .ttrpc), containerd.log, cni/ (conf dir,
+	// IPAM state). Required; made
 	// absolute. Its socket path must fit in 107 bytes.
 	StateDir string
 	// Binary is the containerd executable; "" looks "containerd" up in PATH.
@@ -259,11 +260,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   SystemdCgroup = false
+  Root = %q
 
 [plugins."io.containerd.grpc.v1.cri".cni]
   bin_dir = %q
   conf_dir = %q
 `, filepath.Join(cfg.StateDir, "root"), filepath.Join(cfg.StateDir, "state"),
 		socketPath(cfg.StateDir), ttrpcSocket(cfg.StateDir), filepath.Join(cfg.StateDir, "opt"),
-		cfg.SandboxImage, *cfg.RestrictOOMScoreAdj, cfg.Snapshotter, binDir, cfg.CNIConfDir)
+		cfg.SandboxImage, *cfg.RestrictOOMScoreAdj, cfg.Snapshotter, filepath.Join(cfg.StateDir, "runc"), binDir, cfg.CNIConfDir)
 }

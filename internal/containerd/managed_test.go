@@ -203,6 +203,10 @@ func TestManagedSupervises(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := runPod(t, r, s.dir, "survivor", true)
+	// runc keeps its state in the state dir too, not in /run/containerd.
+	if _, err := os.Stat(filepath.Join(s.dir, "runc", containerd.Namespace, id)); err != nil {
+		t.Errorf("runc state: %v", err)
+	}
 
 	// SIGKILL containerd: restarted after the 1s back-off, the pod still READY.
 	first := r.m.PID()
