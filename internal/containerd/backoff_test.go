@@ -2,9 +2,13 @@ package containerd
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,5 +87,62 @@ func TestRunBacksOff(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(m.LogPath()); len(b) == 0 {
 		t.Error("containerd's output is not in its log")
+	}
+}
+
+// TestRunKillsAfterStopTimeout: a containerd that ignores SIGTERM is killed
+// when the stop timeout passes, and Run returns.
+func TestRunKillsAfterStopTimeout(t *testing.T) {
+	bin := t.TempDir()
+	state, err := os.MkdirTemp("/tmp", "nkb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(state) })
+	fifo := filepath.Join(state, "started")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\ntrap '' TERM\necho $$ > " + fifo + "\nexec sleep 1000\n"
+	if err := os.WriteFile(filepath.Join(bin, "containerd"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	executable(t, bin, "runc")
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	m, err := New(Config{
+		StateDir: state, SandboxImage: "docker.io/nodekeeper/pause:1", Snapshotter: Native,
+		CNIBinDirs: []string{bin}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.stopTimeout = 100 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	pidc := make(chan int, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo) // blocks until the script writes
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		pidc <- pid
+	}()
+	var pid int
+	select {
+	case pid = <-pidc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fake containerd did not start within 10s")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return: the SIGTERM-ignoring containerd was not killed")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("pid %d after Run returned: kill(0) = %v, want ESRCH", pid, err)
 	}
 }

@@ -36,8 +36,9 @@ const (
 	// readyTimeout bounds the wait for a started containerd's CRI API; one that
 	// does not answer in time is killed and restarted.
 	readyTimeout = time.Minute
-	// stopTimeout is how long containerd gets to exit on SIGTERM before SIGKILL.
-	stopTimeout = 10 * time.Second
+	// defaultStopTimeout is how long containerd gets to exit on SIGTERM
+	// before SIGKILL.
+	defaultStopTimeout = 10 * time.Second
 	// staleTimeout bounds the wait for a stale containerd to disappear.
 	staleTimeout = 10 * time.Second
 )
@@ -56,6 +57,8 @@ type Managed struct {
 	started  atomic.Bool   // Run was called
 	starts   atomic.Int64  // containerd processes started
 	pid      atomic.Int64  // the running containerd's PID, 0 when none
+	// stopTimeout is defaultStopTimeout (tests shorten it); set by New.
+	stopTimeout time.Duration
 }
 
 // New validates cfg and resolves its defaults and the oom_score_adj detection.
@@ -67,7 +70,7 @@ func New(cfg Config) (*Managed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Managed{cfg: cfg, ready: make(chan struct{}), restarts: make(chan struct{}, 1)}, nil
+	return &Managed{cfg: cfg, ready: make(chan struct{}), restarts: make(chan struct{}, 1), stopTimeout: defaultStopTimeout}, nil
 }
 
 // Endpoint is the CRI endpoint, "unix://<StateDir>/containerd.sock".
@@ -241,7 +244,7 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string) boo
 	version, err := waitReady(readyCtx, m.Endpoint(), exited)
 	cancel()
 	if err != nil {
-		stop(cmd, exited, log)
+		stop(cmd, exited, m.stopTimeout, log)
 		if ctx.Err() == nil {
 			log.Error("containerd did not become ready", "pid", cmd.Process.Pid, "err", err, "exit", exitErr, "log", m.LogPath())
 		}
@@ -261,27 +264,27 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string) boo
 	case <-exited:
 		log.Error("containerd exited", "pid", cmd.Process.Pid, "err", exitErr, "log", m.LogPath())
 	case <-ctx.Done():
-		stop(cmd, exited, log)
+		stop(cmd, exited, m.stopTimeout, log)
 	}
 	return true
 }
 
-// stop ends containerd: SIGTERM, then SIGKILL after stopTimeout. It does not
+// stop ends containerd: SIGTERM, then SIGKILL after timeout. It does not
 // touch the shims (the pods keep running).
-func stop(cmd *exec.Cmd, exited <-chan struct{}, log *slog.Logger) {
+func stop(cmd *exec.Cmd, exited <-chan struct{}, timeout time.Duration, log *slog.Logger) {
 	select {
 	case <-exited:
 		return
 	default:
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(stopTimeout)
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case <-exited:
 		log.Info("containerd stopped", "pid", cmd.Process.Pid)
 	case <-t.C:
-		log.Warn("containerd ignored SIGTERM; killing it", "pid", cmd.Process.Pid, "after", stopTimeout)
+		log.Warn("containerd ignored SIGTERM; killing it", "pid", cmd.Process.Pid, "after", timeout)
 		_ = cmd.Process.Kill()
 		<-exited
 	}
