@@ -1,6 +1,7 @@
 package containerd
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,9 +32,11 @@ type CNIOptions struct {
 	DataDir string
 }
 
-// WriteCNIConfig writes a CNI conflist for the pod network into dir, unless
-// dir already holds a config (*.conf, *.conflist or *.json): someone chose
-// their own network and it is left alone. The network is a bridge (gateway on
+// WriteCNIConfig writes a CNI conflist for the pod network into dir as
+// CNIConfigFile, unless dir holds another config (*.conf, *.conflist or
+// *.json): someone chose their own network and it is left alone. When the
+// only config is CNIConfigFile it is rewritten if it differs (a changed
+// podCIDR or bridge takes effect for new pods). The network is a bridge (gateway on
 // the bridge, masquerade for traffic leaving podCIDR) with host-local IPAM
 // allocating from podCIDR, then portmap for hostPort. It has no loopback
 // plugin: containerd's CRI plugin sets up lo itself (its loopback network is
@@ -57,18 +60,27 @@ func WriteCNIConfig(dir, podCIDR string, opts CNIOptions) (written bool, err err
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, fmt.Errorf("cni conf dir: %w", err)
 	}
-	existing, err := cniConfigs(dir)
-	if err != nil {
-		return false, err
-	}
-	if len(existing) > 0 {
-		return false, nil
-	}
 	b, err := json.MarshalIndent(cniConfig(cidr.String(), opts), "", "  ")
 	if err != nil {
 		return false, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, CNIConfigFile), append(b, '\n')); err != nil {
+	b = append(b, '\n')
+	path := filepath.Join(dir, CNIConfigFile)
+	existing, err := cniConfigs(dir)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case len(existing) == 0:
+	case len(existing) == 1 && existing[0] == CNIConfigFile:
+		// Our own file: follow a changed podCIDR or bridge.
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+			return false, nil
+		}
+	default:
+		return false, nil
+	}
+	if err := writeFileAtomic(path, b); err != nil {
 		return false, fmt.Errorf("cni config: %w", err)
 	}
 	return true, nil

@@ -3,6 +3,7 @@ package containerd
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -21,12 +22,17 @@ func TestWriteCNIConfig(t *testing.T) {
 	}
 	golden(t, "10-nodekeeper.conflist", string(b))
 
-	// A second call leaves the file (ours, now) alone.
-	if written, err := WriteCNIConfig(dir, "10.99.0.0/16", CNIOptions{}); err != nil || written {
+	// The same again: nothing to write.
+	if written, err := WriteCNIConfig(dir, "10.58.0.0/16", CNIOptions{Bridge: "nk0", DataDir: "/var/lib/nodekeeper/cni/networks"}); err != nil || written {
 		t.Fatalf("second WriteCNIConfig = %v, %v; want not written", written, err)
 	}
-	if b2, _ := os.ReadFile(filepath.Join(dir, CNIConfigFile)); string(b2) != string(b) {
-		t.Error("the existing config was changed")
+	// A new pod CIDR: our own file follows it.
+	if written, err := WriteCNIConfig(dir, "10.99.0.0/16", CNIOptions{Bridge: "nk0", DataDir: "/var/lib/nodekeeper/cni/networks"}); err != nil || !written {
+		t.Fatalf("WriteCNIConfig with a new CIDR = %v, %v; want written", written, err)
+	}
+	b2, _ := os.ReadFile(filepath.Join(dir, CNIConfigFile))
+	if want := strings.ReplaceAll(string(b), "10.58.0.0/16", "10.99.0.0/16"); string(b2) != want {
+		t.Errorf("after the CIDR change (-want +got):\n%s", cmp.Diff(want, string(b2)))
 	}
 }
 
@@ -42,6 +48,8 @@ func TestWriteCNIConfigLeavesOthersAlone(t *testing.T) {
 		{name: "a .conflist", files: []string{"10-flannel.conflist"}},
 		{name: "a .json", files: []string{"net.json"}},
 		{name: "unrelated files only", files: []string{"README", ".10-x.conflist.tmp-1", "x.conf.bak"}, want: true},
+		{name: "ours next to another", files: []string{CNIConfigFile, "05-mine.conflist"}},
+		{name: "ours alone, outdated", files: []string{CNIConfigFile}, want: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,9 +64,21 @@ func TestWriteCNIConfigLeavesOthersAlone(t *testing.T) {
 			if err != nil || written != tc.want {
 				t.Fatalf("WriteCNIConfig = %v, %v; want %v", written, err, tc.want)
 			}
-			_, statErr := os.Stat(filepath.Join(dir, CNIConfigFile))
-			if (statErr == nil) != tc.want {
-				t.Errorf("%s exists = %v, want %v", CNIConfigFile, statErr == nil, tc.want)
+			entries, _ := os.ReadDir(dir)
+			got := map[string]bool{} // file: changed
+			for _, e := range entries {
+				b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+				got[e.Name()] = string(b) != "{}"
+			}
+			want := map[string]bool{}
+			for _, f := range tc.files {
+				want[f] = false
+			}
+			if tc.want {
+				want[CNIConfigFile] = true
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("files (name: written) (-want +got):\n%s", diff)
 			}
 		})
 	}
