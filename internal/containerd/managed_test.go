@@ -354,6 +354,11 @@ func TestManagedImportDir(t *testing.T) {
 	if diff := cmp.Diff(want, got, sortImported); diff != "" {
 		t.Errorf("imported (-want +got):\n%s", diff)
 	}
+	// Importing again (every agent start does) gives the same images.
+	again, err := r.m.ImportDir(t.Context(), s.images)
+	if diff := cmp.Diff(want[:1], again); err != nil || diff != "" {
+		t.Errorf("second import: %v (-want +got):\n%s", err, diff)
+	}
 	for _, b := range []containerdtest.Built{oci, docker} {
 		st, err := r.cri.ImageStatus(t.Context(), &runtimeapi.ImageSpec{Image: b.Ref}, false)
 		if err != nil || st.GetImage().GetId() != b.ID {
