@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,17 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/cri"
 	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 // Namespace is the containerd namespace the CRI plugin uses.
-const Namespace = "k8s.io"
+const Namespace = containerd.Namespace
 
 // SandboxImageRef is the reference of the pause image Start builds and sets
 // as the CRI plugin's sandbox_image.
@@ -45,10 +45,16 @@ type Containerd struct {
 	RestrictOOMScoreAdj bool
 	// RuntimeVersion is the version the CRI API reports, e.g. "1.6.20~ds1".
 	RuntimeVersion string
+	// Managed supervises the containerd process (internal/containerd).
+	Managed *containerd.Managed
+	// Bridge and PodCIDR are this containerd's CNI pod network, unique per
+	// Start: the bridge is made when a pod without host network runs, and
+	// deleted at cleanup.
+	Bridge, PodCIDR string
 
 	binDir string // Options.BinDir
 	images string // directory of built tarballs
-	log    string
+	log    string // containerd's output
 }
 
 // Options select the containerd StartWith runs.
@@ -103,51 +109,65 @@ func StartWith(t testing.TB, opts Options) *Containerd {
 		t.Fatal(err)
 	}
 	c := &Containerd{
-		Dir: dir, Socket: filepath.Join(dir, "c.sock"), Root: filepath.Join(dir, "root"),
-		images: filepath.Join(dir, "images"), log: filepath.Join(dir, "containerd.log"),
-		RestrictOOMScoreAdj: !canLowerOOMScoreAdj(), binDir: opts.BinDir,
+		Dir: dir, Root: filepath.Join(dir, "root"), images: filepath.Join(dir, "images"),
+		Bridge: fmt.Sprintf("nkt%08x", rand.Uint32()), PodCIDR: fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(50), rand.IntN(256)),
+		binDir: opts.BinDir,
 	}
-	c.Endpoint = "unix://" + c.Socket
+	bin := ""
+	if opts.BinDir != "" {
+		bin = c.bin("containerd")
+	}
+	c.Managed, err = containerd.New(containerd.Config{
+		StateDir: dir, Binary: bin, SandboxImage: SandboxImageRef, Snapshotter: containerd.Native,
+		PodCIDR: c.PodCIDR, CNIBridge: c.Bridge,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)).With("subsystem", "containerd"),
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	c.Socket, c.Endpoint, c.log = c.Managed.Socket(), c.Managed.Endpoint(), c.Managed.LogPath()
+	c.RestrictOOMScoreAdj = *c.Managed.Config().RestrictOOMScoreAdj
 	if err := os.MkdirAll(c.images, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.cleanup(t) })
+	t.Cleanup(func() {
+		RemoveState(t, c.Dir, c.Socket, c.Bridge)
+		if t.Failed() {
+			t.Logf("containerd log:\n%s", c.Log())
+		}
+	})
 
 	c.Sandbox = BuildImage(t, c.images, Image{Ref: SandboxImageRef, Runnable: true})
-	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, []byte(c.config()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(c.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(c.bin("containerd"), "--config", cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if c.binDir != "" {
-		// containerd looks the shim up in PATH before its own directory.
-		cmd.Env = append(os.Environ(), "PATH="+c.binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start containerd: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { c.stop(t, cmd, exited) }) // runs before c.cleanup (LIFO)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c.RuntimeVersion, err = waitReady(ctx, c.Endpoint, exited)
-	if err != nil {
-		t.Fatalf("containerd did not become ready: %v\n%s", err, c.Log())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Managed.Run(ctx) }()
+	t.Cleanup(func() { // runs before RemoveState (LIFO)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("containerd: %v", err)
+		}
+	})
+	wait := time.NewTimer(30 * time.Second)
+	defer wait.Stop()
+	select {
+	case <-c.Managed.Ready():
+	case err := <-done:
+		done <- err // for the cleanup
+		t.Fatalf("containerd did not start: %v\n%s", err, c.Log())
+	case <-wait.C:
+		t.Fatalf("containerd did not become ready in 30s\n%s", c.Log())
 	}
 	c.CRI, err = cri.New(c.Endpoint, cri.Options{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.removePods(t) }) // runs first: pods go while containerd is up
+	v, err := c.CRI.Version(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.RuntimeVersion = v.GetRuntimeVersion()
 	c.Import(t, c.Sandbox)
 	return c
 }
@@ -159,96 +179,6 @@ func (c *Containerd) bin(name string) string {
 		return name
 	}
 	return filepath.Join(c.binDir, name)
-}
-
-// config generates containerd's config (version 2, containerd 1.6 and 1.7).
-func (c *Containerd) config() string {
-	return fmt.Sprintf(`version = 2
-root = %q
-state = %q
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-
-[grpc]
-  address = %q
-
-[ttrpc]
-  address = %q
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = %q
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  restrict_oom_score_adj = %t
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "native"
-  default_runtime_name = "runc"
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-  SystemdCgroup = false
-
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = %q
-  conf_dir = %q
-`, c.Root, filepath.Join(c.Dir, "state"), c.Socket, c.Socket+".ttrpc", filepath.Join(c.Dir, "opt"),
-		SandboxImageRef, c.RestrictOOMScoreAdj, filepath.Join(c.Dir, "cni", "bin"), filepath.Join(c.Dir, "cni", "conf"))
-}
-
-// canLowerOOMScoreAdj reports whether this process may set a lower
-// oom_score_adj (a negative one for containers); it restores its own value.
-func canLowerOOMScoreAdj() bool {
-	const path = "/proc/self/oom_score_adj"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	cur, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || cur <= -1000 {
-		return false
-	}
-	if err := os.WriteFile(path, []byte(strconv.Itoa(cur-1)), 0o644); err != nil {
-		return false
-	}
-	_ = os.WriteFile(path, []byte(strconv.Itoa(cur)), 0o644)
-	return true
-}
-
-// waitReady waits until the CRI API answers Version, the process exits or ctx
-// ends, and returns the runtime version.
-func waitReady(ctx context.Context, endpoint string, exited <-chan error) (string, error) {
-	// Short reconnect backoff: the socket appears a few milliseconds after start.
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 200 * time.Millisecond},
-			MinConnectTimeout: time.Second,
-		}))
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	rt := runtimeapi.NewRuntimeServiceClient(conn)
-	type result struct {
-		version string
-		err     error
-	}
-	ready := make(chan result, 1)
-	go func() {
-		v, err := rt.Version(ctx, &runtimeapi.VersionRequest{}, grpc.WaitForReady(true))
-		ready <- result{v.GetRuntimeVersion(), err}
-	}()
-	select {
-	case r := <-ready:
-		return r.version, r.err
-	case err := <-exited:
-		return "", fmt.Errorf("containerd exited: %v", err)
-	}
 }
 
 // Log returns containerd's log so far.
@@ -278,15 +208,20 @@ func (c *Containerd) Build(t testing.TB, img Image) Built {
 	return BuildImage(t, c.images, img)
 }
 
-// Import imports built images through ctr, unpacked for the native snapshotter,
-// and waits until the CRI API lists each of them.
+// Import imports built images with Managed.ImportFiles (ctr, unpacked for the
+// native snapshotter) and waits until the CRI API lists each of them with its
+// ID.
 func (c *Containerd) Import(t testing.TB, imgs ...Built) {
 	t.Helper()
-	for _, b := range imgs {
-		c.Ctr(t, "images", "import", "--snapshotter", "native", "--no-unpack=false", b.Path)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
+	var files []string
+	for _, b := range imgs {
+		files = append(files, b.Path)
+	}
+	if _, err := c.Managed.ImportFiles(ctx, files...); err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range imgs {
 		for {
 			st, err := c.CRI.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: b.Ref}, false)
@@ -431,37 +366,34 @@ func (c *Containerd) removePods(t testing.TB) {
 	_ = c.CRI.Close()
 }
 
-// stop terminates containerd: SIGTERM, then SIGKILL after 10s.
-func (c *Containerd) stop(t testing.TB, cmd *exec.Cmd, exited <-chan error) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		t.Logf("cleanup: containerd ignored SIGTERM; killing pid %d", cmd.Process.Pid)
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
-
-// cleanup kills the shims that served this containerd, unmounts what is left
-// under Dir and removes it.
-func (c *Containerd) cleanup(t testing.TB) {
-	for _, pid := range shimPIDs(c.Socket) {
+// RemoveState removes what a containerd serving socket from dir left: it
+// kills the shims serving socket (by PID, no others), deletes the CNI bridge
+// if one is named and exists, unmounts everything under dir and removes dir.
+// Call it after that containerd stopped; problems are logged, not fatal.
+func RemoveState(t testing.TB, dir, socket, bridge string) {
+	for _, pid := range shimPIDs(socket) {
 		t.Logf("cleanup: killing leftover shim pid %d", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	for _, m := range mountsUnder(c.Dir) {
+	if bridge != "" {
+		if _, err := os.Stat(filepath.Join("/sys/class/net", bridge)); err == nil {
+			if out, err := exec.Command("ip", "link", "delete", bridge).CombinedOutput(); err != nil {
+				t.Logf("cleanup: delete bridge %s: %v: %s", bridge, err, out)
+			}
+		}
+	}
+	for _, m := range mountsUnder(dir) {
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
 			t.Logf("cleanup: unmount %s: %v", m, err)
 		}
 	}
-	if err := os.RemoveAll(c.Dir); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		t.Logf("cleanup: %v", err)
 	}
-	if t.Failed() {
-		t.Logf("containerd log:\n%s", c.Log())
-	}
 }
+
+// ShimPIDs returns the PIDs of the containerd shims serving socket.
+func ShimPIDs(socket string) []int { return shimPIDs(socket) }
 
 // shimPIDs returns the PIDs of containerd-shim processes started with
 // -address socket (this containerd's shims and no other's).

@@ -28,6 +28,10 @@ type Image struct {
 	Runnable bool
 	// Pad adds a file of this many bytes, to give images distinct sizes and IDs.
 	Pad int
+	// DockerArchive writes the tarball in docker save's format (manifest.json,
+	// the config and layer.tar files) instead of an OCI image layout. The image
+	// ID is the same.
+	DockerArchive bool
 }
 
 // Built is an image written as an OCI image layout tarball.
@@ -177,18 +181,28 @@ func buildImage(dir string, img Image) (Built, error) {
 	if err != nil {
 		return Built{}, err
 	}
-	var out bytes.Buffer
-	ow := tar.NewWriter(&out)
-	files := []struct {
+	type file struct {
 		name string
 		data []byte
-	}{
+	}
+	files := []file{
 		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		{"index.json", index},
 		{blobPath(digest(manifest)), manifest},
 		{blobPath(digest(config)), config},
 		{blobPath(layerDigest), layer.Bytes()},
 	}
+	if img.DockerArchive {
+		configFile := digest(config)[len("sha256:"):] + ".json"
+		layerFile := layerDigest[len("sha256:"):] + "/layer.tar"
+		dm, err := json.Marshal([]any{map[string]any{"Config": configFile, "RepoTags": []string{img.Ref}, "Layers": []string{layerFile}}})
+		if err != nil {
+			return Built{}, err
+		}
+		files = []file{{"manifest.json", dm}, {configFile, config}, {layerFile, layer.Bytes()}}
+	}
+	var out bytes.Buffer
+	ow := tar.NewWriter(&out)
 	for _, f := range files {
 		if err := ow.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: mtime, Typeflag: tar.TypeReg}); err != nil {
 			return Built{}, err

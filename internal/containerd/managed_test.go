@@ -1,0 +1,510 @@
+package containerd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/containerd"
+	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
+	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/integration"
+)
+
+// state is a test's containerd state dir, with the pause image built in
+// images/, a unique bridge name and pod CIDR. Everything is removed at the end.
+type state struct {
+	dir, images string
+	sandbox     containerdtest.Built
+	bridge      string
+	podCIDR     string
+}
+
+func newState(t *testing.T) state {
+	t.Helper()
+	integration.Require(t, containerdtest.Available())
+	dir, err := os.MkdirTemp("/tmp", "nkm-") // short: the socket path
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := state{
+		dir: dir, images: filepath.Join(dir, "images"),
+		bridge:  fmt.Sprintf("nkt%08x", rand.Uint32()),
+		podCIDR: fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(50), rand.IntN(256)),
+	}
+	t.Cleanup(func() {
+		containerdtest.RemoveState(t, dir, filepath.Join(dir, "containerd.sock"), s.bridge)
+	})
+	if err := os.MkdirAll(s.images, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.sandbox = containerdtest.BuildImage(t, s.images, containerdtest.Image{Ref: containerdtest.SandboxImageRef, Runnable: true})
+	return s
+}
+
+func (s state) config(t *testing.T) containerd.Config {
+	return containerd.Config{
+		StateDir: s.dir, SandboxImage: s.sandbox.Ref, PodCIDR: s.podCIDR, CNIBridge: s.bridge,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	}
+}
+
+// running is a Managed whose Run runs in a goroutine.
+type running struct {
+	m      *containerd.Managed
+	cri    *cri.Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs cfg's containerd and waits until it is ready; stop is
+// registered as a cleanup too (a no-op after an explicit stop).
+func start(t *testing.T, cfg containerd.Config) *running {
+	t.Helper()
+	m, err := containerd.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{m: m, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- m.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	wait(t, m.Ready(), "containerd ready", r.log)
+	r.cri, err = cri.New(m.Endpoint(), cri.Options{Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.cri.Close() })
+	if _, err := r.cri.Version(t.Context(), ""); err != nil {
+		t.Fatalf("CRI Version after Ready: %v", err)
+	}
+	return r
+}
+
+// stop ends Run and waits for it to return.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	if r.done == nil {
+		return
+	}
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of its ctx ending")
+	}
+	r.done = nil
+}
+
+func (r *running) log() string {
+	b, _ := os.ReadFile(r.m.LogPath())
+	return string(b)
+}
+
+// wait waits for ch to be readable (or closed), at most 30s.
+func wait[T any](t *testing.T, ch <-chan T, what string, log func() string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s within 30s\n%s", what, log())
+	}
+}
+
+// runPod runs a pod sandbox; hostNetwork chooses the node's network namespace.
+func runPod(t *testing.T, r *running, dir, name string, hostNetwork bool) string {
+	t.Helper()
+	netMode := runtimeapi.NamespaceMode_POD
+	if hostNetwork {
+		netMode = runtimeapi.NamespaceMode_NODE
+	}
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: "uid-" + name, Namespace: "default"},
+		LogDirectory: filepath.Join(dir, "logs", name),
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: netMode, Pid: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_POD},
+		}},
+	}
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id, err := r.cri.RunPodSandbox(t.Context(), cfg, "")
+	if err != nil {
+		t.Fatalf("run pod %s: %v\n%s", name, err, r.log())
+	}
+	return id
+}
+
+func removePod(t *testing.T, r *running, id string) {
+	t.Helper()
+	if err := r.cri.StopPodSandbox(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cri.RemovePodSandbox(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sandboxState(t *testing.T, r *running, id string) runtimeapi.PodSandboxState {
+	t.Helper()
+	st, err := r.cri.PodSandboxStatus(t.Context(), id, false)
+	if err != nil {
+		t.Fatalf("sandbox %s status: %v", id, err)
+	}
+	return st.GetStatus().GetState()
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i+2 < len(b) && b[i+2] != 'Z'
+}
+
+// TestManagedSupervises: containerd starts (over a stale socket file), is
+// restarted when SIGKILLed with a running sandbox still READY, stops on ctx
+// end leaving the sandbox's shim running, and a new Managed on the same state
+// dir adopts the sandbox.
+func TestManagedSupervises(t *testing.T) {
+	s := newState(t)
+	if err := os.WriteFile(filepath.Join(s.dir, "containerd.sock"), []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, s.config(t))
+	cfg := r.m.Config()
+	t.Logf("snapshotter %s, restrict_oom_score_adj %v, CNI bin dirs %v", cfg.Snapshotter, *cfg.RestrictOOMScoreAdj, cfg.CNIBinDirs)
+	if cfg.Snapshotter != containerd.Overlayfs && cfg.Snapshotter != containerd.Native {
+		t.Errorf("snapshotter = %q after Ready", cfg.Snapshotter)
+	}
+	if *cfg.RestrictOOMScoreAdj == containerd.CanLowerOOMScoreAdj() {
+		t.Errorf("restrict_oom_score_adj = %v, but this process can lower its score: %v", *cfg.RestrictOOMScoreAdj, containerd.CanLowerOOMScoreAdj())
+	}
+	if _, err := r.m.ImportDir(t.Context(), s.images); err != nil {
+		t.Fatal(err)
+	}
+	id := runPod(t, r, s.dir, "survivor", true)
+	// runc keeps its state in the state dir too, not in /run/containerd.
+	if _, err := os.Stat(filepath.Join(s.dir, "runc", containerd.Namespace, id)); err != nil {
+		t.Errorf("runc state: %v", err)
+	}
+
+	// SIGKILL containerd: restarted after the 1s back-off, the pod still READY.
+	first := r.m.PID()
+	if first == 0 || r.m.Starts() != 1 {
+		t.Fatalf("PID %d, Starts %d; want a PID and 1 start", first, r.m.Starts())
+	}
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r.m.Restarts(), "restart", r.log)
+	second := r.m.PID()
+	if second == 0 || second == first || r.m.Starts() != 2 {
+		t.Errorf("after the restart: PID %d (was %d), Starts %d; want a new PID and 2 starts", second, first, r.m.Starts())
+	}
+	if _, err := r.cri.Version(t.Context(), ""); err != nil {
+		t.Fatalf("CRI after the restart: %v", err)
+	}
+	if got := sandboxState(t, r, id); got != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("sandbox after the restart: %v, want READY", got)
+	}
+
+	// ctx end: containerd gone, the shim (the pod) still running.
+	r.stop(t)
+	if alive(second) || r.m.PID() != 0 {
+		t.Errorf("containerd pid %d alive after Run returned (PID() = %d)", second, r.m.PID())
+	}
+	shims := containerdtest.ShimPIDs(r.m.Socket())
+	if len(shims) == 0 || !alive(shims[0]) {
+		t.Fatalf("no live shim after containerd stopped: %v", shims)
+	}
+
+	// A new agent on the same state dir adopts the pod.
+	r2 := start(t, s.config(t))
+	if got := sandboxState(t, r2, id); got != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("sandbox after the agent restart: %v, want READY", got)
+	}
+	removePod(t, r2, id)
+	r2.stop(t)
+}
+
+// TestManagedPodNetwork: a pod without host network gets an IP from the pod
+// CIDR through the CNI config Run wrote, and removing it removes the
+// masquerade rules the bridge plugin added.
+func TestManagedPodNetwork(t *testing.T) {
+	s := newState(t)
+	for _, bin := range []string{"bridge", "host-local", "loopback", "portmap"} {
+		if !slices.ContainsFunc(containerd.DefaultCNIBinDirs, func(d string) bool {
+			_, err := os.Stat(filepath.Join(d, bin))
+			return err == nil
+		}) {
+			integration.Require(t, fmt.Sprintf("CNI plugin %s not found in %v (Debian package containernetworking-plugins)", bin, containerd.DefaultCNIBinDirs))
+		}
+	}
+	// The bridge plugin turns on IP forwarding as a gateway; put it back.
+	const fwd = "/proc/sys/net/ipv4/ip_forward"
+	if before, err := os.ReadFile(fwd); err == nil {
+		t.Cleanup(func() { _ = os.WriteFile(fwd, before, 0o644) })
+	}
+	r := start(t, s.config(t))
+	if _, err := r.m.ImportDir(t.Context(), s.images); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile(filepath.Join(r.m.Config().CNIConfDir, containerd.CNIConfigFile))
+	if err != nil || !strings.Contains(string(conf), `"bridge": "`+s.bridge+`"`) {
+		t.Fatalf("CNI config: %v\n%s", err, conf)
+	}
+
+	id := runPod(t, r, s.dir, "networked", false)
+	st, err := r.cri.PodSandboxStatus(t.Context(), id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := netip.ParseAddr(st.GetStatus().GetNetwork().GetIp())
+	if err != nil || !netip.MustParsePrefix(s.podCIDR).Contains(ip) {
+		t.Fatalf("pod IP %q (%v), want one in %s", st.GetStatus().GetNetwork().GetIp(), err, s.podCIDR)
+	}
+	t.Logf("pod IP %s on bridge %s", ip, s.bridge)
+	if _, err := os.Stat(filepath.Join("/sys/class/net", s.bridge)); err != nil {
+		t.Errorf("bridge %s: %v", s.bridge, err)
+	}
+	// host-local keeps its leases in the state dir, not /var/lib/cni.
+	if _, err := os.Stat(filepath.Join(s.dir, "cni", "networks", containerd.DefaultNetworkName, ip.String())); err != nil {
+		t.Errorf("IPAM lease: %v", err)
+	}
+	if rules := natRules(t, id); len(rules) == 0 {
+		t.Errorf("no nat rule names sandbox %s: is the masquerade missing?", id)
+	}
+
+	removePod(t, r, id)
+	if rules := natRules(t, id); len(rules) != 0 {
+		t.Errorf("nat rules left after the sandbox was removed:\n%s", strings.Join(rules, "\n"))
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "cni", "networks", containerd.DefaultNetworkName, ip.String())); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("IPAM lease after removal: %v, want it gone", err)
+	}
+}
+
+// natRules returns the iptables nat rules mentioning id.
+func natRules(t *testing.T, id string) []string {
+	t.Helper()
+	out, err := exec.Command("iptables", "-t", "nat", "-S").CombinedOutput()
+	if err != nil {
+		t.Fatalf("iptables -t nat -S: %v: %s", err, out)
+	}
+	var rules []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, id) {
+			rules = append(rules, l)
+		}
+	}
+	return rules
+}
+
+// TestManagedImportDir imports an OCI layout and a docker save archive, and
+// reports a corrupt tarball by name while importing the others.
+func TestManagedImportDir(t *testing.T) {
+	s := newState(t)
+	r := start(t, s.config(t))
+	extra := filepath.Join(s.dir, "more-images")
+	if err := os.MkdirAll(extra, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	oci := containerdtest.BuildImage(t, extra, containerdtest.Image{Ref: "docker.io/nodekeeper/oci:1", Runnable: true})
+	docker := containerdtest.BuildImage(t, extra, containerdtest.Image{Ref: "docker.io/nodekeeper/docker:1", Pad: 10, DockerArchive: true})
+	bad := filepath.Join(extra, "0-corrupt.tar")
+	if err := os.WriteFile(bad, []byte("this is not a tar file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(extra, "README"), []byte("not an image"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := r.m.ImportDir(t.Context(), s.images, extra, filepath.Join(s.dir, "missing"))
+	if err == nil || !strings.Contains(err.Error(), "import image file "+bad+": ") {
+		t.Errorf("error = %v, want one naming %s", err, bad)
+	} else {
+		t.Logf("error: %v", err)
+	}
+	want := []containerd.Imported{
+		{File: s.sandbox.Path, Ref: s.sandbox.Ref, ID: s.sandbox.ID},
+		{File: oci.Path, Ref: oci.Ref, ID: oci.ID},
+		{File: docker.Path, Ref: docker.Ref, ID: docker.ID},
+	}
+	sortImported := cmpopts.SortSlices(func(a, b containerd.Imported) bool { return a.Ref < b.Ref })
+	if diff := cmp.Diff(want, got, sortImported); diff != "" {
+		t.Errorf("imported (-want +got):\n%s", diff)
+	}
+	// Importing again (every agent start does) gives the same images.
+	again, err := r.m.ImportDir(t.Context(), s.images)
+	if diff := cmp.Diff(want[:1], again); err != nil || diff != "" {
+		t.Errorf("second import: %v (-want +got):\n%s", err, diff)
+	}
+	for _, b := range []containerdtest.Built{oci, docker} {
+		st, err := r.cri.ImageStatus(t.Context(), &runtimeapi.ImageSpec{Image: b.Ref}, false)
+		if err != nil || st.GetImage().GetId() != b.ID {
+			t.Errorf("CRI image %s: %v, %v; want ID %s", b.Ref, err, st.GetImage(), b.ID)
+		}
+	}
+}
+
+// agentEnv names the state dir the test binary runs a Managed on when
+// TestManagedDiesWithAgent starts it as a stand-in agent.
+const agentEnv = "NODEKEEPER_TEST_AGENT_STATE"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(agentEnv); dir != "" {
+		os.Exit(agentProcess(dir, os.Getenv(agentEnv+"_BRIDGE")))
+	}
+	os.Exit(m.Run())
+}
+
+// agentProcess runs a Managed on dir, prints containerd's PID once ready and
+// waits to be killed.
+func agentProcess(dir, bridge string) int {
+	m, err := containerd.New(containerd.Config{StateDir: dir, SandboxImage: containerdtest.SandboxImageRef, CNIBridge: bridge})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = m.Run(context.Background()) }()
+	<-m.Ready()
+	fmt.Printf("pid %d\n", m.PID())
+	select {} // until SIGKILL
+}
+
+// TestManagedDiesWithAgent: a SIGKILLed agent takes its containerd with it
+// (Pdeathsig); a containerd left running with the state dir's config (here
+// one started by hand) is killed by the next Run, which then starts cleanly
+// over the stale socket.
+func TestManagedDiesWithAgent(t *testing.T) {
+	s := newState(t)
+	agent := exec.Command(os.Args[0])
+	agent.Env = append(os.Environ(), agentEnv+"="+s.dir, agentEnv+"_BRIDGE="+s.bridge)
+	out, err := agent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.Stderr = os.Stderr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	pidc := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		var seen string
+		for {
+			n, err := out.Read(buf)
+			seen += string(buf[:n])
+			for _, l := range strings.Split(seen, "\n") {
+				var pid int
+				if _, err := fmt.Sscanf(l, "pid %d", &pid); err == nil && pid > 0 {
+					pidc <- pid
+					return
+				}
+			}
+			if err != nil {
+				close(pidc)
+				return
+			}
+		}
+	}()
+	var pid int
+	select {
+	case pid = <-pidc:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the agent process did not report containerd's PID within 60s")
+	}
+	if pid == 0 || !alive(pid) {
+		t.Fatalf("containerd pid %d not running", pid)
+	}
+	if err := agent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = agent.Wait()
+	waitGone(t, pid)
+
+	// A containerd started by hand on the same config, not tied to us.
+	rogue := exec.Command("containerd", "--config", filepath.Join(s.dir, "config.toml"))
+	rogue.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := rogue.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rogueDone := make(chan struct{})
+	go func() { _ = rogue.Wait(); close(rogueDone) }()
+	t.Cleanup(func() { _ = rogue.Process.Kill(); <-rogueDone })
+
+	r := start(t, s.config(t))
+	select {
+	case <-rogueDone:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the stale containerd pid %d still runs after Run started", rogue.Process.Pid)
+	}
+	if r.m.PID() == rogue.Process.Pid {
+		t.Errorf("Managed reports the stale containerd's PID %d", r.m.PID())
+	}
+}
+
+// waitGone waits (bounded, polling: pid is not our child) for pid to exit.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd pid %d still alive 10s after its agent was SIGKILLed", pid)
+		}
+		<-tick.C
+	}
+}
+
+// TestManagedReadyAfterFailedStart: when the first containerd dies before
+// answering, Ready is closed by the restarted one (and it is no "restart").
+func TestManagedReadyAfterFailedStart(t *testing.T) {
+	s := newState(t)
+	real, err := exec.LookPath("containerd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(s.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(s.dir, "failed-once")
+	script := fmt.Sprintf("#!/bin/sh\nif [ ! -e %s ]; then touch %s; exit 1; fi\nexec %s \"$@\"\n", mark, mark, real)
+	if err := os.WriteFile(filepath.Join(bin, "containerd"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.config(t)
+	cfg.Binary = filepath.Join(bin, "containerd")
+	r := start(t, cfg)
+	if got := r.m.Starts(); got != 2 {
+		t.Errorf("%d starts, want 2", got)
+	}
+	select {
+	case <-r.m.Restarts():
+		t.Error("Restarts signalled for the first ready containerd")
+	default:
+	}
+}
