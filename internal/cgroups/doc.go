@@ -8,9 +8,12 @@
 // The runtime then puts each container in a child of its pod's cgroup (the
 // cgroupParent EnsurePod returns).
 //
-// On cgroup v1 every path exists once per mounted hierarchy the package uses
-// (cpu, cpuacct, cpuset, memory, pids, hugetlb; cpu and cpuacct may be one
-// co-mounted hierarchy). On cgroup v2 (FSRoot holds cgroup.controllers) it
+// On cgroup v1 every path exists once per mounted hierarchy: limits are
+// written in cpu, cpuacct, cpuset, memory, pids and hugetlb (cpu and cpuacct
+// may be one co-mounted hierarchy); the others (blkio, devices, freezer,
+// name=systemd, and the unified tree of a hybrid machine) get the directories
+// only, because runc makes each container's cgroup in every hierarchy and the
+// pod's must be there to be removed with it. On cgroup v2 (FSRoot holds cgroup.controllers) it
 // exists once, and the controllers are enabled in each parent's
 // cgroup.subtree_control.
 //

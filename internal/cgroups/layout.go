@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,12 @@ type Layout struct {
 	// to the mount directory of its hierarchy, for those that are mounted.
 	// Nil on v2.
 	Dirs map[string]string
+	// Others are the directories of the other mounted v1 hierarchies (blkio,
+	// devices, freezer, name=systemd...) and, on a hybrid machine, of the
+	// unified (v2) tree, sorted. The runtime makes a container's cgroup in
+	// every hierarchy, so pod cgroups are made and removed in these too,
+	// without limits. Nil on v2.
+	Others []string
 	// Controllers lists the controllers the v2 root offers (its
 	// cgroup.controllers). Nil on v1.
 	Controllers []string
@@ -49,9 +56,9 @@ type Layout struct {
 
 // Detect reads the layout of the cgroup filesystems mounted at fsRoot ("" is
 // DefaultFSRoot): v2 when fsRoot holds cgroup.controllers, else v1, where a
-// hierarchy is mounted when fsRoot/<controller> holds cgroup.procs (a
-// co-mounted "cpu,cpuacct" reached through symlinks counts for both). v1 needs
-// at least the cpu and memory hierarchies.
+// hierarchy is mounted when its directory under fsRoot holds cgroup.procs (a
+// co-mounted "cpu,cpuacct", reached directly or through symlinks, counts for
+// both). v1 needs at least the cpu and memory hierarchies.
 func Detect(fsRoot string) (Layout, error) {
 	if fsRoot == "" {
 		fsRoot = DefaultFSRoot
@@ -61,23 +68,49 @@ func Detect(fsRoot string) (Layout, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return Layout{}, fmt.Errorf("cgroup v2 at %s: %w", fsRoot, err)
 	}
+	es, err := os.ReadDir(fsRoot)
+	if err != nil {
+		return Layout{}, fmt.Errorf("cgroup v1 at %s: %w", fsRoot, err)
+	}
 	l := Layout{Version: V1, Root: fsRoot, Dirs: map[string]string{}}
-	for _, c := range v1Controllers {
-		dir := filepath.Join(fsRoot, c)
+	mounted := map[string]bool{} // real directories of the hierarchies
+	for _, e := range es {
+		dir := filepath.Join(fsRoot, e.Name())
 		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
 			continue
 		}
 		if real, err := filepath.EvalSymlinks(dir); err == nil {
 			dir = real
 		}
-		l.Dirs[c] = dir
+		mounted[dir] = true
+		for _, c := range strings.Split(e.Name(), ",") {
+			if slices.Contains(v1Controllers, c) && l.Dirs[c] == "" {
+				l.Dirs[c] = dir
+			}
+		}
 	}
+	for dir := range mounted {
+		if !slices.ContainsFunc(v1Controllers, func(c string) bool { return l.Dirs[c] == dir }) {
+			l.Others = append(l.Others, dir)
+		}
+	}
+	slices.Sort(l.Others)
 	for _, c := range []string{"cpu", "memory"} {
 		if l.Dirs[c] == "" {
 			return Layout{}, fmt.Errorf("cgroup v1 at %s: the %s hierarchy is not mounted (no %s)", fsRoot, c, filepath.Join(fsRoot, c, "cgroup.procs"))
 		}
 	}
 	return l, nil
+}
+
+// Hierarchies returns the mount directory of every hierarchy pod cgroups are
+// made in: the one unified tree on v2; on v1 those of Dirs, then Others.
+func (l Layout) Hierarchies() []string {
+	var out []string
+	for _, h := range l.hierarchies() {
+		out = append(out, h.dir)
+	}
+	return out
 }
 
 // Dir returns the directory of the cgroup at cgroupPath (absolute, as
@@ -95,7 +128,7 @@ func (l Layout) Dir(controller, cgroupPath string) string {
 }
 
 // hierarchies returns the distinct hierarchy mount directories, in a fixed
-// order, with the controller each is reached by.
+// order, with the controllers each is reached by.
 func (l Layout) hierarchies() []hierarchy {
 	if l.Version == V2 {
 		return []hierarchy{{dir: l.Root}}
@@ -114,11 +147,14 @@ func (l Layout) hierarchies() []hierarchy {
 		seen[d] = len(hs)
 		hs = append(hs, hierarchy{dir: d, controllers: []string{c}})
 	}
+	for _, d := range l.Others {
+		hs = append(hs, hierarchy{dir: d})
+	}
 	return hs
 }
 
-// hierarchy is one mounted tree: the unified one on v2 (no controllers
-// listed), a v1 hierarchy with its controllers otherwise.
+// hierarchy is one mounted tree with the controllers the package writes
+// through it (none for the v2 tree and the other v1 hierarchies).
 type hierarchy struct {
 	dir         string
 	controllers []string

@@ -20,9 +20,12 @@ import (
 func v1Tree(t *testing.T, comount bool) string {
 	t.Helper()
 	root := t.TempDir()
-	ctrls := []string{"cpu", "cpuacct", "cpuset", "memory", "pids"}
+	ctrls := []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "freezer", "unified"}
 	if comount {
-		ctrls = []string{"cpu,cpuacct", "cpuset", "memory", "pids"}
+		ctrls = []string{"cpu,cpuacct", "cpuset", "memory", "pids", "freezer", "unified"}
+	}
+	if err := os.Mkdir(filepath.Join(root, "not-mounted"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range ctrls {
 		mkfile(t, filepath.Join(root, c, "cgroup.procs"), "")
@@ -186,9 +189,11 @@ func TestDetect(t *testing.T) {
 		want Layout
 	}{
 		{"v1 separate", sep, Layout{Version: V1, Root: sep, Dirs: map[string]string{
-			"cpu": sep + "/cpu", "cpuacct": sep + "/cpuacct", "cpuset": sep + "/cpuset", "memory": sep + "/memory", "pids": sep + "/pids"}}},
+			"cpu": sep + "/cpu", "cpuacct": sep + "/cpuacct", "cpuset": sep + "/cpuset", "memory": sep + "/memory", "pids": sep + "/pids"},
+			Others: []string{sep + "/freezer", sep + "/unified"}}},
 		{"v1 co-mounted", co, Layout{Version: V1, Root: co, Dirs: map[string]string{
-			"cpu": co + "/cpu,cpuacct", "cpuacct": co + "/cpu,cpuacct", "cpuset": co + "/cpuset", "memory": co + "/memory", "pids": co + "/pids"}}},
+			"cpu": co + "/cpu,cpuacct", "cpuacct": co + "/cpu,cpuacct", "cpuset": co + "/cpuset", "memory": co + "/memory", "pids": co + "/pids"},
+			Others: []string{co + "/freezer", co + "/unified"}}},
 		{"v2", v2, Layout{Version: V2, Root: v2, Controllers: []string{"cpuset", "cpu", "io", "memory", "pids", "rdma"}}},
 	}
 	for _, tc := range tests {
@@ -266,6 +271,8 @@ func TestEnsureV1(t *testing.T) {
 		"cpu,cpuacct/cgroup.procs":                                 "",
 		"memory/cgroup.procs":                                      "",
 		"pids/cgroup.procs":                                        "",
+		"freezer/cgroup.procs":                                     "",
+		"unified/cgroup.procs":                                     "",
 		"cpuset/cgroup.procs":                                      "",
 		"cpuset/cpuset.cpus":                                       "0-1\n",
 		"cpuset/cpuset.mems":                                       "0\n",
@@ -279,6 +286,14 @@ func TestEnsureV1(t *testing.T) {
 		t.Errorf("cgroup files (-want +got):\n%s", diff)
 	}
 
+	// The pod cgroups exist in the hierarchies without limits too.
+	for _, d := range []string{"freezer", "unified"} {
+		for _, p := range []string{"nk/kubepods/podg", "nk/kubepods/burstable/podb", "nk/kubepods/besteffort/pode"} {
+			if _, err := os.Stat(filepath.Join(root, d, p)); err != nil {
+				t.Errorf("pod cgroup missing from the %s hierarchy: %v", d, err)
+			}
+		}
+	}
 	uids, err := m.Pods()
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +317,7 @@ func TestEnsureV1(t *testing.T) {
 			t.Fatalf("RemovePod(%s): %v", uid, err)
 		}
 	}
-	for _, d := range []string{"cpu,cpuacct", "cpuset", "memory", "pids"} {
+	for _, d := range []string{"cpu,cpuacct", "cpuset", "memory", "pids", "freezer", "unified"} {
 		for _, p := range []string{"nk/kubepods/podg", "nk/kubepods/burstable/podb"} {
 			if _, err := os.Stat(filepath.Join(root, d, p)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s/%s still there after RemovePod: %v", d, p, err)

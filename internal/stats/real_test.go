@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -215,15 +214,7 @@ func TestRealPodCgroup(t *testing.T) {
 // removeCgroupRoot removes the test's cgroup root, and only it, from every
 // hierarchy, children first.
 func removeCgroupRoot(t *testing.T, l cgroups.Layout, root string) {
-	tops := []string{l.Root}
-	if l.Version == cgroups.V1 {
-		tops = nil
-		for _, d := range l.Dirs {
-			if !slices.Contains(tops, d) {
-				tops = append(tops, d)
-			}
-		}
-	}
+	tops := l.Hierarchies()
 	for _, top := range tops {
 		var dirs []string
 		_ = filepath.WalkDir(filepath.Join(top, root), func(p string, e fs.DirEntry, err error) error {
