@@ -159,7 +159,7 @@ func TestNodeStats(t *testing.T) {
 }
 
 // mkfile writes size bytes at p and returns the disk usage du counts for it.
-func mkfile(t *testing.T, p string, size int) uint64 {
+func mkfile(t testing.TB, p string, size int) uint64 {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func mkfile(t *testing.T, p string, size int) uint64 {
 }
 
 // blocks is the st_blocks × 512 of p.
-func blocks(t *testing.T, p string) uint64 {
+func blocks(t testing.TB, p string) uint64 {
 	t.Helper()
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {
@@ -196,7 +196,7 @@ type podFixture struct {
 	statfs                       func(string, *unix.Statfs_t) error
 }
 
-func newPodFixture(t *testing.T) *podFixture {
+func newPodFixture(t testing.TB) *podFixture {
 	t.Helper()
 	f := &podFixture{rootDir: t.TempDir(), logDir: t.TempDir(),
 		sandboxCreated: 1700000100e9, appCreated: 1700000200e9, sidecarCreated: 1700000250e9, statsTaken: 1700000300e9, imageFsTaken: 1700000400e9, appCPU: 500}
@@ -427,6 +427,42 @@ func TestSummaryErrors(t *testing.T) {
 func BenchmarkSummary(b *testing.B) {
 	p, err := New(Config{ProcRoot: "testdata/v1/proc", CgroupFSRoot: "testdata/v1/cgroup", RootDir: "/root"},
 		Deps{Statfs: statfsByPrefix(map[string]unix.Statfs_t{"/root": rootStatfs})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := p.Summary(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestConcurrentSummaries runs Summaries at once (the eviction loop and
+// /stats/summary do), for the race detector.
+func TestConcurrentSummaries(t *testing.T) {
+	t.Parallel()
+	f := newPodFixture(t)
+	p := f.provider(t, "testdata/v2", clocktesting.NewFakePassiveClock(t0))
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := p.Summary(t.Context())
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// BenchmarkSummaryPod times one Summary of the v1 fixture node with one pod
+// of two containers from a fake runtime (logs and emptyDir volumes on disk).
+func BenchmarkSummaryPod(b *testing.B) {
+	f := newPodFixture(b)
+	p, err := New(Config{ProcRoot: "testdata/v1/proc", CgroupFSRoot: "testdata/v1/cgroup", RootDir: f.rootDir, LogDir: f.logDir},
+		Deps{Runtime: f.rt, Pods: func() []*v1.Pod { return f.pods }, Statfs: f.statfs})
 	if err != nil {
 		b.Fatal(err)
 	}

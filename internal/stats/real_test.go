@@ -230,3 +230,16 @@ func removeCgroupRoot(t *testing.T, l cgroups.Layout, root string) {
 		}
 	}
 }
+
+// BenchmarkSummaryRealNode times one Summary of this machine without pods.
+func BenchmarkSummaryRealNode(b *testing.B) {
+	p, err := New(Config{RootDir: b.TempDir()}, Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := p.Summary(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
