@@ -28,6 +28,10 @@
 //	             (v1 memory.limit_in_bytes; v2 memory.max)
 //	pids         Config.PodPidsLimit when it is positive (pids.max)
 //
+// QoS tiers (EnsureQoS, UpdateQoS): besteffort gets 2 cpu shares, burstable
+// the shares of the sum of its pods' cpu requests; kubepods is limited only
+// when Config.KubepodsLimits asks.
+//
 // Requests absent where a limit is set default to the limit, as the API
 // server's defaulting does. A Manager never kills processes and never removes a
 // cgroup it would not create (only pod<UID> directories under the tiers).

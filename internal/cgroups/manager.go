@@ -129,6 +129,38 @@ func (m *Manager) EnsureQoS() error {
 	return nil
 }
 
+// UpdateQoS sets the QoS tiers' cpu shares from pods, the pods the node
+// runs, as the kubelet's QoS manager does on each pod change: burstable gets
+// the shares of the sum of its pods' cpu requests (2 with none), besteffort 2.
+// Call it after EnsureQoS, with every admitted pod; it is cheap enough to call
+// on each pod add and remove.
+func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
+	var milli int64
+	for _, pod := range pods {
+		if qos.Class(pod) != v1.PodQOSBurstable {
+			continue
+		}
+		milli += podCPURequest(pod)
+	}
+	for class, shares := range map[v1.PodQOSClass]uint64{v1.PodQOSBurstable: milliToShares(milli), v1.PodQOSBestEffort: minShares} {
+		if err := m.setShares(tierPath(m.root, class), shares); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setShares writes only the cpu shares (v2: weight) of the cgroup at cgroupPath.
+func (m *Manager) setShares(cgroupPath string, shares uint64) error {
+	if m.layout.Version == V2 {
+		if !slices.Contains(m.layout.Controllers, "cpu") {
+			return nil
+		}
+		return write(filepath.Join(m.layout.Root, cgroupPath), "cpu.weight", strconv.FormatUint(sharesToWeight(shares), 10))
+	}
+	return write(m.layout.Dir("cpu", cgroupPath), "cpu.shares", strconv.FormatUint(shares, 10))
+}
+
 // EnsurePod makes (or updates) the cgroup of pod in every hierarchy, with the
 // limits the package doc lists, and returns the cgroupParent to give the
 // runtime for the pod's sandbox and containers

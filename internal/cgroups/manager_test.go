@@ -378,3 +378,50 @@ func TestEnsureV2(t *testing.T) {
 		t.Errorf("Pods after RemovePod (-want +got):\n%s", diff)
 	}
 }
+
+func TestUpdateQoS(t *testing.T) {
+	t.Parallel()
+	pods := []*v1.Pod{
+		pod("b1", ctr(rl("100m", ""), nil)),
+		pod("b2", ctr(rl("300m", "1Mi"), rl("", "2Mi"))),
+		pod("g", ctr(rl("1", "1Mi"), rl("1", "1Mi"))),
+		pod("e", ctr(nil, nil)),
+	}
+	tests := []struct {
+		name  string
+		root  func(t *testing.T) string
+		pods  []*v1.Pod
+		files map[string]string
+	}{
+		{"v1 burstable pods", func(t *testing.T) string { return v1Tree(t, false) }, pods,
+			map[string]string{"cpu/kubepods/burstable/cpu.shares": "409", "cpu/kubepods/besteffort/cpu.shares": "2"}},
+		{"v1 no burstable pods", func(t *testing.T) string { return v1Tree(t, false) }, pods[2:],
+			map[string]string{"cpu/kubepods/burstable/cpu.shares": "2", "cpu/kubepods/besteffort/cpu.shares": "2"}},
+		{"v2 burstable pods", v2Tree, pods,
+			map[string]string{"kubepods/burstable/cpu.weight": "16", "kubepods/besteffort/cpu.weight": "1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := tc.root(t)
+			m := fixtureManager(t, Config{FSRoot: root})
+			if err := m.EnsureQoS(); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.UpdateQoS(tc.pods); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for f := range tc.files {
+				b, err := os.ReadFile(filepath.Join(root, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[f] = string(b)
+			}
+			if diff := cmp.Diff(tc.files, got); diff != "" {
+				t.Errorf("QoS shares (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

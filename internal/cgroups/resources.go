@@ -63,10 +63,9 @@ func podResources(pod *v1.Pod, pidsLimit int64) resources {
 		return r
 	}
 	pod = withDefaultRequests(pod)
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	lim := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
 	cpuDeclared, memDeclared := limitsDeclared(pod)
-	r.shares = milliToShares(req.Cpu().MilliValue())
+	r.shares = milliToShares(podCPURequest(pod))
 	if class == v1.PodQOSGuaranteed || cpuDeclared {
 		r.quota = milliToQuota(lim.Cpu().MilliValue())
 	}
@@ -76,6 +75,13 @@ func podResources(pod *v1.Pod, pidsLimit int64) resources {
 		}
 	}
 	return r
+}
+
+// podCPURequest is the pod's effective cpu request in millicores (init
+// containers, sidecars and overhead counted as the scheduler counts them).
+func podCPURequest(pod *v1.Pod) int64 {
+	req := resourcehelper.PodRequests(withDefaultRequests(pod), resourcehelper.PodResourcesOptions{})
+	return req.Cpu().MilliValue()
 }
 
 // limitsDeclared reports whether every container (init ones too) has a cpu,
