@@ -27,6 +27,9 @@
 //	memory       only when every container has a memory limit: the sum of the limits
 //	             (v1 memory.limit_in_bytes; v2 memory.max)
 //	pids         Config.PodPidsLimit when it is positive (pids.max)
+//	hugepages    for every page size the machine has, the pod's hugepages-<size>
+//	             request, 0 when it has none (v1 hugetlb.<size>.limit_in_bytes,
+//	             v2 hugetlb.<size>.max)
 //
 // QoS tiers (EnsureQoS, UpdateQoS): besteffort gets 2 cpu shares, burstable
 // the shares of the sum of its pods' cpu requests; kubepods is limited only

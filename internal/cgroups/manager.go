@@ -361,6 +361,9 @@ func (m *Manager) apply(cgroupPath string, r resources) error {
 				return err
 			}
 		}
+		if r.hugepages != nil && slices.Contains(m.layout.Controllers, "hugetlb") {
+			return writeHugepages(filepath.Join(m.layout.Root, KubepodsPath(m.root)), dir, ".max", r.hugepages)
+		}
 		return nil
 	}
 	var ws [][3]string // controller, file, value
@@ -380,7 +383,51 @@ func (m *Manager) apply(cgroupPath string, r resources) error {
 			return err
 		}
 	}
+	if h := m.layout.Dirs["hugetlb"]; h != "" && r.hugepages != nil {
+		return writeHugepages(h, filepath.Join(h, cgroupPath), ".limit_in_bytes", r.hugepages)
+	}
 	return nil
+}
+
+// writeHugepages writes, in dir, the hugetlb limit of every page size the
+// machine supports (the hugetlb.<size><suffix> files of sizesDir): the
+// pod's limit for that size, 0 for the others, as the kubelet does so that a
+// pod uses only the hugepages it requested.
+func writeHugepages(sizesDir, dir, suffix string, limits map[int64]int64) error {
+	es, err := os.ReadDir(sizesDir)
+	if err != nil {
+		return fmt.Errorf("hugepage sizes: %w", err)
+	}
+	for _, e := range es {
+		mid, ok := strings.CutPrefix(e.Name(), "hugetlb.")
+		if !ok {
+			continue
+		}
+		size, ok := strings.CutSuffix(mid, suffix)
+		if !ok {
+			continue
+		}
+		bytes, ok := pageSize(size)
+		if !ok {
+			continue // hugetlb.2MB.rsvd.max and the like
+		}
+		if err := write(dir, e.Name(), strconv.FormatInt(limits[bytes], 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pageSize parses a cgroup hugetlb page size ("2MB", "1GB", "64KB": binary
+// units) into bytes.
+func pageSize(s string) (int64, bool) {
+	for unit, mult := range map[string]int64{"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30} {
+		if n, ok := strings.CutSuffix(s, unit); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			return v * mult, err == nil && v > 0
+		}
+	}
+	return 0, false
 }
 
 // maxValue is v, or "max" when v is negative (no limit).

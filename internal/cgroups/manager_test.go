@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,6 +102,12 @@ func rl(cpu, mem string) v1.ResourceList {
 	return l
 }
 
+// hp adds a hugepages-<size> quantity to l.
+func hp(l v1.ResourceList, size, q string) v1.ResourceList {
+	l[v1.ResourceName(v1.ResourceHugePagesPrefix+size)] = resource.MustParse(q)
+	return l
+}
+
 func TestPodResources(t *testing.T) {
 	t.Parallel()
 	init := func(p *v1.Pod, c v1.Container) *v1.Pod {
@@ -131,13 +138,15 @@ func TestPodResources(t *testing.T) {
 			resources{shares: 262144, quota: -1, memory: -1, pids: -1}},
 		{"init container larger than the app containers", init(pod("u", ctr(rl("100m", ""), nil)), ctr(rl("2", ""), nil)), 0,
 			resources{shares: 2048, quota: -1, memory: -1, pids: -1}},
+		{"hugepages", pod("u", ctr(hp(rl("1", "1Gi"), "2Mi", "8Mi"), hp(rl("1", "1Gi"), "2Mi", "8Mi")), ctr(hp(rl("1", "1Gi"), "1Gi", "2Gi"), hp(rl("1", "1Gi"), "1Gi", "2Gi"))), 0,
+			resources{shares: 2048, quota: 200000, memory: 2 << 30, pids: -1, hugepages: map[int64]int64{2 << 20: 8 << 20, 1 << 30: 2 << 30}}},
 		{"init container without limits: no quota", init(pod("u", ctr(rl("100m", "1Mi"), rl("100m", "1Mi"))), ctr(rl("100m", ""), nil)), 0,
 			resources{shares: 102, quota: -1, memory: -1, pids: -1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.want, podResources(tc.pod, tc.pids), cmp.AllowUnexported(resources{})); diff != "" {
+			if diff := cmp.Diff(tc.want, podResources(tc.pod, tc.pids), cmp.AllowUnexported(resources{}), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("podResources (-want +got):\n%s", diff)
 			}
 		})
@@ -421,6 +430,53 @@ func TestUpdateQoS(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.files, got); diff != "" {
 				t.Errorf("QoS shares (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHugepages checks that a pod cgroup gets a hugetlb limit for every page
+// size the machine has: the pod's own, 0 for the sizes it did not request.
+func TestHugepages(t *testing.T) {
+	t.Parallel()
+	p := pod("h", ctr(hp(rl("1", "1Gi"), "2Mi", "8Mi"), hp(rl("1", "1Gi"), "2Mi", "8Mi")))
+	tests := []struct {
+		name string
+		tree func(t *testing.T) string
+		want map[string]string
+	}{
+		{"v1", func(t *testing.T) string {
+			root := v1Tree(t, false)
+			for _, f := range []string{"cgroup.procs", "hugetlb.2MB.limit_in_bytes", "hugetlb.1GB.limit_in_bytes", "hugetlb.2MB.rsvd.limit_in_bytes", "hugetlb.2MB.usage_in_bytes"} {
+				mkfile(t, filepath.Join(root, "hugetlb", f), "")
+			}
+			return root
+		}, map[string]string{"hugetlb/kubepods/podh/hugetlb.2MB.limit_in_bytes": "8388608", "hugetlb/kubepods/podh/hugetlb.1GB.limit_in_bytes": "0"}},
+		{"v2", func(t *testing.T) string {
+			root := v2Tree(t)
+			mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory hugetlb pids\n")
+			for _, f := range []string{"hugetlb.2MB.max", "hugetlb.1GB.max", "hugetlb.2MB.rsvd.max", "hugetlb.2MB.current"} {
+				mkfile(t, filepath.Join(root, "kubepods", f), "max\n")
+			}
+			return root
+		}, map[string]string{"kubepods/podh/hugetlb.2MB.max": "8388608", "kubepods/podh/hugetlb.1GB.max": "0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := tc.tree(t)
+			m := fixtureManager(t, Config{FSRoot: root})
+			if _, err := m.EnsurePod(p); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for k, v := range files(t, root) {
+				if strings.Contains(k, "podh/hugetlb.") {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("hugetlb files (-want +got):\n%s", diff)
 			}
 		})
 	}

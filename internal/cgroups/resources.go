@@ -1,7 +1,10 @@
 package cgroups
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodekeeper/nodekeeper/qos"
@@ -22,6 +25,9 @@ type resources struct {
 	quota  int64 // µs per quotaPeriod
 	memory int64 // bytes
 	pids   int64
+	// hugepages maps a page size to the limit in bytes for pods (nil: leave
+	// hugetlb alone); a size the machine supports and the map lacks gets 0.
+	hugepages map[int64]int64
 }
 
 // milliToShares converts millicores to cpu shares: milli*1024/1000, clamped to
@@ -54,7 +60,7 @@ func sharesToWeight(shares uint64) uint64 {
 
 // podResources computes the pod cgroup values of pod (see the package doc).
 func podResources(pod *v1.Pod, pidsLimit int64) resources {
-	r := resources{shares: minShares, quota: -1, memory: -1, pids: -1}
+	r := resources{shares: minShares, quota: -1, memory: -1, pids: -1, hugepages: hugepageLimits(pod)}
 	if pidsLimit > 0 {
 		r.pids = pidsLimit
 	}
@@ -82,6 +88,22 @@ func podResources(pod *v1.Pod, pidsLimit int64) resources {
 func podCPURequest(pod *v1.Pod) int64 {
 	req := resourcehelper.PodRequests(withDefaultRequests(pod), resourcehelper.PodResourcesOptions{})
 	return req.Cpu().MilliValue()
+}
+
+// hugepageLimits returns the pod's hugepages-<size> requests (which equal
+// its limits) by page size in bytes; never nil.
+func hugepageLimits(pod *v1.Pod) map[int64]int64 {
+	out := map[int64]int64{}
+	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		size, ok := strings.CutPrefix(string(name), v1.ResourceHugePagesPrefix)
+		if !ok {
+			continue
+		}
+		if s, err := resource.ParseQuantity(size); err == nil && s.Value() > 0 {
+			out[s.Value()] = q.Value()
+		}
+	}
+	return out
 }
 
 // limitsDeclared reports whether every container (init ones too) has a cpu,
