@@ -1,8 +1,11 @@
 package stats
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/nodekeeper/nodekeeper/internal/cgroups"
@@ -104,13 +107,39 @@ func (r cgroupReader) memory(cgPath string, isRoot bool) (memStats, error) {
 	return m, nil
 }
 
-// pids returns the number of tasks in the cgroup (pids.current).
-func (r cgroupReader) pids(cgPath string) (uint64, error) {
+// processes counts the processes of a pod's containers as the kubelet does
+// (the sum over its containers of the pids in each container cgroup's
+// cgroup.procs): the lines of cgroup.procs in the pod cgroup and its
+// descendants, leaving out the sandbox's own cgroup (named by its ID, as the
+// runtime names container cgroups under the cgroupfs driver). It reads the pids
+// hierarchy on v1 (memory when pids is not mounted).
+func (r cgroupReader) processes(cgPath, sandboxID string) (uint64, error) {
 	dir := r.layout.Dir("pids", cgPath)
 	if dir == "" {
-		return 0, errors.New("the pids hierarchy is not mounted")
+		dir = r.layout.Dir("memory", cgPath)
 	}
-	return readUint(filepath.Join(dir, "pids.current"))
+	var n uint64
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil // a container cgroup removed during the walk
+		}
+		if !e.IsDir() {
+			return nil
+		}
+		if p != dir && e.Name() == sandboxID {
+			return filepath.SkipDir
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		n += uint64(bytes.Count(b, []byte("\n")))
+		return nil
+	})
+	return n, err
 }
 
 // exists reports whether the cgroup is there (in the memory hierarchy on v1).

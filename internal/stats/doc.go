@@ -35,7 +35,8 @@
 //	                      v1 cpuacct.usage, memory.usage_in_bytes, memory.stat, memory.limit_in_bytes;
 //	                      v2 cpu.stat, memory.current, memory.stat, memory.max;
 //	                      availableBytes = limit − workingSet when the pod has a limit
-//	process_stats         pids.current of the pod cgroup (tasks: processes and threads)
+//	process_stats         processes of the pod's containers: the lines of cgroup.procs in the
+//	                      pod cgroup's descendants (pids hierarchy on v1), less the sandbox's
 //	psi (v2 only)         the pod cgroup's cpu.pressure, memory.pressure, io.pressure
 //	containers            the newest running CRI container of each name: cpu, memory
 //	                      from CRI ListContainerStats (usageNanoCores computed when the

@@ -487,7 +487,7 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 		if u, err := p.cg.cpuUsage(path); err == nil {
 			ps.CPU = s.cpu("pod/"+md.GetUid(), u, s.now.Time)
 		}
-		if n, err := p.cg.pids(path); err == nil {
+		if n, err := p.cg.processes(path, sb.Id); err == nil {
 			ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
 		}
 		if p.cg.layout.Version == cgroups.V2 {

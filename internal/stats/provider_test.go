@@ -299,7 +299,7 @@ func TestPodStats(t *testing.T) {
 			{Name: "mem", FsStats: onRoot(f.memVol, 2)},
 		},
 		EphemeralStorage: &eph,
-		ProcessStats:     &statsapi.ProcessStats{ProcessCount: u(12)},
+		ProcessStats:     &statsapi.ProcessStats{ProcessCount: u(3)}, // c1 2, c2 1; not the sandbox sb1
 	}}
 	if diff := cmp.Diff(want, got.Pods); diff != "" {
 		t.Errorf("pods (-want +got):\n%s", diff)

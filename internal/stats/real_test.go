@@ -203,8 +203,8 @@ func TestRealPodCgroup(t *testing.T) {
 	if *ps.Memory.AvailableBytes+*ps.Memory.WorkingSetBytes != 64<<20 || *ps.Memory.WorkingSetBytes == 0 {
 		t.Errorf("pod memory: available %d + working set %d, want the 64 MiB limit", *ps.Memory.AvailableBytes, *ps.Memory.WorkingSetBytes)
 	}
-	if *ps.ProcessStats.ProcessCount < 2 {
-		t.Errorf("pod tasks %d, want at least the pause and app processes", *ps.ProcessStats.ProcessCount)
+	if *ps.ProcessStats.ProcessCount != 1 {
+		t.Errorf("pod processes %d, want 1: the app's, not the sandbox's pause", *ps.ProcessStats.ProcessCount)
 	}
 	if s.Node.SystemContainers[0].Name != "pods" || s.Node.SystemContainers[0].Memory.WorkingSetBytes == nil {
 		t.Errorf("system containers %+v, want pods", s.Node.SystemContainers)
