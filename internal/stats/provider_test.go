@@ -472,3 +472,39 @@ func BenchmarkSummaryPod(b *testing.B) {
 		}
 	}
 }
+
+// TestPodCgroupV2 checks the pod figures read from a v2 pod cgroup
+// (Guaranteed, kubepods/pod2222): memory.current, memory.max, memory.stat,
+// cpu.stat, cgroup.procs and the pressure files.
+func TestPodCgroupV2(t *testing.T) {
+	t.Parallel()
+	f := newPodFixture(t)
+	f.rt.SetFakeSandboxes([]*apitest.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
+		Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "2222"}, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: f.sandboxCreated}}})
+	got, err := f.provider(t, "testdata/v2", clocktesting.NewFakePassiveClock(t0)).Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pods) != 1 {
+		t.Fatalf("%d pods, want 1", len(got.Pods))
+	}
+	now := metav1.NewTime(t0)
+	ps := got.Pods[0]
+	type podCgroup struct {
+		CPU       *statsapi.CPUStats
+		Memory    *statsapi.MemoryStats
+		IO        *statsapi.IOStats
+		Processes *statsapi.ProcessStats
+	}
+	want := podCgroup{
+		CPU: &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(2000000000), PSI: psiCPU},
+		// working set = memory.current 1e8 − inactive_file 3e7; limit memory.max 200 MiB.
+		Memory: &statsapi.MemoryStats{Time: now, AvailableBytes: u(209715200 - 70000000), UsageBytes: u(100000000), WorkingSetBytes: u(70000000),
+			RSSBytes: u(60000000), PageFaults: u(3), MajorPageFaults: u(0), PSI: psiMem},
+		IO:        &statsapi.IOStats{Time: now, PSI: psiIO},
+		Processes: &statsapi.ProcessStats{ProcessCount: u(1)}, // c3; not the sandbox sb2
+	}
+	if diff := cmp.Diff(want, podCgroup{ps.CPU, ps.Memory, ps.IO, ps.ProcessStats}); diff != "" {
+		t.Errorf("v2 pod cgroup stats (-want +got):\n%s", diff)
+	}
+}
