@@ -1,0 +1,41 @@
+// Package cgroups keeps the pod cgroup hierarchy of the kubelet's
+// cgroupsPerQOS layout with the cgroupfs driver, on cgroup v1 and v2:
+//
+//	<cgroupRoot>/kubepods                     Guaranteed pods: kubepods/pod<UID>
+//	<cgroupRoot>/kubepods/burstable           Burstable pods:  kubepods/burstable/pod<UID>
+//	<cgroupRoot>/kubepods/besteffort          BestEffort pods: kubepods/besteffort/pod<UID>
+//
+// The runtime then puts each container in a child of its pod's cgroup (the
+// cgroupParent EnsurePod returns).
+//
+// On cgroup v1 every path exists once per mounted hierarchy: limits are
+// written in cpu, cpuacct, cpuset, memory, pids and hugetlb (cpu and cpuacct
+// may be one co-mounted hierarchy); the others (blkio, devices, freezer,
+// name=systemd, and the unified tree of a hybrid machine) get the directories
+// only, because runc makes each container's cgroup in every hierarchy and the
+// pod's must be there to be removed with it. On cgroup v2 (FSRoot holds cgroup.controllers) it
+// exists once, and the controllers are enabled in each parent's
+// cgroup.subtree_control.
+//
+// Values written for a pod (the kubelet's rules):
+//
+//	cpu shares   sum of the cpu requests: milli*1024/1000, at least 2, at most 262144;
+//	             2 for BestEffort pods (v1 cpu.shares; v2 cpu.weight = 1 + (shares-2)*9999/262142)
+//	cpu quota    only when every container has a cpu limit (Guaranteed always):
+//	             limit milli * 100000/1000 µs per 100000 µs period, at least 1000
+//	             (v1 cpu.cfs_period_us, cpu.cfs_quota_us; v2 cpu.max "quota 100000")
+//	memory       only when every container has a memory limit: the sum of the limits
+//	             (v1 memory.limit_in_bytes; v2 memory.max)
+//	pids         Config.PodPidsLimit when it is positive (pids.max)
+//	hugepages    for every page size the machine has, the pod's hugepages-<size>
+//	             request, 0 when it has none (v1 hugetlb.<size>.limit_in_bytes,
+//	             v2 hugetlb.<size>.max)
+//
+// QoS tiers (EnsureQoS, UpdateQoS): besteffort gets 2 cpu shares, burstable
+// the shares of the sum of its pods' cpu requests; kubepods is limited only
+// when Config.KubepodsLimits asks.
+//
+// Requests absent where a limit is set default to the limit, as the API
+// server's defaulting does. A Manager never kills processes and never removes a
+// cgroup it would not create (only pod<UID> directories under the tiers).
+package cgroups

@@ -1,0 +1,483 @@
+package cgroups
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// v1Tree makes a cgroup v1 fixture mount in a temp dir: one hierarchy per
+// controller, or cpu and cpuacct co-mounted as "cpu,cpuacct" with symlinks.
+func v1Tree(t *testing.T, comount bool) string {
+	t.Helper()
+	root := t.TempDir()
+	ctrls := []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "freezer", "unified"}
+	if comount {
+		ctrls = []string{"cpu,cpuacct", "cpuset", "memory", "pids", "freezer", "unified"}
+	}
+	if err := os.Mkdir(filepath.Join(root, "not-mounted"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ctrls {
+		mkfile(t, filepath.Join(root, c, "cgroup.procs"), "")
+	}
+	mkfile(t, filepath.Join(root, "cpuset", "cpuset.cpus"), "0-1\n")
+	mkfile(t, filepath.Join(root, "cpuset", "cpuset.mems"), "0\n")
+	if comount {
+		for _, l := range []string{"cpu", "cpuacct"} {
+			if err := os.Symlink("cpu,cpuacct", filepath.Join(root, l)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return root
+}
+
+// v2Tree makes a cgroup v2 fixture mount in a temp dir.
+func v2Tree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpuset cpu io memory pids rdma\n")
+	mkfile(t, filepath.Join(root, "cgroup.subtree_control"), "cpu memory\n")
+	mkfile(t, filepath.Join(root, "cgroup.procs"), "1\n")
+	return root
+}
+
+func mkfile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// files returns every regular file under dir (relative to dir) with its
+// content.
+func files(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		got[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func pod(uid string, ctrs ...v1.Container) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: types.UID(uid)}, Spec: v1.PodSpec{Containers: ctrs}}
+}
+
+func ctr(req, lim v1.ResourceList) v1.Container {
+	return v1.Container{Name: "c", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}
+}
+
+func rl(cpu, mem string) v1.ResourceList {
+	l := v1.ResourceList{}
+	if cpu != "" {
+		l[v1.ResourceCPU] = resource.MustParse(cpu)
+	}
+	if mem != "" {
+		l[v1.ResourceMemory] = resource.MustParse(mem)
+	}
+	return l
+}
+
+// hp adds a hugepages-<size> quantity to l.
+func hp(l v1.ResourceList, size, q string) v1.ResourceList {
+	l[v1.ResourceName(v1.ResourceHugePagesPrefix+size)] = resource.MustParse(q)
+	return l
+}
+
+func TestPodResources(t *testing.T) {
+	t.Parallel()
+	init := func(p *v1.Pod, c v1.Container) *v1.Pod {
+		p.Spec.InitContainers = append(p.Spec.InitContainers, c)
+		return p
+	}
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		pids int64
+		want resources
+	}{
+		{"besteffort", pod("u", ctr(nil, nil)), -1, resources{shares: 2, quota: -1, memory: -1, pids: -1}},
+		{"besteffort with pids limit", pod("u", ctr(nil, nil)), 100, resources{shares: 2, quota: -1, memory: -1, pids: 100}},
+		{"guaranteed", pod("u", ctr(rl("500m", "64Mi"), rl("500m", "64Mi"))), 0,
+			resources{shares: 512, quota: 50000, memory: 64 << 20, pids: -1}},
+		{"limits only default the requests (guaranteed)", pod("u", ctr(nil, rl("250m", "32Mi"))), 0,
+			resources{shares: 256, quota: 25000, memory: 32 << 20, pids: -1}},
+		{"burstable, every container limited", pod("u", ctr(rl("100m", "10Mi"), rl("200m", "20Mi")), ctr(rl("100m", ""), rl("1", "30Mi"))), 0,
+			resources{shares: 204, quota: 120000, memory: 50 << 20, pids: -1}},
+		{"burstable, one container without limits", pod("u", ctr(rl("100m", "10Mi"), rl("200m", "20Mi")), ctr(rl("300m", ""), nil)), 0,
+			resources{shares: 409, quota: -1, memory: -1, pids: -1}},
+		{"burstable, cpu limits only", pod("u", ctr(rl("100m", "10Mi"), rl("200m", "")), ctr(nil, rl("300m", ""))), 0,
+			resources{shares: 409, quota: 50000, memory: -1, pids: -1}},
+		{"tiny request: at least 2 shares and 1000 µs", pod("u", ctr(rl("1m", ""), rl("1m", ""))), 0,
+			resources{shares: 2, quota: 1000, memory: -1, pids: -1}},
+		{"huge request: at most 262144 shares", pod("u", ctr(rl("1000", ""), nil)), 0,
+			resources{shares: 262144, quota: -1, memory: -1, pids: -1}},
+		{"init container larger than the app containers", init(pod("u", ctr(rl("100m", ""), nil)), ctr(rl("2", ""), nil)), 0,
+			resources{shares: 2048, quota: -1, memory: -1, pids: -1}},
+		{"hugepages", pod("u", ctr(hp(rl("1", "1Gi"), "2Mi", "8Mi"), hp(rl("1", "1Gi"), "2Mi", "8Mi")), ctr(hp(rl("1", "1Gi"), "1Gi", "2Gi"), hp(rl("1", "1Gi"), "1Gi", "2Gi"))), 0,
+			resources{shares: 2048, quota: 200000, memory: 2 << 30, pids: -1, hugepages: map[int64]int64{2 << 20: 8 << 20, 1 << 30: 2 << 30}}},
+		{"init container without limits: no quota", init(pod("u", ctr(rl("100m", "1Mi"), rl("100m", "1Mi"))), ctr(rl("100m", ""), nil)), 0,
+			resources{shares: 102, quota: -1, memory: -1, pids: -1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tc.want, podResources(tc.pod, tc.pids), cmp.AllowUnexported(resources{}), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("podResources (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSharesToWeight(t *testing.T) {
+	t.Parallel()
+	for shares, want := range map[uint64]uint64{0: 1, 2: 1, 1024: 39, 262144: 10000} {
+		if got := sharesToWeight(shares); got != want {
+			t.Errorf("sharesToWeight(%d) = %d, want %d", shares, got, want)
+		}
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	t.Parallel()
+	v1root := v1Tree(t, false)
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"systemd", Config{FSRoot: v1root, Driver: "systemd"}, `cgroupDriver "systemd": not supported yet; use "cgroupfs"`},
+		{"unknown driver", Config{FSRoot: v1root, Driver: "cgroupsfs"}, `cgroupDriver "cgroupsfs": want "cgroupfs" or "systemd"`},
+		{"relative root", Config{FSRoot: v1root, CgroupRoot: "nk"}, `cgroupRoot "nk": want an absolute cgroup path such as /`},
+		{"dotdot root", Config{FSRoot: v1root, CgroupRoot: "/a/../b"}, `cgroupRoot "/a/../b": must not contain ..`},
+		{"no memory hierarchy", Config{FSRoot: t.TempDir()}, "the cpu hierarchy is not mounted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := New(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDetect(t *testing.T) {
+	t.Parallel()
+	sep := v1Tree(t, false)
+	co := v1Tree(t, true)
+	v2 := v2Tree(t)
+	tests := []struct {
+		name string
+		root string
+		want Layout
+	}{
+		{"v1 separate", sep, Layout{Version: V1, Root: sep, Dirs: map[string]string{
+			"cpu": sep + "/cpu", "cpuacct": sep + "/cpuacct", "cpuset": sep + "/cpuset", "memory": sep + "/memory", "pids": sep + "/pids"},
+			Others: []string{sep + "/freezer", sep + "/unified"}}},
+		{"v1 co-mounted", co, Layout{Version: V1, Root: co, Dirs: map[string]string{
+			"cpu": co + "/cpu,cpuacct", "cpuacct": co + "/cpu,cpuacct", "cpuset": co + "/cpuset", "memory": co + "/memory", "pids": co + "/pids"},
+			Others: []string{co + "/freezer", co + "/unified"}}},
+		{"v2", v2, Layout{Version: V2, Root: v2, Controllers: []string{"cpuset", "cpu", "io", "memory", "pids", "rdma"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Detect(tc.root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Detect (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// fixtureManager is New with rmdir removing the plain fixture directories.
+func fixtureManager(t *testing.T, cfg Config) *Manager {
+	t.Helper()
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.rmdir = os.RemoveAll
+	return m
+}
+
+func TestEnsureV1(t *testing.T) {
+	t.Parallel()
+	root := v1Tree(t, true)
+	m := fixtureManager(t, Config{FSRoot: root, CgroupRoot: "/nk", PodPidsLimit: 64, KubepodsLimits: rl("1500m", "1Gi")})
+	if err := m.EnsureQoS(); err != nil {
+		t.Fatal(err)
+	}
+	parents := map[string]string{}
+	for _, p := range []*v1.Pod{
+		pod("g", ctr(rl("500m", "64Mi"), rl("500m", "64Mi"))),
+		pod("b", ctr(rl("100m", ""), nil)),
+		pod("e", ctr(nil, nil)),
+	} {
+		parent, err := m.EnsurePod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parents[string(p.UID)] = parent
+	}
+	if diff := cmp.Diff(map[string]string{"g": "/nk/kubepods/podg", "b": "/nk/kubepods/burstable/podb", "e": "/nk/kubepods/besteffort/pode"}, parents); diff != "" {
+		t.Errorf("cgroup parents (-want +got):\n%s", diff)
+	}
+	cpuset := func(dir string) map[string]string {
+		return map[string]string{"cpuset/" + dir + "/cpuset.cpus": "0-1", "cpuset/" + dir + "/cpuset.mems": "0"}
+	}
+	want := map[string]string{
+		"cpu,cpuacct/nk/kubepods/cpu.shares":                       "1536",
+		"cpu,cpuacct/nk/kubepods/cpu.cfs_quota_us":                 "-1",
+		"memory/nk/kubepods/memory.limit_in_bytes":                 "1073741824",
+		"pids/nk/kubepods/pids.max":                                "max",
+		"cpu,cpuacct/nk/kubepods/besteffort/cpu.shares":            "2",
+		"cpu,cpuacct/nk/kubepods/besteffort/cpu.cfs_quota_us":      "-1",
+		"memory/nk/kubepods/besteffort/memory.limit_in_bytes":      "-1",
+		"pids/nk/kubepods/besteffort/pids.max":                     "max",
+		"cpu,cpuacct/nk/kubepods/podg/cpu.shares":                  "512",
+		"cpu,cpuacct/nk/kubepods/podg/cpu.cfs_period_us":           "100000",
+		"cpu,cpuacct/nk/kubepods/podg/cpu.cfs_quota_us":            "50000",
+		"memory/nk/kubepods/podg/memory.limit_in_bytes":            "67108864",
+		"pids/nk/kubepods/podg/pids.max":                           "64",
+		"cpu,cpuacct/nk/kubepods/burstable/podb/cpu.shares":        "102",
+		"cpu,cpuacct/nk/kubepods/burstable/podb/cpu.cfs_quota_us":  "-1",
+		"memory/nk/kubepods/burstable/podb/memory.limit_in_bytes":  "-1",
+		"pids/nk/kubepods/burstable/podb/pids.max":                 "64",
+		"cpu,cpuacct/nk/kubepods/besteffort/pode/cpu.shares":       "2",
+		"cpu,cpuacct/nk/kubepods/besteffort/pode/cpu.cfs_quota_us": "-1",
+		"memory/nk/kubepods/besteffort/pode/memory.limit_in_bytes": "-1",
+		"pids/nk/kubepods/besteffort/pode/pids.max":                "64",
+		"cpu,cpuacct/cgroup.procs":                                 "",
+		"memory/cgroup.procs":                                      "",
+		"pids/cgroup.procs":                                        "",
+		"freezer/cgroup.procs":                                     "",
+		"unified/cgroup.procs":                                     "",
+		"cpuset/cgroup.procs":                                      "",
+		"cpuset/cpuset.cpus":                                       "0-1\n",
+		"cpuset/cpuset.mems":                                       "0\n",
+	}
+	for _, d := range []string{"nk", "nk/kubepods", "nk/kubepods/burstable", "nk/kubepods/besteffort", "nk/kubepods/podg", "nk/kubepods/burstable/podb", "nk/kubepods/besteffort/pode"} {
+		for k, v := range cpuset(d) {
+			want[k] = v
+		}
+	}
+	if diff := cmp.Diff(want, files(t, root)); diff != "" {
+		t.Errorf("cgroup files (-want +got):\n%s", diff)
+	}
+
+	// The pod cgroups exist in the hierarchies without limits too.
+	for _, d := range []string{"freezer", "unified"} {
+		for _, p := range []string{"nk/kubepods/podg", "nk/kubepods/burstable/podb", "nk/kubepods/besteffort/pode"} {
+			if _, err := os.Stat(filepath.Join(root, d, p)); err != nil {
+				t.Errorf("pod cgroup missing from the %s hierarchy: %v", d, err)
+			}
+		}
+	}
+	uids, err := m.Pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]types.UID{"b", "e", "g"}, uids); diff != "" {
+		t.Errorf("Pods (-want +got):\n%s", diff)
+	}
+
+	// A process in a child (container) cgroup of podb keeps it.
+	mkfile(t, filepath.Join(root, "memory/nk/kubepods/burstable/podb/ctr1/cgroup.procs"), "4242\n4243\n")
+	err = m.RemovePod("b")
+	if !errors.Is(err, ErrLiveProcesses) || !strings.Contains(err.Error(), "podb/ctr1 holds pids 4242,4243") {
+		t.Fatalf("RemovePod with live processes: %v, want ErrLiveProcesses naming the cgroup and pids", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cpu,cpuacct/nk/kubepods/burstable/podb")); err != nil {
+		t.Errorf("RemovePod with live processes removed something: %v", err)
+	}
+	mkfile(t, filepath.Join(root, "memory/nk/kubepods/burstable/podb/ctr1/cgroup.procs"), "")
+	for _, uid := range []types.UID{"b", "g", "absent"} {
+		if err := m.RemovePod(uid); err != nil {
+			t.Fatalf("RemovePod(%s): %v", uid, err)
+		}
+	}
+	for _, d := range []string{"cpu,cpuacct", "cpuset", "memory", "pids", "freezer", "unified"} {
+		for _, p := range []string{"nk/kubepods/podg", "nk/kubepods/burstable/podb"} {
+			if _, err := os.Stat(filepath.Join(root, d, p)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s/%s still there after RemovePod: %v", d, p, err)
+			}
+		}
+	}
+	uids, err = m.Pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]types.UID{"e"}, uids); diff != "" {
+		t.Errorf("Pods after RemovePod (-want +got):\n%s", diff)
+	}
+}
+
+func TestEnsureV2(t *testing.T) {
+	t.Parallel()
+	root := v2Tree(t)
+	m := fixtureManager(t, Config{FSRoot: root, PodPidsLimit: -1})
+	parent, err := m.EnsurePod(pod("g", ctr(rl("1", "1Gi"), rl("1", "1Gi"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent != "/kubepods/podg" {
+		t.Errorf("cgroup parent %q, want /kubepods/podg", parent)
+	}
+	if _, err := m.EnsurePod(pod("b", ctr(rl("100m", "1Mi"), rl("", "2Mi")))); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"cgroup.controllers":                             "cpuset cpu io memory pids rdma\n",
+		"cgroup.procs":                                   "1\n",
+		"cgroup.subtree_control":                         "+cpuset +cpu +io +memory +pids",
+		"kubepods/cgroup.subtree_control":                "+cpuset +cpu +io +memory +pids",
+		"kubepods/podg/cgroup.subtree_control":           "+cpuset +cpu +io +memory +pids",
+		"kubepods/podg/cpu.weight":                       "39",
+		"kubepods/podg/cpu.max":                          "100000 100000",
+		"kubepods/podg/memory.max":                       "1073741824",
+		"kubepods/podg/pids.max":                         "max",
+		"kubepods/burstable/cgroup.subtree_control":      "+cpuset +cpu +io +memory +pids",
+		"kubepods/burstable/podb/cgroup.subtree_control": "+cpuset +cpu +io +memory +pids",
+		"kubepods/burstable/podb/cpu.weight":             "4",
+		"kubepods/burstable/podb/cpu.max":                "max 100000",
+		"kubepods/burstable/podb/memory.max":             "2097152",
+		"kubepods/burstable/podb/pids.max":               "max",
+	}
+	if diff := cmp.Diff(want, files(t, root)); diff != "" {
+		t.Errorf("cgroup files (-want +got):\n%s", diff)
+	}
+	if err := m.RemovePod("g"); err != nil {
+		t.Fatal(err)
+	}
+	uids, err := m.Pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]types.UID{"b"}, uids); diff != "" {
+		t.Errorf("Pods after RemovePod (-want +got):\n%s", diff)
+	}
+}
+
+func TestUpdateQoS(t *testing.T) {
+	t.Parallel()
+	pods := []*v1.Pod{
+		pod("b1", ctr(rl("100m", ""), nil)),
+		pod("b2", ctr(rl("300m", "1Mi"), rl("", "2Mi"))),
+		pod("g", ctr(rl("1", "1Mi"), rl("1", "1Mi"))),
+		pod("e", ctr(nil, nil)),
+	}
+	tests := []struct {
+		name  string
+		root  func(t *testing.T) string
+		pods  []*v1.Pod
+		files map[string]string
+	}{
+		{"v1 burstable pods", func(t *testing.T) string { return v1Tree(t, false) }, pods,
+			map[string]string{"cpu/kubepods/burstable/cpu.shares": "409", "cpu/kubepods/besteffort/cpu.shares": "2"}},
+		{"v1 no burstable pods", func(t *testing.T) string { return v1Tree(t, false) }, pods[2:],
+			map[string]string{"cpu/kubepods/burstable/cpu.shares": "2", "cpu/kubepods/besteffort/cpu.shares": "2"}},
+		{"v2 burstable pods", v2Tree, pods,
+			map[string]string{"kubepods/burstable/cpu.weight": "16", "kubepods/besteffort/cpu.weight": "1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := tc.root(t)
+			m := fixtureManager(t, Config{FSRoot: root})
+			if err := m.EnsureQoS(); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.UpdateQoS(tc.pods); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for f := range tc.files {
+				b, err := os.ReadFile(filepath.Join(root, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[f] = string(b)
+			}
+			if diff := cmp.Diff(tc.files, got); diff != "" {
+				t.Errorf("QoS shares (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHugepages checks that a pod cgroup gets a hugetlb limit for every page
+// size the machine has: the pod's own, 0 for the sizes it did not request.
+func TestHugepages(t *testing.T) {
+	t.Parallel()
+	p := pod("h", ctr(hp(rl("1", "1Gi"), "2Mi", "8Mi"), hp(rl("1", "1Gi"), "2Mi", "8Mi")))
+	tests := []struct {
+		name string
+		tree func(t *testing.T) string
+		want map[string]string
+	}{
+		{"v1", func(t *testing.T) string {
+			root := v1Tree(t, false)
+			for _, f := range []string{"cgroup.procs", "hugetlb.2MB.limit_in_bytes", "hugetlb.1GB.limit_in_bytes", "hugetlb.2MB.rsvd.limit_in_bytes", "hugetlb.2MB.usage_in_bytes"} {
+				mkfile(t, filepath.Join(root, "hugetlb", f), "")
+			}
+			return root
+		}, map[string]string{"hugetlb/kubepods/podh/hugetlb.2MB.limit_in_bytes": "8388608", "hugetlb/kubepods/podh/hugetlb.1GB.limit_in_bytes": "0"}},
+		{"v2", func(t *testing.T) string {
+			root := v2Tree(t)
+			mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpu memory hugetlb pids\n")
+			for _, f := range []string{"hugetlb.2MB.max", "hugetlb.1GB.max", "hugetlb.2MB.rsvd.max", "hugetlb.2MB.current"} {
+				mkfile(t, filepath.Join(root, "kubepods", f), "max\n")
+			}
+			return root
+		}, map[string]string{"kubepods/podh/hugetlb.2MB.max": "8388608", "kubepods/podh/hugetlb.1GB.max": "0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := tc.tree(t)
+			m := fixtureManager(t, Config{FSRoot: root})
+			if _, err := m.EnsurePod(p); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for k, v := range files(t, root) {
+				if strings.Contains(k, "podh/hugetlb.") {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("hugetlb files (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

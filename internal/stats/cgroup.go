@@ -1,0 +1,164 @@
+package stats
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/nodekeeper/nodekeeper/internal/cgroups"
+)
+
+// v1Unlimited is where a cgroup v1 memory limit means "none": the kernel
+// reports its page-counter maximum, just under 2^63.
+const v1Unlimited = 1 << 62
+
+// memStats are a cgroup's memory figures, in bytes, as cadvisor derives them.
+type memStats struct {
+	usage, workingSet, rss, pageFaults, majorPageFaults uint64
+	limit                                               uint64 // 0: none
+}
+
+// cgroupReader reads cgroup stats files under a detected layout.
+type cgroupReader struct {
+	layout cgroups.Layout
+}
+
+// cpuUsage returns the cgroup's cumulative cpu time in nanoseconds: v1
+// cpuacct.usage; v2 cpu.stat usage_usec × 1000.
+func (r cgroupReader) cpuUsage(cgPath string) (uint64, error) {
+	if r.layout.Version == cgroups.V2 {
+		p := filepath.Join(r.layout.Dir("", cgPath), "cpu.stat")
+		m, err := readKeyed(p, "usage_usec")
+		if err != nil {
+			return 0, err
+		}
+		v, ok := m["usage_usec"]
+		if !ok {
+			return 0, fmt.Errorf("%s: no usage_usec field", p)
+		}
+		return v * 1000, nil
+	}
+	dir := r.layout.Dir("cpuacct", cgPath)
+	if dir == "" {
+		return 0, errors.New("the cpuacct hierarchy is not mounted")
+	}
+	return readUint(filepath.Join(dir, "cpuacct.usage"))
+}
+
+// memory returns the cgroup's memory stats. isRoot selects the root
+// cgroup's files where they differ (v2 has no memory.current there; usage is
+// anon + file of memory.stat, as runc's cgroup library computes it for
+// cadvisor).
+//
+//	v1: usage = memory.usage_in_bytes; memory.stat total_inactive_file,
+//	    total_rss, pgfault, pgmajfault; limit = memory.limit_in_bytes
+//	v2: usage = memory.current; memory.stat inactive_file, anon, pgfault,
+//	    pgmajfault; limit = memory.max
+//
+// workingSet = usage − inactive file, at least 0.
+func (r cgroupReader) memory(cgPath string, isRoot bool) (memStats, error) {
+	var m memStats
+	if r.layout.Version == cgroups.V2 {
+		dir := r.layout.Dir("", cgPath)
+		st, err := readKeyed(filepath.Join(dir, "memory.stat"), "anon", "file", "inactive_file", "pgfault", "pgmajfault")
+		if err != nil {
+			return m, err
+		}
+		if isRoot {
+			m.usage = st["anon"] + st["file"]
+		} else {
+			if m.usage, err = readUint(filepath.Join(dir, "memory.current")); err != nil {
+				return m, err
+			}
+			limit, err := readUint(filepath.Join(dir, "memory.max"))
+			if err != nil {
+				return m, err
+			}
+			if limit != ^uint64(0) {
+				m.limit = limit
+			}
+		}
+		m.workingSet = sub(m.usage, st["inactive_file"])
+		m.rss, m.pageFaults, m.majorPageFaults = st["anon"], st["pgfault"], st["pgmajfault"]
+		return m, nil
+	}
+	dir := r.layout.Dir("memory", cgPath)
+	st, err := readKeyed(filepath.Join(dir, "memory.stat"), "total_inactive_file", "total_rss", "pgfault", "pgmajfault")
+	if err != nil {
+		return m, err
+	}
+	if m.usage, err = readUint(filepath.Join(dir, "memory.usage_in_bytes")); err != nil {
+		return m, err
+	}
+	if !isRoot {
+		limit, err := readUint(filepath.Join(dir, "memory.limit_in_bytes"))
+		if err != nil {
+			return m, err
+		}
+		if limit < v1Unlimited {
+			m.limit = limit
+		}
+	}
+	m.workingSet = sub(m.usage, st["total_inactive_file"])
+	m.rss, m.pageFaults, m.majorPageFaults = st["total_rss"], st["pgfault"], st["pgmajfault"]
+	return m, nil
+}
+
+// processes counts the processes of a pod's containers as the kubelet does
+// (the sum over its containers of the pids in each container cgroup's
+// cgroup.procs): the lines of cgroup.procs in the pod cgroup and its
+// descendants, leaving out the sandbox's own cgroup (named by its ID, as the
+// runtime names container cgroups under the cgroupfs driver). It reads the pids
+// hierarchy on v1 (memory when pids is not mounted).
+func (r cgroupReader) processes(cgPath, sandboxID string) (uint64, error) {
+	dir := r.layout.Dir("pids", cgPath)
+	if dir == "" {
+		dir = r.layout.Dir("memory", cgPath)
+	}
+	var n uint64
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil // a container cgroup removed during the walk
+		}
+		if !e.IsDir() {
+			return nil
+		}
+		if p != dir && e.Name() == sandboxID {
+			return filepath.SkipDir
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		n += uint64(bytes.Count(b, []byte("\n")))
+		return nil
+	})
+	return n, err
+}
+
+// exists reports whether the cgroup is there (in the memory hierarchy on v1).
+func (r cgroupReader) exists(cgPath string) bool {
+	_, err := readUint(filepath.Join(r.layout.Dir("memory", cgPath), memoryUsageFile(r.layout.Version)))
+	return err == nil
+}
+
+func memoryUsageFile(v cgroups.Version) string {
+	if v == cgroups.V2 {
+		return "memory.current"
+	}
+	return "memory.usage_in_bytes"
+}
+
+// sub is a − b, at least 0.
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}

@@ -1,0 +1,52 @@
+// Package stats builds the kubelet's stats Summary
+// (k8s.io/kubelet/pkg/apis/stats/v1alpha1) from the node it runs on, for the
+// eviction manager and /stats/summary. Every file is read under an injected
+// root (Config.ProcRoot, Config.CgroupFSRoot), so tests read fixture trees.
+//
+// Node (cgroup paths relative to the hierarchy's mount; "/" is the root cgroup):
+//
+//	startTime        <proc>/stat btime
+//	memory capacity  <proc>/meminfo MemTotal
+//	memory, v1       memory/memory.usage_in_bytes (usage); memory/memory.stat
+//	                 total_inactive_file, total_rss (rssBytes), pgfault, pgmajfault
+//	memory, v2       memory.stat at the root: usage = anon + file (the root has no
+//	                 memory.current; runc's cgroup library, which cadvisor uses,
+//	                 derives it so), inactive_file, anon (rssBytes), pgfault, pgmajfault
+//	workingSetBytes  usage − inactive file (at least 0), as cadvisor computes it
+//	availableBytes   capacity − workingSet: what memory.available is observed from
+//	swap             <proc>/meminfo SwapTotal − SwapFree (used), SwapFree (available)
+//	cpu              v1 cpuacct/cpuacct.usage; v2 cpu.stat usage_usec × 1000;
+//	                 usageNanoCores = Δusage / Δtime since the previous Summary
+//	psi              <proc>/pressure/{cpu,memory,io}, where the kernel has them
+//	fs               statfs(RootDir): capacity = blocks × bsize, available = bavail × bsize,
+//	                 used = (blocks − bfree) × bsize, inodes = files, inodesFree = ffree
+//	runtime.imageFs  CRI ImageFsInfo usedBytes and inodesUsed of the first image
+//	                 filesystem, capacity/available/inodes from statfs of its mountpoint;
+//	                 containerFs likewise from the container filesystems, else = imageFs
+//	rlimit           maxpid = min(<proc>/sys/kernel/pid_max, threads-max);
+//	                 curproc = the total of <proc>/loadavg's 4th field (processes + threads)
+//	"pods" container the kubepods cgroup (<CgroupRoot>/kubepods): cpu and memory read as
+//	                 for pods; availableBytes = its memory limit (or capacity) − workingSet
+//
+// Pods (the newest ready CRI sandbox of each pod UID):
+//
+//	podRef, startTime     sandbox metadata and creation time
+//	cpu, memory           the pod cgroup (<CgroupRoot>/kubepods[/burstable|/besteffort]/pod<UID>):
+//	                      v1 cpuacct.usage, memory.usage_in_bytes, memory.stat, memory.limit_in_bytes;
+//	                      v2 cpu.stat, memory.current, memory.stat, memory.max;
+//	                      availableBytes = limit − workingSet when the pod has a limit
+//	process_stats         processes of the pod's containers: the lines of cgroup.procs in the
+//	                      pod cgroup's descendants (pids hierarchy on v1), less the sandbox's
+//	psi (v2 only)         the pod cgroup's cpu.pressure, memory.pressure, io.pressure
+//	containers            the newest running CRI container of each name: cpu, memory
+//	                      from CRI ListContainerStats (usageNanoCores computed when the
+//	                      runtime gives none); rootfs = the writable layer's usage, with
+//	                      the container filesystem's capacity; logs = du of
+//	                      <LogDir>/<namespace>_<name>_<UID>/<container>/ with statfs(LogDir)
+//	volume                emptyDir volumes of the pod's spec: du of
+//	                      <RootDir>/pods/<UID>/volumes/kubernetes.io~empty-dir/<name>
+//	ephemeral-storage     rootfs + logs + disk-backed emptyDir usage, with the node
+//	                      filesystem's capacity
+//
+// du counts st_blocks × 512 of every entry and one inode per entry, as du does.
+package stats

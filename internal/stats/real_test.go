@@ -1,0 +1,245 @@
+package stats
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/cgroups"
+	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
+	"github.com/nodekeeper/nodekeeper/internal/integration"
+)
+
+// memTotal reads MemTotal from this machine's /proc/meminfo, in bytes.
+func memTotal(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n * 1024
+		}
+	}
+	t.Fatal("no MemTotal in /proc/meminfo")
+	return 0
+}
+
+// TestRealNode checks that the Summary of this machine is sane.
+func TestRealNode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		integration.Require(t, "the real-node stats test needs root (cgroup files)")
+	}
+	p, err := New(Config{RootDir: t.TempDir(), NodeName: "real"}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := p.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := s.Node
+	capacity := memTotal(t)
+	m := n.Memory
+	if *m.WorkingSetBytes > capacity || *m.AvailableBytes+*m.WorkingSetBytes != capacity {
+		t.Errorf("memory: available %d + working set %d != MemTotal %d", *m.AvailableBytes, *m.WorkingSetBytes, capacity)
+	}
+	if *m.UsageBytes < *m.WorkingSetBytes || *m.WorkingSetBytes == 0 {
+		t.Errorf("memory: usage %d, working set %d; want 0 < working set <= usage", *m.UsageBytes, *m.WorkingSetBytes)
+	}
+	if f := n.Fs; *f.CapacityBytes == 0 || *f.AvailableBytes > *f.CapacityBytes || *f.UsedBytes > *f.CapacityBytes || *f.Inodes == 0 {
+		t.Errorf("node fs: capacity %d, available %d, used %d, inodes %d", *f.CapacityBytes, *f.AvailableBytes, *f.UsedBytes, *f.Inodes)
+	}
+	if r := n.Rlimit; *r.NumOfRunningProcesses <= 0 || *r.NumOfRunningProcesses >= *r.MaxPID {
+		t.Errorf("rlimit: curproc %d, maxpid %d", *r.NumOfRunningProcesses, *r.MaxPID)
+	}
+	if *n.CPU.UsageCoreNanoSeconds < *first.Node.CPU.UsageCoreNanoSeconds || n.CPU.UsageNanoCores == nil ||
+		*n.CPU.UsageNanoCores > uint64(runtime.NumCPU())*2e9 {
+		t.Errorf("cpu: usage %d then %d, nanocores %v", *first.Node.CPU.UsageCoreNanoSeconds, *n.CPU.UsageCoreNanoSeconds, n.CPU.UsageNanoCores)
+	}
+	if n.StartTime.IsZero() || n.StartTime.After(s.Node.CPU.Time.Time) {
+		t.Errorf("node start time %v", n.StartTime)
+	}
+}
+
+// TestRealRuntime checks the runtime parts against a private containerd:
+// its image filesystem, and a running pod's container stats.
+func TestRealRuntime(t *testing.T) {
+	ctd := containerdtest.Start(t)
+	app := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/stats-app:1", Runnable: true, Pad: 4096})
+	ctd.Import(t, app)
+	pod := ctd.RunPod(t, "web", "uid-stats-1")
+	ctd.CreateContainer(t, pod, "app", 0, app.Ref, nil, true)
+
+	p, err := New(Config{RootDir: t.TempDir(), LogDir: t.TempDir(), NodeName: "real", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
+		Deps{Runtime: ctd.CRI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// containerd refreshes snapshot usage periodically (every 10 s in 1.6), so
+	// used bytes may still be 0 this early: only their presence is checked.
+	rt := s.Node.Runtime
+	if rt == nil || rt.ImageFs == nil || rt.ImageFs.CapacityBytes == nil || *rt.ImageFs.CapacityBytes == 0 || rt.ImageFs.UsedBytes == nil || rt.ImageFs.InodesUsed == nil {
+		t.Fatalf("runtime image fs: %+v", rt.ImageFs)
+	}
+	if len(s.Pods) != 1 {
+		t.Fatalf("%d pods, want 1: %+v", len(s.Pods), s.Pods)
+	}
+	ps := s.Pods[0]
+	if ps.PodRef.UID != "uid-stats-1" || ps.PodRef.Name != "web" || ps.PodRef.Namespace != "default" || ps.StartTime.IsZero() {
+		t.Errorf("pod ref %+v, start %v", ps.PodRef, ps.StartTime)
+	}
+	if len(ps.Containers) != 1 || ps.Containers[0].Name != "app" {
+		t.Fatalf("containers %+v, want app", ps.Containers)
+	}
+	c := ps.Containers[0]
+	if c.CPU == nil || c.CPU.UsageCoreNanoSeconds == nil || c.Memory == nil || c.Memory.WorkingSetBytes == nil || *c.Memory.WorkingSetBytes == 0 {
+		t.Errorf("container cpu %+v, memory %+v", c.CPU, c.Memory)
+	}
+	if c.Rootfs == nil || c.Rootfs.UsedBytes == nil || c.Rootfs.CapacityBytes == nil || *c.Rootfs.CapacityBytes != *rt.ContainerFs.CapacityBytes {
+		t.Errorf("container rootfs %+v", c.Rootfs)
+	}
+	if e := ps.EphemeralStorage; e == nil || e.UsedBytes == nil || *e.UsedBytes != *c.Rootfs.UsedBytes+*c.Logs.UsedBytes {
+		t.Errorf("ephemeral storage %+v, want rootfs + logs", e)
+	}
+}
+
+// TestRealPodCgroup runs a pod sandbox and container in a pod cgroup made by
+// internal/cgroups under a root of the test's own, and checks the pod's
+// cgroup figures: the cgroupParent EnsurePod returns is the one runc takes.
+func TestRealPodCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		integration.Require(t, "the pod cgroup test needs root")
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	root := "/nk-test-" + hex.EncodeToString(rnd[:])
+	m, err := cgroups.New(cgroups.Config{CgroupRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := "uid-stats-2"
+	// Registered before containerd starts, so it runs after containerd's
+	// cleanup has removed the pod.
+	t.Cleanup(func() {
+		if err := m.RemovePod(types.UID(uid)); err != nil {
+			t.Errorf("remove pod cgroup: %v", err)
+		}
+		removeCgroupRoot(t, m.Layout(), root)
+	})
+	if err := m.EnsureQoS(); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := m.EnsurePod(&v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "guaranteed", Namespace: "default", UID: types.UID(uid)},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{
+			Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctd := containerdtest.Start(t)
+	app := ctd.Build(t, containerdtest.Image{Ref: "docker.io/nodekeeper/stats-app:2", Runnable: true})
+	ctd.Import(t, app)
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "guaranteed", Uid: uid, Namespace: "default"},
+		LogDirectory: t.TempDir(),
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: parent,
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_POD},
+			},
+		},
+	}
+	id, err := ctd.CRI.RunPodSandbox(t.Context(), cfg, "")
+	if err != nil {
+		t.Fatalf("run pod: %v\n%s", err, ctd.Log())
+	}
+	ctd.CreateContainer(t, containerdtest.Pod{ID: id, Config: cfg}, "app", 0, app.Ref, nil, true)
+
+	p, err := New(Config{RootDir: t.TempDir(), LogDir: t.TempDir(), CgroupRoot: root}, Deps{Runtime: ctd.CRI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Pods) != 1 {
+		t.Fatalf("%d pods, want 1", len(s.Pods))
+	}
+	ps := s.Pods[0]
+	if ps.CPU == nil || ps.Memory == nil || ps.Memory.AvailableBytes == nil || ps.ProcessStats == nil {
+		t.Fatalf("pod cgroup stats missing: cpu %+v, memory %+v, processes %+v", ps.CPU, ps.Memory, ps.ProcessStats)
+	}
+	if *ps.Memory.AvailableBytes+*ps.Memory.WorkingSetBytes != 64<<20 || *ps.Memory.WorkingSetBytes == 0 {
+		t.Errorf("pod memory: available %d + working set %d, want the 64 MiB limit", *ps.Memory.AvailableBytes, *ps.Memory.WorkingSetBytes)
+	}
+	if *ps.ProcessStats.ProcessCount != 1 {
+		t.Errorf("pod processes %d, want 1: the app's, not the sandbox's pause", *ps.ProcessStats.ProcessCount)
+	}
+	if s.Node.SystemContainers[0].Name != "pods" || s.Node.SystemContainers[0].Memory.WorkingSetBytes == nil {
+		t.Errorf("system containers %+v, want pods", s.Node.SystemContainers)
+	}
+}
+
+// removeCgroupRoot removes the test's cgroup root, and only it, from every
+// hierarchy, children first.
+func removeCgroupRoot(t *testing.T, l cgroups.Layout, root string) {
+	tops := l.Hierarchies()
+	for _, top := range tops {
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join(top, root), func(p string, e fs.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := unix.Rmdir(dirs[i]); err != nil {
+				t.Errorf("remove test cgroup %s: %v", dirs[i], err)
+			}
+		}
+	}
+}
+
+// BenchmarkSummaryRealNode times one Summary of this machine without pods.
+func BenchmarkSummaryRealNode(b *testing.B) {
+	p, err := New(Config{RootDir: b.TempDir()}, Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := p.Summary(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
