@@ -19,7 +19,11 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require golang.org/x/sync v0.24.0 // indirect
+require (
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

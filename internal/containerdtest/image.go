@@ -1,20 +1,18 @@
 package containerdtest
 
 import (
-	"archive/tar"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
 
@@ -96,7 +94,8 @@ func helper() ([]byte, error) {
 	return helperBin, helperErr
 }
 
-// BuildImage writes img as an OCI image layout tarball into dir.
+// BuildImage writes img as an OCI image layout tarball into dir (with
+// ocibuild: the same img gives the same image ID).
 func BuildImage(t testing.TB, dir string, img Image) Built {
 	t.Helper()
 	b, err := buildImage(dir, img)
@@ -107,108 +106,30 @@ func BuildImage(t testing.TB, dir string, img Image) Built {
 }
 
 func buildImage(dir string, img Image) (Built, error) {
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	mtime := time.Unix(0, 0)
-	add := func(name string, mode int64, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(data)), ModTime: mtime, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		return err
-	}
+	oi := ocibuild.Image{Ref: img.Ref, Env: []string{"PATH=/"}}
 	if img.Runnable {
 		bin, err := helper()
 		if err != nil {
 			return Built{}, err
 		}
-		if err := add("pause", 0o755, bin); err != nil {
-			return Built{}, err
-		}
+		oi.Files = append(oi.Files, ocibuild.File{Path: "pause", Mode: 0o755, Data: bin})
+		oi.Entrypoint = []string{"/pause"}
 	}
 	// Every image gets a file naming it, so equal pads still give distinct layers.
-	if err := add("image-ref", 0o644, []byte(img.Ref)); err != nil {
-		return Built{}, err
-	}
+	oi.Files = append(oi.Files, ocibuild.File{Path: "image-ref", Data: []byte(img.Ref)})
 	if img.Pad > 0 {
-		if err := add("pad", 0o644, bytes.Repeat([]byte{'x'}, img.Pad)); err != nil {
-			return Built{}, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return Built{}, err
-	}
-	layerDigest := digest(layer.Bytes())
-	var cmd []string
-	if img.Runnable {
-		cmd = []string{"/pause"}
-	}
-	config, err := json.Marshal(map[string]any{
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"config":       map[string]any{"Entrypoint": cmd, "Env": []string{"PATH=/"}},
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
-	})
-	if err != nil {
-		return Built{}, err
-	}
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
-		"config":        map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(config), "size": len(config)},
-		"layers": []any{map[string]any{
-			"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layerDigest, "size": layer.Len(),
-		}},
-	})
-	if err != nil {
-		return Built{}, err
-	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.index.v1+json",
-		"manifests": []any{map[string]any{
-			"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest(manifest), "size": len(manifest),
-			"annotations": map[string]string{
-				"io.containerd.image.name":          img.Ref,
-				"org.opencontainers.image.ref.name": img.Ref,
-			},
-		}},
-	})
-	if err != nil {
-		return Built{}, err
+		oi.Files = append(oi.Files, ocibuild.File{Path: "pad", Data: bytes.Repeat([]byte{'x'}, img.Pad)})
 	}
 	var out bytes.Buffer
-	ow := tar.NewWriter(&out)
-	files := []struct {
-		name string
-		data []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", index},
-		{blobPath(digest(manifest)), manifest},
-		{blobPath(digest(config)), config},
-		{blobPath(layerDigest), layer.Bytes()},
-	}
-	for _, f := range files {
-		if err := ow.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: mtime, Typeflag: tar.TypeReg}); err != nil {
-			return Built{}, err
-		}
-		if _, err := ow.Write(f.data); err != nil {
-			return Built{}, err
-		}
-	}
-	if err := ow.Close(); err != nil {
+	b, err := ocibuild.Write(&out, oi)
+	if err != nil {
 		return Built{}, err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s.tar", digest(manifest)[len("sha256:"):][:16]))
+	path := filepath.Join(dir, fmt.Sprintf("%s.tar", strings.TrimPrefix(b.Manifest, "sha256:")[:16]))
 	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		return Built{}, err
 	}
-	return Built{
-		Ref: img.Ref, Path: path, ID: digest(config),
-		Size:       int64(len(manifest) + len(config) + layer.Len()),
-		Entrypoint: cmd,
-	}, nil
+	return Built{Ref: b.Ref, Path: path, ID: b.ID, Size: b.Size, Entrypoint: b.Entrypoint}, nil
 }
 
 func digest(b []byte) string {
