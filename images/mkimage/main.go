@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -97,23 +96,9 @@ func build(ctx context.Context, dir string) ([]image, error) {
 // binary is bin.
 func spec(name string, bin []byte) ocibuild.Image {
 	if name == "pause" {
-		return ocibuild.Image{
-			Ref:        ocibuild.PauseRef,
-			Files:      []ocibuild.File{{Path: "/pause", Mode: 0o755, Data: bin}},
-			Entrypoint: []string{"/pause"},
-		}
+		return ocibuild.PauseImage(bin)
 	}
-	return ocibuild.Image{
-		Ref: ocibuild.TestboxRef,
-		Files: []ocibuild.File{
-			{Path: "/testbox", Mode: 0o755, Data: bin},
-			// fill and the fail file want somewhere to write.
-			{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
-		},
-		Entrypoint: []string{"/testbox"},
-		Cmd:        []string{"serve"},
-		Env:        []string{"PATH=/"},
-	}
+	return ocibuild.TestboxImage(bin)
 }
 
 // compile builds images/name into tmp and returns the binary.

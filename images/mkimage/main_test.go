@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,17 +78,11 @@ func TestImagesRunInContainerd(t *testing.T) {
 
 	// Our pause under the sandbox reference containerdtest configured, so
 	// the pod below runs it as its sandbox.
-	sb := spec("pause", pause.bin)
-	sb.Ref = containerdtest.SandboxImageRef
-	sbPath := filepath.Join(t.TempDir(), "sandbox.tar")
-	sbBuilt, err := ocibuild.WriteFile(sbPath, sb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sandbox := containerdtest.BuildPause(t, t.TempDir(), containerdtest.SandboxImageRef)
 	c.Import(t,
 		containerdtest.Built{Ref: pause.Ref, Path: pause.Path, ID: pause.ID},
 		containerdtest.Built{Ref: testbox.Ref, Path: testbox.Path, ID: testbox.ID},
-		containerdtest.Built{Ref: sbBuilt.Ref, Path: sbPath, ID: sbBuilt.ID},
+		sandbox,
 	)
 
 	port := freePort(t)

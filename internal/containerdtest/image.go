@@ -94,6 +94,44 @@ func helper() ([]byte, error) {
 	return helperBin, helperErr
 }
 
+// pauseBin is the project's pause program (images/pause), built once per
+// test process as images/mkimage builds it.
+var pauseBin = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "nk-pause-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "pause")
+	// The test runs inside the nodekeeper module, so the package resolves.
+	cmd := exec.Command(toolbuild.GoTool(), "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out,
+		"github.com/nodekeeper/nodekeeper/images/pause")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build images/pause: %v: %s", err, b)
+	}
+	return os.ReadFile(out)
+})
+
+// BuildPause writes the project's pause image (ocibuild.PauseImage: the
+// sandbox program of images/pause as /pause) under ref into dir, for a
+// sandbox image that behaves as nodekeeper's own. Unlike a Runnable image's
+// helper, it takes no arguments.
+func BuildPause(t testing.TB, dir, ref string) Built {
+	t.Helper()
+	bin, err := pauseBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := ocibuild.PauseImage(bin)
+	img.Ref = ref
+	b, err := writeImage(dir, img)
+	if err != nil {
+		t.Fatalf("build image %s: %v", ref, err)
+	}
+	return b
+}
+
 // BuildImage writes img as an OCI image layout tarball into dir (with
 // ocibuild: the same img gives the same image ID).
 func BuildImage(t testing.TB, dir string, img Image) Built {
@@ -120,8 +158,13 @@ func buildImage(dir string, img Image) (Built, error) {
 	if img.Pad > 0 {
 		oi.Files = append(oi.Files, ocibuild.File{Path: "pad", Data: bytes.Repeat([]byte{'x'}, img.Pad)})
 	}
+	return writeImage(dir, oi)
+}
+
+// writeImage writes img into dir, as a tarball named by its manifest digest.
+func writeImage(dir string, img ocibuild.Image) (Built, error) {
 	var out bytes.Buffer
-	b, err := ocibuild.Write(&out, oi)
+	b, err := ocibuild.Write(&out, img)
 	if err != nil {
 		return Built{}, err
 	}

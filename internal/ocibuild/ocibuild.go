@@ -35,6 +35,31 @@ const (
 	TestboxRef = "localhost/nodekeeper/testbox:1"
 )
 
+// PauseImage is the pause image around bin, the images/pause program.
+func PauseImage(bin []byte) Image {
+	return Image{
+		Ref:        PauseRef,
+		Files:      []File{{Path: "/pause", Mode: 0o755, Data: bin}},
+		Entrypoint: []string{"/pause"},
+	}
+}
+
+// TestboxImage is the testbox image around bin, the images/testbox program:
+// /testbox, a world-writable /tmp (for its fill and fail files), and the
+// command "serve" (HTTP on port 8080).
+func TestboxImage(bin []byte) Image {
+	return Image{
+		Ref: TestboxRef,
+		Files: []File{
+			{Path: "/testbox", Mode: 0o755, Data: bin},
+			{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
+		},
+		Entrypoint: []string{"/testbox"},
+		Cmd:        []string{"serve"},
+		Env:        []string{"PATH=/"},
+	}
+}
+
 // ContainerdNameAnnotation is the index annotation containerd's importer reads
 // the image name from.
 const ContainerdNameAnnotation = "io.containerd.image.name"
