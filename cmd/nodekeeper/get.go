@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -23,8 +25,8 @@ const defaultServer = "http://127.0.0.1:10255"
 
 func newGetCmd() *cobra.Command {
 	get := &cobra.Command{
-		Use:   "get pods [--server URL]",
-		Short: "Show what a running nodekeeper reports",
+		Use:   "get RESOURCE",
+		Short: "Show what a running nodekeeper reports (RESOURCE: pods)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -42,6 +44,9 @@ last one) and age.`,
 				return flagError{fmt.Errorf("--server %q: want an http:// or https:// URL", server)}
 			}
 			list, err := fetchPods(cmd.Context(), strings.TrimSuffix(server, "/")+"/pods")
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				return fmt.Errorf("%w (is 'nodekeeper run' serving there? see --server)", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -151,7 +151,7 @@ func TestGetPodsErrors(t *testing.T) {
 	}{
 		{"not a URL", []string{"get", "pods", "--server", "127.0.0.1:10255"}, exitUsage, "nodekeeper: --server \"127.0.0.1:10255\": want an http:// or https:// URL\n"},
 		{"argument", []string{"get", "pods", "web"}, exitUsage, "nodekeeper: unknown command \"web\" for \"nodekeeper get pods\"\n"},
-		{"server down", []string{"get", "pods", "--server", down}, 1, "nodekeeper: GET " + down + "/pods: dial tcp " + strings.TrimPrefix(down, "http://") + ": connect: connection refused\n"},
+		{"server down", []string{"get", "pods", "--server", down}, 1, "nodekeeper: GET " + down + "/pods: dial tcp " + strings.TrimPrefix(down, "http://") + ": connect: connection refused (is 'nodekeeper run' serving there? see --server)\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
