@@ -1,5 +1,6 @@
 // Package server is nodekeeper's HTTP endpoint, the counterpart of the
-// kubelet's read-only port: /healthz, /metrics, /pods and /stats/summary.
+// kubelet's read-only port: /healthz (and /healthz/NAME for one check),
+// /metrics, /pods and /stats/summary.
 // It serves what its Deps return and keeps no state of its own.
 package server
 
@@ -137,6 +138,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	// A "GET" pattern also answers HEAD; other methods get 405 with Allow.
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /healthz/{check}", s.healthzOne)
 	if s.deps.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
@@ -218,7 +220,7 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// healthz answers "ok" when every check passes; otherwise 500 listing each
+// healthz answers "ok" when every check passes (the kubelet's /healthz); otherwise 500 listing each
 // check, the failed ones with their errors. ?verbose lists them when healthy.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
@@ -243,6 +245,28 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	default:
 		fmt.Fprint(w, "ok")
 	}
+}
+
+// healthzOne runs the one check named in the path: "ok", or 500 with its
+// error; 404 for an unknown name.
+func (s *Server) healthzOne(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("check")
+	for _, c := range s.deps.Healthz {
+		if c.Name != name {
+			continue
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if err := c.Check(r.Context()); err != nil {
+			s.log.Info("healthz check failed", "check", c.Name, "err", err)
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, "[-]%s failed: %v\nhealthz check failed\n", c.Name, err)
+			return
+		}
+		fmt.Fprint(w, "ok")
+		return
+	}
+	http.NotFound(w, r)
 }
 
 // pods answers a v1 PodList of Deps.Pods, as the kubelet's read-only /pods.
