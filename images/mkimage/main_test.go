@@ -94,12 +94,19 @@ func TestImagesRunInContainerd(t *testing.T) {
 			sandboxPID = f[1]
 		}
 	}
-	exe, err := os.ReadFile("/proc/" + sandboxPID + "/exe")
-	if err != nil {
-		t.Fatalf("sandbox %s (pid %q): %v", pod.ID, sandboxPID, err)
-	}
-	if !bytes.Equal(exe, pause.bin) {
-		t.Errorf("the sandbox runs a %d-byte program, not our %d-byte pause", len(exe), len(pause.bin))
+	// Until runc's init process execs the entrypoint, it is runc.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		exe, err := os.ReadFile("/proc/" + sandboxPID + "/exe")
+		if err != nil {
+			t.Fatalf("sandbox %s (pid %q): %v", pod.ID, sandboxPID, err)
+		}
+		if bytes.Equal(exe, pause.bin) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox runs a %d-byte program, not our %d-byte pause", len(exe), len(pause.bin))
+		}
+		<-time.After(20 * time.Millisecond) // polling another process, not waiting for a goroutine
 	}
 	c.CreateContainer(t, pod, "web", 0, ocibuild.TestboxRef, []string{"serve", "--http", "127.0.0.1:" + port}, true)
 	url := "http://127.0.0.1:" + port + "/healthz"

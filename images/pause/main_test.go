@@ -143,7 +143,7 @@ func TestReapsOrphans(t *testing.T) {
 		} else if seen {
 			return // adopted, exited and reaped
 		}
-		time.Sleep(10 * time.Millisecond) // polling another process's state, not a goroutine
+		<-time.After(10 * time.Millisecond) // polling another process, not waiting for a goroutine
 	}
 	t.Fatalf("pause's children: seen %t, still %v (a zombie not reaped)", seen, children())
 }
