@@ -123,7 +123,7 @@ func TestReapsOrphans(t *testing.T) {
 	pid := cmd.Process.Pid
 	// sh leaves a child behind and exits: the child is reparented to pause,
 	// the namespace's init, and exits shortly after.
-	out, err := exec.Command(nsenter, "--target", strconv.Itoa(pid), "--pid", "--", "sh", "-c", "sleep 0.5 </dev/null >/dev/null 2>&1 & exit 0").CombinedOutput()
+	out, err := exec.Command(nsenter, "--target", strconv.Itoa(pid), "--pid", "--", "sh", "-c", "sleep 1 </dev/null >/dev/null 2>&1 & exit 0").CombinedOutput()
 	if err != nil {
 		t.Fatalf("nsenter: %v\n%s", err, out)
 	}
