@@ -170,15 +170,20 @@ func (s *Server) Addr() string {
 	return s.addr.String()
 }
 
-// Run listens and serves until ctx ends, then shuts down gracefully (waiting
-// up to ShutdownTimeout for requests in flight) and returns nil once every
-// connection is done. It returns an error if it cannot listen or serving
-// fails. Run may be called once.
+// Run listens and serves until ctx ends, then shuts down gracefully and
+// returns nil: requests in flight get up to ShutdownTimeout to finish; after
+// that their contexts are cancelled and their connections closed, and Run
+// returns without waiting for their handlers. It returns an error if it
+// cannot listen (nil if ctx ended first) or serving fails. Run may be called
+// once.
 func (s *Server) Run(ctx context.Context) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.cfg.Address, strconv.Itoa(s.cfg.Port)))
 	if err != nil {
 		close(s.ready)
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("server: %w", err)
 	}
 	s.mu.Lock()

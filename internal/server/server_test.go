@@ -355,3 +355,17 @@ func TestNewRejects(t *testing.T) {
 		})
 	}
 }
+
+// Stopped before it listens, Run returns nil.
+func TestRunStoppedBeforeListening(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
