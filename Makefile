@@ -1,12 +1,18 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test vet fmt-check fuzz bench clean
+.PHONY: all build images test vet fmt-check fuzz bench clean
 
 all: build
 
-build:
+# build also builds the images nodekeeper imports at start (images).
+build: images
 	$(GO) build -buildvcs=auto -o bin/nodekeeper ./cmd/nodekeeper
+
+# images builds our pause (sandbox) and testbox images as OCI tarballs in
+# bin/images/ (see images/mkimage).
+images:
+	$(GO) run ./images/mkimage -o bin/images
 
 # test runs everything CI runs: vet, a gofmt check and the race-enabled test suite.
 # The timeout leaves room for the first run on a fresh machine, which builds

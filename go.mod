@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	github.com/google/go-cmp v0.7.0
+	github.com/opencontainers/go-digest v1.0.0
+	github.com/opencontainers/image-spec v1.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/spf13/cobra v1.10.2
@@ -19,7 +21,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require golang.org/x/sync v0.24.0 // indirect
+require golang.org/x/sync v0.24.0
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -33,16 +39,85 @@ func registerMaxInputSize(root *cobra.Command) {
 	}
 }
 
+// urlTimeout bounds the fetch of an input given as a URL, from connecting to
+// the end of the body.
+const urlTimeout = 30 * time.Second
+
 // readInput reads the input file path through decode.ReadFile, with the
-// --max-input-size limit held by ctx, giving up when ctx is done. Every error
-// is bad input (a file that cannot be read or is too large).
+// --max-input-size limit held by ctx, giving up when ctx is done. A path
+// starting with http:// or https:// is fetched with GET instead (readURL),
+// under the same limit. Every error is bad input (a file or URL that cannot
+// be read or is too large).
 func readInput(ctx context.Context, path string) ([]byte, error) {
 	limit, _ := ctx.Value(maxInputSizeKey{}).(int64)
-	data, err := decode.ReadFile(ctx, path, limit)
+	var data []byte
+	var err error
+	if isURL(path) {
+		data, err = readURL(ctx, path, limit, urlTimeout)
+	} else {
+		data, err = decode.ReadFile(ctx, path, limit)
+	}
 	if err != nil {
 		return nil, decode.Bad(err)
 	}
 	return data, nil
+}
+
+// isURL reports whether an input names an HTTP(S) URL rather than a file.
+func isURL(path string) bool {
+	return strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://")
+}
+
+// readURL GETs url and returns its body, of at most limit bytes (limit <= 0
+// means decode.DefaultMaxInputSize; a larger body is a *decode.TooLargeError
+// naming the URL). It gives up after timeout or when ctx is done; a status
+// other than 200 is an error naming the URL and the status.
+func readURL(ctx context.Context, url string, limit int64, timeout time.Duration) ([]byte, error) {
+	if limit <= 0 {
+		limit = decode.DefaultMaxInputSize
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	// Our server, and the kubelet's, answer JSON.
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fetchError(parent, ctx, url, timeout, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
+		return nil, fetchError(parent, ctx, url, timeout, err)
+	}
+	if int64(buf.Len()) > limit {
+		return nil, &decode.TooLargeError{Path: url, Limit: limit}
+	}
+	return buf.Bytes(), nil
+}
+
+// fetchError describes err, met while fetching url under ctx (parent with
+// timeout): the parent's end as itself (an interrupt), the timeout in words,
+// anything else without net/http's repetition of the URL.
+func fetchError(parent, ctx context.Context, url string, timeout time.Duration, err error) error {
+	if parent.Err() != nil {
+		return parent.Err()
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("GET %s: no complete answer within %v", url, timeout)
+	}
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("GET %s: %w", url, err)
 }
 
 // loadPods reads a pods file (snapshot.ParsePods).

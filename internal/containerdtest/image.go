@@ -7,14 +7,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
 
@@ -100,7 +101,46 @@ func helper() ([]byte, error) {
 	return helperBin, helperErr
 }
 
-// BuildImage writes img as an OCI image layout tarball into dir.
+// pauseBin is the project's pause program (images/pause), built once per
+// test process as images/mkimage builds it.
+var pauseBin = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "nk-pause-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "pause")
+	// The test runs inside the nodekeeper module, so the package resolves.
+	cmd := exec.Command(toolbuild.GoTool(), "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out,
+		"github.com/nodekeeper/nodekeeper/images/pause")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build images/pause: %v: %s", err, b)
+	}
+	return os.ReadFile(out)
+})
+
+// BuildPause writes the project's pause image (ocibuild.PauseImage: the
+// sandbox program of images/pause as /pause) under ref into dir, for a
+// sandbox image that behaves as nodekeeper's own. Unlike a Runnable image's
+// helper, it takes no arguments.
+func BuildPause(t testing.TB, dir, ref string) Built {
+	t.Helper()
+	bin, err := pauseBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := ocibuild.PauseImage(bin)
+	img.Ref = ref
+	b, err := writeImage(dir, img, false)
+	if err != nil {
+		t.Fatalf("build image %s: %v", ref, err)
+	}
+	return b
+}
+
+// BuildImage writes img as an OCI image layout tarball into dir (with
+// ocibuild: the same img gives the same image ID).
 func BuildImage(t testing.TB, dir string, img Image) Built {
 	t.Helper()
 	b, err := buildImage(dir, img)
@@ -111,118 +151,112 @@ func BuildImage(t testing.TB, dir string, img Image) Built {
 }
 
 func buildImage(dir string, img Image) (Built, error) {
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	mtime := time.Unix(0, 0)
-	add := func(name string, mode int64, data []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(data)), ModTime: mtime, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := tw.Write(data)
-		return err
-	}
+	oi := ocibuild.Image{Ref: img.Ref, Env: []string{"PATH=/"}}
 	if img.Runnable {
 		bin, err := helper()
 		if err != nil {
 			return Built{}, err
 		}
-		if err := add("pause", 0o755, bin); err != nil {
-			return Built{}, err
-		}
+		oi.Files = append(oi.Files, ocibuild.File{Path: "pause", Mode: 0o755, Data: bin})
+		oi.Entrypoint = []string{"/pause"}
 	}
 	// Every image gets a file naming it, so equal pads still give distinct layers.
-	if err := add("image-ref", 0o644, []byte(img.Ref)); err != nil {
-		return Built{}, err
-	}
+	oi.Files = append(oi.Files, ocibuild.File{Path: "image-ref", Data: []byte(img.Ref)})
 	if img.Pad > 0 {
-		if err := add("pad", 0o644, bytes.Repeat([]byte{'x'}, img.Pad)); err != nil {
-			return Built{}, err
-		}
+		oi.Files = append(oi.Files, ocibuild.File{Path: "pad", Data: bytes.Repeat([]byte{'x'}, img.Pad)})
 	}
-	if err := tw.Close(); err != nil {
-		return Built{}, err
-	}
-	layerDigest := digest(layer.Bytes())
-	var cmd []string
-	if img.Runnable {
-		cmd = []string{"/pause"}
-	}
-	config, err := json.Marshal(map[string]any{
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"config":       map[string]any{"Entrypoint": cmd, "Env": []string{"PATH=/"}},
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
-	})
+	return writeImage(dir, oi, img.DockerArchive)
+}
+
+// writeImage writes img into dir, as a tarball named by its manifest digest:
+// an OCI image layout, or docker save's format with dockerArchive.
+func writeImage(dir string, img ocibuild.Image, dockerArchive bool) (Built, error) {
+	var out bytes.Buffer
+	b, err := ocibuild.Write(&out, img)
 	if err != nil {
 		return Built{}, err
 	}
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
-		"config":        map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": digest(config), "size": len(config)},
-		"layers": []any{map[string]any{
-			"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layerDigest, "size": layer.Len(),
-		}},
-	})
-	if err != nil {
-		return Built{}, err
-	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.index.v1+json",
-		"manifests": []any{map[string]any{
-			"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest(manifest), "size": len(manifest),
-			"annotations": map[string]string{
-				"io.containerd.image.name":          img.Ref,
-				"org.opencontainers.image.ref.name": img.Ref,
-			},
-		}},
-	})
-	if err != nil {
-		return Built{}, err
-	}
-	type file struct {
-		name string
-		data []byte
-	}
-	files := []file{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", index},
-		{blobPath(digest(manifest)), manifest},
-		{blobPath(digest(config)), config},
-		{blobPath(layerDigest), layer.Bytes()},
-	}
-	if img.DockerArchive {
-		configFile := digest(config)[len("sha256:"):] + ".json"
-		layerFile := layerDigest[len("sha256:"):] + "/layer.tar"
-		dm, err := json.Marshal([]any{map[string]any{"Config": configFile, "RepoTags": []string{img.Ref}, "Layers": []string{layerFile}}})
+	if dockerArchive {
+		d, err := toDockerArchive(out.Bytes(), img.Ref)
 		if err != nil {
 			return Built{}, err
 		}
-		files = []file{{"manifest.json", dm}, {configFile, config}, {layerFile, layer.Bytes()}}
+		out.Reset()
+		out.Write(d)
 	}
-	var out bytes.Buffer
-	ow := tar.NewWriter(&out)
-	for _, f := range files {
-		if err := ow.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: mtime, Typeflag: tar.TypeReg}); err != nil {
-			return Built{}, err
-		}
-		if _, err := ow.Write(f.data); err != nil {
-			return Built{}, err
-		}
-	}
-	if err := ow.Close(); err != nil {
-		return Built{}, err
-	}
-	path := filepath.Join(dir, fmt.Sprintf("%s.tar", digest(manifest)[len("sha256:"):][:16]))
+	path := filepath.Join(dir, fmt.Sprintf("%s.tar", strings.TrimPrefix(b.Manifest, "sha256:")[:16]))
 	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		return Built{}, err
 	}
-	return Built{
-		Ref: img.Ref, Path: path, ID: digest(config),
-		Size:       int64(len(manifest) + len(config) + layer.Len()),
-		Entrypoint: cmd,
-	}, nil
+	return Built{Ref: b.Ref, Path: path, ID: b.ID, Size: b.Size, Entrypoint: b.Entrypoint}, nil
+}
+
+// toDockerArchive rewrites an OCI image-layout tarball of one image as docker
+// save's format: manifest.json naming the config and the layer tarballs.
+func toDockerArchive(oci []byte, ref string) ([]byte, error) {
+	blobs := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(oci))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		blobs[h.Name] = data
+	}
+	var index struct{ Manifests []struct{ Digest string } }
+	if err := json.Unmarshal(blobs["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+		return nil, fmt.Errorf("OCI layout: want an index of one manifest (%v)", err)
+	}
+	var manifest struct {
+		Config struct{ Digest string }
+		Layers []struct{ Digest string }
+	}
+	if err := json.Unmarshal(blobs[blobPath(index.Manifests[0].Digest)], &manifest); err != nil {
+		return nil, fmt.Errorf("OCI layout: manifest: %v", err)
+	}
+	hexOf := func(d string) string { return strings.TrimPrefix(d, "sha256:") }
+	configFile := hexOf(manifest.Config.Digest) + ".json"
+	files := []struct {
+		name string
+		data []byte
+	}{{configFile, blobs[blobPath(manifest.Config.Digest)]}}
+	var layers []string
+	for _, l := range manifest.Layers {
+		name := hexOf(l.Digest) + "/layer.tar"
+		layers = append(layers, name)
+		files = append(files, struct {
+			name string
+			data []byte
+		}{name, blobs[blobPath(l.Digest)]})
+	}
+	dm, err := json.Marshal([]any{map[string]any{"Config": configFile, "RepoTags": []string{ref}, "Layers": layers}})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	for _, f := range append([]struct {
+		name string
+		data []byte
+	}{{"manifest.json", dm}}, files...) {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
 
 func digest(b []byte) string {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
 )
 
 // TestBuildImage checks the OCI layout without a containerd: every blob is
@@ -70,5 +72,25 @@ func TestBuildImage(t *testing.T) {
 	}
 	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
 		t.Errorf("oci-layout = %q", files["oci-layout"])
+	}
+}
+
+// BuildPause packs images/pause as ocibuild.PauseImage does, under the ref
+// given.
+func TestBuildPause(t *testing.T) {
+	t.Parallel()
+	b := BuildPause(t, t.TempDir(), SandboxImageRef)
+	bin, err := pauseBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := ocibuild.PauseImage(bin)
+	img.Ref = SandboxImageRef
+	want, err := ocibuild.Write(io.Discard, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Built{Ref: SandboxImageRef, Path: b.Path, ID: want.ID, Size: want.Size, Entrypoint: []string{"/pause"}}, b); diff != "" {
+		t.Errorf("Built (-want +got):\n%s", diff)
 	}
 }

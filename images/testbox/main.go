@@ -1,0 +1,199 @@
+// Command testbox is nodekeeper's test workload, one static binary whose
+// subcommands do what example pods and end-to-end tests need:
+//
+//	testbox serve [--http ADDR] [--tcp ADDR] [--grpc ADDR] [--fail-file PATH]
+//	    HTTP /healthz, /readyz, /startupz; a TCP port; gRPC health
+//	    (grpc.health.v1). POST /control/PROBE=fail|ok makes liveness,
+//	    readiness, startup or tcp fail or recover; while PATH exists,
+//	    liveness fails. ADDR is "PORT" or "HOST:PORT"; --http defaults to 8080.
+//	testbox check PATH         exit 1 if PATH exists, else 0 (exec probes)
+//	testbox alloc MIB          allocate MIB MiB, touch it, hold it
+//	testbox fill PATH SIZE     write SIZE bytes (e.g. 64Mi) to PATH, keep it
+//	testbox spawn N            start N child processes and keep them
+//	testbox exit [--after D] CODE   exit with CODE after D (default 0s)
+//	testbox env                print the environment, sorted
+//	testbox sleep [D]          sleep for D, or until stopped
+//
+// Every long-running subcommand ends with exit status 0 on SIGTERM or SIGINT
+// (testbox often runs as PID 1 of its container, which gets no default
+// signal handling).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// usageError is a bad command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// exitCode asks run to exit with a status.
+type exitCode int
+
+func (e exitCode) Error() string { return "exit " + strconv.Itoa(int(e)) }
+
+// run runs the command line args and returns the exit status.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, environ, stdout)
+	var code exitCode
+	var usage usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &code):
+		return int(code)
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "testbox: %v\nusage: testbox serve|check|alloc|fill|spawn|exit|env|sleep ...\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "testbox: %v\n", err)
+		return 1
+	}
+}
+
+func dispatch(ctx context.Context, args, environ []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usagef("no subcommand")
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	parse := func(nargs int) ([]string, error) {
+		if err := fs.Parse(args[1:]); err != nil {
+			return nil, usagef("%s: %v", args[0], err)
+		}
+		if fs.NArg() != nargs {
+			return nil, usagef("%s: want %d arguments, got %q", args[0], nargs, fs.Args())
+		}
+		return fs.Args(), nil
+	}
+	switch args[0] {
+	case "serve":
+		var cfg serveConfig
+		fs.StringVar(&cfg.HTTP, "http", "8080", "HTTP address")
+		fs.StringVar(&cfg.TCP, "tcp", "", "TCP address (none if empty)")
+		fs.StringVar(&cfg.GRPC, "grpc", "", "gRPC health address (none if empty)")
+		fs.StringVar(&cfg.FailFile, "fail-file", "", "liveness fails while this path exists")
+		if _, err := parse(0); err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stdout)
+	case "check":
+		a, err := parse(1)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(a[0]); err == nil {
+			fmt.Fprintf(stdout, "failing: %s exists\n", a[0])
+			return exitCode(1)
+		}
+		return nil
+	case "alloc":
+		a, err := parse(1)
+		if err != nil {
+			return err
+		}
+		mib, err := strconv.Atoi(a[0])
+		if err != nil || mib < 0 {
+			return usagef("alloc: %q: want a number of MiB", a[0])
+		}
+		held := alloc(mib)
+		fmt.Fprintf(stdout, "allocated %d MiB\n", len(held))
+		<-ctx.Done()
+		return nil
+	case "fill":
+		a, err := parse(2)
+		if err != nil {
+			return err
+		}
+		size, err := parseSize(a[1])
+		if err != nil {
+			return usagef("fill: %v", err)
+		}
+		if err := fill(a[0], size); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %d bytes to %s\n", size, a[0])
+		<-ctx.Done()
+		return nil
+	case "spawn":
+		a, err := parse(1)
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(a[0])
+		if err != nil || n < 0 {
+			return usagef("spawn: %q: want a number of processes", a[0])
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		return spawn(ctx, n, []string{self, "sleep"}, stdout)
+	case "exit":
+		after := fs.Duration("after", 0, "delay before exiting")
+		a, err := parse(1)
+		if err != nil {
+			return err
+		}
+		code, err := strconv.Atoi(a[0])
+		if err != nil || code < 0 || code > 255 {
+			return usagef("exit: %q: want a status from 0 to 255", a[0])
+		}
+		select {
+		case <-time.After(*after):
+			return exitCode(code)
+		case <-ctx.Done():
+			return nil
+		}
+	case "env":
+		if _, err := parse(0); err != nil {
+			return err
+		}
+		env := slices.Clone(environ)
+		slices.Sort(env)
+		_, err := fmt.Fprintln(stdout, strings.Join(env, "\n"))
+		return err
+	case "sleep":
+		if err := fs.Parse(args[1:]); err != nil {
+			return usagef("sleep: %v", err)
+		}
+		switch fs.NArg() {
+		case 0:
+			<-ctx.Done()
+			return nil
+		case 1:
+			d, err := time.ParseDuration(fs.Arg(0))
+			if err != nil {
+				return usagef("sleep: %v", err)
+			}
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		return usagef("sleep: want at most one duration, got %q", fs.Args())
+	}
+	return usagef("unknown subcommand %q", args[0])
+}
