@@ -111,6 +111,9 @@ const (
 	DefaultResyncPeriod   = time.Minute
 	DefaultMaxSyncBackoff = 10 * time.Second
 	initialSyncBackoff    = time.Second
+	// RelistThreshold is how long without a successful relist makes the
+	// agent unhealthy (the kubelet's PLEG health threshold).
+	RelistThreshold = 3 * time.Minute
 )
 
 // ErrUnknownSource is returned by SetPods for a source not in Config.Sources.
@@ -133,6 +136,9 @@ type Agent struct {
 	killC chan killMsg
 
 	running atomic.Bool
+	// lastRelist is when the last successful relist came in (UnixNano; 0:
+	// none yet). Only the loop stores it.
+	lastRelist atomic.Int64
 	// snap is the table as last published by the loop; never nil.
 	snap atomic.Pointer[snapshot]
 }
@@ -257,6 +263,20 @@ func (a *Agent) KillPod(ctx context.Context, req nodeapi.KillRequest) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Healthy returns nil while the runtime was listed successfully within
+// RelistThreshold, else an error saying for how long it was not (for
+// /healthz). It is an error too before the first successful relist.
+func (a *Agent) Healthy() error {
+	last := a.lastRelist.Load()
+	if last == 0 {
+		return errors.New("agent: the runtime has not been listed yet")
+	}
+	if since := a.clock.Since(time.Unix(0, last)); since > RelistThreshold {
+		return fmt.Errorf("agent: the runtime was last listed %v ago (threshold %v)", since.Round(time.Second), RelistThreshold)
+	}
+	return nil
 }
 
 var _ nodeapi.PodKiller = (*Agent)(nil)

@@ -263,6 +263,7 @@ func (l *loop) relistDone(r relistResult) {
 	}
 	first := !l.relisted
 	l.relisted, l.relistSeen, l.statuses = true, r.seq, r.statuses
+	l.a.lastRelist.Store(l.a.clock.Now().UnixNano())
 	l.a.m.setRunning(r.statuses)
 	for uid, e := range l.pods {
 		st := r.statuses[uid]
@@ -354,6 +355,11 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 	for _, p := range pods {
 		now := l.a.clock.Now()
 		e := &entry{uid: p.UID, pod: p, source: source, firstSeen: now, dirty: true, op: opCreate, runtime: l.statuses[p.UID]}
+		if seq, ok := l.gone[p.UID]; ok {
+			// Given again right after its removal: the last relist may
+			// still show what was removed.
+			e.runtime, e.minRelist = nil, seq+1
+		}
 		if hasRunning(e.runtime) {
 			e.startObserved = true
 		}
