@@ -63,6 +63,9 @@ type entry struct {
 	// while the worker has a work item.
 	worker chan work
 	busy   bool
+	// abort, while a sync is in flight, is closed to cancel it (the pod is
+	// to stop).
+	abort chan struct{}
 	// needSync asks for a sync as soon as the pod can have one; op is the
 	// worker operation it counts as.
 	needSync bool
@@ -94,6 +97,8 @@ type work struct {
 	pod    *v1.Pod
 	status *podruntime.PodStatus
 	grace  *int64
+	// abort, for a sync, cancels the runtime call when closed.
+	abort <-chan struct{}
 }
 
 type workKind int
@@ -434,6 +439,10 @@ func (l *loop) remove(e *entry) {
 
 // terminate moves a pod to stateTerminating: its next work is a kill.
 func (l *loop) terminate(e *entry) {
+	if e.abort != nil { // a sync in flight: the kill need not wait for it
+		close(e.abort)
+		e.abort = nil
+	}
 	e.setState(stateTerminating)
 	e.needSync, e.syncAt, e.backoff = false, time.Time{}, 0
 }
@@ -473,13 +482,16 @@ func (l *loop) result(r result) {
 		return
 	}
 	now := l.a.clock.Now()
-	e.busy, e.dirty = false, true
+	e.busy, e.dirty, e.abort = false, true, nil
 	e.minRelist = l.relistStarted + 1
 	name := joinName(e.runtimeNamespace(), e.name())
 	switch r.kind {
 	case workSync:
 		if e.op != opUpdate || !e.needSync {
 			e.op = opSync
+		}
+		if e.state != stateActive {
+			return // stopping: the sync was cancelled or is moot
 		}
 		if err := r.sync.Err; err != nil {
 			l.a.log.Error("Error syncing pod, will retry", "pod", name, "podUID", e.uid, "err", err, "retryIn", l.backoff(e, now))
@@ -612,6 +624,10 @@ func (l *loop) dispatch(now time.Time) {
 			l.wg.Go(func() { l.a.runWorker(l.ctx, uid, in, l.results) })
 		}
 		e.busy, e.needSync, e.syncAt = true, false, time.Time{}
+		if w.kind == workSync {
+			e.abort = make(chan struct{})
+			w.abort = e.abort
+		}
 		e.worker <- w // never blocks: the worker is idle and the inbox has room
 	}
 }
@@ -713,7 +729,7 @@ func (a *Agent) runWorker(ctx context.Context, uid types.UID, in <-chan work, ou
 		r := result{uid: uid, kind: w.kind}
 		switch w.kind {
 		case workSync:
-			r.sync = a.rt.SyncPod(ctx, w.pod, w.status)
+			r.sync = a.syncPod(ctx, w)
 		case workKill, workKillRemove:
 			if w.status != nil {
 				r.killErr = a.rt.KillPod(ctx, w.pod, w.status, w.grace)
@@ -783,4 +799,23 @@ func joinName(ns, name string) string {
 		return name
 	}
 	return ns + "/" + name
+}
+
+// syncPod runs one SyncPod, cancelled when w.abort closes.
+func (a *Agent) syncPod(ctx context.Context, w work) podruntime.Result {
+	ctx, cancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-w.abort:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		cancel()
+		<-watched
+	}()
+	return a.rt.SyncPod(ctx, w.pod, w.status)
 }

@@ -267,3 +267,34 @@ func TestHealthy(t *testing.T) {
 		}
 	})
 }
+
+func TestKillCancelsSyncInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		rt.syncPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+			mem.log("sync " + podName(pod))
+			<-ctx.Done() // an image pull that takes forever
+			mem.log("sync cancelled")
+			return podruntime.Result{Err: ctx.Err()}
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		p := testPod("web", "u1", 0)
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{p}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		if err := a.KillPod(t.Context(), nodeapi.KillRequest{Pod: p, Status: v1.PodStatus{Phase: v1.PodFailed}}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		// Nothing ran: the kill has no runtime status to stop.
+		if diff := cmp.Diff([]string{"sync default/web", "sync cancelled"}, mem.callLog()); diff != "" {
+			t.Errorf("calls (-want +got):\n%s", diff)
+		}
+		if !a.IsPodTerminated("u1") {
+			t.Errorf("not terminated")
+		}
+	})
+}
