@@ -142,6 +142,7 @@ type loop struct {
 	// relisting: a relist is in flight. relistStarted and relistSeen are the
 	// sequence numbers of the last relist started and received.
 	relisting     bool
+	relistFailing bool // the last relist failed (logged once per outage)
 	relistStarted uint64
 	relistSeen    uint64
 	// gone maps pods removed from the table to relistStarted at their
@@ -258,10 +259,15 @@ func (l *loop) startRelist() {
 func (l *loop) relistDone(r relistResult) {
 	l.relisting = false
 	if r.err != nil {
-		if l.ctx.Err() == nil {
+		if l.ctx.Err() == nil && !l.relistFailing {
 			l.a.log.Error("Relisting pods failed", "err", r.err)
 		}
+		l.relistFailing = true
 		return
+	}
+	if l.relistFailing {
+		l.a.log.Info("Relisting pods works again")
+		l.relistFailing = false
 	}
 	if r.statuses == nil {
 		r.statuses = map[types.UID]*podruntime.PodStatus{}
