@@ -356,19 +356,18 @@ func TestPreemptionKillsVictimsBeforeStart(t *testing.T) {
 					return admission.Response{Admit: true}
 				})
 				deps := Deps{Runtime: rt, Admit: admit}
-				a := newTestAgent(t, Config{}, deps)
+				var a *Agent
 				if withExecutor {
-					ex, err := preemption.NewExecutor(preemption.ExecutorDeps{Killer: a, Logger: testLogger(t)})
+					// The executor kills through the agent, built after it:
+					// the composition root closes over the variable.
+					ex, err := preemption.NewExecutor(preemption.ExecutorDeps{Logger: testLogger(t),
+						Killer: nodeapi.PodKillerFunc(func(ctx context.Context, r nodeapi.KillRequest) error { return a.KillPod(ctx, r) })})
 					if err != nil {
 						t.Fatal(err)
 					}
 					deps.Preempt = ex
-					a = newTestAgent(t, Config{}, deps)
-					if ex, err = preemption.NewExecutor(preemption.ExecutorDeps{Killer: a, Logger: testLogger(t)}); err != nil {
-						t.Fatal(err)
-					}
-					a.preempt = ex
 				}
+				a = newTestAgent(t, Config{}, deps)
 				stop := start(t, a)
 				defer stop()
 				if err := a.SetPods(t.Context(), "file", []*v1.Pod{victim}); err != nil {
