@@ -189,6 +189,9 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.NodeName != "" {
+		deps.Logger = deps.Logger.With("node", cfg.NodeName)
+	}
 	if deps.Recorder == nil {
 		deps.Recorder = nodeapi.LogRecorder{}
 	}
@@ -198,7 +201,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
-		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent", "node", cfg.NodeName), rec: deps.Recorder, m: m,
+		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
 		setC: make(chan sourceUpdate), killC: make(chan killMsg),
 	}
 	a.snap.Store(&snapshot{byUID: map[types.UID]*podView{}, sourcesReady: len(cfg.Sources) == 0})
