@@ -1,0 +1,59 @@
+package podruntime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// mountTmpfs mounts a tmpfs (an emptyDir with medium Memory) on dir unless one
+// is there already, limited to sizeLimit when set.
+func mountTmpfs(dir string, sizeLimit *resource.Quantity) error {
+	mounted, err := isMountPoint(dir)
+	if err != nil || mounted {
+		return err
+	}
+	opts := "mode=0777"
+	if sizeLimit != nil && sizeLimit.Value() > 0 {
+		opts += fmt.Sprintf(",size=%d", sizeLimit.Value())
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// isMountPoint reports whether dir is on another device than its parent.
+func isMountPoint(dir string) (bool, error) {
+	var st, parent syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return false, err
+	}
+	if err := syscall.Lstat(filepath.Dir(dir), &parent); err != nil {
+		return false, err
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// removePodDir unmounts the pod's memory-backed emptyDirs and removes
+// PodsDir/<uid>.
+func removePodDir(podsDir, uid string) error {
+	dir := filepath.Join(podsDir, uid)
+	vols, err := os.ReadDir(filepath.Join(dir, "volumes", "kubernetes.io~empty-dir"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, v := range vols {
+		p := emptyDirPath(podsDir, uid, v.Name())
+		if m, err := isMountPoint(p); err == nil && m {
+			if err := syscall.Unmount(p, 0); err != nil {
+				return fmt.Errorf("unmount %s: %w", p, err)
+			}
+		}
+	}
+	return os.RemoveAll(dir)
+}

@@ -1,0 +1,327 @@
+package podruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Waiting reasons a sync reports for containers it could not start.
+const (
+	reasonCreating         = "ContainerCreating"
+	reasonErrImagePull     = "ErrImagePull"
+	reasonImagePullBackOff = "ImagePullBackOff"
+	reasonCreateError      = "CreateContainerConfigError"
+	reasonRunError         = "RunContainerError"
+)
+
+// errImagePullBackOff marks a pull skipped for its back-off.
+var errImagePullBackOff = errors.New("ImagePullBackOff")
+
+// SyncPod makes the runtime run pod as its spec asks, given its current
+// runtime status (nil: nothing exists yet): sandbox, init containers in order,
+// containers, restarts by restartPolicy with back-off. It never kills the
+// whole pod; that is KillPod.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) Result {
+	now := m.clock.Now()
+	m.mu.Lock()
+	crash := make(map[string]backoffEntry)
+	for k, e := range m.crash {
+		if k.uid == pod.UID {
+			crash[k.name] = e
+		}
+	}
+	m.mu.Unlock()
+	acts := computeActions(pod, status, now, func(name string) (backoffEntry, bool) { e, ok := crash[name]; return e, ok })
+	waiting := acts.waiting
+	for _, a := range acts.start {
+		waiting[a.container.Name] = v1.ContainerStateWaiting{Reason: reasonCreating}
+	}
+	m.setWaiting(pod, waiting)
+	for _, name := range sortedKeys(acts.waiting) {
+		if w := acts.waiting[name]; w.Reason == "CrashLoopBackOff" {
+			m.rec.Eventf(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", name, pod.Name, pod.Namespace, pod.UID)
+		}
+	}
+	res := Result{RetryAfter: acts.retryAfter}
+
+	if acts.killPod {
+		m.rec.Event(pod, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		if err := m.KillPod(ctx, pod, status, nil); err != nil {
+			res.Err = fmt.Errorf("kill pod for a new sandbox: %w", err)
+			return res
+		}
+	}
+	sbCfg, err := m.sandboxConfig(pod, acts.attempt)
+	if err != nil {
+		m.rec.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		res.Err = err
+		return res
+	}
+	sbID, podIPs := acts.sandboxID, []string(nil)
+	if status != nil {
+		podIPs = status.IPs
+	}
+	if acts.createSandbox {
+		if sbID, podIPs, err = m.createSandbox(ctx, pod, sbCfg); err != nil {
+			m.rec.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			res.Err = err
+			return res
+		}
+	}
+
+	if err := m.killContainers(ctx, pod, status, acts.kill); err != nil {
+		res.Err = err
+		return res
+	}
+	for _, a := range acts.start {
+		err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, now)
+		if err == nil {
+			m.clearWaiting(pod, a.container.Name)
+			continue
+		}
+		if res.Err == nil && !errors.Is(err, errImagePullBackOff) {
+			res.Err = err
+		}
+		if errors.Is(err, errImagePullBackOff) || errors.Is(err, errPull) {
+			if left := m.pullBackoffLeft(pod, a.container.Image); left > 0 && (res.RetryAfter == 0 || left < res.RetryAfter) {
+				res.RetryAfter = left
+			}
+		}
+		if acts.initPhase {
+			break
+		}
+	}
+	for _, id := range acts.remove {
+		if err := m.rt.RemoveContainer(ctx, id); err != nil && res.Err == nil {
+			res.Err = fmt.Errorf("remove old container %s: %w", id, err)
+		}
+	}
+	return res
+}
+
+// setWaiting replaces the pod's waiting reasons.
+func (m *Manager) setWaiting(pod *v1.Pod, w map[string]v1.ContainerStateWaiting) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.waiting[pod.UID] = w
+}
+
+// clearWaiting drops a started container's waiting reason.
+func (m *Manager) clearWaiting(pod *v1.Pod, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.waiting[pod.UID], name)
+}
+
+// markWaiting records a container's waiting reason.
+func (m *Manager) markWaiting(pod *v1.Pod, name, reason, msg string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.waiting[pod.UID] == nil {
+		m.waiting[pod.UID] = map[string]v1.ContainerStateWaiting{}
+	}
+	m.waiting[pod.UID][name] = v1.ContainerStateWaiting{Reason: reason, Message: msg}
+}
+
+// sandboxConfig is the pod's sandbox config: its pod cgroup made, the host's
+// DNS read.
+func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	parent := ""
+	if m.cgroups != nil {
+		var err error
+		if parent, err = m.cgroups.EnsurePod(pod); err != nil {
+			return nil, fmt.Errorf("pod cgroup: %w", err)
+		}
+	}
+	resolv, err := readResolvConf(m.cfg.DNS)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxConfig(pod, attempt, m.cfg.PodLogsDir, resolv, parent)
+}
+
+// createSandbox runs the pod's sandbox and returns its ID and IPs.
+func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeapi.PodSandboxConfig) (string, []string, error) {
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return "", nil, err
+	}
+	id, err := m.rt.RunPodSandbox(ctx, cfg, "")
+	if err != nil {
+		return "", nil, err
+	}
+	r, err := m.rt.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		return id, nil, fmt.Errorf("status of new sandbox %s: %w", id, err)
+	}
+	var ips []string
+	if ip := r.GetStatus().GetNetwork().GetIp(); ip != "" {
+		ips = append(ips, ip)
+		for _, a := range r.GetStatus().GetNetwork().GetAdditionalIps() {
+			ips = append(ips, a.GetIp())
+		}
+	}
+	if !pod.Spec.HostNetwork && len(ips) == 0 {
+		return id, nil, fmt.Errorf("sandbox %s of pod %s/%s has no IP", id, pod.Namespace, pod.Name)
+	}
+	m.log.Info("sandbox created", "pod", pod.Namespace+"/"+pod.Name, "sandbox", id, "attempt", cfg.Metadata.Attempt, "ips", ips)
+	return id, ips, nil
+}
+
+// killContainers stops the listed containers of pod (a changed spec) with
+// the pod's grace period, in parallel.
+func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, kills []killAction) error {
+	if len(kills) == 0 {
+		return nil
+	}
+	byID := map[string]*runtimeapi.ContainerStatus{}
+	if status != nil {
+		for _, c := range status.Containers {
+			byID[c.Id] = c
+		}
+	}
+	var batch []*runtimeapi.ContainerStatus
+	for _, k := range kills {
+		if c := byID[k.id]; c != nil {
+			m.log.Info("restarting container", "pod", pod.Namespace+"/"+pod.Name, "container", k.name, "reason", k.reason)
+			batch = append(batch, c)
+		}
+	}
+	grace := podGrace(pod, status, nil)
+	return m.stopAll(ctx, pod, status, batch, m.clock.Now().Add(time.Duration(grace)*time.Second))
+}
+
+// startContainer pulls c's image as its policy asks and creates and starts it.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, now time.Time) error {
+	c := a.container
+	if err := m.ensureImage(ctx, pod, c, sbCfg); err != nil {
+		return err
+	}
+	cfg, err := containerConfig(containerInput{
+		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
+		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs,
+	})
+	if err != nil {
+		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
+	if err := os.MkdirAll(podLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
+		return err
+	}
+	id, err := m.rt.CreateContainer(ctx, sbID, cfg, sbCfg)
+	if err != nil {
+		m.markWaiting(pod, c.Name, "CreateContainerError", err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return fmt.Errorf("create container %s: %w", c.Name, err)
+	}
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
+	if !a.prevFinished.IsZero() {
+		// A restart: the next exit waits longer.
+		key := backoffKey{uid: pod.UID, name: c.Name}
+		m.mu.Lock()
+		e, ok := m.crash[key]
+		m.crash[key] = nextBackoff(e, ok, a.prevFinished)
+		m.mu.Unlock()
+	}
+	if err := m.rt.StartContainer(ctx, id); err != nil {
+		m.markWaiting(pod, c.Name, reasonRunError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return fmt.Errorf("start container %s: %w", c.Name, err)
+	}
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	return nil
+}
+
+// errPull marks a failed pull.
+var errPull = errors.New(reasonErrImagePull)
+
+// pullPolicy is c's imagePullPolicy, defaulted as the API server does: Always
+// for a :latest or untagged image, else IfNotPresent.
+func pullPolicy(c *v1.Container) v1.PullPolicy {
+	if c.ImagePullPolicy != "" {
+		return c.ImagePullPolicy
+	}
+	ref := c.Image
+	if i := strings.Index(ref, "@"); i >= 0 {
+		return v1.PullIfNotPresent
+	}
+	tag := ""
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		tag = ref[i+1:]
+	}
+	if tag == "" || tag == "latest" {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}
+
+// ensureImage makes c's image present as its pull policy asks, with the
+// kubelet's image pull back-off.
+func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig) error {
+	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}
+	policy := pullPolicy(c)
+	st, err := m.rt.ImageStatus(ctx, spec, false)
+	if err != nil {
+		m.markWaiting(pod, c.Name, "ImageInspectError", err.Error())
+		return fmt.Errorf("image status of %q: %w", c.Image, err)
+	}
+	present := st.GetImage() != nil
+	if present && policy != v1.PullAlways {
+		return nil
+	}
+	if policy == v1.PullNever {
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		m.markWaiting(pod, c.Name, ErrImageNeverPull.Error(), msg)
+		m.rec.Event(pod, v1.EventTypeWarning, ErrImageNeverPull.Error(), msg)
+		return fmt.Errorf("container %s: %w: %s", c.Name, ErrImageNeverPull, msg)
+	}
+	now := m.clock.Now()
+	key := backoffKey{uid: pod.UID, name: c.Image}
+	m.mu.Lock()
+	e, ok := m.pull[key]
+	m.mu.Unlock()
+	if in, _ := inBackoff(e, ok, e.last, now); in {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		m.markWaiting(pod, c.Name, reasonImagePullBackOff, msg)
+		m.rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
+		return fmt.Errorf("container %s: %w", c.Name, errImagePullBackOff)
+	}
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	start := m.clock.Now()
+	if _, err := m.rt.PullImage(ctx, spec, nil, sbCfg); err != nil {
+		m.mu.Lock()
+		m.pull[key] = nextBackoff(e, ok, m.clock.Now())
+		m.mu.Unlock()
+		m.markWaiting(pod, c.Name, reasonErrImagePull, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		return fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
+	}
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, m.clock.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// pullBackoffLeft is the time left on the pod's pull back-off for image.
+func (m *Manager) pullBackoffLeft(pod *v1.Pod, image string) time.Duration {
+	m.mu.Lock()
+	e, ok := m.pull[backoffKey{uid: pod.UID, name: image}]
+	m.mu.Unlock()
+	_, left := inBackoff(e, ok, e.last, m.clock.Now())
+	return left
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
