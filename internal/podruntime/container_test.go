@@ -24,7 +24,9 @@ func envMap(kvs []*runtimeapi.KeyValue) [][2]string {
 
 func TestContainerEnv(t *testing.T) {
 	t.Parallel()
-	ref := func(path string) *v1.EnvVarSource { return &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: path}} }
+	ref := func(path string) *v1.EnvVarSource {
+		return &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: path}}
+	}
 	res := func(r, div, ctr string) *v1.EnvVarSource {
 		s := &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: r, ContainerName: ctr}}
 		if div != "" {

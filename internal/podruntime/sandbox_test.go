@@ -35,7 +35,7 @@ func TestSandboxConfig(t *testing.T) {
 			{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 8080},
 			{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353},
 		},
-		Labels: map[string]string{"app": "web", labelPodName: "web", labelPodNamespace: "ns", labelPodUID: "uid-1", labelKubeletManaged: "true"},
+		Labels:      map[string]string{"app": "web", labelPodName: "web", labelPodNamespace: "ns", labelPodUID: "uid-1", labelKubeletManaged: "true"},
 		Annotations: map[string]string{"note": "n"},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: "/kubepods/burstable/poduid-1",
