@@ -222,16 +222,19 @@ func logTail(path string, lines int, maxBytes int64) string {
 		_, _ = f.Seek(st.Size()-64*1024, io.SeekStart)
 	}
 	var all []string
+	var partial strings.Builder
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		parts := strings.SplitN(sc.Text(), " ", 4)
-		if len(parts) == 4 {
-			if parts[2] == "P" {
-				all = append(all, parts[3]) // a partial line continues in the next
-				continue
-			}
-			all = append(all, parts[3]+"\n")
+		if len(parts) != 4 {
+			continue
 		}
+		partial.WriteString(parts[3])
+		if parts[2] == "P" {
+			continue // a partial line continues in the next
+		}
+		all = append(all, partial.String()+"\n")
+		partial.Reset()
 	}
 	if len(all) > lines {
 		all = all[len(all)-lines:]
