@@ -1,7 +1,9 @@
 package podruntime
 
 import (
+	"fmt"
 	"log/slog"
+	"strconv"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -35,3 +37,7 @@ func rl(kv ...string) v1.ResourceList {
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), nil))
 }
+
+func sprintf(f string, args ...any) string { return fmt.Sprintf(f, args...) }
+
+func itoa(n int) string { return strconv.Itoa(n) }
