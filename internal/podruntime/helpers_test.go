@@ -41,3 +41,5 @@ func testLogger(t *testing.T) *slog.Logger {
 func sprintf(f string, args ...any) string { return fmt.Sprintf(f, args...) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+var resourceMi = resource.MustParse("1Mi")
