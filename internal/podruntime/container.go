@@ -84,6 +84,8 @@ type containerInput struct {
 	// termLog is the host file mounted at the termination message path; ""
 	// makes one under podsDir.
 	termLog string
+	// hostsFile is the host's hosts file, the base of a host-network pod's.
+	hostsFile string
 }
 
 // containerConfig builds the CRI ContainerConfig of in.container. It makes
@@ -467,6 +469,11 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 		}
 		out = append(out, m)
 	}
+	if hosts, err := etcHostsMount(in, out); err != nil {
+		return nil, err
+	} else if hosts != nil {
+		out = append(out, hosts)
+	}
 	termPath := c.TerminationMessagePath
 	if termPath == "" {
 		termPath = v1.TerminationMessagePathDefault
@@ -572,4 +579,66 @@ func checkHostPath(hp *v1.HostPathVolumeSource) error {
 		return want(exists && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0, "block device")
 	}
 	return fmt.Errorf("hostPath type %q is not a known type", typ)
+}
+
+// etcHostsPath is the pod's managed hosts file.
+func etcHostsPath(podsDir, uid string) string {
+	return filepath.Join(podsDir, uid, "etc-hosts")
+}
+
+// etcHostsMount writes the pod's hosts file and returns its mount at
+// /etc/hosts, as the kubelet manages it: for a pod-network pod the loopback
+// and IPv6 names, the pod's IPs with its hostname and the pod's hostAliases;
+// for a host-network pod the host's file with the hostAliases. It returns
+// nil when the pod has no IP yet or the container mounts /etc/hosts itself.
+func etcHostsMount(in containerInput, mounts []*runtimeapi.Mount) (*runtimeapi.Mount, error) {
+	ips := in.ips()
+	if len(ips) == 0 {
+		return nil, nil
+	}
+	for _, m := range mounts {
+		if m.ContainerPath == "/etc/hosts" {
+			return nil, nil
+		}
+	}
+	pod := in.pod
+	var b strings.Builder
+	if pod.Spec.HostNetwork {
+		b.WriteString("# Kubernetes-managed hosts file (host network).\n")
+		host, err := os.ReadFile(in.hostsFile)
+		if err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("read host hosts file: %w", err)
+		}
+		b.Write(host)
+		if len(host) > 0 && host[len(host)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	} else {
+		b.WriteString("# Kubernetes-managed hosts file.\n")
+		b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
+		name := pod.Name
+		if pod.Spec.Hostname != "" {
+			name = pod.Spec.Hostname
+		}
+		if pod.Spec.Subdomain != "" {
+			name = fmt.Sprintf("%s.%s.%s.svc.cluster.local\t%s", name, pod.Spec.Subdomain, pod.Namespace, name)
+		}
+		for _, ip := range ips {
+			fmt.Fprintf(&b, "%s\t%s\n", ip, name)
+		}
+	}
+	if len(pod.Spec.HostAliases) > 0 {
+		b.WriteString("\n# Entries added by HostAliases.\n")
+		for _, a := range pod.Spec.HostAliases {
+			fmt.Fprintf(&b, "%s\t%s\n", a.IP, strings.Join(a.Hostnames, "\t"))
+		}
+	}
+	path := etcHostsPath(in.podsDir, string(pod.UID))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: path}, nil
 }

@@ -48,12 +48,20 @@ func removePodDir(podsDir, uid string) error {
 		return err
 	}
 	for _, v := range vols {
-		p := emptyDirPath(podsDir, uid, v.Name())
-		if m, err := isMountPoint(p); err == nil && m {
-			if err := syscall.Unmount(p, 0); err != nil {
-				return fmt.Errorf("unmount %s: %w", p, err)
-			}
+		if err := unmountIfMounted(emptyDirPath(podsDir, uid, v.Name())); err != nil {
+			return err
 		}
 	}
 	return os.RemoveAll(dir)
+}
+
+// unmountIfMounted unmounts dir if something is mounted on it.
+func unmountIfMounted(dir string) error {
+	if m, err := isMountPoint(dir); err != nil || !m {
+		return nil
+	}
+	if err := syscall.Unmount(dir, 0); err != nil {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	return nil
 }

@@ -103,6 +103,9 @@ type Config struct {
 	CPUs int
 	// DNS is the host's resolv.conf ("" = /etc/resolv.conf).
 	DNS string
+	// HostsFile is the host's hosts file ("" = /etc/hosts), which containers
+	// of host-network pods see.
+	HostsFile string
 }
 
 // Deps are the pod runtime's collaborators.
@@ -164,6 +167,9 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	if cfg.DNS == "" {
 		cfg.DNS = "/etc/resolv.conf"
+	}
+	if cfg.HostsFile == "" {
+		cfg.HostsFile = "/etc/hosts"
 	}
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
