@@ -147,6 +147,8 @@ type Manager struct {
 	waiting map[types.UID]map[string]v1.ContainerStateWaiting
 	// exited caches the statuses of exited containers, which do not change.
 	exited map[string]*runtimeapi.ContainerStatus
+	// stopped caches the statuses of stopped sandboxes, which do not change.
+	stopped map[string]*runtimeapi.PodSandboxStatus
 }
 
 // New returns a Manager. It checks cfg and deps; it makes no runtime call.
@@ -178,6 +180,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		pull:    map[backoffKey]backoffEntry{},
 		waiting: map[types.UID]map[string]v1.ContainerStateWaiting{},
 		exited:  map[string]*runtimeapi.ContainerStatus{},
+		stopped: map[string]*runtimeapi.PodSandboxStatus{},
 	}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}

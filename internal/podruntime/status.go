@@ -44,6 +44,7 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 		return nil, err
 	}
 	pods := map[types.UID]*PodStatus{}
+	listed := make(map[string]bool, len(sbs)+len(ctrs))
 	pod := func(uid string, md interface{ GetName() string }, ns string) *PodStatus {
 		p, ok := pods[types.UID(uid)]
 		if !ok {
@@ -60,7 +61,8 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 		if uid == "" {
 			continue // not ours
 		}
-		r, err := m.rt.PodSandboxStatus(ctx, sb.Id, false)
+		listed[sb.Id] = true
+		st, err := m.sandboxStatus(ctx, sb.Id)
 		if errors.Is(err, cri.ErrNotFound) {
 			continue // removed since the list
 		}
@@ -68,9 +70,8 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 			return nil, err
 		}
 		p := pod(uid, sb.GetMetadata(), sb.GetMetadata().GetNamespace())
-		p.Sandboxes = append(p.Sandboxes, r.GetStatus())
+		p.Sandboxes = append(p.Sandboxes, st)
 	}
-	listed := make(map[string]bool, len(ctrs))
 	for _, c := range ctrs {
 		uid := c.GetLabels()[labelPodUID]
 		if uid == "" {
@@ -94,6 +95,11 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 	for id := range m.exited {
 		if !listed[id] {
 			delete(m.exited, id)
+		}
+	}
+	for id := range m.stopped {
+		if !listed[id] {
+			delete(m.stopped, id)
 		}
 	}
 	m.mu.Unlock()
@@ -156,6 +162,31 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 		}
 		m.mu.Lock()
 		m.exited[c.Id] = st
+		m.mu.Unlock()
+	}
+	return st, nil
+}
+
+// sandboxStatus is a sandbox's status: from the cache when it was stopped
+// (a stopped sandbox does not change), else from the runtime.
+func (m *Manager) sandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+	m.mu.Lock()
+	st, ok := m.stopped[id]
+	m.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	r, err := m.rt.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		return nil, err
+	}
+	st = r.GetStatus()
+	if st == nil {
+		return nil, fmt.Errorf("sandbox %s: the runtime returned no status", id)
+	}
+	if st.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		m.mu.Lock()
+		m.stopped[id] = st
 		m.mu.Unlock()
 	}
 	return st, nil

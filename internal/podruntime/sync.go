@@ -40,13 +40,17 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 	}
 	m.mu.Unlock()
 	acts := computeActions(pod, status, now, func(name string) (backoffEntry, bool) { e, ok := crash[name]; return e, ok })
-	waiting := acts.waiting
+	waiting := make(map[string]v1.ContainerStateWaiting, len(acts.waiting)+len(acts.start))
+	for name, w := range acts.waiting {
+		waiting[name] = w
+	}
 	for _, a := range acts.start {
 		waiting[a.container.Name] = v1.ContainerStateWaiting{Reason: reasonCreating}
 	}
-	m.setWaiting(pod, waiting)
+	before := m.setWaiting(pod, waiting)
 	for _, name := range sortedKeys(acts.waiting) {
-		if w := acts.waiting[name]; w.Reason == "CrashLoopBackOff" {
+		// One event per back-off, not one per sync.
+		if w := acts.waiting[name]; w.Reason == "CrashLoopBackOff" && before[name] != w {
 			m.rec.Eventf(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", name, pod.Name, pod.Namespace, pod.UID)
 		}
 	}
@@ -82,7 +86,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 		return res
 	}
 	for _, a := range acts.start {
-		err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, now)
+		err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name])
 		if err == nil {
 			m.clearWaiting(pod, a.container.Name)
 			continue
@@ -107,11 +111,14 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 	return res
 }
 
-// setWaiting replaces the pod's waiting reasons.
-func (m *Manager) setWaiting(pod *v1.Pod, w map[string]v1.ContainerStateWaiting) {
+// setWaiting replaces the pod's waiting reasons and returns the previous
+// ones.
+func (m *Manager) setWaiting(pod *v1.Pod, w map[string]v1.ContainerStateWaiting) map[string]v1.ContainerStateWaiting {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	before := m.waiting[pod.UID]
 	m.waiting[pod.UID] = w
+	return before
 }
 
 // clearWaiting drops a started container's waiting reason.
@@ -199,9 +206,10 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 }
 
 // startContainer pulls c's image as its policy asks and creates and starts it.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, now time.Time) error {
+// prev is the container's waiting state after the last sync.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting) error {
 	c := a.container
-	if err := m.ensureImage(ctx, pod, c, sbCfg); err != nil {
+	if err := m.ensureImage(ctx, pod, c, sbCfg, prev); err != nil {
 		return err
 	}
 	cfg, err := containerConfig(containerInput{
@@ -265,7 +273,7 @@ func pullPolicy(c *v1.Container) v1.PullPolicy {
 
 // ensureImage makes c's image present as its pull policy asks, with the
 // kubelet's image pull back-off.
-func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig) error {
+func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig, prev v1.ContainerStateWaiting) error {
 	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}
 	policy := pullPolicy(c)
 	st, err := m.rt.ImageStatus(ctx, spec, false)
@@ -280,7 +288,9 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	if policy == v1.PullNever {
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
 		m.markWaiting(pod, c.Name, ErrImageNeverPull.Error(), msg)
-		m.rec.Event(pod, v1.EventTypeWarning, ErrImageNeverPull.Error(), msg)
+		if prev.Reason != ErrImageNeverPull.Error() {
+			m.rec.Event(pod, v1.EventTypeWarning, ErrImageNeverPull.Error(), msg)
+		}
 		return fmt.Errorf("container %s: %w: %s", c.Name, ErrImageNeverPull, msg)
 	}
 	now := m.clock.Now()
@@ -291,7 +301,9 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	if in, _ := inBackoff(e, ok, e.last, now); in {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		m.markWaiting(pod, c.Name, reasonImagePullBackOff, msg)
-		m.rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
+		if prev.Reason != reasonImagePullBackOff {
+			m.rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
+		}
 		return fmt.Errorf("container %s: %w", c.Name, errImagePullBackOff)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)

@@ -257,8 +257,15 @@ func TestSyncPodCrashLoop(t *testing.T) {
 	if st.Phase != v1.PodRunning {
 		t.Errorf("phase %s, want Running", st.Phase)
 	}
+	f.clock.Step(time.Second)
+	if res := f.sync(t, pod); res.RetryAfter != 6*time.Second {
+		t.Errorf("still in back-off: %+v, want RetryAfter 6s", res)
+	}
+	if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
+		t.Errorf("one BackOff event per back-off (-want +got):\n%s", diff)
+	}
 	// After the back-off: restarted, and the next back-off doubles.
-	f.clock.Step(7 * time.Second)
+	f.clock.Step(6 * time.Second)
 	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
 		t.Fatalf("after back-off: %+v", res)
 	}
@@ -273,10 +280,19 @@ func TestSyncPodCrashLoop(t *testing.T) {
 	if st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now()); st.ContainerStatuses[0].RestartCount != 2 {
 		t.Errorf("restart count %d, want 2", st.ContainerStatuses[0].RestartCount)
 	}
-	ev := f.events.take()
-	if !slices.Contains(ev, "BackOff: Back-off restarting failed container app in pod web_ns(uid-1)") {
-		t.Errorf("no BackOff event in %v", ev)
+	if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
+		t.Errorf("the next back-off's event (-want +got):\n%s", diff)
 	}
+}
+
+func backoffEvents(ev []string) []string {
+	var out []string
+	for _, e := range ev {
+		if strings.HasPrefix(e, "BackOff:") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func TestSyncPodSpecChangeRestarts(t *testing.T) {
@@ -361,7 +377,11 @@ func TestSyncPodImages(t *testing.T) {
 	if st := f.m.PodStatus(pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ImagePullBackOff" {
 		t.Errorf("pull in back-off: %s", stateOf(st.ContainerStatuses[0]))
 	}
-	f.clock.Step(6 * time.Second)
+	f.clock.Step(time.Second)
+	if res := f.sync(t, pull); res.RetryAfter != 5*time.Second {
+		t.Errorf("pull still in back-off: %+v, want RetryAfter 5s", res)
+	}
+	f.clock.Step(5 * time.Second)
 	if res := f.sync(t, pull); res.Err != nil {
 		t.Errorf("pull after back-off: %v", res.Err)
 	}
@@ -501,5 +521,31 @@ func TestNewChecksConfig(t *testing.T) {
 		if _, err := New(tc.cfg, tc.deps); err == nil || err.Error() != tc.want {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestStatusesCacheWhatCannotChange(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	f.exit(t, "app", 0)
+	if err := f.m.KillPod(t.Context(), pod, f.status(t, pod.UID), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.status(t, pod.UID) // caches the exited container and the stopped sandbox
+	f.rt.Lock()
+	f.rt.Called = nil
+	f.rt.Unlock()
+	st := f.status(t, pod.UID)
+	if len(st.Containers) != 1 || len(st.Sandboxes) != 1 {
+		t.Fatalf("status %v", st)
+	}
+	f.rt.Lock()
+	defer f.rt.Unlock()
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers"}, f.rt.Called); diff != "" {
+		t.Errorf("a relist of a stopped pod (-want +got):\n%s", diff)
 	}
 }
