@@ -443,6 +443,10 @@ func derivePodStatus(in statusInput) v1.PodStatus {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := containerAPIStatus(in, c, "PodInitializing")
+		if !isSidecar(c) {
+			// A regular init container is ready once it has succeeded.
+			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		}
 		out.InitContainerStatuses = append(out.InitContainerStatuses, cs)
 		newest, _ := newestByName(in.status, c.Name)
 		if isSidecar(c) {

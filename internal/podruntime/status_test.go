@@ -132,7 +132,7 @@ func TestDerivePodStatusContainers(t *testing.T) {
 		StartTime: &start,
 		QOSClass:  v1.PodQOSBestEffort,
 		InitContainerStatuses: []v1.ContainerStatus{
-			{Name: "i1", Image: "img:1", ImageID: "sha256:img:1", ContainerID: "containerd://i", Started: new(false),
+			{Name: "i1", Image: "img:1", ImageID: "sha256:img:1", ContainerID: "containerd://i", Started: new(false), Ready: true,
 				State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: mt(1), FinishedAt: mt(1), ContainerID: "containerd://i"}}},
 			{Name: "side", Image: "img:1", Started: new(false), State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "PodInitializing"}}},
 		},
