@@ -283,6 +283,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	}
 	present := st.GetImage() != nil
 	if present && policy != v1.PullAlways {
+		m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
 		return nil
 	}
 	if policy == v1.PullNever {

@@ -208,7 +208,11 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	if st.Phase != v1.PodRunning || stateOf(st.ContainerStatuses[0]) != "running" || st.PodIP != critest.FakePodSandboxIPs[0] {
 		t.Errorf("after init: phase %s, app %s, IP %q", st.Phase, stateOf(st.ContainerStatuses[0]), st.PodIP)
 	}
-	if diff := cmp.Diff([]string{"Created: Created container init", "Started: Started container init", "Created: Created container app", "Started: Started container app"}, f.events.take()); diff != "" {
+	want := []string{
+		`Pulled: Container image "img:1" already present on machine`, "Created: Created container init", "Started: Started container init",
+		`Pulled: Container image "img:1" already present on machine`, "Created: Created container app", "Started: Started container app",
+	}
+	if diff := cmp.Diff(want, f.events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	// The container got the pod's labels, the kubelet's annotations and its log path.
@@ -547,5 +551,38 @@ func TestStatusesCacheWhatCannotChange(t *testing.T) {
 	defer f.rt.Unlock()
 	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers"}, f.rt.Called); diff != "" {
 		t.Errorf("a relist of a stopped pod (-want +got):\n%s", diff)
+	}
+}
+
+func TestAdoptionRestartsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sidecar := v1.ContainerRestartPolicyAlways
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "img:1"}, {Name: "side", Image: "img:1", RestartPolicy: &sidecar}}
+	})
+	f.sync(t, pod)
+	f.exit(t, "init", 0)
+	f.sync(t, pod)
+	f.sync(t, pod)
+	// A new manager, as after an agent restart, over the same runtime.
+	m2, err := New(f.m.cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.calls()
+	all, err := m2.Statuses(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := m2.SyncPod(t.Context(), pod, all[pod.UID]); res.Err != nil || res.RetryAfter != 0 {
+		t.Fatalf("adopting sync: %+v", res)
+	}
+	if got := f.calls(); len(got) != 0 {
+		t.Errorf("adopting a running pod made calls %v", got)
+	}
+	st := m2.PodStatus(pod, all[pod.UID], f.clock.Now())
+	if st.Phase != v1.PodRunning || st.ContainerStatuses[0].RestartCount != 0 || !st.ContainerStatuses[0].Ready {
+		t.Errorf("adopted pod: phase %s, app %+v", st.Phase, st.ContainerStatuses[0])
 	}
 }
