@@ -125,7 +125,9 @@ type Deps struct {
 }
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
-// calls for one pod are serialised by the caller (one worker per pod).
+// calls for one pod are serialised by the caller (one worker per pod). The
+// runtime statuses in a PodStatus are shared between relists: read them, do
+// not change them.
 type Manager struct {
 	cfg       Config
 	rt        Runtime
@@ -145,10 +147,10 @@ type Manager struct {
 	// waiting is the waiting reason per container that the pod's last SyncPod
 	// saw (CrashLoopBackOff, ErrImagePull, ...), by pod UID and container name.
 	waiting map[types.UID]map[string]v1.ContainerStateWaiting
-	// exited caches the statuses of exited containers, which do not change.
-	exited map[string]*runtimeapi.ContainerStatus
-	// stopped caches the statuses of stopped sandboxes, which do not change.
-	stopped map[string]*runtimeapi.PodSandboxStatus
+	// ctrCache and sbCache hold the last status read of each listed
+	// container and sandbox (see containerStatus).
+	ctrCache map[string]*runtimeapi.ContainerStatus
+	sbCache  map[string]*runtimeapi.PodSandboxStatus
 }
 
 // New returns a Manager. It checks cfg and deps; it makes no runtime call.
@@ -176,11 +178,11 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
 		rec: deps.Recorder, readiness: deps.Readiness,
-		crash:   map[backoffKey]backoffEntry{},
-		pull:    map[backoffKey]backoffEntry{},
-		waiting: map[types.UID]map[string]v1.ContainerStateWaiting{},
-		exited:  map[string]*runtimeapi.ContainerStatus{},
-		stopped: map[string]*runtimeapi.PodSandboxStatus{},
+		crash:    map[backoffKey]backoffEntry{},
+		pull:     map[backoffKey]backoffEntry{},
+		waiting:  map[types.UID]map[string]v1.ContainerStateWaiting{},
+		ctrCache: map[string]*runtimeapi.ContainerStatus{},
+		sbCache:  map[string]*runtimeapi.PodSandboxStatus{},
 	}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}

@@ -62,7 +62,7 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 			continue // not ours
 		}
 		listed[sb.Id] = true
-		st, err := m.sandboxStatus(ctx, sb.Id)
+		st, err := m.sandboxStatus(ctx, sb)
 		if errors.Is(err, cri.ErrNotFound) {
 			continue // removed since the list
 		}
@@ -92,14 +92,14 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 		p.Containers = append(p.Containers, st)
 	}
 	m.mu.Lock()
-	for id := range m.exited {
+	for id := range m.ctrCache {
 		if !listed[id] {
-			delete(m.exited, id)
+			delete(m.ctrCache, id)
 		}
 	}
-	for id := range m.stopped {
+	for id := range m.sbCache {
 		if !listed[id] {
-			delete(m.stopped, id)
+			delete(m.sbCache, id)
 		}
 	}
 	m.mu.Unlock()
@@ -139,13 +139,15 @@ func cmpNewest(a, b int64) int {
 	return 0
 }
 
-// containerStatus is c's status: from the cache when it had exited (an exited
-// container does not change), else from the runtime.
+// containerStatus is c's status. A container's status changes only with its
+// state (its start and exit times, exit code and message are set once), so
+// the one read when the container was last listed in the same state is
+// reused, and the runtime is asked only about containers that changed.
 func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) (*runtimeapi.ContainerStatus, error) {
 	m.mu.Lock()
-	st, ok := m.exited[c.Id]
+	st, ok := m.ctrCache[c.Id]
 	m.mu.Unlock()
-	if ok {
+	if ok && st.State == c.State {
 		return st, nil
 	}
 	r, err := m.rt.ContainerStatus(ctx, c.Id, false)
@@ -156,37 +158,37 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 	if st == nil {
 		return nil, fmt.Errorf("container %s: the runtime returned no status", c.Id)
 	}
-	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-		if st.Message == "" {
-			st.Message = terminationMessage(st)
-		}
+	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED && st.Message == "" {
+		st.Message = terminationMessage(st)
+	}
+	if st.State == c.State {
 		m.mu.Lock()
-		m.exited[c.Id] = st
+		m.ctrCache[c.Id] = st
 		m.mu.Unlock()
 	}
 	return st, nil
 }
 
-// sandboxStatus is a sandbox's status: from the cache when it was stopped
-// (a stopped sandbox does not change), else from the runtime.
-func (m *Manager) sandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+// sandboxStatus is sb's status, reused while its listed state is the same
+// (a sandbox's IPs and namespaces are fixed when it is made).
+func (m *Manager) sandboxStatus(ctx context.Context, sb *runtimeapi.PodSandbox) (*runtimeapi.PodSandboxStatus, error) {
 	m.mu.Lock()
-	st, ok := m.stopped[id]
+	st, ok := m.sbCache[sb.Id]
 	m.mu.Unlock()
-	if ok {
+	if ok && st.State == sb.State {
 		return st, nil
 	}
-	r, err := m.rt.PodSandboxStatus(ctx, id, false)
+	r, err := m.rt.PodSandboxStatus(ctx, sb.Id, false)
 	if err != nil {
 		return nil, err
 	}
 	st = r.GetStatus()
 	if st == nil {
-		return nil, fmt.Errorf("sandbox %s: the runtime returned no status", id)
+		return nil, fmt.Errorf("sandbox %s: the runtime returned no status", sb.Id)
 	}
-	if st.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+	if st.State == sb.State {
 		m.mu.Lock()
-		m.stopped[id] = st
+		m.sbCache[sb.Id] = st
 		m.mu.Unlock()
 	}
 	return st, nil

@@ -528,28 +528,41 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 }
 
-func TestStatusesCacheWhatCannotChange(t *testing.T) {
+func TestStatusesAskOnlyAboutChanges(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	pod := testPod()
 	if res := f.sync(t, pod); res.Err != nil {
 		t.Fatal(res.Err)
 	}
+	relist := func() []string {
+		t.Helper()
+		f.rt.Lock()
+		f.rt.Called = nil
+		f.rt.Unlock()
+		st := f.status(t, pod.UID)
+		if len(st.Containers) != 1 || len(st.Sandboxes) != 1 {
+			t.Fatalf("status %v", st)
+		}
+		f.rt.Lock()
+		defer f.rt.Unlock()
+		return f.rt.Called
+	}
+	relist()
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers"}, relist()); diff != "" {
+		t.Errorf("a relist of a running pod (-want +got):\n%s", diff)
+	}
 	f.exit(t, "app", 0)
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers", "ContainerStatus"}, relist()); diff != "" {
+		t.Errorf("a relist after an exit (-want +got):\n%s", diff)
+	}
 	if err := f.m.KillPod(t.Context(), pod, f.status(t, pod.UID), nil); err != nil {
 		t.Fatal(err)
 	}
-	f.status(t, pod.UID) // caches the exited container and the stopped sandbox
-	f.rt.Lock()
-	f.rt.Called = nil
-	f.rt.Unlock()
-	st := f.status(t, pod.UID)
-	if len(st.Containers) != 1 || len(st.Sandboxes) != 1 {
-		t.Fatalf("status %v", st)
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers", "PodSandboxStatus"}, relist()); diff != "" {
+		t.Errorf("a relist after the sandbox stopped (-want +got):\n%s", diff)
 	}
-	f.rt.Lock()
-	defer f.rt.Unlock()
-	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers"}, f.rt.Called); diff != "" {
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers"}, relist()); diff != "" {
 		t.Errorf("a relist of a stopped pod (-want +got):\n%s", diff)
 	}
 }
