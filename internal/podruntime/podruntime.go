@@ -23,6 +23,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekeeper/nodekeeper/internal/cri"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -74,6 +75,8 @@ type Runtime interface {
 	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, verbose bool) (*runtimeapi.ImageStatusResponse, error)
 	PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error)
 }
+
+var _ Runtime = (*cri.Client)(nil)
 
 // Cgroups makes and removes the pod-level cgroups.
 type Cgroups interface {

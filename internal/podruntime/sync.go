@@ -63,6 +63,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 			return res
 		}
 	}
+	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 {
+		m.removeOld(ctx, acts.remove, &res)
+		return res // the pod is as it should be: no config to build
+	}
 	sbCfg, err := m.sandboxConfig(pod, acts.attempt)
 	if err != nil {
 		m.rec.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
@@ -103,12 +107,17 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 			break
 		}
 	}
-	for _, id := range acts.remove {
+	m.removeOld(ctx, acts.remove, &res)
+	return res
+}
+
+// removeOld removes exited containers the pod no longer needs.
+func (m *Manager) removeOld(ctx context.Context, ids []string, res *Result) {
+	for _, id := range ids {
 		if err := m.rt.RemoveContainer(ctx, id); err != nil && res.Err == nil {
 			res.Err = fmt.Errorf("remove old container %s: %w", id, err)
 		}
 	}
-	return res
 }
 
 // setWaiting replaces the pod's waiting reasons and returns the previous

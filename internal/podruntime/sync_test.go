@@ -196,6 +196,9 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	if got := f.calls(); len(got) != 0 {
 		t.Errorf("sync while init runs made calls %v", got)
 	}
+	if len(f.cgroups.ensured) != 1 {
+		t.Errorf("a sync with nothing to do made the pod cgroup again (%d times in all)", len(f.cgroups.ensured))
+	}
 
 	f.exit(t, "init", 0)
 	if res := f.sync(t, pod); res.Err != nil {
