@@ -278,6 +278,7 @@ func (m *Manager) forget(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.waiting, uid)
+	delete(m.conds, uid)
 	for k := range m.crash {
 		if k.uid == uid {
 			delete(m.crash, k)

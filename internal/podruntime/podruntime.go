@@ -150,6 +150,9 @@ type Manager struct {
 	// waiting is the waiting reason per container that the pod's last SyncPod
 	// saw (CrashLoopBackOff, ErrImagePull, ...), by pod UID and container name.
 	waiting map[types.UID]map[string]v1.ContainerStateWaiting
+	// conds are the conditions of each pod's last PodStatus, for their
+	// transition times.
+	conds map[types.UID][]v1.PodCondition
 	// ctrCache and sbCache hold the last status read of each listed
 	// container and sandbox (see containerStatus).
 	ctrCache map[string]*runtimeapi.ContainerStatus
@@ -184,6 +187,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		crash:    map[backoffKey]backoffEntry{},
 		pull:     map[backoffKey]backoffEntry{},
 		waiting:  map[types.UID]map[string]v1.ContainerStateWaiting{},
+		conds:    map[types.UID][]v1.PodCondition{},
 		ctrCache: map[string]*runtimeapi.ContainerStatus{},
 		sbCache:  map[string]*runtimeapi.PodSandboxStatus{},
 	}

@@ -301,7 +301,27 @@ func (m *Manager) PodStatus(pod *v1.Pod, status *PodStatus, now time.Time) v1.Po
 	}
 	name := m.runtimeName
 	m.mu.Unlock()
-	return derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP, readiness: m.readiness, now: now})
+	st := derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP, readiness: m.readiness, now: now})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st.Conditions = keepTransitions(m.conds[pod.UID], st.Conditions)
+	m.conds[pod.UID] = st.Conditions
+	return st
+}
+
+// keepTransitions gives each condition of cur whose status is the same as in
+// prev prev's LastTransitionTime: a condition's time is when it last changed.
+func keepTransitions(prev, cur []v1.PodCondition) []v1.PodCondition {
+	out := make([]v1.PodCondition, len(cur))
+	copy(out, cur)
+	for i := range out {
+		for _, p := range prev {
+			if p.Type == out[i].Type && p.Status == out[i].Status {
+				out[i].LastTransitionTime = p.LastTransitionTime
+			}
+		}
+	}
+	return out
 }
 
 // newestByName is the newest container of status named name, nil if none;

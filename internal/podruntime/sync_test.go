@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -600,5 +601,33 @@ func TestAdoptionRestartsNothing(t *testing.T) {
 	st := m2.PodStatus(pod, all[pod.UID], f.clock.Now())
 	if st.Phase != v1.PodRunning || st.ContainerStatuses[0].RestartCount != 0 || !st.ContainerStatuses[0].Ready {
 		t.Errorf("adopted pod: phase %s, app %+v", st.Phase, st.ContainerStatuses[0])
+	}
+}
+
+func TestConditionTransitionTimes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	t1 := f.clock.Now()
+	f.m.PodStatus(pod, nil, t1) // nothing yet: not ready
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	t2 := t1.Add(time.Minute)
+	f.m.PodStatus(pod, f.status(t, pod.UID), t2)
+	t3 := t2.Add(time.Minute)
+	st := f.m.PodStatus(pod, f.status(t, pod.UID), t3)
+	got := map[v1.PodConditionType]time.Time{}
+	for _, c := range st.Conditions {
+		got[c.Type] = c.LastTransitionTime.Time
+	}
+	want := map[v1.PodConditionType]time.Time{
+		v1.PodReadyToStartContainers: t2, // became true at t2
+		v1.PodInitialized:            t1, // true from the start
+		v1.ContainersReady:           t2,
+		v1.PodReady:                  t2,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Second)); diff != "" {
+		t.Errorf("transition times (-want +got):\n%s", diff)
 	}
 }
