@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -64,7 +66,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 		}
 	}
 	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 {
-		m.removeOld(ctx, acts.remove, &res)
+		m.removeOld(ctx, status, acts.remove, &res)
 		return res // the pod is as it should be: no config to build
 	}
 	sbCfg, err := m.sandboxConfig(pod, acts.attempt)
@@ -107,15 +109,38 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 			break
 		}
 	}
-	m.removeOld(ctx, acts.remove, &res)
+	m.removeOld(ctx, status, acts.remove, &res)
 	return res
 }
 
-// removeOld removes exited containers the pod no longer needs.
-func (m *Manager) removeOld(ctx context.Context, ids []string, res *Result) {
+// removeOld removes exited containers the pod no longer needs, with their
+// log and termination-log files.
+func (m *Manager) removeOld(ctx context.Context, status *PodStatus, ids []string, res *Result) {
 	for _, id := range ids {
-		if err := m.rt.RemoveContainer(ctx, id); err != nil && res.Err == nil {
-			res.Err = fmt.Errorf("remove old container %s: %w", id, err)
+		if err := m.rt.RemoveContainer(ctx, id); err != nil {
+			if res.Err == nil {
+				res.Err = fmt.Errorf("remove old container %s: %w", id, err)
+			}
+			continue
+		}
+		for _, c := range status.Containers {
+			if c.Id == id {
+				m.removeContainerFiles(status.UID, c)
+			}
+		}
+	}
+}
+
+// removeContainerFiles removes a removed container's log file and its
+// termination-log file, when they are where this manager puts them.
+func (m *Manager) removeContainerFiles(uid types.UID, c *runtimeapi.ContainerStatus) {
+	if p := c.GetLogPath(); p != "" && strings.HasPrefix(p, m.cfg.PodLogsDir+"/") {
+		_ = os.Remove(p)
+	}
+	termDir := filepath.Join(m.cfg.PodsDir, string(uid), "containers") + "/"
+	for _, mnt := range c.GetMounts() {
+		if mnt.GetContainerPath() == c.GetAnnotations()[annoTermMsgPath] && strings.HasPrefix(mnt.GetHostPath(), termDir) {
+			_ = os.Remove(mnt.GetHostPath())
 		}
 	}
 }

@@ -631,3 +631,35 @@ func TestConditionTransitionTimes(t *testing.T) {
 		t.Errorf("transition times (-want +got):\n%s", diff)
 	}
 }
+
+func TestRemoveOldRemovesItsFiles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	logFile := filepath.Join(f.m.cfg.PodLogsDir, "ns_web_uid-1", "app", "0.log")
+	termFile := filepath.Join(f.m.cfg.PodsDir, "uid-1", "containers", "app", "abcd")
+	outside := filepath.Join(f.dir, "elsewhere.log")
+	for _, p := range []string{logFile, termFile, outside} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := &runtimeapi.ContainerStatus{Id: "old", LogPath: logFile, Annotations: map[string]string{annoTermMsgPath: "/dev/termination-log"},
+		Mounts: []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: termFile}}}
+	other := &runtimeapi.ContainerStatus{Id: "other", LogPath: outside}
+	var res Result
+	f.m.removeOld(t.Context(), &PodStatus{UID: "uid-1", Containers: []*runtimeapi.ContainerStatus{old, other}}, []string{"old", "other"}, &res)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, p := range []string{logFile, termFile} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("a log file outside PodLogsDir was removed: %v", err)
+	}
+}
