@@ -177,6 +177,26 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 		return acts
 	}
 
+	if podFinished(pod, cur) {
+		// Every container has run to its end: sidecars are not restarted
+		// for a pod that is done (the caller kills it).
+		kept := acts.start[:0]
+		for _, a := range acts.start {
+			if !isSidecar(a.container) {
+				kept = append(kept, a)
+			} else {
+				delete(acts.waiting, a.container.Name)
+			}
+		}
+		acts.start = kept
+		for name, w := range acts.waiting {
+			if w.Reason == "CrashLoopBackOff" {
+				delete(acts.waiting, name)
+			}
+		}
+		acts.retryAfter = 0
+		return acts
+	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		cs := cur(c.Name)
@@ -197,6 +217,21 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 		}
 	}
 	return acts
+}
+
+// podFinished reports whether every regular container of pod has exited in
+// the current sandbox (cur) and its restartPolicy restarts none of them.
+func podFinished(pod *v1.Pod, cur func(string) *runtimeapi.ContainerStatus) bool {
+	if pod.Spec.RestartPolicy == v1.RestartPolicyAlways || pod.Spec.RestartPolicy == "" {
+		return false
+	}
+	for i := range pod.Spec.Containers {
+		cs := cur(pod.Spec.Containers[i].Name)
+		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED || restartOnExit(pod.Spec.RestartPolicy, cs.ExitCode) {
+			return false
+		}
+	}
+	return true
 }
 
 // restartOnExit applies restartPolicy to an exit code.
