@@ -442,7 +442,7 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 		if !ok {
 			return nil, fmt.Errorf("container %q: volumeMounts[%d]: no volume %q in the pod", c.Name, i, vm.Name)
 		}
-		host, err := volumeHostPath(in.podsDir, pod, v)
+		host, err := volumeHostPath(in.podsDir, pod, v, in.memCapacity)
 		if err != nil {
 			return nil, fmt.Errorf("container %q: volume %q: %w", c.Name, v.Name, err)
 		}
@@ -510,7 +510,7 @@ func newTerminationLog(podsDir, uid, name string) (string, error) {
 
 // volumeHostPath is the host path of volume v, made or checked as its type
 // asks.
-func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume) (string, error) {
+func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume, memCapacity int64) (string, error) {
 	switch {
 	case v.EmptyDir != nil:
 		dir := emptyDirPath(podsDir, string(pod.UID), v.Name)
@@ -518,7 +518,7 @@ func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume) (string, error) {
 			return "", err
 		}
 		if v.EmptyDir.Medium == v1.StorageMediumMemory {
-			if err := mountTmpfs(dir, v.EmptyDir.SizeLimit); err != nil {
+			if err := mountTmpfs(dir, tmpfsSize(pod, v.EmptyDir.SizeLimit, memCapacity)); err != nil {
 				return "", err
 			}
 		}
@@ -527,6 +527,28 @@ func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume) (string, error) {
 		return v.HostPath.Path, checkHostPath(v.HostPath)
 	}
 	return "", fmt.Errorf("only emptyDir and hostPath volumes are supported on a node without an API server")
+}
+
+// tmpfsSize is the size of a memory-backed emptyDir: the smallest of its
+// sizeLimit, the pod's memory limit (when every container has one) and the
+// node's memory.
+func tmpfsSize(pod *v1.Pod, sizeLimit *resource.Quantity, memCapacity int64) int64 {
+	size := memCapacity
+	if sizeLimit != nil && sizeLimit.Value() > 0 && sizeLimit.Value() < size {
+		size = sizeLimit.Value()
+	}
+	var podLimit int64
+	for i := range pod.Spec.Containers {
+		q, ok := pod.Spec.Containers[i].Resources.Limits[v1.ResourceMemory]
+		if !ok {
+			return size
+		}
+		podLimit += q.Value()
+	}
+	if podLimit > 0 && podLimit < size {
+		size = podLimit
+	}
+	return size
 }
 
 // checkHostPath checks (or, for the *OrCreate types, makes) a hostPath

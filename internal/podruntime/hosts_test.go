@@ -106,6 +106,32 @@ func TestPreStopHTTPGet(t *testing.T) {
 	}
 }
 
+func TestTmpfsSize(t *testing.T) {
+	t.Parallel()
+	limit := resource.MustParse("100Mi")
+	tests := []struct {
+		name      string
+		limits    []v1.ResourceList
+		sizeLimit *resource.Quantity
+		want      int64
+	}{
+		{"node memory", []v1.ResourceList{nil}, nil, 1 << 30},
+		{"sizeLimit", []v1.ResourceList{nil}, &limit, 100 << 20},
+		{"pod limit", []v1.ResourceList{rl("memory", "30Mi"), rl("memory", "20Mi")}, &limit, 50 << 20},
+		{"one container without a limit", []v1.ResourceList{rl("memory", "30Mi"), nil}, nil, 1 << 30},
+	}
+	for _, tc := range tests {
+		pod := testPod()
+		pod.Spec.Containers = nil
+		for _, l := range tc.limits {
+			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Resources: v1.ResourceRequirements{Limits: l}})
+		}
+		if got := tmpfsSize(pod, tc.sizeLimit, 1<<30); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestMemoryEmptyDirIsTmpfs(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -119,7 +145,7 @@ func TestMemoryEmptyDirIsTmpfs(t *testing.T) {
 	limit := resource.MustParse("1Mi")
 	pod := testPod()
 	vol := &v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &limit}}}
-	dir, err := volumeHostPath(podsDir, pod, vol)
+	dir, err := volumeHostPath(podsDir, pod, vol, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +154,7 @@ func TestMemoryEmptyDirIsTmpfs(t *testing.T) {
 		t.Fatalf("%s is not a mount point: %v", dir, err)
 	}
 	// A second container's mount does not stack another tmpfs.
-	if _, err := volumeHostPath(podsDir, pod, vol); err != nil {
+	if _, err := volumeHostPath(podsDir, pod, vol, 1<<30); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, 2<<20), 0o644); err == nil {

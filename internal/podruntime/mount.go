@@ -6,20 +6,18 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // mountTmpfs mounts a tmpfs (an emptyDir with medium Memory) on dir unless one
-// is there already, limited to sizeLimit when set.
-func mountTmpfs(dir string, sizeLimit *resource.Quantity) error {
+// is there already, of size bytes (0: the kernel's default).
+func mountTmpfs(dir string, size int64) error {
 	mounted, err := isMountPoint(dir)
 	if err != nil || mounted {
 		return err
 	}
 	opts := "mode=0777"
-	if sizeLimit != nil && sizeLimit.Value() > 0 {
-		opts += fmt.Sprintf(",size=%d", sizeLimit.Value())
+	if size > 0 {
+		opts += fmt.Sprintf(",size=%d", size)
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
