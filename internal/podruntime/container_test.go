@@ -306,3 +306,36 @@ func TestVolumeErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestVerifyNonRoot(t *testing.T) {
+	t.Parallel()
+	yes, no := true, false
+	zero, thousand := int64(0), int64(1000)
+	uidImg := func(u int64) *runtimeapi.Image { return &runtimeapi.Image{Uid: &runtimeapi.Int64Value{Value: u}} }
+	tests := []struct {
+		name    string
+		pod     *v1.PodSecurityContext
+		ctr     *v1.SecurityContext
+		img     *runtimeapi.Image
+		wantErr string
+	}{
+		{name: "not asked", img: uidImg(0)},
+		{name: "pod asks, image user 1000", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes}, img: uidImg(1000)},
+		{name: "pod asks, image root", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes}, img: uidImg(0), wantErr: "container has runAsNonRoot and image will run as root"},
+		{name: "image without a user runs as root", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes}, img: &runtimeapi.Image{}, wantErr: "image will run as root"},
+		{name: "named user cannot be checked", ctr: &v1.SecurityContext{RunAsNonRoot: &yes}, img: &runtimeapi.Image{Username: "app"}, wantErr: "image has non-numeric user (app)"},
+		{name: "runAsUser 0", ctr: &v1.SecurityContext{RunAsNonRoot: &yes, RunAsUser: &zero}, img: uidImg(1000), wantErr: "container's runAsUser breaks non-root policy"},
+		{name: "runAsUser 1000 over a root image", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &thousand}, img: uidImg(0)},
+		{name: "container turns it off", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes}, ctr: &v1.SecurityContext{RunAsNonRoot: &no}, img: uidImg(0)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod(func(p *v1.Pod) { p.Spec.SecurityContext = tc.pod; p.Spec.Containers[0].SecurityContext = tc.ctr })
+			err := verifyNonRoot(pod, &pod.Spec.Containers[0], tc.img)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

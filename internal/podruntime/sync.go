@@ -243,7 +243,13 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 // prev is the container's waiting state after the last sync.
 func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting) error {
 	c := a.container
-	if err := m.ensureImage(ctx, pod, c, sbCfg, prev); err != nil {
+	img, err := m.ensureImage(ctx, pod, c, sbCfg, prev)
+	if err != nil {
+		return err
+	}
+	if err := verifyNonRoot(pod, c, img); err != nil {
+		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return err
 	}
 	cfg, err := containerConfig(containerInput{
@@ -306,19 +312,20 @@ func pullPolicy(c *v1.Container) v1.PullPolicy {
 }
 
 // ensureImage makes c's image present as its pull policy asks, with the
-// kubelet's image pull back-off.
-func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig, prev v1.ContainerStateWaiting) error {
+// kubelet's image pull back-off, and returns it as the runtime reports it
+// (nil if a pulled image is not reported at once).
+func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig, prev v1.ContainerStateWaiting) (*runtimeapi.Image, error) {
 	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}
 	policy := pullPolicy(c)
 	st, err := m.rt.ImageStatus(ctx, spec, false)
 	if err != nil {
 		m.markWaiting(pod, c.Name, "ImageInspectError", err.Error())
-		return fmt.Errorf("image status of %q: %w", c.Image, err)
+		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
 	}
 	present := st.GetImage() != nil
 	if present && policy != v1.PullAlways {
 		m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
-		return nil
+		return st.GetImage(), nil
 	}
 	if policy == v1.PullNever {
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
@@ -326,7 +333,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		if prev.Reason != ErrImageNeverPull.Error() {
 			m.rec.Event(pod, v1.EventTypeWarning, ErrImageNeverPull.Error(), msg)
 		}
-		return fmt.Errorf("container %s: %w: %s", c.Name, ErrImageNeverPull, msg)
+		return nil, fmt.Errorf("container %s: %w: %s", c.Name, ErrImageNeverPull, msg)
 	}
 	now := m.clock.Now()
 	key := backoffKey{uid: pod.UID, name: c.Image}
@@ -339,7 +346,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		if prev.Reason != reasonImagePullBackOff {
 			m.rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
 		}
-		return fmt.Errorf("container %s: %w", c.Name, errImagePullBackOff)
+		return nil, fmt.Errorf("container %s: %w", c.Name, errImagePullBackOff)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := m.clock.Now()
@@ -349,9 +356,55 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		m.mu.Unlock()
 		m.markWaiting(pod, c.Name, reasonErrImagePull, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
-		return fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
+		return nil, fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, m.clock.Since(start).Round(time.Millisecond))
+	if st, err = m.rt.ImageStatus(ctx, spec, false); err != nil {
+		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
+	}
+	return st.GetImage(), nil
+}
+
+// verifyNonRoot refuses a container that must run as non-root (its own or
+// its pod's runAsNonRoot) but would run as root: by its runAsUser, or by the
+// image's user when it sets none.
+func verifyNonRoot(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image) error {
+	nonRoot := false
+	var uid *int64
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsNonRoot != nil {
+			nonRoot = *psc.RunAsNonRoot
+		}
+		uid = psc.RunAsUser
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsNonRoot != nil {
+			nonRoot = *sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+	}
+	if !nonRoot {
+		return nil
+	}
+	who := fmt.Sprintf("(pod: %q, container: %s)", pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
+	if uid != nil {
+		if *uid == 0 {
+			return fmt.Errorf("container's runAsUser breaks non-root policy %s", who)
+		}
+		return nil
+	}
+	switch {
+	case img.GetUid() != nil:
+		if img.GetUid().GetValue() == 0 {
+			return fmt.Errorf("container has runAsNonRoot and image will run as root %s", who)
+		}
+	case img.GetUsername() != "":
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root %s", img.GetUsername(), who)
+	default:
+		return fmt.Errorf("container has runAsNonRoot and image will run as root %s", who)
+	}
 	return nil
 }
 
