@@ -22,10 +22,10 @@ import (
 // CPU shares and CFS quota as the kubelet derives them from requests and
 // limits.
 const (
-	minShares     = 2
-	sharesPerCPU  = 1024
-	quotaPeriod   = 100000 // µs
-	minQuotaPerio = 1000   // µs: the smallest quota the kernel accepts
+	minShares    = 2
+	sharesPerCPU = 1024
+	quotaPeriod  = 100000 // µs
+	minQuota     = 1000   // µs: the smallest quota the kernel accepts
 )
 
 // Default masked and read-only /proc and /sys paths of a container that is
@@ -224,7 +224,7 @@ func milliToQuota(milli int64) int64 {
 	if milli <= 0 {
 		return 0
 	}
-	return max(milli*quotaPeriod/1000, minQuotaPerio)
+	return max(milli*quotaPeriod/1000, minQuota)
 }
 
 // containerSecurity is the container's Linux security context.
