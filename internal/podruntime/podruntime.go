@@ -11,11 +11,20 @@ package podruntime
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // PodStatus is what the runtime holds of one pod, as read by one relist: its
@@ -43,44 +52,154 @@ type Result struct {
 	RetryAfter time.Duration
 }
 
-// ErrNotImplemented marks the contract skeleton's bodies; it goes with them.
-var ErrNotImplemented = errors.New("podruntime: not implemented")
+// ErrImageNeverPull is the error (and waiting reason) of a container whose
+// image is absent while its imagePullPolicy is Never.
+var ErrImageNeverPull = errors.New("ErrImageNeverPull")
+
+// Runtime is the part of CRI the pod runtime uses; *cri.Client implements it,
+// and so does cri-api's fake runtime and image service pair.
+type Runtime interface {
+	Version(ctx context.Context, apiVersion string) (*runtimeapi.VersionResponse, error)
+	RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error)
+	StopPodSandbox(ctx context.Context, podSandboxID string) error
+	RemovePodSandbox(ctx context.Context, podSandboxID string) error
+	PodSandboxStatus(ctx context.Context, podSandboxID string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error)
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
+	StartContainer(ctx context.Context, containerID string) error
+	StopContainer(ctx context.Context, containerID string, timeout int64) error
+	RemoveContainer(ctx context.Context, containerID string) error
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error)
+	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, verbose bool) (*runtimeapi.ImageStatusResponse, error)
+	PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error)
+}
+
+var _ Runtime = (*cri.Client)(nil)
+
+// Cgroups makes and removes the pod-level cgroups.
+type Cgroups interface {
+	// EnsurePod makes the pod's cgroup and returns it as the sandbox's
+	// cgroup_parent.
+	EnsurePod(pod *v1.Pod) (cgroupParent string, err error)
+	// RemovePod removes the pod's cgroup.
+	RemovePod(uid types.UID) error
+}
+
+// Config is what the pod runtime needs to know of the node.
+type Config struct {
+	// NodeName is spec.nodeName for the downward API.
+	NodeName string
+	// PodsDir is <rootDir>/pods: volumes and termination-log files live
+	// under PodsDir/<uid>.
+	PodsDir string
+	// PodLogsDir holds the pod log directories NS_NAME_UID (/var/log/pods).
+	PodLogsDir string
+	// HostIP is status.hostIP, and the pod IP of host-network pods.
+	HostIP string
+	// MemoryCapacity is the node's memory in bytes (oom_score_adj, and the
+	// memory limit the downward API reports for a container without one).
+	MemoryCapacity int64
+	// CPUs is the node's cpu count for a container without a cpu limit in the
+	// downward API; 0 means runtime.NumCPU().
+	CPUs int
+	// DNS is the host's resolv.conf ("" = /etc/resolv.conf).
+	DNS string
+	// HostsFile is the host's hosts file ("" = /etc/hosts), which containers
+	// of host-network pods see.
+	HostsFile string
+}
+
+// Deps are the pod runtime's collaborators.
+type Deps struct {
+	Runtime Runtime
+	// Cgroups may be nil: no pod cgroups, cgroup_parent "".
+	Cgroups Cgroups
+	// Clock may be nil: the real clock.
+	Clock clock.WithTicker
+	// Logger may be nil: slog.Default().
+	Logger *slog.Logger
+	// Recorder may be nil: events go to the log.
+	Recorder nodeapi.Recorder
+	// Readiness, if set, reports a running container's readiness (known
+	// false: no readiness probe, ready = running).
+	Readiness func(uid types.UID, containerName string) (ready bool, known bool)
+}
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
-// calls for one pod are serialised by the caller (one worker per pod).
-type Manager struct{}
+// calls for one pod are serialised by the caller (one worker per pod). The
+// runtime statuses in a PodStatus are shared between relists: read them, do
+// not change them.
+type Manager struct {
+	cfg       Config
+	rt        Runtime
+	cgroups   Cgroups
+	clock     clock.WithTicker
+	log       *slog.Logger
+	rec       nodeapi.Recorder
+	readiness func(types.UID, string) (bool, bool)
 
-// Statuses lists every pod the runtime holds (one ListPodSandbox and one
-// ListContainers, then the statuses), keyed by pod UID. Pods from earlier runs
-// of the agent are included: that is how the agent adopts them.
-func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error) {
-	return nil, ErrNotImplemented
+	mu sync.Mutex // guards the fields below
+	// runtimeName is the runtime's name from Version ("containerd"), once known.
+	runtimeName string
+	// crash is the crash-loop back-off per pod UID and container name.
+	crash map[backoffKey]backoffEntry
+	// pull is the image pull back-off per pod UID and image.
+	pull map[backoffKey]backoffEntry
+	// waiting is the waiting reason per container that the pod's last SyncPod
+	// saw (CrashLoopBackOff, ErrImagePull, ...), by pod UID and container name.
+	waiting map[types.UID]map[string]v1.ContainerStateWaiting
+	// conds are the conditions of each pod's last PodStatus, for their
+	// transition times.
+	conds map[types.UID][]v1.PodCondition
+	// ctrCache and sbCache hold the last status read of each listed
+	// container and sandbox (see containerStatus).
+	ctrCache map[string]*runtimeapi.ContainerStatus
+	sbCache  map[string]*runtimeapi.PodSandboxStatus
 }
 
-// SyncPod makes the runtime run pod as its spec asks, given its current
-// runtime status (nil: nothing exists yet): sandbox, init containers in order,
-// containers, restarts by restartPolicy with back-off. It never kills the
-// whole pod; that is KillPod.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) Result {
-	return Result{Err: ErrNotImplemented}
-}
-
-// KillPod stops every container of the pod (pre-stop hooks first) and its
-// sandbox, within gracePeriod (nil: the pod's terminationGracePeriodSeconds).
-// pod may be nil for a pod known only from the runtime (an orphan).
-func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriod *int64) error {
-	return ErrNotImplemented
-}
-
-// RemovePod removes the stopped pod's containers, sandboxes, volumes and
-// cgroup.
-func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
-	return ErrNotImplemented
-}
-
-// PodStatus derives the pod's API status from its runtime status (nil: none
-// yet) and what the last SyncPod saw (waiting reasons such as
-// ContainerCreating, CrashLoopBackOff, ErrImagePull), at now.
-func (m *Manager) PodStatus(pod *v1.Pod, status *PodStatus, now time.Time) v1.PodStatus {
-	return v1.PodStatus{}
+// New returns a Manager. It checks cfg and deps; it makes no runtime call.
+func New(cfg Config, deps Deps) (*Manager, error) {
+	if deps.Runtime == nil {
+		return nil, errors.New("podruntime: Deps.Runtime is nil")
+	}
+	if cfg.MemoryCapacity <= 0 {
+		return nil, fmt.Errorf("podruntime: Config.MemoryCapacity %d is not positive", cfg.MemoryCapacity)
+	}
+	for field, dir := range map[string]string{"PodsDir": cfg.PodsDir, "PodLogsDir": cfg.PodLogsDir} {
+		if !filepath.IsAbs(dir) {
+			return nil, fmt.Errorf("podruntime: Config.%s %q is not an absolute path", field, dir)
+		}
+	}
+	if cfg.CPUs <= 0 {
+		cfg.CPUs = runtime.NumCPU()
+	}
+	if cfg.DNS == "" {
+		cfg.DNS = "/etc/resolv.conf"
+	}
+	if cfg.HostsFile == "" {
+		cfg.HostsFile = "/etc/hosts"
+	}
+	m := &Manager{
+		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
+		rec: deps.Recorder, readiness: deps.Readiness,
+		crash:    map[backoffKey]backoffEntry{},
+		pull:     map[backoffKey]backoffEntry{},
+		waiting:  map[types.UID]map[string]v1.ContainerStateWaiting{},
+		conds:    map[types.UID][]v1.PodCondition{},
+		ctrCache: map[string]*runtimeapi.ContainerStatus{},
+		sbCache:  map[string]*runtimeapi.PodSandboxStatus{},
+	}
+	if m.clock == nil {
+		m.clock = clock.RealClock{}
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	m.log = m.log.With("component", "podruntime")
+	if m.rec == nil {
+		m.rec = nodeapi.LogRecorder{Logger: m.log}
+	}
+	return m, nil
 }

@@ -1,0 +1,100 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// runtimeServer is a CRI RuntimeService answering Status, PodSandboxStatus and
+// UpdateContainerResources from its fields.
+type runtimeServer struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	sandboxes map[string]*runtimeapi.PodSandboxStatus
+	updated   chan *runtimeapi.UpdateContainerResourcesRequest
+}
+
+func (s *runtimeServer) Status(_ context.Context, r *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: true}, {Type: runtimeapi.NetworkReady, Status: r.Verbose},
+	}}}, nil
+}
+
+func (s *runtimeServer) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	st, ok := s.sandboxes[r.PodSandboxId]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "sandbox %q not found", r.PodSandboxId)
+	}
+	return &runtimeapi.PodSandboxStatusResponse{Status: st}, nil
+}
+
+func (s *runtimeServer) UpdateContainerResources(_ context.Context, r *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	s.updated <- r
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+func serveRuntime(t *testing.T, srv *runtimeServer) *Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "rt.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(g, srv)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(lis) }()
+	t.Cleanup(func() { g.Stop(); <-done })
+	c, err := New("unix://"+sock, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestRuntimeCalls(t *testing.T) {
+	t.Parallel()
+	sb := &runtimeapi.PodSandboxStatus{Id: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY,
+		Network: &runtimeapi.PodSandboxNetworkStatus{Ip: "10.0.0.5"}}
+	srv := &runtimeServer{sandboxes: map[string]*runtimeapi.PodSandboxStatus{"sb1": sb}, updated: make(chan *runtimeapi.UpdateContainerResourcesRequest, 1)}
+	c := serveRuntime(t, srv)
+	ctx := t.Context()
+
+	st, err := c.Status(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(st.GetStatus().GetConditions()); got != 2 || !st.Status.Conditions[1].Status {
+		t.Errorf("Status conditions = %v, want 2 with NetworkReady true (verbose passed)", st.GetStatus().GetConditions())
+	}
+
+	got, err := c.PodSandboxStatus(ctx, "sb1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sb, got.GetStatus(), protocmp.Transform()); diff != "" {
+		t.Errorf("PodSandboxStatus (-want +got):\n%s", diff)
+	}
+	if _, err := c.PodSandboxStatus(ctx, "nope", false); !errors.Is(err, ErrNotFound) {
+		t.Errorf("PodSandboxStatus(absent) error = %v, want ErrNotFound", err)
+	}
+
+	res := &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuShares: 512}}
+	if err := c.UpdateContainerResources(ctx, "c1", res); err != nil {
+		t.Fatal(err)
+	}
+	req := <-srv.updated
+	if req.ContainerId != "c1" || req.GetLinux().GetCpuShares() != 512 {
+		t.Errorf("UpdateContainerResources sent %v", req)
+	}
+}

@@ -1,0 +1,268 @@
+package podruntime
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// startAction starts one container of the pod.
+type startAction struct {
+	container    *v1.Container
+	restartCount int
+	// prevFinished is when the container's previous instance exited; a
+	// successful start then advances the crash-loop back-off. Zero: none.
+	prevFinished time.Time
+}
+
+// killAction stops one running container.
+type killAction struct {
+	id, name, reason string
+}
+
+// podActions is what one sync must do.
+type podActions struct {
+	// createSandbox: make a new sandbox (number attempt), after stopping the
+	// pod's containers and sandboxes when killPod.
+	createSandbox bool
+	killPod       bool
+	attempt       uint32
+	// sandboxID is the current sandbox when none is created.
+	sandboxID string
+	kill      []killAction
+	// start lists the containers to start, in order. In the init phase the
+	// sync stops at the first one that fails to start.
+	start []startAction
+	// initPhase: start holds init containers only.
+	initPhase bool
+	// waiting are the waiting reasons of containers that are not started now.
+	waiting map[string]v1.ContainerStateWaiting
+	// retryAfter is the shortest back-off left, 0 if none.
+	retryAfter time.Duration
+	// remove lists exited containers older than the newest of their name.
+	remove []string
+}
+
+// sandboxChanged reports whether pod needs a new sandbox, and its attempt.
+func sandboxChanged(pod *v1.Pod, status *PodStatus) (changed bool, attempt uint32, id string) {
+	if status == nil || len(status.Sandboxes) == 0 {
+		return true, 0, ""
+	}
+	sb := status.Sandboxes[0]
+	next := sb.GetMetadata().GetAttempt() + 1
+	ready := 0
+	for _, s := range status.Sandboxes {
+		if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ready++
+		}
+	}
+	want := runtimeapi.NamespaceMode_POD
+	if pod.Spec.HostNetwork {
+		want = runtimeapi.NamespaceMode_NODE
+	}
+	switch {
+	case ready > 1, sb.State != runtimeapi.PodSandboxState_SANDBOX_READY:
+		return true, next, ""
+	case sb.GetLinux().GetNamespaces().GetOptions().GetNetwork() != want:
+		return true, next, ""
+	case !pod.Spec.HostNetwork && sb.GetNetwork().GetIp() == "":
+		return true, next, ""
+	}
+	return false, sb.GetMetadata().GetAttempt(), sb.Id
+}
+
+// inSandbox is the newest container named name created in sandbox id.
+func inSandbox(status *PodStatus, name, id string) *runtimeapi.ContainerStatus {
+	if status == nil {
+		return nil
+	}
+	for _, c := range status.Containers {
+		if c.GetMetadata().GetName() == name && c.GetAnnotations()[annoSandboxID] == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// crashLoopMessage is the waiting message of a container in back-off, in the
+// kubelet's words.
+func crashLoopMessage(delay time.Duration, pod *v1.Pod, name string) string {
+	return fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, name, pod.Name, pod.Namespace, pod.UID)
+}
+
+// computeActions decides what a sync of pod does, given its runtime status
+// (nil: none), the crash-loop back-off of each of its containers and now.
+func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(name string) (backoffEntry, bool)) podActions {
+	acts := podActions{waiting: map[string]v1.ContainerStateWaiting{}}
+	changed, attempt, sbID := sandboxChanged(pod, status)
+	acts.attempt, acts.sandboxID = attempt, sbID
+	hasContainers := status != nil && len(status.Containers) > 0
+	if changed {
+		if pod.Spec.RestartPolicy == v1.RestartPolicyNever && attempt != 0 && hasContainers {
+			return acts // the pod ran once; a Never pod does not run again
+		}
+		acts.createSandbox = true
+		acts.killPod = attempt != 0 || hasContainers
+	}
+	acts.remove = oldContainers(status)
+
+	// start queues c, unless its last exit is within the crash-loop back-off.
+	start := func(c *v1.Container) bool {
+		newest, _ := newestByName(status, c.Name)
+		a := startAction{container: c}
+		if newest != nil {
+			a.restartCount = restartCount(newest) + 1
+			if newest.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+				finished := time.Unix(0, newest.FinishedAt)
+				e, ok := backoff(c.Name)
+				if in, left := inBackoff(e, ok, finished, now); in {
+					acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.delay, pod, c.Name)}
+					if acts.retryAfter == 0 || left < acts.retryAfter {
+						acts.retryAfter = left
+					}
+					return false
+				}
+				a.prevFinished = finished
+			}
+		}
+		acts.start = append(acts.start, a)
+		return true
+	}
+	cur := func(name string) *runtimeapi.ContainerStatus {
+		if acts.createSandbox {
+			return nil
+		}
+		return inSandbox(status, name, sbID)
+	}
+
+	// Init containers in order: sidecars count once started, a regular one
+	// must exit 0 before the next.
+	initDone := true
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := cur(c.Name)
+		if isSidecar(c) {
+			switch {
+			case cs == nil:
+				start(c)
+			case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+				if cs.GetAnnotations()[annoContainerHash] != containerHash(c) {
+					acts.kill = append(acts.kill, killAction{id: cs.Id, name: c.Name, reason: "Container spec hash changed"})
+					start(c)
+				}
+			default:
+				start(c)
+			}
+			continue
+		}
+		if cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0 {
+			continue
+		}
+		initDone = false
+		switch {
+		case cs == nil:
+			start(c)
+		case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+		case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+			// The pod has failed; nothing more starts.
+		default:
+			start(c)
+		}
+		break
+	}
+	if !initDone {
+		acts.initPhase = true
+		return acts
+	}
+
+	if podFinished(pod, cur) {
+		// Every container has run to its end: sidecars are not restarted
+		// for a pod that is done (the caller kills it).
+		kept := acts.start[:0]
+		for _, a := range acts.start {
+			if !isSidecar(a.container) {
+				kept = append(kept, a)
+			} else {
+				delete(acts.waiting, a.container.Name)
+			}
+		}
+		acts.start = kept
+		for name, w := range acts.waiting {
+			if w.Reason == "CrashLoopBackOff" {
+				delete(acts.waiting, name)
+			}
+		}
+		acts.retryAfter = 0
+		return acts
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		cs := cur(c.Name)
+		switch {
+		case cs == nil:
+			start(c)
+		case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
+			if cs.GetAnnotations()[annoContainerHash] != containerHash(c) {
+				acts.kill = append(acts.kill, killAction{id: cs.Id, name: c.Name, reason: "Container spec hash changed"})
+				start(c)
+			}
+		case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
+			if restartOnExit(pod.Spec.RestartPolicy, cs.ExitCode) {
+				start(c)
+			}
+		default: // created but never started, or unknown
+			start(c)
+		}
+	}
+	return acts
+}
+
+// podFinished reports whether every regular container of pod has exited in
+// the current sandbox (cur) and its restartPolicy restarts none of them.
+func podFinished(pod *v1.Pod, cur func(string) *runtimeapi.ContainerStatus) bool {
+	if pod.Spec.RestartPolicy == v1.RestartPolicyAlways || pod.Spec.RestartPolicy == "" {
+		return false
+	}
+	for i := range pod.Spec.Containers {
+		cs := cur(pod.Spec.Containers[i].Name)
+		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED || restartOnExit(pod.Spec.RestartPolicy, cs.ExitCode) {
+			return false
+		}
+	}
+	return true
+}
+
+// restartOnExit applies restartPolicy to an exit code.
+func restartOnExit(policy v1.RestartPolicy, exitCode int32) bool {
+	switch policy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return exitCode != 0
+	}
+	return true
+}
+
+// oldContainers are the exited containers the pod no longer needs: of each
+// name the newest container and the newest exited one (its last state and
+// restart count) are kept.
+func oldContainers(status *PodStatus) []string {
+	if status == nil {
+		return nil
+	}
+	exited := map[string]bool{}
+	var out []string
+	for _, c := range status.Containers {
+		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			continue
+		}
+		name := c.GetMetadata().GetName()
+		if exited[name] {
+			out = append(out, c.Id)
+		}
+		exited[name] = true
+	}
+	return out
+}

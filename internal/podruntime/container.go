@@ -1,0 +1,666 @@
+package podruntime
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/qos"
+)
+
+// CPU shares and CFS quota as the kubelet derives them from requests and
+// limits.
+const (
+	minShares    = 2
+	sharesPerCPU = 1024
+	quotaPeriod  = 100000 // µs
+	minQuota     = 1000   // µs: the smallest quota the kernel accepts
+)
+
+// Default masked and read-only /proc and /sys paths of a container that is
+// not privileged, the same lists the kubelet sends.
+var (
+	defaultMaskedPaths = []string{
+		"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+		"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+	}
+	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+// containerHash is the io.kubernetes.container.hash annotation: an FNV-32a
+// hash of the container's spec as JSON. A container whose spec changes gets a
+// new hash, and the running one is restarted.
+func containerHash(c *v1.Container) string {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("podruntime: marshal container %q: %v", c.Name, err)) // a v1.Container always marshals
+	}
+	h := fnv.New32a()
+	h.Write(b)
+	return strconv.FormatUint(uint64(h.Sum32()), 16)
+}
+
+// isSidecar reports whether c, an init container, is restartable (a sidecar).
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// containerKind is "init", "sidecar" or "" (a regular container) for c of pod.
+func containerKind(pod *v1.Pod, c *v1.Container) string {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == c.Name {
+			if isSidecar(&pod.Spec.InitContainers[i]) {
+				return "sidecar"
+			}
+			return "init"
+		}
+	}
+	return ""
+}
+
+// containerInput is what a container's config is built from besides its spec.
+type containerInput struct {
+	pod          *v1.Pod
+	container    *v1.Container
+	restartCount int
+	sandboxID    string
+	podIPs       []string // the sandbox's IPs; empty for host network
+	hostIP       string
+	nodeName     string
+	podsDir      string
+	memCapacity  int64
+	cpus         int
+	// termLog is the host file mounted at the termination message path; ""
+	// makes one under podsDir.
+	termLog string
+	// hostsFile is the host's hosts file, the base of a host-network pod's.
+	hostsFile string
+}
+
+// containerConfig builds the CRI ContainerConfig of in.container. It makes
+// the host directories and files the mounts need (emptyDir, hostPath with a
+// *OrCreate type, the termination log).
+func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
+	pod, c := in.pod, in.container
+	env, err := containerEnv(in)
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		vars[kv.Key] = string(kv.Value)
+	}
+	cmd := make([]string, len(c.Command))
+	for i, s := range c.Command {
+		cmd[i] = expand(s, mapVars(vars))
+	}
+	args := make([]string, len(c.Args))
+	for i, s := range c.Args {
+		args[i] = expand(s, mapVars(vars))
+	}
+	mounts, err := containerMounts(in)
+	if err != nil {
+		return nil, err
+	}
+	labels := podLabels(pod)
+	labels[labelContainerName] = c.Name
+	labels[labelKubeletManaged] = "true"
+	grace := int64(defaultGracePeriod)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = v1.TerminationMessagePathDefault
+	}
+	termPolicy := c.TerminationMessagePolicy
+	if termPolicy == "" {
+		termPolicy = v1.TerminationMessageReadFile
+	}
+	annotations := map[string]string{
+		annoContainerHash: containerHash(c),
+		annoRestartCount:  strconv.Itoa(in.restartCount),
+		annoTermMsgPath:   termPath,
+		annoTermMsgPolicy: string(termPolicy),
+		annoPodGrace:      strconv.FormatInt(grace, 10),
+		annoSandboxID:     in.sandboxID,
+	}
+	if kind := containerKind(pod, c); kind != "" {
+		annotations[annoInitKind] = kind
+	}
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		b, err := json.Marshal(c.Lifecycle.PreStop)
+		if err != nil {
+			return nil, err
+		}
+		annotations[annoPreStop] = string(b)
+	}
+	if len(c.Ports) > 0 {
+		b, err := json.Marshal(c.Ports)
+		if err != nil {
+			return nil, err
+		}
+		annotations[annoPorts] = string(b)
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(in.restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image},
+		Command:     cmd,
+		Args:        args,
+		WorkingDir:  c.WorkingDir,
+		Envs:        env,
+		Mounts:      mounts,
+		Labels:      labels,
+		Annotations: annotations,
+		LogPath:     filepath.Join(c.Name, strconv.Itoa(in.restartCount)+".log"),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       containerResources(pod, c, in.memCapacity),
+			SecurityContext: containerSecurity(pod, c),
+		},
+	}
+	return cfg, nil
+}
+
+// containerResources are the container's cpu shares (from the request, at
+// least 2), CFS quota (from the limit), memory limit and oom_score_adj.
+func containerResources(pod *v1.Pod, c *v1.Container, memCapacity int64) *runtimeapi.LinuxContainerResources {
+	req, lim := effectiveResources(c)
+	r := &runtimeapi.LinuxContainerResources{
+		CpuShares:   milliToShares(req.Cpu().MilliValue()),
+		OomScoreAdj: int64(qos.OOMScoreAdj(pod, c, memCapacity)),
+	}
+	if q, ok := lim[v1.ResourceCPU]; ok {
+		r.CpuPeriod = quotaPeriod
+		r.CpuQuota = milliToQuota(q.MilliValue())
+	}
+	if q, ok := lim[v1.ResourceMemory]; ok {
+		r.MemoryLimitInBytes = q.Value()
+	}
+	return r
+}
+
+// effectiveResources are c's requests and limits, a request absent where a
+// limit is set taking the limit (the API server's defaulting, which static
+// pods never went through).
+func effectiveResources(c *v1.Container) (requests, limits v1.ResourceList) {
+	requests = v1.ResourceList{}
+	for k, v := range c.Resources.Requests {
+		requests[k] = v
+	}
+	for k, v := range c.Resources.Limits {
+		if _, ok := requests[k]; !ok {
+			requests[k] = v
+		}
+	}
+	return requests, c.Resources.Limits
+}
+
+// milliToShares converts a cpu request in millicores to cgroup v1 cpu.shares.
+func milliToShares(milli int64) int64 {
+	if milli <= 0 {
+		return minShares
+	}
+	s := milli * sharesPerCPU / 1000
+	return max(s, minShares)
+}
+
+// milliToQuota converts a cpu limit in millicores to a CFS quota per
+// quotaPeriod; no limit (0) is no quota.
+func milliToQuota(milli int64) int64 {
+	if milli <= 0 {
+		return 0
+	}
+	return max(milli*quotaPeriod/1000, minQuota)
+}
+
+// containerSecurity is the container's Linux security context.
+func containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	s := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			s.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			s.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		s.SupplementalGroups = append(s.SupplementalGroups, psc.SupplementalGroups...)
+		if psc.FSGroup != nil {
+			s.SupplementalGroups = append(s.SupplementalGroups, *psc.FSGroup)
+		}
+	}
+	privileged := false
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			s.RunAsUser = &runtimeapi.Int64Value{Value: *sc.RunAsUser}
+		}
+		if sc.RunAsGroup != nil {
+			s.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
+		}
+		if sc.Privileged != nil {
+			privileged = *sc.Privileged
+		}
+		if sc.ReadOnlyRootFilesystem != nil {
+			s.ReadonlyRootfs = *sc.ReadOnlyRootFilesystem
+		}
+		if sc.AllowPrivilegeEscalation != nil {
+			s.NoNewPrivs = !*sc.AllowPrivilegeEscalation
+		}
+		if caps := sc.Capabilities; caps != nil {
+			s.Capabilities = &runtimeapi.Capability{}
+			for _, a := range caps.Add {
+				s.Capabilities.AddCapabilities = append(s.Capabilities.AddCapabilities, string(a))
+			}
+			for _, d := range caps.Drop {
+				s.Capabilities.DropCapabilities = append(s.Capabilities.DropCapabilities, string(d))
+			}
+		}
+	}
+	s.Privileged = privileged
+	if !privileged {
+		s.MaskedPaths = defaultMaskedPaths
+		s.ReadonlyPaths = defaultReadonlyPaths
+	}
+	return s
+}
+
+// containerEnv is the container's environment in spec order, each value with
+// $(NAME) references to the names before it expanded, and valueFrom resolved
+// through the downward API.
+func containerEnv(in containerInput) ([]*runtimeapi.KeyValue, error) {
+	c := in.container
+	if len(c.EnvFrom) > 0 {
+		return nil, fmt.Errorf("container %q: envFrom needs ConfigMaps or Secrets, which a node without an API server does not have", c.Name)
+	}
+	defined := map[string]string{}
+	out := make([]*runtimeapi.KeyValue, 0, len(c.Env))
+	index := map[string]int{}
+	for i, e := range c.Env {
+		var val string
+		switch {
+		case e.ValueFrom == nil:
+			val = expand(e.Value, mapVars(defined))
+		case e.ValueFrom.FieldRef != nil:
+			v, err := fieldRefValue(in, e.ValueFrom.FieldRef.FieldPath)
+			if err != nil {
+				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
+			}
+			val = v
+		case e.ValueFrom.ResourceFieldRef != nil:
+			v, err := resourceFieldValue(in, e.ValueFrom.ResourceFieldRef)
+			if err != nil {
+				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
+			}
+			val = v
+		default:
+			return nil, fmt.Errorf("container %q: env[%d] %s: valueFrom needs ConfigMaps or Secrets, which a node without an API server does not have", c.Name, i, e.Name)
+		}
+		defined[e.Name] = val
+		if j, ok := index[e.Name]; ok {
+			out[j].Value = []byte(val) // a later definition of a name wins, in its first place
+			continue
+		}
+		index[e.Name] = len(out)
+		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(val)})
+	}
+	return out, nil
+}
+
+// podIPs are the pod's IPs for the downward API: the sandbox's, or the
+// host's for a host-network pod.
+func (in containerInput) ips() []string {
+	if in.pod.Spec.HostNetwork {
+		if in.hostIP == "" {
+			return nil
+		}
+		return []string{in.hostIP}
+	}
+	return in.podIPs
+}
+
+// fieldRefValue resolves a downward API fieldPath.
+func fieldRefValue(in containerInput, path string) (string, error) {
+	pod := in.pod
+	if k, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[k], nil
+	}
+	if k, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[k], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		if pod.Spec.NodeName != "" {
+			return pod.Spec.NodeName, nil
+		}
+		return in.nodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP", "status.hostIPs":
+		return in.hostIP, nil
+	case "status.podIP":
+		if ips := in.ips(); len(ips) > 0 {
+			return ips[0], nil
+		}
+		return "", nil
+	case "status.podIPs":
+		return strings.Join(in.ips(), ","), nil
+	}
+	return "", fmt.Errorf("fieldRef.fieldPath %q is not supported", path)
+}
+
+// subscript returns x from `prefix['x']`.
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, "']")
+}
+
+// resourceFieldValue resolves a resourceFieldRef: the named container's (this
+// one by default) request or limit divided by the divisor and rounded up; an
+// absent limit is the node's capacity, as the kubelet reports it.
+func resourceFieldValue(in containerInput, ref *v1.ResourceFieldSelector) (string, error) {
+	c := in.container
+	if ref.ContainerName != "" && ref.ContainerName != c.Name {
+		c = nil
+		for _, x := range allContainers(in.pod) {
+			if x.Name == ref.ContainerName {
+				c = x
+			}
+		}
+		if c == nil {
+			return "", fmt.Errorf("resourceFieldRef.containerName %q is not a container of the pod", ref.ContainerName)
+		}
+	}
+	requests, limits := effectiveResources(c)
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewQuantity(int64(in.cpus), resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(in.memCapacity, resource.BinarySI),
+	}
+	which, name, ok := strings.Cut(ref.Resource, ".")
+	if !ok || (which != "limits" && which != "requests") {
+		return "", fmt.Errorf("resourceFieldRef.resource %q is not supported", ref.Resource)
+	}
+	res := v1.ResourceName(name)
+	if res != v1.ResourceCPU && res != v1.ResourceMemory && res != v1.ResourceEphemeralStorage {
+		return "", fmt.Errorf("resourceFieldRef.resource %q is not supported", ref.Resource)
+	}
+	var q resource.Quantity
+	if which == "limits" {
+		var set bool
+		if q, set = limits[res]; !set {
+			q = capacity[res] // ephemeral-storage: none known, 0
+		}
+	} else {
+		q = requests[res]
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if res == v1.ResourceCPU {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+}
+
+// emptyDirPath is the host directory of the pod's emptyDir volume name.
+func emptyDirPath(podsDir, uid, name string) string {
+	return filepath.Join(podsDir, uid, "volumes", "kubernetes.io~empty-dir", name)
+}
+
+// containerMounts are the container's volume mounts and termination log.
+func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
+	pod, c := in.pod, in.container
+	vols := map[string]*v1.Volume{}
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var out []*runtimeapi.Mount
+	for i, vm := range c.VolumeMounts {
+		v, ok := vols[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("container %q: volumeMounts[%d]: no volume %q in the pod", c.Name, i, vm.Name)
+		}
+		host, err := volumeHostPath(in.podsDir, pod, v, in.memCapacity)
+		if err != nil {
+			return nil, fmt.Errorf("container %q: volume %q: %w", c.Name, v.Name, err)
+		}
+		if vm.SubPath != "" {
+			sub := filepath.Clean(vm.SubPath)
+			if filepath.IsAbs(sub) || sub == ".." || strings.HasPrefix(sub, "../") {
+				return nil, fmt.Errorf("container %q: volumeMounts[%d].subPath %q leaves the volume", c.Name, i, vm.SubPath)
+			}
+			host = filepath.Join(host, sub)
+			if _, err := os.Stat(host); os.IsNotExist(err) {
+				if err := os.MkdirAll(host, 0o755); err != nil {
+					return nil, err
+				}
+			}
+		}
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
+		if vm.MountPropagation != nil {
+			switch *vm.MountPropagation {
+			case v1.MountPropagationHostToContainer:
+				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case v1.MountPropagationBidirectional:
+				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			}
+		}
+		out = append(out, m)
+	}
+	if hosts, err := etcHostsMount(in, out); err != nil {
+		return nil, err
+	} else if hosts != nil {
+		out = append(out, hosts)
+	}
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = v1.TerminationMessagePathDefault
+	}
+	host := in.termLog
+	if host == "" {
+		var err error
+		if host, err = newTerminationLog(in.podsDir, string(pod.UID), c.Name); err != nil {
+			return nil, err
+		}
+	}
+	out = append(out, &runtimeapi.Mount{ContainerPath: termPath, HostPath: host})
+	return out, nil
+}
+
+// newTerminationLog makes an empty file PodsDir/<uid>/containers/<name>/<id>
+// for the container's termination message.
+func newTerminationLog(podsDir, uid, name string) (string, error) {
+	dir := filepath.Join(podsDir, uid, "containers", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	var id [4]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, hex.EncodeToString(id[:]))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
+	if err != nil {
+		return "", err
+	}
+	return path, f.Close()
+}
+
+// volumeHostPath is the host path of volume v, made or checked as its type
+// asks.
+func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume, memCapacity int64) (string, error) {
+	switch {
+	case v.EmptyDir != nil:
+		dir := emptyDirPath(podsDir, string(pod.UID), v.Name)
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return "", err
+		}
+		if v.EmptyDir.Medium == v1.StorageMediumMemory {
+			if err := mountTmpfs(dir, tmpfsSize(pod, v.EmptyDir.SizeLimit, memCapacity)); err != nil {
+				return "", err
+			}
+		}
+		return dir, nil
+	case v.HostPath != nil:
+		return v.HostPath.Path, checkHostPath(v.HostPath)
+	}
+	return "", fmt.Errorf("only emptyDir and hostPath volumes are supported on a node without an API server")
+}
+
+// tmpfsSize is the size of a memory-backed emptyDir: the smallest of its
+// sizeLimit, the pod's memory limit (when every container has one) and the
+// node's memory.
+func tmpfsSize(pod *v1.Pod, sizeLimit *resource.Quantity, memCapacity int64) int64 {
+	size := memCapacity
+	if sizeLimit != nil && sizeLimit.Value() > 0 && sizeLimit.Value() < size {
+		size = sizeLimit.Value()
+	}
+	var podLimit int64
+	for i := range pod.Spec.Containers {
+		q, ok := pod.Spec.Containers[i].Resources.Limits[v1.ResourceMemory]
+		if !ok {
+			return size
+		}
+		podLimit += q.Value()
+	}
+	if podLimit > 0 && podLimit < size {
+		size = podLimit
+	}
+	return size
+}
+
+// checkHostPath checks (or, for the *OrCreate types, makes) a hostPath
+// volume's path by its type.
+func checkHostPath(hp *v1.HostPathVolumeSource) error {
+	typ := v1.HostPathUnset
+	if hp.Type != nil {
+		typ = *hp.Type
+	}
+	st, err := os.Stat(hp.Path)
+	exists := err == nil
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	want := func(ok bool, what string) error {
+		if !exists {
+			return fmt.Errorf("hostPath type %s: %s does not exist", typ, hp.Path)
+		}
+		if !ok {
+			return fmt.Errorf("hostPath type %s: %s is not a %s", typ, hp.Path, what)
+		}
+		return nil
+	}
+	switch typ {
+	case v1.HostPathUnset:
+		return nil
+	case v1.HostPathDirectoryOrCreate:
+		if !exists {
+			return os.MkdirAll(hp.Path, 0o755)
+		}
+		return want(st.IsDir(), "directory")
+	case v1.HostPathFileOrCreate:
+		if !exists {
+			f, err := os.OpenFile(hp.Path, os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return fmt.Errorf("hostPath type %s: %w", typ, err)
+			}
+			return f.Close()
+		}
+		return want(st.Mode().IsRegular(), "file")
+	case v1.HostPathDirectory:
+		return want(exists && st.IsDir(), "directory")
+	case v1.HostPathFile:
+		return want(exists && st.Mode().IsRegular(), "file")
+	case v1.HostPathSocket:
+		return want(exists && st.Mode()&os.ModeSocket != 0, "socket")
+	case v1.HostPathCharDev:
+		return want(exists && st.Mode()&os.ModeCharDevice != 0, "character device")
+	case v1.HostPathBlockDev:
+		return want(exists && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0, "block device")
+	}
+	return fmt.Errorf("hostPath type %q is not a known type", typ)
+}
+
+// etcHostsPath is the pod's managed hosts file.
+func etcHostsPath(podsDir, uid string) string {
+	return filepath.Join(podsDir, uid, "etc-hosts")
+}
+
+// etcHostsMount writes the pod's hosts file and returns its mount at
+// /etc/hosts, as the kubelet manages it: for a pod-network pod the loopback
+// and IPv6 names, the pod's IPs with its hostname and the pod's hostAliases;
+// for a host-network pod the host's file with the hostAliases. It returns
+// nil when the pod has no IP yet or the container mounts /etc/hosts itself.
+func etcHostsMount(in containerInput, mounts []*runtimeapi.Mount) (*runtimeapi.Mount, error) {
+	ips := in.ips()
+	if len(ips) == 0 {
+		return nil, nil
+	}
+	for _, m := range mounts {
+		if m.ContainerPath == "/etc/hosts" {
+			return nil, nil
+		}
+	}
+	pod := in.pod
+	var b strings.Builder
+	if pod.Spec.HostNetwork {
+		b.WriteString("# Kubernetes-managed hosts file (host network).\n")
+		host, err := os.ReadFile(in.hostsFile)
+		if err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("read host hosts file: %w", err)
+		}
+		b.Write(host)
+		if len(host) > 0 && host[len(host)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	} else {
+		b.WriteString("# Kubernetes-managed hosts file.\n")
+		b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
+		name := pod.Name
+		if pod.Spec.Hostname != "" {
+			name = pod.Spec.Hostname
+		}
+		if pod.Spec.Subdomain != "" {
+			name = fmt.Sprintf("%s.%s.%s.svc.cluster.local\t%s", name, pod.Spec.Subdomain, pod.Namespace, name)
+		}
+		for _, ip := range ips {
+			fmt.Fprintf(&b, "%s\t%s\n", ip, name)
+		}
+	}
+	if len(pod.Spec.HostAliases) > 0 {
+		b.WriteString("\n# Entries added by HostAliases.\n")
+		for _, a := range pod.Spec.HostAliases {
+			fmt.Fprintf(&b, "%s\t%s\n", a.IP, strings.Join(a.Hostnames, "\t"))
+		}
+	}
+	path := etcHostsPath(in.podsDir, string(pod.UID))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: path}, nil
+}

@@ -1,0 +1,341 @@
+package podruntime
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func envMap(kvs []*runtimeapi.KeyValue) [][2]string {
+	var out [][2]string
+	for _, kv := range kvs {
+		out = append(out, [2]string{kv.Key, string(kv.Value)})
+	}
+	return out
+}
+
+func TestContainerEnv(t *testing.T) {
+	t.Parallel()
+	ref := func(path string) *v1.EnvVarSource {
+		return &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: path}}
+	}
+	res := func(r, div, ctr string) *v1.EnvVarSource {
+		s := &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: r, ContainerName: ctr}}
+		if div != "" {
+			s.ResourceFieldRef.Divisor = resource.MustParse(div)
+		}
+		return s
+	}
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.ServiceAccountName = "sa"
+		p.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{Limits: rl("memory", "64Mi")}}}
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: rl("cpu", "250m", "memory", "100Mi"), Limits: rl("cpu", "1500m")}
+		p.Spec.Containers[0].Env = []v1.EnvVar{
+			{Name: "A", Value: "a"},
+			{Name: "B", Value: "$(A)-b-$(C)"},
+			{Name: "C", Value: "c"},
+			{Name: "POD", ValueFrom: ref("metadata.name")},
+			{Name: "NS", ValueFrom: ref("metadata.namespace")},
+			{Name: "UID", ValueFrom: ref("metadata.uid")},
+			{Name: "LABEL", ValueFrom: ref("metadata.labels['app']")},
+			{Name: "ANNO", ValueFrom: ref("metadata.annotations['note']")},
+			{Name: "NODE", ValueFrom: ref("spec.nodeName")},
+			{Name: "SA", ValueFrom: ref("spec.serviceAccountName")},
+			{Name: "IP", ValueFrom: ref("status.podIP")},
+			{Name: "IPS", ValueFrom: ref("status.podIPs")},
+			{Name: "HOST", ValueFrom: ref("status.hostIP")},
+			{Name: "CPU_LIM", ValueFrom: res("limits.cpu", "", "")},
+			{Name: "CPU_LIM_M", ValueFrom: res("limits.cpu", "1m", "")},
+			{Name: "CPU_REQ", ValueFrom: res("requests.cpu", "", "")},
+			{Name: "MEM_LIM", ValueFrom: res("limits.memory", "1Mi", "")},
+			{Name: "MEM_REQ", ValueFrom: res("requests.memory", "1Mi", "")},
+			{Name: "INIT_MEM_REQ", ValueFrom: res("requests.memory", "1Mi", "init")},
+			{Name: "A", Value: "again"},
+		}
+	})
+	got, err := containerEnv(containerInput{pod: pod, container: &pod.Spec.Containers[0], podIPs: []string{"10.1.0.5", "fd00::5"}, hostIP: "192.168.1.2", nodeName: "node1", memCapacity: 8 << 30, cpus: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]string{
+		{"A", "again"}, {"B", "a-b-$(C)"}, {"C", "c"}, {"POD", "web"}, {"NS", "ns"}, {"UID", "uid-1"}, {"LABEL", "web"}, {"ANNO", "n"},
+		{"NODE", "node1"}, {"SA", "sa"}, {"IP", "10.1.0.5"}, {"IPS", "10.1.0.5,fd00::5"}, {"HOST", "192.168.1.2"},
+		{"CPU_LIM", "2"}, {"CPU_LIM_M", "1500"}, {"CPU_REQ", "1"}, {"MEM_LIM", "8192"}, {"MEM_REQ", "100"}, {"INIT_MEM_REQ", "64"},
+	}
+	if diff := cmp.Diff(want, envMap(got)); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+}
+
+func TestContainerEnvHostNetworkPodIP(t *testing.T) {
+	t.Parallel()
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.HostNetwork = true
+		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
+	})
+	got, err := containerEnv(containerInput{pod: pod, container: &pod.Spec.Containers[0], hostIP: "192.168.1.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([][2]string{{"IP", "192.168.1.2"}}, envMap(got)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestContainerEnvErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		c    v1.Container
+		want string
+	}{
+		{"bad field", v1.Container{Name: "app", Env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.bogus"}}}}},
+			`container "app": env[0] X: fieldRef.fieldPath "spec.bogus" is not supported`},
+		{"secret", v1.Container{Name: "app", Env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}}},
+			`container "app": env[0] X: valueFrom needs ConfigMaps or Secrets`},
+		{"envFrom", v1.Container{Name: "app", EnvFrom: []v1.EnvFromSource{{}}}, `container "app": envFrom needs`},
+		{"bad resource", v1.Container{Name: "app", Env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.nvidia.com/gpu"}}}}},
+			`resourceFieldRef.resource "limits.nvidia.com/gpu" is not supported`},
+		{"other container", v1.Container{Name: "app", Env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu", ContainerName: "nope"}}}}},
+			`resourceFieldRef.containerName "nope" is not a container of the pod`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod()
+			pod.Spec.Containers[0] = tc.c
+			_, err := containerEnv(containerInput{pod: pod, container: &pod.Spec.Containers[0], memCapacity: 1 << 30, cpus: 1})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestContainerResources(t *testing.T) {
+	t.Parallel()
+	const capacity = 4 << 30
+	tests := []struct {
+		name string
+		res  v1.ResourceRequirements
+		want *runtimeapi.LinuxContainerResources
+	}{
+		{"best effort", v1.ResourceRequirements{}, &runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000}},
+		{"guaranteed", v1.ResourceRequirements{Limits: rl("cpu", "500m", "memory", "128Mi")},
+			&runtimeapi.LinuxContainerResources{CpuShares: 512, CpuPeriod: 100000, CpuQuota: 50000, MemoryLimitInBytes: 128 << 20, OomScoreAdj: -997}},
+		{"burstable", v1.ResourceRequirements{Requests: rl("cpu", "1m", "memory", "1Gi"), Limits: rl("cpu", "5m")},
+			&runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, CpuQuota: 1000, OomScoreAdj: 750}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod(func(p *v1.Pod) { p.Spec.Containers[0].Resources = tc.res })
+			got := containerResources(pod, &pod.Spec.Containers[0], capacity)
+			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestContainerConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	grace := int64(7)
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = &grace
+		p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		c := &p.Spec.Containers[0]
+		c.Command = []string{"/bin/$(CMD)"}
+		c.Args = []string{"--x=$(X)", "$$(X)"}
+		c.Env = []v1.EnvVar{{Name: "CMD", Value: "run"}, {Name: "X", Value: "1"}}
+		c.WorkingDir = "/work"
+		c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}, {Name: "scratch", MountPath: "/sub", SubPath: "a/b", ReadOnly: true}}
+		c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"stop"}}}}
+	})
+	got, err := containerConfig(containerInput{pod: pod, container: &pod.Spec.Containers[0], restartCount: 3, sandboxID: "sb1", podsDir: dir, memCapacity: 1 << 30, cpus: 1, termLog: "/term"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "uid-1/volumes/kubernetes.io~empty-dir/scratch")
+	if st, err := os.Stat(filepath.Join(empty, "a/b")); err != nil || !st.IsDir() {
+		t.Errorf("emptyDir subPath not made: %v", err)
+	}
+	want := &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: "app", Attempt: 3},
+		Image:      &runtimeapi.ImageSpec{Image: "img:1", UserSpecifiedImage: "img:1"},
+		Command:    []string{"/bin/run"},
+		Args:       []string{"--x=1", "$(X)"},
+		WorkingDir: "/work",
+		Envs:       []*runtimeapi.KeyValue{{Key: "CMD", Value: []byte("run")}, {Key: "X", Value: []byte("1")}},
+		Mounts: []*runtimeapi.Mount{
+			{ContainerPath: "/scratch", HostPath: empty},
+			{ContainerPath: "/sub", HostPath: filepath.Join(empty, "a/b"), Readonly: true},
+			{ContainerPath: "/dev/termination-log", HostPath: "/term"},
+		},
+		Labels: map[string]string{"app": "web", labelPodName: "web", labelPodNamespace: "ns", labelPodUID: "uid-1", labelContainerName: "app", labelKubeletManaged: "true"},
+		Annotations: map[string]string{
+			annoContainerHash: containerHash(&pod.Spec.Containers[0]), annoRestartCount: "3", annoTermMsgPath: "/dev/termination-log",
+			annoTermMsgPolicy: "File", annoPodGrace: "7", annoSandboxID: "sb1", annoPreStop: `{"exec":{"command":["stop"]}}`,
+		},
+		LogPath: "app/3.log",
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000},
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+				MaskedPaths:      defaultMaskedPaths, ReadonlyPaths: defaultReadonlyPaths,
+			},
+		},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestContainerHash(t *testing.T) {
+	t.Parallel()
+	a := v1.Container{Name: "app", Image: "img:1"}
+	b := a
+	if containerHash(&a) != containerHash(&b) {
+		t.Error("equal specs hash differently")
+	}
+	b.Args = []string{"x"}
+	if containerHash(&a) == containerHash(&b) {
+		t.Error("a changed spec keeps its hash")
+	}
+}
+
+func TestTerminationLogMount(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pod := testPod(func(p *v1.Pod) { p.Spec.Containers[0].TerminationMessagePath = "/tmp/msg" })
+	got, err := containerMounts(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ContainerPath != "/tmp/msg" || filepath.Dir(got[0].HostPath) != filepath.Join(dir, "uid-1/containers/app") {
+		t.Fatalf("mounts = %v, want one termination log under %s/uid-1/containers/app", got, dir)
+	}
+	if st, err := os.Stat(got[0].HostPath); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("termination log file: %v", err)
+	}
+}
+
+func TestHostPathTypes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	tests := []struct {
+		path    string
+		typ     v1.HostPathType
+		wantErr string
+		made    bool
+	}{
+		{path: "absent", typ: v1.HostPathUnset},
+		{path: "newdir/x", typ: v1.HostPathDirectoryOrCreate, made: true},
+		{path: "newfile", typ: v1.HostPathFileOrCreate, made: true},
+		{path: "nodir/newfile", typ: v1.HostPathFileOrCreate, wantErr: "no such file"},
+		{path: "file", typ: v1.HostPathDirectoryOrCreate, wantErr: "is not a directory"},
+		{path: "absent", typ: v1.HostPathDirectory, wantErr: "does not exist"},
+		{path: ".", typ: v1.HostPathDirectory},
+		{path: "file", typ: v1.HostPathFile},
+		{path: ".", typ: v1.HostPathFile, wantErr: "is not a file"},
+		{path: "s.sock", typ: v1.HostPathSocket},
+		{path: "file", typ: v1.HostPathSocket, wantErr: "is not a socket"},
+		{path: "file", typ: v1.HostPathCharDev, wantErr: "is not a character device"},
+		{path: "file", typ: "Bogus", wantErr: `hostPath type "Bogus" is not a known type`},
+	}
+	for _, tc := range tests {
+		typ := tc.typ
+		p := filepath.Join(dir, tc.path)
+		err := checkHostPath(&v1.HostPathVolumeSource{Path: p, Type: &typ})
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s %s: err = %v, want %q", tc.typ, tc.path, err, tc.wantErr)
+		}
+		if tc.made {
+			if _, err := os.Stat(p); err != nil {
+				t.Errorf("%s %s: not made: %v", tc.typ, tc.path, err)
+			}
+		}
+	}
+}
+
+func TestVolumeErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		mut  func(*v1.Pod)
+		want string
+	}{
+		{"unknown volume", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x"}} },
+			`container "app": volumeMounts[0]: no volume "x" in the pod`},
+		{"configMap", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "x", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}}
+			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x"}}
+		}, `container "app": volume "x": only emptyDir and hostPath volumes are supported`},
+		{"subPath escapes", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "x", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x", SubPath: "../../etc"}}
+		}, `volumeMounts[0].subPath "../../etc" leaves the volume`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod(tc.mut)
+			_, err := containerMounts(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestVerifyNonRoot(t *testing.T) {
+	t.Parallel()
+	yes, no := true, false
+	zero, thousand := int64(0), int64(1000)
+	uidImg := func(u int64) *runtimeapi.Image { return &runtimeapi.Image{Uid: &runtimeapi.Int64Value{Value: u}} }
+	tests := []struct {
+		name    string
+		pod     *v1.PodSecurityContext
+		ctr     *v1.SecurityContext
+		img     *runtimeapi.Image
+		wantErr string
+	}{
+		{name: "not asked", img: uidImg(0)},
+		{name: "pod asks, image user 1000", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes}, img: uidImg(1000)},
+		{name: "pod asks, image root", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes}, img: uidImg(0), wantErr: "container has runAsNonRoot and image will run as root"},
+		{name: "image without a user runs as root", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes}, img: &runtimeapi.Image{}, wantErr: "image will run as root"},
+		{name: "named user cannot be checked", ctr: &v1.SecurityContext{RunAsNonRoot: &yes}, img: &runtimeapi.Image{Username: "app"}, wantErr: "image has non-numeric user (app)"},
+		{name: "runAsUser 0", ctr: &v1.SecurityContext{RunAsNonRoot: &yes, RunAsUser: &zero}, img: uidImg(1000), wantErr: "container's runAsUser breaks non-root policy"},
+		{name: "runAsUser 1000 over a root image", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &thousand}, img: uidImg(0)},
+		{name: "container turns it off", pod: &v1.PodSecurityContext{RunAsNonRoot: &yes}, ctr: &v1.SecurityContext{RunAsNonRoot: &no}, img: uidImg(0)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod(func(p *v1.Pod) { p.Spec.SecurityContext = tc.pod; p.Spec.Containers[0].SecurityContext = tc.ctr })
+			err := verifyNonRoot(pod, &pod.Spec.Containers[0], tc.img)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,46 @@
+package podruntime
+
+import "strings"
+
+// expand replaces each $(NAME) in s with vars[NAME] as the kubelet does for
+// command, args and env values: a reference to an undefined name stays as
+// written, "$$" is a literal "$" (so "$$(NAME)" gives "$(NAME)"), and any
+// other "$" is kept.
+func expand(s string, vars func(string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vars(name); ok && name != "" {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// mapVars looks names up in the env defined so far.
+func mapVars(m map[string]string) func(string) (string, bool) {
+	return func(n string) (string, bool) { v, ok := m[n]; return v, ok }
+}

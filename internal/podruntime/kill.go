@@ -1,0 +1,292 @@
+package podruntime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/cri"
+)
+
+// minGracePeriod is the least time a container gets between SIGTERM and
+// SIGKILL, the kubelet's minimum.
+const minGracePeriod = 2
+
+// podGrace is the grace period of a kill: override, else the pod's
+// terminationGracePeriodSeconds, else (an orphan) what its containers
+// recorded, else the API default.
+func podGrace(pod *v1.Pod, status *PodStatus, override *int64) int64 {
+	switch {
+	case override != nil:
+		return *override
+	case pod != nil && pod.DeletionGracePeriodSeconds != nil:
+		return *pod.DeletionGracePeriodSeconds
+	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+		return *pod.Spec.TerminationGracePeriodSeconds
+	case pod != nil:
+		return defaultGracePeriod
+	}
+	if status != nil {
+		for _, c := range status.Containers {
+			if g, err := strconv.ParseInt(c.GetAnnotations()[annoPodGrace], 10, 64); err == nil {
+				return g
+			}
+		}
+	}
+	return defaultGracePeriod
+}
+
+// eventObject is what events about a pod name: the pod, or for an orphan a
+// pod made from its runtime status.
+func eventObject(pod *v1.Pod, status *PodStatus) *v1.Pod {
+	if pod != nil {
+		return pod
+	}
+	p := &v1.Pod{}
+	if status != nil {
+		p.ObjectMeta = metav1.ObjectMeta{Name: status.Name, Namespace: status.Namespace, UID: status.UID}
+	}
+	return p
+}
+
+// KillPod stops every container of the pod (pre-stop hooks first) and its
+// sandbox, within gracePeriod (nil: the pod's terminationGracePeriodSeconds).
+// pod may be nil for a pod known only from the runtime (an orphan).
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriod *int64) error {
+	if status == nil {
+		return nil
+	}
+	grace := podGrace(pod, status, gracePeriod)
+	deadline := m.clock.Now().Add(time.Duration(grace) * time.Second)
+	var main, sidecars []*runtimeapi.ContainerStatus
+	for _, c := range status.Containers {
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING && c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+			continue
+		}
+		if c.GetAnnotations()[annoInitKind] == "sidecar" {
+			sidecars = append(sidecars, c)
+		} else {
+			main = append(main, c)
+		}
+	}
+	// Sidecars stop after the containers they serve.
+	err := m.stopAll(ctx, pod, status, main, deadline)
+	err = errors.Join(err, m.stopAll(ctx, pod, status, sidecars, deadline))
+	for _, sb := range status.Sandboxes {
+		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		if e := m.rt.StopPodSandbox(ctx, sb.Id); e != nil && !errors.Is(e, cri.ErrNotFound) {
+			err = errors.Join(err, fmt.Errorf("stop sandbox %s: %w", sb.Id, e))
+		}
+	}
+	return err
+}
+
+// stopAll stops the containers in parallel, each with its pre-stop hook
+// first, SIGKILL coming at deadline (at least minGracePeriod after the hook).
+func (m *Manager) stopAll(ctx context.Context, pod *v1.Pod, status *PodStatus, ctrs []*runtimeapi.ContainerStatus, deadline time.Time) error {
+	errs := make([]error, len(ctrs))
+	var wg sync.WaitGroup
+	for i, c := range ctrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.stopContainer(ctx, pod, status, c, deadline)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// stopContainer runs c's pre-stop hook, bounded by the deadline, then stops
+// it with the grace left.
+func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, deadline time.Time) error {
+	name := c.GetMetadata().GetName()
+	obj := eventObject(pod, status)
+	m.rec.Eventf(obj, v1.EventTypeNormal, "Killing", "Stopping container %s", name)
+	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		if h := preStopHook(pod, c); h != nil {
+			hctx, cancel := context.WithDeadline(ctx, deadline)
+			if err := m.runHook(hctx, pod, status, c, h, deadline); err != nil {
+				m.rec.Eventf(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
+				m.log.Warn("pre-stop hook failed", "pod", obj.Namespace+"/"+obj.Name, "container", name, "err", err)
+			}
+			cancel()
+		}
+	}
+	left := int64(deadline.Sub(m.clock.Now()).Round(time.Second) / time.Second)
+	if left < minGracePeriod {
+		left = minGracePeriod
+	}
+	if err := m.rt.StopContainer(ctx, c.Id, left); err != nil && !errors.Is(err, cri.ErrNotFound) {
+		return fmt.Errorf("stop container %s: %w", name, err)
+	}
+	return nil
+}
+
+// preStopHook is c's pre-stop handler: from the pod's spec, or for an orphan
+// from the container's annotation.
+func preStopHook(pod *v1.Pod, c *runtimeapi.ContainerStatus) *v1.LifecycleHandler {
+	name := c.GetMetadata().GetName()
+	if pod != nil {
+		for _, sc := range allContainers(pod) {
+			if sc.Name == name {
+				if sc.Lifecycle == nil {
+					return nil
+				}
+				return sc.Lifecycle.PreStop
+			}
+		}
+	}
+	raw := c.GetAnnotations()[annoPreStop]
+	if raw == "" {
+		return nil
+	}
+	var h v1.LifecycleHandler
+	if json.Unmarshal([]byte(raw), &h) != nil {
+		return nil
+	}
+	return &h
+}
+
+// runHook runs a lifecycle handler for container c: exec through the
+// runtime, an HTTP GET to the pod, or a sleep.
+func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, h *v1.LifecycleHandler, deadline time.Time) error {
+	switch {
+	case h.Exec != nil:
+		_, _, err := m.rt.ExecSync(ctx, c.Id, h.Exec.Command, deadline.Sub(m.clock.Now()).Round(time.Second))
+		return err
+	case h.HTTPGet != nil:
+		return m.hookHTTP(ctx, pod, status, c, h.HTTPGet)
+	case h.Sleep != nil:
+		t := m.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
+		defer t.Stop()
+		select {
+		case <-t.C():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// hookHTTP makes a hook's HTTP GET, to the pod's IP unless it names a host.
+func (m *Manager) hookHTTP(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, g *v1.HTTPGetAction) error {
+	host := g.Host
+	if host == "" {
+		switch {
+		case pod != nil && pod.Spec.HostNetwork, status == nil || len(status.IPs) == 0:
+			host = m.cfg.HostIP
+		default:
+			host = status.IPs[0]
+		}
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	port := g.Port.IntValue()
+	if port == 0 && g.Port.StrVal != "" {
+		var ports []v1.ContainerPort
+		_ = json.Unmarshal([]byte(c.GetAnnotations()[annoPorts]), &ports)
+		for _, p := range ports {
+			if p.Name == g.Port.StrVal {
+				port = int(p.ContainerPort)
+			}
+		}
+		if port == 0 {
+			return fmt.Errorf("httpGet port %q: no container port of that name", g.Port.StrVal)
+		}
+	}
+	scheme := "http"
+	if g.Scheme == v1.URISchemeHTTPS {
+		scheme = "https"
+	}
+	url := scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + g.Path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	for _, hd := range g.HTTPHeaders {
+		req.Header.Add(hd.Name, hd.Value)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("httpGet %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// RemovePod removes the stopped pod's containers, sandboxes, volumes and
+// cgroup.
+func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
+	if status == nil {
+		return nil
+	}
+	var err error
+	for _, c := range status.Containers {
+		if e := m.rt.RemoveContainer(ctx, c.Id); e != nil && !errors.Is(e, cri.ErrNotFound) {
+			err = errors.Join(err, fmt.Errorf("remove container %s: %w", c.Id, e))
+		}
+	}
+	for _, sb := range status.Sandboxes {
+		if e := m.rt.RemovePodSandbox(ctx, sb.Id); e != nil && !errors.Is(e, cri.ErrNotFound) {
+			err = errors.Join(err, fmt.Errorf("remove sandbox %s: %w", sb.Id, e))
+		}
+	}
+	if err != nil {
+		return err // the volumes stay until the runtime lets go of the pod
+	}
+	if status.UID != "" {
+		if e := removePodDir(m.cfg.PodsDir, string(status.UID)); e != nil {
+			err = errors.Join(err, e)
+		}
+		if status.Name != "" {
+			if e := os.RemoveAll(podLogDir(m.cfg.PodLogsDir, status.Namespace, status.Name, string(status.UID))); e != nil {
+				err = errors.Join(err, e)
+			}
+		}
+		if m.cgroups != nil {
+			if e := m.cgroups.RemovePod(status.UID); e != nil {
+				err = errors.Join(err, fmt.Errorf("remove pod cgroup: %w", e))
+			}
+		}
+	}
+	m.forget(status.UID)
+	return err
+}
+
+// forget drops what the manager keeps of a removed pod.
+func (m *Manager) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.waiting, uid)
+	delete(m.conds, uid)
+	for k := range m.crash {
+		if k.uid == uid {
+			delete(m.crash, k)
+		}
+	}
+	for k := range m.pull {
+		if k.uid == uid {
+			delete(m.pull, k)
+		}
+	}
+}

@@ -1,0 +1,284 @@
+package podruntime
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The labels and annotations the kubelet puts on CRI objects.
+const (
+	labelPodName        = "io.kubernetes.pod.name"
+	labelPodNamespace   = "io.kubernetes.pod.namespace"
+	labelPodUID         = "io.kubernetes.pod.uid"
+	labelContainerName  = "io.kubernetes.container.name"
+	labelContainerType  = "io.kubernetes.container.type"
+	annoContainerHash   = "io.kubernetes.container.hash"
+	annoRestartCount    = "io.kubernetes.container.restartCount"
+	annoTermMsgPath     = "io.kubernetes.container.terminationMessagePath"
+	annoTermMsgPolicy   = "io.kubernetes.container.terminationMessagePolicy"
+	annoPreStop         = "io.kubernetes.container.preStopHandler"
+	annoPorts           = "io.kubernetes.container.ports"
+	annoPodGrace        = "io.kubernetes.pod.terminationGracePeriod"
+	annoConfigSeen      = "kubernetes.io/config.seen"
+	labelKubeletManaged = "io.kubernetes.kubelet.managed"
+
+	// annoSandboxID is ours: the sandbox a container was created in, so a
+	// relist knows which containers belong to the current sandbox.
+	annoSandboxID = "nodekeeper.io/sandbox-id"
+	// annoInitKind is ours: "init" or "sidecar" for init containers.
+	annoInitKind = "nodekeeper.io/init-container"
+)
+
+// defaultGracePeriod is the API default of terminationGracePeriodSeconds.
+const defaultGracePeriod = 30
+
+// podLogDir is the pod's log directory, PodLogsDir/NS_NAME_UID.
+func podLogDir(root, namespace, name string, uid string) string {
+	return filepath.Join(root, namespace+"_"+name+"_"+uid)
+}
+
+// podLabels are the labels of the pod's sandbox and, with the container name,
+// of its containers: the pod's own labels and the kubelet's identity labels.
+func podLabels(pod *v1.Pod) map[string]string {
+	l := make(map[string]string, len(pod.Labels)+3)
+	for k, v := range pod.Labels {
+		l[k] = v
+	}
+	l[labelPodName] = pod.Name
+	l[labelPodNamespace] = pod.Namespace
+	l[labelPodUID] = string(pod.UID)
+	return l
+}
+
+// sandboxConfig is the PodSandboxConfig of pod's sandbox number attempt.
+// resolv is the host's resolv.conf content (DNS policy Default and the
+// ClusterFirst fallback); cgroupParent comes from the pod cgroups.
+func sandboxConfig(pod *v1.Pod, attempt uint32, logsRoot string, resolv []byte, cgroupParent string) (*runtimeapi.PodSandboxConfig, error) {
+	dns, err := dnsConfig(pod, resolv)
+	if err != nil {
+		return nil, err
+	}
+	labels := podLabels(pod)
+	labels[labelKubeletManaged] = "true"
+	annotations := make(map[string]string, len(pod.Annotations))
+	for k, v := range pod.Annotations {
+		annotations[k] = v
+	}
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
+		LogDirectory: podLogDir(logsRoot, pod.Namespace, pod.Name, string(pod.UID)),
+		DnsConfig:    dns,
+		PortMappings: portMappings(pod),
+		Labels:       labels,
+		Annotations:  annotations,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: cgroupParent,
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: namespaceOptions(pod),
+				Privileged:       anyPrivileged(pod),
+			},
+		},
+	}
+	if !pod.Spec.HostNetwork {
+		cfg.Hostname = pod.Name
+		if pod.Spec.Hostname != "" {
+			cfg.Hostname = pod.Spec.Hostname
+		}
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		lsc := cfg.Linux.SecurityContext
+		if sc.RunAsUser != nil {
+			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *sc.RunAsUser}
+		}
+		if sc.RunAsGroup != nil {
+			lsc.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
+		}
+		lsc.SupplementalGroups = append(lsc.SupplementalGroups, sc.SupplementalGroups...)
+		if sc.FSGroup != nil {
+			lsc.SupplementalGroups = append(lsc.SupplementalGroups, *sc.FSGroup)
+		}
+		if len(sc.Sysctls) > 0 {
+			cfg.Linux.Sysctls = make(map[string]string, len(sc.Sysctls))
+			for _, s := range sc.Sysctls {
+				cfg.Linux.Sysctls[s.Name] = s.Value
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// namespaceOptions are the pod's network, pid and ipc namespaces: the node's
+// when it asks for them, else the pod's (pid: each container's own unless the
+// pod shares its process namespace).
+func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}
+	if pod.Spec.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if pod.Spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	switch {
+	case pod.Spec.HostPID:
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	case pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace:
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	return ns
+}
+
+func anyPrivileged(pod *v1.Pod) bool {
+	for _, c := range allContainers(pod) {
+		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+			return true
+		}
+	}
+	return false
+}
+
+// allContainers is the pod's init containers, then its containers.
+func allContainers(pod *v1.Pod) []*v1.Container {
+	out := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		out = append(out, &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
+}
+
+// portMappings are the host ports the pod's containers ask for.
+func portMappings(pod *v1.Pod) []*runtimeapi.PortMapping {
+	var out []*runtimeapi.PortMapping
+	for _, c := range allContainers(pod) {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			proto := runtimeapi.Protocol_TCP
+			switch p.Protocol {
+			case v1.ProtocolUDP:
+				proto = runtimeapi.Protocol_UDP
+			case v1.ProtocolSCTP:
+				proto = runtimeapi.Protocol_SCTP
+			}
+			out = append(out, &runtimeapi.PortMapping{Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP})
+		}
+	}
+	return out
+}
+
+// Limits of a pod's resolv.conf, as the kubelet applies them.
+const (
+	maxNameservers = 3
+	maxDNSSearch   = 32
+)
+
+// dnsConfig is the pod's DNS: the host's resolv.conf for dnsPolicy Default,
+// and for ClusterFirst and ClusterFirstWithHostNet, since the node has no
+// cluster DNS (the kubelet falls back the same way); nothing but
+// spec.dnsConfig for None. spec.dnsConfig is merged into the others.
+func dnsConfig(pod *v1.Pod, resolv []byte) (*runtimeapi.DNSConfig, error) {
+	cfg := &runtimeapi.DNSConfig{}
+	if pod.Spec.DNSPolicy != v1.DNSNone {
+		cfg = parseResolvConf(resolv)
+	}
+	if dc := pod.Spec.DNSConfig; dc != nil {
+		cfg.Servers = append(cfg.Servers, dc.Nameservers...)
+		cfg.Searches = append(cfg.Searches, dc.Searches...)
+		for _, o := range dc.Options {
+			opt := o.Name
+			if o.Value != nil {
+				opt += ":" + *o.Value
+			}
+			cfg.Options = mergeOption(cfg.Options, opt)
+		}
+	} else if pod.Spec.DNSPolicy == v1.DNSNone {
+		return nil, fmt.Errorf("pod %s/%s: spec.dnsPolicy None needs spec.dnsConfig", pod.Namespace, pod.Name)
+	}
+	cfg.Servers = dedup(cfg.Servers)
+	if len(cfg.Servers) > maxNameservers {
+		cfg.Servers = cfg.Servers[:maxNameservers]
+	}
+	cfg.Searches = dedup(cfg.Searches)
+	if len(cfg.Searches) > maxDNSSearch {
+		cfg.Searches = cfg.Searches[:maxDNSSearch]
+	}
+	return cfg, nil
+}
+
+// mergeOption adds opt ("name" or "name:value") to opts, replacing an option
+// of the same name.
+func mergeOption(opts []string, opt string) []string {
+	name, _, _ := strings.Cut(opt, ":")
+	for i, o := range opts {
+		if n, _, _ := strings.Cut(o, ":"); n == name {
+			opts[i] = opt
+			return opts
+		}
+	}
+	return append(opts, opt)
+}
+
+func dedup(s []string) []string {
+	seen := map[string]bool{}
+	out := s[:0:0]
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// parseResolvConf reads nameserver, search (and domain) and options lines.
+func parseResolvConf(b []byte) *runtimeapi.DNSConfig {
+	cfg := &runtimeapi.DNSConfig{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.IndexAny(line, "#;"); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "nameserver":
+			cfg.Servers = append(cfg.Servers, f[1])
+		case "search":
+			cfg.Searches = f[1:]
+		case "domain":
+			if len(cfg.Searches) == 0 {
+				cfg.Searches = f[1:2]
+			}
+		case "options":
+			for _, o := range f[1:] {
+				cfg.Options = mergeOption(cfg.Options, o)
+			}
+		}
+	}
+	return cfg
+}
+
+// readResolvConf reads the host's resolv.conf; a missing file is empty.
+func readResolvConf(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read host DNS config: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,133 @@
+package podruntime
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+const hostResolv = `# generated
+nameserver 10.0.0.2
+nameserver 10.0.0.3
+search corp.example example
+options ndots:2 edns0
+`
+
+func TestSandboxConfig(t *testing.T) {
+	t.Parallel()
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 53, HostPort: 5353, Protocol: v1.ProtocolUDP}, {ContainerPort: 9000}}
+		p.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}}
+	})
+	got, err := sandboxConfig(pod, 2, "/var/log/pods", []byte(hostResolv), "/kubepods/burstable/poduid-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "ns", Uid: "uid-1", Attempt: 2},
+		Hostname:     "web",
+		LogDirectory: "/var/log/pods/ns_web_uid-1",
+		DnsConfig:    &runtimeapi.DNSConfig{Servers: []string{"10.0.0.2", "10.0.0.3"}, Searches: []string{"corp.example", "example"}, Options: []string{"ndots:2", "edns0"}},
+		PortMappings: []*runtimeapi.PortMapping{
+			{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 8080},
+			{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353},
+		},
+		Labels:      map[string]string{"app": "web", labelPodName: "web", labelPodNamespace: "ns", labelPodUID: "uid-1", labelKubeletManaged: "true"},
+		Annotations: map[string]string{"note": "n"},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: "/kubepods/burstable/poduid-1",
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+			},
+			Sysctls: map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"},
+		},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("sandboxConfig (-want +got):\n%s", diff)
+	}
+}
+
+func TestNamespaceOptions(t *testing.T) {
+	t.Parallel()
+	yes := true
+	tests := []struct {
+		name string
+		mut  func(*v1.Pod)
+		want *runtimeapi.NamespaceOption
+	}{
+		{"pod", func(*v1.Pod) {}, &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}},
+		{"host all", func(p *v1.Pod) { p.Spec.HostNetwork, p.Spec.HostPID, p.Spec.HostIPC = true, true, true },
+			&runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_NODE, Ipc: runtimeapi.NamespaceMode_NODE}},
+		{"shared pid", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = &yes },
+			&runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_POD}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tc.want, namespaceOptions(testPod(tc.mut)), protocmp.Transform()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDNSConfig(t *testing.T) {
+	t.Parallel()
+	five := "5"
+	tests := []struct {
+		name    string
+		mut     func(*v1.Pod)
+		want    *runtimeapi.DNSConfig
+		wantErr bool
+	}{
+		{name: "ClusterFirst without cluster DNS is the host's", mut: func(p *v1.Pod) { p.Spec.DNSPolicy = v1.DNSClusterFirst },
+			want: &runtimeapi.DNSConfig{Servers: []string{"10.0.0.2", "10.0.0.3"}, Searches: []string{"corp.example", "example"}, Options: []string{"ndots:2", "edns0"}}},
+		{name: "Default is the host's", mut: func(p *v1.Pod) { p.Spec.DNSPolicy = v1.DNSDefault },
+			want: &runtimeapi.DNSConfig{Servers: []string{"10.0.0.2", "10.0.0.3"}, Searches: []string{"corp.example", "example"}, Options: []string{"ndots:2", "edns0"}}},
+		{name: "None is dnsConfig only", mut: func(p *v1.Pod) {
+			p.Spec.DNSPolicy = v1.DNSNone
+			p.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}, Searches: []string{"a.b"}, Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: &five}}}
+		}, want: &runtimeapi.DNSConfig{Servers: []string{"1.1.1.1"}, Searches: []string{"a.b"}, Options: []string{"ndots:5"}}},
+		{name: "None without dnsConfig", mut: func(p *v1.Pod) { p.Spec.DNSPolicy = v1.DNSNone }, wantErr: true},
+		{name: "dnsConfig merges, options replace, at most 3 servers", mut: func(p *v1.Pod) {
+			p.Spec.DNSPolicy = v1.DNSDefault
+			p.Spec.DNSConfig = &v1.PodDNSConfig{Nameservers: []string{"10.0.0.2", "9.9.9.9", "8.8.8.8"}, Searches: []string{"x.y"}, Options: []v1.PodDNSConfigOption{{Name: "ndots", Value: &five}, {Name: "rotate"}}}
+		}, want: &runtimeapi.DNSConfig{Servers: []string{"10.0.0.2", "10.0.0.3", "9.9.9.9"}, Searches: []string{"corp.example", "example", "x.y"}, Options: []string{"ndots:5", "edns0", "rotate"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := dnsConfig(testPod(tc.mut), []byte(hostResolv))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSandboxHostname(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		mut  func(*v1.Pod)
+		want string
+	}{
+		{"pod name", func(*v1.Pod) {}, "web"},
+		{"spec.hostname", func(p *v1.Pod) { p.Spec.Hostname = "h" }, "h"},
+		{"host network keeps the node's", func(p *v1.Pod) { p.Spec.HostNetwork = true }, ""},
+	} {
+		cfg, err := sandboxConfig(testPod(tc.mut), 0, "/logs", nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Hostname != tc.want {
+			t.Errorf("%s: hostname = %q, want %q", tc.name, cfg.Hostname, tc.want)
+		}
+	}
+}

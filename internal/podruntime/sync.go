@@ -1,0 +1,427 @@
+package podruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Waiting reasons a sync reports for containers it could not start.
+const (
+	reasonCreating         = "ContainerCreating"
+	reasonErrImagePull     = "ErrImagePull"
+	reasonImagePullBackOff = "ImagePullBackOff"
+	reasonCreateError      = "CreateContainerConfigError"
+	reasonRunError         = "RunContainerError"
+)
+
+// errImagePullBackOff marks a pull skipped for its back-off.
+var errImagePullBackOff = errors.New("ImagePullBackOff")
+
+// SyncPod makes the runtime run pod as its spec asks, given its current
+// runtime status (nil: nothing exists yet): sandbox, init containers in order,
+// containers, restarts by restartPolicy with back-off. It never kills the
+// whole pod; that is KillPod.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) Result {
+	now := m.clock.Now()
+	m.mu.Lock()
+	crash := make(map[string]backoffEntry)
+	for k, e := range m.crash {
+		if k.uid == pod.UID {
+			crash[k.name] = e
+		}
+	}
+	m.mu.Unlock()
+	acts := computeActions(pod, status, now, func(name string) (backoffEntry, bool) { e, ok := crash[name]; return e, ok })
+	waiting := make(map[string]v1.ContainerStateWaiting, len(acts.waiting)+len(acts.start))
+	for name, w := range acts.waiting {
+		waiting[name] = w
+	}
+	for _, a := range acts.start {
+		waiting[a.container.Name] = v1.ContainerStateWaiting{Reason: reasonCreating}
+	}
+	before := m.setWaiting(pod, waiting)
+	for _, name := range sortedKeys(acts.waiting) {
+		// One event per back-off, not one per sync.
+		if w := acts.waiting[name]; w.Reason == "CrashLoopBackOff" && before[name] != w {
+			m.rec.Eventf(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", name, pod.Name, pod.Namespace, pod.UID)
+		}
+	}
+	res := Result{RetryAfter: acts.retryAfter}
+
+	if acts.killPod {
+		m.rec.Event(pod, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		if err := m.KillPod(ctx, pod, status, nil); err != nil {
+			res.Err = fmt.Errorf("kill pod for a new sandbox: %w", err)
+			return res
+		}
+	}
+	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 {
+		m.removeOld(ctx, status, acts.remove, &res)
+		return res // the pod is as it should be: no config to build
+	}
+	sbCfg, err := m.sandboxConfig(pod, acts.attempt)
+	if err != nil {
+		m.rec.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		res.Err = err
+		return res
+	}
+	sbID, podIPs := acts.sandboxID, []string(nil)
+	if status != nil {
+		podIPs = status.IPs
+	}
+	if acts.createSandbox {
+		if sbID, podIPs, err = m.createSandbox(ctx, pod, sbCfg); err != nil {
+			m.rec.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			res.Err = err
+			return res
+		}
+	}
+
+	if err := m.killContainers(ctx, pod, status, acts.kill); err != nil {
+		res.Err = err
+		return res
+	}
+	for _, a := range acts.start {
+		err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name])
+		if err == nil {
+			m.clearWaiting(pod, a.container.Name)
+			continue
+		}
+		if res.Err == nil && !errors.Is(err, errImagePullBackOff) {
+			res.Err = err
+		}
+		if errors.Is(err, errImagePullBackOff) || errors.Is(err, errPull) {
+			if left := m.pullBackoffLeft(pod, a.container.Image); left > 0 && (res.RetryAfter == 0 || left < res.RetryAfter) {
+				res.RetryAfter = left
+			}
+		}
+		if acts.initPhase {
+			break
+		}
+	}
+	m.removeOld(ctx, status, acts.remove, &res)
+	return res
+}
+
+// removeOld removes exited containers the pod no longer needs, with their
+// log and termination-log files.
+func (m *Manager) removeOld(ctx context.Context, status *PodStatus, ids []string, res *Result) {
+	for _, id := range ids {
+		if err := m.rt.RemoveContainer(ctx, id); err != nil {
+			if res.Err == nil {
+				res.Err = fmt.Errorf("remove old container %s: %w", id, err)
+			}
+			continue
+		}
+		for _, c := range status.Containers {
+			if c.Id == id {
+				m.removeContainerFiles(status.UID, c)
+			}
+		}
+	}
+}
+
+// removeContainerFiles removes a removed container's log file and its
+// termination-log file, when they are where this manager puts them.
+func (m *Manager) removeContainerFiles(uid types.UID, c *runtimeapi.ContainerStatus) {
+	if p := c.GetLogPath(); p != "" && strings.HasPrefix(p, m.cfg.PodLogsDir+"/") {
+		_ = os.Remove(p)
+	}
+	termDir := filepath.Join(m.cfg.PodsDir, string(uid), "containers") + "/"
+	for _, mnt := range c.GetMounts() {
+		if mnt.GetContainerPath() == c.GetAnnotations()[annoTermMsgPath] && strings.HasPrefix(mnt.GetHostPath(), termDir) {
+			_ = os.Remove(mnt.GetHostPath())
+		}
+	}
+}
+
+// setWaiting replaces the pod's waiting reasons and returns the previous
+// ones.
+func (m *Manager) setWaiting(pod *v1.Pod, w map[string]v1.ContainerStateWaiting) map[string]v1.ContainerStateWaiting {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := m.waiting[pod.UID]
+	m.waiting[pod.UID] = w
+	return before
+}
+
+// clearWaiting drops a started container's waiting reason.
+func (m *Manager) clearWaiting(pod *v1.Pod, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.waiting[pod.UID], name)
+}
+
+// markWaiting records a container's waiting reason.
+func (m *Manager) markWaiting(pod *v1.Pod, name, reason, msg string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.waiting[pod.UID] == nil {
+		m.waiting[pod.UID] = map[string]v1.ContainerStateWaiting{}
+	}
+	m.waiting[pod.UID][name] = v1.ContainerStateWaiting{Reason: reason, Message: msg}
+}
+
+// sandboxConfig is the pod's sandbox config: its pod cgroup made, the host's
+// DNS read.
+func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	parent := ""
+	if m.cgroups != nil {
+		var err error
+		if parent, err = m.cgroups.EnsurePod(pod); err != nil {
+			return nil, fmt.Errorf("pod cgroup: %w", err)
+		}
+	}
+	resolv, err := readResolvConf(m.cfg.DNS)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxConfig(pod, attempt, m.cfg.PodLogsDir, resolv, parent)
+}
+
+// createSandbox runs the pod's sandbox and returns its ID and IPs.
+func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeapi.PodSandboxConfig) (string, []string, error) {
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return "", nil, err
+	}
+	id, err := m.rt.RunPodSandbox(ctx, cfg, "")
+	if err != nil {
+		return "", nil, err
+	}
+	r, err := m.rt.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		return id, nil, fmt.Errorf("status of new sandbox %s: %w", id, err)
+	}
+	var ips []string
+	if ip := r.GetStatus().GetNetwork().GetIp(); ip != "" {
+		ips = append(ips, ip)
+		for _, a := range r.GetStatus().GetNetwork().GetAdditionalIps() {
+			ips = append(ips, a.GetIp())
+		}
+	}
+	if !pod.Spec.HostNetwork && len(ips) == 0 {
+		return id, nil, fmt.Errorf("sandbox %s of pod %s/%s has no IP", id, pod.Namespace, pod.Name)
+	}
+	m.log.Info("sandbox created", "pod", pod.Namespace+"/"+pod.Name, "sandbox", id, "attempt", cfg.Metadata.Attempt, "ips", ips)
+	return id, ips, nil
+}
+
+// killContainers stops the listed containers of pod (a changed spec) with
+// the pod's grace period, in parallel.
+func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, kills []killAction) error {
+	if len(kills) == 0 {
+		return nil
+	}
+	byID := map[string]*runtimeapi.ContainerStatus{}
+	if status != nil {
+		for _, c := range status.Containers {
+			byID[c.Id] = c
+		}
+	}
+	var batch []*runtimeapi.ContainerStatus
+	for _, k := range kills {
+		if c := byID[k.id]; c != nil {
+			m.log.Info("restarting container", "pod", pod.Namespace+"/"+pod.Name, "container", k.name, "reason", k.reason)
+			batch = append(batch, c)
+		}
+	}
+	grace := podGrace(pod, status, nil)
+	return m.stopAll(ctx, pod, status, batch, m.clock.Now().Add(time.Duration(grace)*time.Second))
+}
+
+// startContainer pulls c's image as its policy asks and creates and starts it.
+// prev is the container's waiting state after the last sync.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting) error {
+	c := a.container
+	img, err := m.ensureImage(ctx, pod, c, sbCfg, prev)
+	if err != nil {
+		return err
+	}
+	if err := verifyNonRoot(pod, c, img); err != nil {
+		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
+	cfg, err := containerConfig(containerInput{
+		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
+		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile,
+	})
+	if err != nil {
+		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
+	if err := os.MkdirAll(podLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
+		return err
+	}
+	id, err := m.rt.CreateContainer(ctx, sbID, cfg, sbCfg)
+	if err != nil {
+		m.markWaiting(pod, c.Name, "CreateContainerError", err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return fmt.Errorf("create container %s: %w", c.Name, err)
+	}
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
+	if !a.prevFinished.IsZero() {
+		// A restart: the next exit waits longer.
+		key := backoffKey{uid: pod.UID, name: c.Name}
+		m.mu.Lock()
+		e, ok := m.crash[key]
+		m.crash[key] = nextBackoff(e, ok, a.prevFinished)
+		m.mu.Unlock()
+	}
+	if err := m.rt.StartContainer(ctx, id); err != nil {
+		m.markWaiting(pod, c.Name, reasonRunError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return fmt.Errorf("start container %s: %w", c.Name, err)
+	}
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	return nil
+}
+
+// errPull marks a failed pull.
+var errPull = errors.New(reasonErrImagePull)
+
+// pullPolicy is c's imagePullPolicy, defaulted as the API server does: Always
+// for a :latest or untagged image, else IfNotPresent.
+func pullPolicy(c *v1.Container) v1.PullPolicy {
+	if c.ImagePullPolicy != "" {
+		return c.ImagePullPolicy
+	}
+	ref := c.Image
+	if i := strings.Index(ref, "@"); i >= 0 {
+		return v1.PullIfNotPresent
+	}
+	tag := ""
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		tag = ref[i+1:]
+	}
+	if tag == "" || tag == "latest" {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}
+
+// ensureImage makes c's image present as its pull policy asks, with the
+// kubelet's image pull back-off, and returns it as the runtime reports it
+// (nil if a pulled image is not reported at once).
+func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig, prev v1.ContainerStateWaiting) (*runtimeapi.Image, error) {
+	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}
+	policy := pullPolicy(c)
+	st, err := m.rt.ImageStatus(ctx, spec, false)
+	if err != nil {
+		m.markWaiting(pod, c.Name, "ImageInspectError", err.Error())
+		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
+	}
+	present := st.GetImage() != nil
+	if present && policy != v1.PullAlways {
+		m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+		return st.GetImage(), nil
+	}
+	if policy == v1.PullNever {
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		m.markWaiting(pod, c.Name, ErrImageNeverPull.Error(), msg)
+		if prev.Reason != ErrImageNeverPull.Error() {
+			m.rec.Event(pod, v1.EventTypeWarning, ErrImageNeverPull.Error(), msg)
+		}
+		return nil, fmt.Errorf("container %s: %w: %s", c.Name, ErrImageNeverPull, msg)
+	}
+	now := m.clock.Now()
+	key := backoffKey{uid: pod.UID, name: c.Image}
+	m.mu.Lock()
+	e, ok := m.pull[key]
+	m.mu.Unlock()
+	if in, _ := inBackoff(e, ok, e.last, now); in {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		m.markWaiting(pod, c.Name, reasonImagePullBackOff, msg)
+		if prev.Reason != reasonImagePullBackOff {
+			m.rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
+		}
+		return nil, fmt.Errorf("container %s: %w", c.Name, errImagePullBackOff)
+	}
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	start := m.clock.Now()
+	if _, err := m.rt.PullImage(ctx, spec, nil, sbCfg); err != nil {
+		m.mu.Lock()
+		m.pull[key] = nextBackoff(e, ok, m.clock.Now())
+		m.mu.Unlock()
+		m.markWaiting(pod, c.Name, reasonErrImagePull, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		return nil, fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
+	}
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, m.clock.Since(start).Round(time.Millisecond))
+	if st, err = m.rt.ImageStatus(ctx, spec, false); err != nil {
+		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
+	}
+	return st.GetImage(), nil
+}
+
+// verifyNonRoot refuses a container that must run as non-root (its own or
+// its pod's runAsNonRoot) but would run as root: by its runAsUser, or by the
+// image's user when it sets none.
+func verifyNonRoot(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image) error {
+	nonRoot := false
+	var uid *int64
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsNonRoot != nil {
+			nonRoot = *psc.RunAsNonRoot
+		}
+		uid = psc.RunAsUser
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsNonRoot != nil {
+			nonRoot = *sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+	}
+	if !nonRoot {
+		return nil
+	}
+	who := fmt.Sprintf("(pod: %q, container: %s)", pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
+	if uid != nil {
+		if *uid == 0 {
+			return fmt.Errorf("container's runAsUser breaks non-root policy %s", who)
+		}
+		return nil
+	}
+	switch {
+	case img.GetUid() != nil:
+		if img.GetUid().GetValue() == 0 {
+			return fmt.Errorf("container has runAsNonRoot and image will run as root %s", who)
+		}
+	case img.GetUsername() != "":
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root %s", img.GetUsername(), who)
+	default:
+		return fmt.Errorf("container has runAsNonRoot and image will run as root %s", who)
+	}
+	return nil
+}
+
+// pullBackoffLeft is the time left on the pod's pull back-off for image.
+func (m *Manager) pullBackoffLeft(pod *v1.Pod, image string) time.Duration {
+	m.mu.Lock()
+	e, ok := m.pull[backoffKey{uid: pod.UID, name: image}]
+	m.mu.Unlock()
+	_, left := inBackoff(e, ok, e.last, m.clock.Now())
+	return left
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,665 @@
+package podruntime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// fakeCRI is cri-api's fake runtime and image services as one Runtime.
+type fakeCRI struct {
+	*critest.FakeRuntimeService
+	*critest.FakeImageService
+}
+
+// events records events as "Reason: message".
+type events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (e *events) Event(_ runtime.Object, _, reason, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, reason+": "+msg)
+}
+
+func (e *events) Eventf(o runtime.Object, t, reason, f string, args ...any) {
+	e.Event(o, t, reason, sprintf(f, args...))
+}
+
+func (e *events) AnnotatedEventf(o runtime.Object, _ map[string]string, t, reason, f string, args ...any) {
+	e.Eventf(o, t, reason, f, args...)
+}
+
+func (e *events) take() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	g := e.got
+	e.got = nil
+	return g
+}
+
+// fakeCgroups records EnsurePod and RemovePod.
+type fakeCgroups struct {
+	mu      sync.Mutex
+	ensured []types.UID
+	removed []types.UID
+}
+
+func (f *fakeCgroups) EnsurePod(pod *v1.Pod) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ensured = append(f.ensured, pod.UID)
+	return "/kubepods/pod" + string(pod.UID), nil
+}
+
+func (f *fakeCgroups) RemovePod(uid types.UID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, uid)
+	return nil
+}
+
+type fixture struct {
+	m       *Manager
+	rt      *critest.FakeRuntimeService
+	img     *critest.FakeImageService
+	clock   *clocktesting.FakeClock
+	events  *events
+	cgroups *fakeCgroups
+	dir     string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{
+		rt: critest.NewFakeRuntimeService(), img: critest.NewFakeImageService(),
+		clock: clocktesting.NewFakeClock(time.Now()), events: &events{}, cgroups: &fakeCgroups{}, dir: t.TempDir(),
+	}
+	f.img.SetFakeImages([]string{"img:1", "img:2"})
+	resolv := filepath.Join(f.dir, "resolv.conf")
+	if err := os.WriteFile(resolv, []byte(hostResolv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{NodeName: "node1", PodsDir: filepath.Join(f.dir, "pods"), PodLogsDir: filepath.Join(f.dir, "logs"), HostIP: "192.168.1.2", MemoryCapacity: 4 << 30, CPUs: 2, DNS: resolv},
+		Deps{Runtime: fakeCRI{f.rt, f.img}, Cgroups: f.cgroups, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m = m
+	return f
+}
+
+// calls returns and clears the runtime calls made so far, without the
+// read-only ones.
+func (f *fixture) calls() []string {
+	f.rt.Lock()
+	defer f.rt.Unlock()
+	var out []string
+	for _, c := range f.rt.Called {
+		switch c {
+		case "ListPodSandbox", "ListContainers", "ContainerStatus", "PodSandboxStatus", "Version":
+			continue
+		}
+		out = append(out, c)
+	}
+	f.rt.Called = nil
+	return out
+}
+
+// status relists the runtime and returns the pod's status.
+func (f *fixture) status(t *testing.T, uid types.UID) *PodStatus {
+	t.Helper()
+	all, err := f.m.Statuses(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all[uid]
+}
+
+// exit marks the newest container named name exited with code, now.
+func (f *fixture) exit(t *testing.T, name string, code int32) {
+	t.Helper()
+	f.rt.Lock()
+	defer f.rt.Unlock()
+	var newest *critest.FakeContainer
+	for _, c := range f.rt.Containers {
+		if c.Metadata.Name == name && (newest == nil || c.CreatedAt > newest.CreatedAt) {
+			newest = c
+		}
+	}
+	if newest == nil {
+		t.Fatalf("no container %s", name)
+	}
+	newest.State, newest.ExitCode, newest.FinishedAt = runtimeapi.ContainerState_CONTAINER_EXITED, code, f.clock.Now().UnixNano()
+}
+
+func (f *fixture) sync(t *testing.T, pod *v1.Pod) Result {
+	t.Helper()
+	return f.m.SyncPod(t.Context(), pod, f.status(t, pod.UID))
+}
+
+func stateOf(cs v1.ContainerStatus) string {
+	switch {
+	case cs.State.Running != nil:
+		return "running"
+	case cs.State.Terminated != nil:
+		return "terminated:" + cs.State.Terminated.Reason
+	case cs.State.Waiting != nil:
+		return "waiting:" + cs.State.Waiting.Reason
+	}
+	return "?"
+}
+
+func TestSyncPodInitThenContainers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod(func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "img:1"}} })
+
+	res := f.sync(t, pod)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff([]string{"RunPodSandbox", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("first sync calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]types.UID{"uid-1"}, f.cgroups.ensured); diff != "" {
+		t.Errorf("pod cgroup (-want +got):\n%s", diff)
+	}
+	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	if st.Phase != v1.PodPending || stateOf(st.InitContainerStatuses[0]) != "running" || stateOf(st.ContainerStatuses[0]) != "waiting:PodInitializing" {
+		t.Errorf("while init runs: phase %s, init %s, app %s", st.Phase, stateOf(st.InitContainerStatuses[0]), stateOf(st.ContainerStatuses[0]))
+	}
+	if !strings.HasPrefix(st.InitContainerStatuses[0].ContainerID, critest.FakeRuntimeName+"://") {
+		t.Errorf("container ID %q does not name the runtime", st.InitContainerStatuses[0].ContainerID)
+	}
+
+	// A second sync while init runs does nothing.
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got := f.calls(); len(got) != 0 {
+		t.Errorf("sync while init runs made calls %v", got)
+	}
+	if len(f.cgroups.ensured) != 1 {
+		t.Errorf("a sync with nothing to do made the pod cgroup again (%d times in all)", len(f.cgroups.ensured))
+	}
+
+	f.exit(t, "init", 0)
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("after init calls (-want +got):\n%s", diff)
+	}
+	st = f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	if st.Phase != v1.PodRunning || stateOf(st.ContainerStatuses[0]) != "running" || st.PodIP != critest.FakePodSandboxIPs[0] {
+		t.Errorf("after init: phase %s, app %s, IP %q", st.Phase, stateOf(st.ContainerStatuses[0]), st.PodIP)
+	}
+	want := []string{
+		`Pulled: Container image "img:1" already present on machine`, "Created: Created container init", "Started: Started container init",
+		`Pulled: Container image "img:1" already present on machine`, "Created: Created container app", "Started: Started container app",
+	}
+	if diff := cmp.Diff(want, f.events.take()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// The container got the pod's labels, the kubelet's annotations and its log path.
+	f.rt.Lock()
+	c := f.rt.Containers[critest.BuildContainerName(&runtimeapi.ContainerMetadata{Name: "app"}, critest.BuildSandboxName(&runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "ns", Uid: "uid-1"}))]
+	f.rt.Unlock()
+	if c == nil || c.Labels[labelContainerName] != "app" || c.Labels["app"] != "web" || c.Annotations[annoContainerHash] == "" {
+		t.Errorf("container labels %v annotations %v", c.GetLabels(), c.GetAnnotations())
+	}
+}
+
+func TestSyncPodCrashLoop(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	f.calls()
+	// First exit: restarted at once.
+	f.exit(t, "app", 1)
+	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+		t.Fatalf("first restart: %+v", res)
+	}
+	if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("first restart (-want +got):\n%s", diff)
+	}
+	// Second exit 3s later: 10s back-off, 7s left after 3 more.
+	f.clock.Step(3 * time.Second)
+	f.exit(t, "app", 1)
+	f.clock.Step(3 * time.Second)
+	res := f.sync(t, pod)
+	if res.Err != nil || res.RetryAfter != 7*time.Second {
+		t.Fatalf("in back-off: %+v, want RetryAfter 7s", res)
+	}
+	// It starts nothing; it removes the older of the two exited containers.
+	if diff := cmp.Diff([]string{"RemoveContainer"}, f.calls()); diff != "" {
+		t.Errorf("in back-off (-want +got):\n%s", diff)
+	}
+	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	cs := st.ContainerStatuses[0]
+	want := "back-off 10s restarting failed container=app pod=web_ns(uid-1)"
+	if stateOf(cs) != "waiting:CrashLoopBackOff" || cs.State.Waiting.Message != want || cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil {
+		t.Errorf("status %s %v restarts %d last %v, want CrashLoopBackOff %q, 1 restart, a last state", stateOf(cs), cs.State.Waiting, cs.RestartCount, cs.LastTerminationState, want)
+	}
+	if st.Phase != v1.PodRunning {
+		t.Errorf("phase %s, want Running", st.Phase)
+	}
+	f.clock.Step(time.Second)
+	if res := f.sync(t, pod); res.RetryAfter != 6*time.Second {
+		t.Errorf("still in back-off: %+v, want RetryAfter 6s", res)
+	}
+	if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
+		t.Errorf("one BackOff event per back-off (-want +got):\n%s", diff)
+	}
+	// After the back-off: restarted, and the next back-off doubles.
+	f.clock.Step(6 * time.Second)
+	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+		t.Fatalf("after back-off: %+v", res)
+	}
+	if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("after back-off (-want +got):\n%s", diff)
+	}
+	f.exit(t, "app", 1)
+	res = f.sync(t, pod)
+	if res.RetryAfter != 20*time.Second {
+		t.Errorf("third exit: RetryAfter %v, want 20s", res.RetryAfter)
+	}
+	if st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now()); st.ContainerStatuses[0].RestartCount != 2 {
+		t.Errorf("restart count %d, want 2", st.ContainerStatuses[0].RestartCount)
+	}
+	if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
+		t.Errorf("the next back-off's event (-want +got):\n%s", diff)
+	}
+}
+
+func backoffEvents(ev []string) []string {
+	var out []string
+	for _, e := range ev {
+		if strings.HasPrefix(e, "BackOff:") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestSyncPodSpecChangeRestarts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	f.calls()
+	changed := testPod(func(p *v1.Pod) { p.Spec.Containers[0].Args = []string{"--new"} })
+	if res := f.sync(t, changed); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff([]string{"StopContainer", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	st := f.m.PodStatus(changed, f.status(t, pod.UID), f.clock.Now())
+	if cs := st.ContainerStatuses[0]; stateOf(cs) != "running" || cs.RestartCount != 1 {
+		t.Errorf("after the change: %s, %d restarts", stateOf(cs), cs.RestartCount)
+	}
+}
+
+func TestSyncPodSandboxRecreated(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	f.calls()
+	f.rt.Lock()
+	for _, s := range f.rt.Sandboxes {
+		s.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	}
+	f.rt.Unlock()
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff([]string{"StopContainer", "RunPodSandbox", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	st := f.status(t, pod.UID)
+	if len(st.Sandboxes) != 2 || st.Sandboxes[0].Metadata.Attempt != 1 {
+		t.Errorf("sandboxes %v, want a new one with attempt 1", st.Sandboxes)
+	}
+	if ev := f.events.take(); !slices.Contains(ev, "SandboxChanged: Pod sandbox changed, it will be killed and re-created.") {
+		t.Errorf("no SandboxChanged event in %v", ev)
+	}
+}
+
+func TestSyncPodImages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	never := testPod(func(p *v1.Pod) {
+		p.UID = "uid-never"
+		p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = "absent:1", v1.PullNever
+	})
+	res := f.sync(t, never)
+	if !errors.Is(res.Err, ErrImageNeverPull) {
+		t.Errorf("Never policy: err %v, want ErrImageNeverPull", res.Err)
+	}
+	if st := f.m.PodStatus(never, f.status(t, never.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImageNeverPull" {
+		t.Errorf("Never policy: %s", stateOf(st.ContainerStatuses[0]))
+	}
+
+	pull := testPod(func(p *v1.Pod) { p.Spec.Containers[0].Image = "registry.example/absent:1" })
+	f.img.InjectError("PullImage", errors.New("no registry"))
+	f.events.take()
+	res = f.sync(t, pull)
+	if res.Err == nil || res.RetryAfter != 10*time.Second {
+		t.Errorf("failed pull: %+v, want an error and RetryAfter 10s", res)
+	}
+	if st := f.m.PodStatus(pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImagePull" {
+		t.Errorf("failed pull: %s", stateOf(st.ContainerStatuses[0]))
+	}
+	f.clock.Step(4 * time.Second)
+	res = f.sync(t, pull)
+	if res.Err != nil || res.RetryAfter != 6*time.Second {
+		t.Errorf("pull in back-off: %+v, want no error and RetryAfter 6s", res)
+	}
+	if st := f.m.PodStatus(pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ImagePullBackOff" {
+		t.Errorf("pull in back-off: %s", stateOf(st.ContainerStatuses[0]))
+	}
+	f.clock.Step(time.Second)
+	if res := f.sync(t, pull); res.RetryAfter != 5*time.Second {
+		t.Errorf("pull still in back-off: %+v, want RetryAfter 5s", res)
+	}
+	f.clock.Step(5 * time.Second)
+	if res := f.sync(t, pull); res.Err != nil {
+		t.Errorf("pull after back-off: %v", res.Err)
+	}
+	want := []string{
+		`Pulling: Pulling image "registry.example/absent:1"`,
+		`Failed: Failed to pull image "registry.example/absent:1": no registry`,
+		`BackOff: Back-off pulling image "registry.example/absent:1"`,
+		`Pulling: Pulling image "registry.example/absent:1"`,
+		`Pulled: Successfully pulled image "registry.example/absent:1" in 0s`,
+		"Created: Created container app", "Started: Started container app",
+	}
+	if diff := cmp.Diff(want, f.events.take()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestKillAndRemovePod(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sidecar := v1.ContainerRestartPolicyAlways
+	grace := int64(20)
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = &grace
+		p.Spec.InitContainers = []v1.Container{{Name: "side", Image: "img:1", RestartPolicy: &sidecar}}
+		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"drain"}}}}
+		p.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/v"}}
+	})
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	f.calls()
+	f.events.take()
+	st := f.status(t, pod.UID)
+	if err := f.m.KillPod(t.Context(), pod, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The pre-stop hook, then the container, then its sidecar, then the sandbox.
+	if diff := cmp.Diff([]string{"ExecSync", "StopContainer", "StopContainer", "StopPodSandbox"}, f.calls()); diff != "" {
+		t.Errorf("kill calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Killing: Stopping container app", "Killing: Stopping container side"}, f.events.take()); diff != "" {
+		t.Errorf("kill events (-want +got):\n%s", diff)
+	}
+	podDir := filepath.Join(f.dir, "pods", "uid-1")
+	if _, err := os.Stat(filepath.Join(podDir, "volumes")); err != nil {
+		t.Fatalf("the pod's volumes were not made: %v", err)
+	}
+	if err := f.m.RemovePod(t.Context(), f.status(t, pod.UID)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"RemoveContainer", "RemoveContainer", "RemovePodSandbox"}, f.calls()); diff != "" {
+		t.Errorf("remove calls (-want +got):\n%s", diff)
+	}
+	for _, p := range []string{podDir, filepath.Join(f.dir, "logs", "ns_web_uid-1")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", p, err)
+		}
+	}
+	if diff := cmp.Diff([]types.UID{"uid-1"}, f.cgroups.removed); diff != "" {
+		t.Errorf("cgroups removed (-want +got):\n%s", diff)
+	}
+	if all, _ := f.m.Statuses(t.Context()); len(all) != 0 {
+		t.Errorf("after RemovePod the runtime still holds %v", all)
+	}
+}
+
+func TestKillOrphanUsesRecordedGraceAndHook(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	grace := int64(9)
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = &grace
+		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"drain"}}}}
+	})
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	st := f.status(t, pod.UID)
+	if got := podGrace(nil, st, nil); got != 9 {
+		t.Errorf("orphan grace %d, want the recorded 9", got)
+	}
+	if h := preStopHook(nil, st.Containers[0]); h == nil || h.Exec == nil || h.Exec.Command[0] != "drain" {
+		t.Errorf("orphan pre-stop hook %v", h)
+	}
+	f.calls()
+	if err := f.m.KillPod(t.Context(), nil, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ExecSync", "StopContainer", "StopPodSandbox"}, f.calls()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestStatusesGroupsOurObjects(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := testPod()
+	b := testPod(func(p *v1.Pod) { p.Name, p.UID = "other", "uid-2" })
+	for _, p := range []*v1.Pod{a, b} {
+		if res := f.sync(t, p); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	// A sandbox and a container that are not ours.
+	if _, err := f.rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "foreign", Uid: "x"}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	all, err := f.m.Statuses(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[types.UID]string{}
+	for uid, p := range all {
+		got[uid] = p.Namespace + "/" + p.Name + " " + strings.Join(p.IPs, ",") + " " + itoa(len(p.Sandboxes)) + "sb " + itoa(len(p.Containers)) + "c"
+	}
+	want := map[types.UID]string{"uid-1": "ns/web 192.168.192.168 1sb 1c", "uid-2": "ns/other 192.168.192.168 1sb 1c"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	t.Parallel()
+	rt := fakeCRI{critest.NewFakeRuntimeService(), critest.NewFakeImageService()}
+	tests := []struct {
+		name string
+		cfg  Config
+		deps Deps
+		want string
+	}{
+		{"no runtime", Config{MemoryCapacity: 1, PodsDir: "/p", PodLogsDir: "/l"}, Deps{}, "podruntime: Deps.Runtime is nil"},
+		{"no memory", Config{PodsDir: "/p", PodLogsDir: "/l"}, Deps{Runtime: rt}, "podruntime: Config.MemoryCapacity 0 is not positive"},
+		{"relative pods dir", Config{MemoryCapacity: 1, PodsDir: "p", PodLogsDir: "/l"}, Deps{Runtime: rt}, `podruntime: Config.PodsDir "p" is not an absolute path`},
+	}
+	for _, tc := range tests {
+		if _, err := New(tc.cfg, tc.deps); err == nil || err.Error() != tc.want {
+			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestStatusesAskOnlyAboutChanges(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	relist := func() []string {
+		t.Helper()
+		f.rt.Lock()
+		f.rt.Called = nil
+		f.rt.Unlock()
+		st := f.status(t, pod.UID)
+		if len(st.Containers) != 1 || len(st.Sandboxes) != 1 {
+			t.Fatalf("status %v", st)
+		}
+		f.rt.Lock()
+		defer f.rt.Unlock()
+		return f.rt.Called
+	}
+	relist()
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers"}, relist()); diff != "" {
+		t.Errorf("a relist of a running pod (-want +got):\n%s", diff)
+	}
+	f.exit(t, "app", 0)
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers", "ContainerStatus"}, relist()); diff != "" {
+		t.Errorf("a relist after an exit (-want +got):\n%s", diff)
+	}
+	if err := f.m.KillPod(t.Context(), pod, f.status(t, pod.UID), nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers", "PodSandboxStatus"}, relist()); diff != "" {
+		t.Errorf("a relist after the sandbox stopped (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ListPodSandbox", "ListContainers"}, relist()); diff != "" {
+		t.Errorf("a relist of a stopped pod (-want +got):\n%s", diff)
+	}
+}
+
+func TestAdoptionRestartsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sidecar := v1.ContainerRestartPolicyAlways
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "img:1"}, {Name: "side", Image: "img:1", RestartPolicy: &sidecar}}
+	})
+	f.sync(t, pod)
+	f.exit(t, "init", 0)
+	f.sync(t, pod)
+	f.sync(t, pod)
+	// A new manager, as after an agent restart, over the same runtime.
+	m2, err := New(f.m.cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.calls()
+	all, err := m2.Statuses(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := m2.SyncPod(t.Context(), pod, all[pod.UID]); res.Err != nil || res.RetryAfter != 0 {
+		t.Fatalf("adopting sync: %+v", res)
+	}
+	if got := f.calls(); len(got) != 0 {
+		t.Errorf("adopting a running pod made calls %v", got)
+	}
+	st := m2.PodStatus(pod, all[pod.UID], f.clock.Now())
+	if st.Phase != v1.PodRunning || st.ContainerStatuses[0].RestartCount != 0 || !st.ContainerStatuses[0].Ready {
+		t.Errorf("adopted pod: phase %s, app %+v", st.Phase, st.ContainerStatuses[0])
+	}
+}
+
+func TestConditionTransitionTimes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	t1 := f.clock.Now()
+	f.m.PodStatus(pod, nil, t1) // nothing yet: not ready
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	t2 := t1.Add(time.Minute)
+	f.m.PodStatus(pod, f.status(t, pod.UID), t2)
+	t3 := t2.Add(time.Minute)
+	st := f.m.PodStatus(pod, f.status(t, pod.UID), t3)
+	got := map[v1.PodConditionType]time.Time{}
+	for _, c := range st.Conditions {
+		got[c.Type] = c.LastTransitionTime.Time
+	}
+	want := map[v1.PodConditionType]time.Time{
+		v1.PodReadyToStartContainers: t2, // became true at t2
+		v1.PodInitialized:            t1, // true from the start
+		v1.ContainersReady:           t2,
+		v1.PodReady:                  t2,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Second)); diff != "" {
+		t.Errorf("transition times (-want +got):\n%s", diff)
+	}
+}
+
+func TestRemoveOldRemovesItsFiles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	logFile := filepath.Join(f.m.cfg.PodLogsDir, "ns_web_uid-1", "app", "0.log")
+	termFile := filepath.Join(f.m.cfg.PodsDir, "uid-1", "containers", "app", "abcd")
+	outside := filepath.Join(f.dir, "elsewhere.log")
+	for _, p := range []string{logFile, termFile, outside} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := &runtimeapi.ContainerStatus{Id: "old", LogPath: logFile, Annotations: map[string]string{annoTermMsgPath: "/dev/termination-log"},
+		Mounts: []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: termFile}}}
+	other := &runtimeapi.ContainerStatus{Id: "other", LogPath: outside}
+	var res Result
+	f.m.removeOld(t.Context(), &PodStatus{UID: "uid-1", Containers: []*runtimeapi.ContainerStatus{old, other}}, []string{"old", "other"}, &res)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, p := range []string{logFile, termFile} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("a log file outside PodLogsDir was removed: %v", err)
+	}
+}

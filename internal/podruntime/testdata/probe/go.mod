@@ -1,0 +1,3 @@
+module nkprobe
+
+go 1.21
