@@ -11,12 +11,6 @@ func (c *Client) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusRe
 	return call(ctx, c, "Status", c.rt.Status, &runtimeapi.StatusRequest{Verbose: verbose})
 }
 
-// PodSandboxStatus returns a sandbox's status: its state, creation time,
-// network (IPs) and namespace options.
-func (c *Client) PodSandboxStatus(ctx context.Context, podSandboxID string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
-	return call(ctx, c, "PodSandboxStatus", c.rt.PodSandboxStatus, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: podSandboxID, Verbose: verbose})
-}
-
 // UpdateContainerResources changes a running container's Linux resources.
 func (c *Client) UpdateContainerResources(ctx context.Context, containerID string, resources *runtimeapi.ContainerResources) error {
 	_, err := call(ctx, c, "UpdateContainerResources", c.rt.UpdateContainerResources, &runtimeapi.UpdateContainerResourcesRequest{

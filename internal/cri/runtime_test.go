@@ -3,12 +3,9 @@ package cri
 import (
 	"context"
 	"errors"
-	"net"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -40,26 +37,6 @@ func (s *runtimeServer) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSan
 func (s *runtimeServer) UpdateContainerResources(_ context.Context, r *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
 	s.updated <- r
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
-}
-
-func serveRuntime(t *testing.T, srv *runtimeServer) *Client {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "rt.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(g, srv)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(lis) }()
-	t.Cleanup(func() { g.Stop(); <-done })
-	c, err := New("unix://"+sock, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 func TestRuntimeCalls(t *testing.T) {
