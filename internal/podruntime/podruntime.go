@@ -197,7 +197,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if m.log == nil {
 		m.log = slog.Default()
 	}
-	m.log = m.log.With("component", "podruntime")
+	m.log = m.log.With("subsystem", "podruntime")
 	if m.rec == nil {
 		m.rec = nodeapi.LogRecorder{Logger: m.log}
 	}

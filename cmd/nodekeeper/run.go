@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/daemon"
+)
+
+// runFlags are `nodekeeper run`'s flags: the kubelet's that nodekeeper
+// honours, with the kubelet's names and meaning, and nodekeeper's own.
+type runFlags struct {
+	config, rootDir, hostname, endpoint, manifests string
+	verbosity                                      int
+	imageDirs                                      []string
+	statusEvery                                    time.Duration
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use: "run [--config FILE] [--root-dir DIR] [--hostname-override NAME] [--container-runtime-endpoint URL] " +
+			"[--pod-manifest-path PATH] [--image-dir DIR]... [--v N] [--status-interval D]",
+		Short: "Run the node agent: static pods through containerd, with the node-level managers",
+		Long: `run starts the node agent. Without a containerRuntimeEndpoint it starts and manages
+its own containerd under the root directory, imports the image tarballs in
+ROOT/images and every --image-dir, and runs the static pods of staticPodPath
+(--pod-manifest-path) in their own network namespaces. SIGINT or SIGTERM stops
+the agent and its containerd; the pods keep running and the next start adopts
+them. While it runs it prints the pods' table on stdout when it changes.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annotationDaemon: "true"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAgent(cmd.Context(), cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "KubeletConfiguration file (the kubelet's --config)")
+	fl.StringVar(&f.rootDir, "root-dir", daemon.DefaultRootDir, "state directory (the kubelet's --root-dir)")
+	fl.StringVar(&f.hostname, "hostname-override", "", "node name instead of the host name")
+	fl.StringVar(&f.endpoint, "container-runtime-endpoint", "", "CRI endpoint of a runtime to use instead of the managed containerd (overrides containerRuntimeEndpoint)")
+	fl.StringVar(&f.manifests, "pod-manifest-path", "", "static pod manifests, a directory or a file (overrides staticPodPath)")
+	fl.IntVar(&f.verbosity, "v", 0, "log verbosity, as the kubelet's: 4 and above logs at debug level")
+	fl.StringArrayVar(&f.imageDirs, "image-dir", nil, "directory of OCI or docker image tarballs to import at start (repeatable)")
+	fl.DurationVar(&f.statusEvery, "status-interval", 2*time.Second, "how often to check the pods' table and print it when it changed; 0 prints none")
+	return cmd
+}
+
+// runAgent loads the configuration, applies the flags and runs the agent.
+func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
+	cfg := config.Default()
+	if f.config != "" {
+		var err error
+		if cfg, err = config.Load(f.config); err != nil {
+			if errors.Is(err, config.ErrInvalid) || errors.Is(err, os.ErrNotExist) {
+				return badInput(err)
+			}
+			return err
+		}
+	}
+	file := f.config
+	if file == "" {
+		file = "(defaults)"
+	}
+	flags := cmd.Flags()
+	if flags.Changed("container-runtime-endpoint") {
+		cfg.Agent.RuntimeEndpoint = f.endpoint
+	}
+	if flags.Changed("pod-manifest-path") {
+		p, err := filepath.Abs(f.manifests)
+		if err != nil {
+			return badInput(fmt.Errorf("--pod-manifest-path %q: %v", f.manifests, err))
+		}
+		cfg.Agent.StaticPodPath = p
+	}
+	if err := cfg.Agent.RunnableErr(file); err != nil {
+		return badInput(err)
+	}
+	if f.rootDir == "" || !filepath.IsAbs(f.rootDir) {
+		abs, err := filepath.Abs(f.rootDir)
+		if f.rootDir == "" || err != nil {
+			return badInput(fmt.Errorf("--root-dir %q: want a directory", f.rootDir))
+		}
+		f.rootDir = abs
+	}
+	name := f.hostname
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: %w (set --hostname-override)", err)
+		}
+		name = h
+	}
+	name = strings.ToLower(name)
+	level := slog.LevelInfo
+	if f.verbosity >= 4 {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	for _, w := range cfg.Warnings {
+		logger.Warn(w)
+	}
+	opts := daemon.Options{Config: cfg, RootDir: f.rootDir, NodeName: name, ImageDirs: f.imageDirs, Logger: logger}
+	if f.statusEvery > 0 {
+		opts.OnReady = func(r daemon.Ready) {
+			go printStatus(ctx, cmd.OutOrStdout(), r.Pods, f.statusEvery)
+		}
+	}
+	err := daemon.Run(ctx, opts)
+	var bad daemon.ConfigError
+	if errors.As(err, &bad) {
+		return badInput(err)
+	}
+	return err
+}
+
+// printStatus prints the pods' table on w every interval when it changed,
+// until ctx ends.
+func printStatus(ctx context.Context, w io.Writer, pods func() []*v1.Pod, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last string
+	for {
+		list := pods()
+		vals := make([]v1.Pod, len(list))
+		for i, p := range list {
+			vals[i] = *p
+		}
+		// The table's AGE column changes every second; print when anything
+		// else does.
+		if key := statusKey(vals); key != last {
+			last = key
+			var b strings.Builder
+			if err := printPodTable(&b, vals, time.Now()); err == nil {
+				fmt.Fprintf(w, "\n%s", b.String())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// statusKey sums up what the pod table shows but the age.
+func statusKey(pods []v1.Pod) string {
+	var b strings.Builder
+	for _, p := range pods {
+		fmt.Fprintf(&b, "%s/%s %s %s|", p.Namespace, p.Name, p.Status.Phase, p.Status.PodIP)
+		for _, c := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "%s %t %d|", c.Name, c.Ready, c.RestartCount)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,269 @@
+// Package daemon is `nodekeeper run`: it builds the agent from the
+// configuration and the machine — the container runtime (a containerd it
+// manages, or a configured CRI endpoint), pod cgroups, the stats provider, the
+// pod runtime, the static pod source, the sync loop, the node-level managers
+// and the HTTP endpoints — and runs them until its context ends. Pods keep
+// running when it stops; the next start adopts them.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/admission"
+	"github.com/nodekeeper/nodekeeper/internal/agent"
+	"github.com/nodekeeper/nodekeeper/internal/cgroups"
+	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/containerd"
+	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/node"
+	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/podsource"
+	"github.com/nodekeeper/nodekeeper/internal/server"
+	"github.com/nodekeeper/nodekeeper/internal/stats"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
+	"github.com/nodekeeper/nodekeeper/preemption"
+)
+
+// DefaultRootDir is nodekeeper's state directory (the kubelet's --root-dir is
+// /var/lib/kubelet).
+const DefaultRootDir = "/var/lib/nodekeeper"
+
+// Options are `nodekeeper run`'s settings besides the configuration file: the
+// kubelet's command-line flags and nodekeeper's own.
+type Options struct {
+	// Config is the resolved KubeletConfiguration (config.Default() without a file).
+	Config *config.Config
+	// RootDir is the state directory; DefaultRootDir when empty.
+	RootDir string
+	// NodeName is the node's name (--hostname-override; the host name by default).
+	NodeName string
+	// ImageDirs are imported besides RootDir/images at start (managed containerd only).
+	ImageDirs []string
+	// Logger gets the agent's logs.
+	Logger *slog.Logger
+	// OnReady, when set, is called once with the HTTP address when everything is up.
+	OnReady func(Ready)
+}
+
+// Ready describes a started agent.
+type Ready struct {
+	// Addr is the HTTP endpoints' address, "" when they are off.
+	Addr string
+	// Endpoint is the CRI endpoint in use.
+	Endpoint string
+	// Pods lists the agent's pods with their status.
+	Pods func() []*v1.Pod
+}
+
+// ConfigError is an error in the settings (configuration file or flags): the
+// command reports it as a usage error.
+type ConfigError struct{ Err error }
+
+func (e ConfigError) Error() string { return e.Err.Error() }
+func (e ConfigError) Unwrap() error { return e.Err }
+
+// sourceFile is the static pod source's name in the agent.
+const sourceFile = "file"
+
+// Run runs the agent until ctx ends or a part of it fails, then stops every
+// part and returns: nil after ctx ended, else the first error. Pods are left
+// running.
+func Run(ctx context.Context, o Options) error {
+	if o.Config == nil {
+		o.Config = config.Default()
+	}
+	if o.RootDir == "" {
+		o.RootDir = DefaultRootDir
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	ac := o.Config.Agent
+	log := o.Logger
+	if err := ac.RunnableErr(o.Config.File); err != nil {
+		return ConfigError{err}
+	}
+	if err := os.MkdirAll(o.RootDir, 0o755); err != nil {
+		return fmt.Errorf("root directory: %w", err)
+	}
+	unlock, err := lockRoot(o.RootDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	memory, err := memTotal("/proc/meminfo")
+	if err != nil {
+		return err
+	}
+	cgc := cgroups.Config{
+		CgroupRoot: ac.CgroupRoot, Driver: ac.CgroupDriver, PodPidsLimit: *o.Config.Kubelet.PodPidsLimit, Logger: log,
+	}
+	if slices.Contains(o.Config.Kubelet.EnforceNodeAllocatable, "pods") {
+		// The kubelet's node-allocatable enforcement: the pods' cgroup gets
+		// capacity less the reservations and the hard eviction thresholds.
+		c, err := capacity(o.RootDir, memory)
+		if err != nil {
+			return err
+		}
+		cgc.KubepodsLimits = admission.NodeAllocatable(c, o.Config.KubeReserved, o.Config.SystemReserved, o.Config.Eviction.Thresholds)
+	}
+	cg, err := cgroups.New(cgc)
+	if err != nil {
+		return ConfigError{err}
+	}
+	if ac.FailCgroupV1 && cg.Layout().Version == cgroups.V1 {
+		return ConfigError{fmt.Errorf("%s: failCgroupV1 is true and this host uses cgroup v1", o.Config.File)}
+	}
+	if err := cg.EnsureQoS(); err != nil {
+		return fmt.Errorf("pod cgroups: %w", err)
+	}
+
+	// Every part runs in g; an early return stops the ones already started.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	defer func() { cancel(); _ = g.Wait() }()
+	endpoint := ac.RuntimeEndpoint
+	if endpoint == "" {
+		m, err := containerd.New(containerd.Config{
+			StateDir: filepath.Join(o.RootDir, "containerd"), SandboxImage: ocibuild.PauseRef,
+			PodCIDR: ac.PodCIDR, CNIBridge: bridgeName(o.RootDir), Logger: log.With("subsystem", "containerd"),
+		})
+		if err != nil {
+			return ConfigError{err}
+		}
+		g.Go(func() error { return m.Run(ctx) })
+		select {
+		case <-m.Ready():
+		case <-ctx.Done():
+			return g.Wait()
+		}
+		dirs := append([]string{filepath.Join(o.RootDir, "images")}, o.ImageDirs...)
+		imported, err := m.ImportDir(ctx, dirs...)
+		for _, im := range imported {
+			log.Info("image imported", "image", im.Ref, "file", im.File)
+		}
+		if err != nil {
+			log.Error("image import", "err", err) // the others are imported; pods needing it fail to pull
+		}
+		endpoint = m.Endpoint()
+	}
+	rt, err := cri.New(endpoint, cri.Options{Timeout: ac.RuntimeRequestTimeout})
+	if err != nil {
+		return ConfigError{fmt.Errorf("containerRuntimeEndpoint %q: %w", endpoint, err)}
+	}
+	defer rt.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	recorder := nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
+	hostIP := hostIPv4()
+	pr, err := podruntime.New(podruntime.Config{
+		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
+		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(),
+	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder})
+	if err != nil {
+		return err
+	}
+	// The agent and the node-level managers need each other: the agent asks
+	// admission, the managers kill through the agent. Closures over the two
+	// variables tie them; neither runs before both are built.
+	var (
+		n  *node.Node
+		ag *agent.Agent
+	)
+	admit := admitFunc(func(ctx context.Context, pod *v1.Pod) admission.Response { return n.Admission.Admit(ctx, pod) })
+	preempt := preemptFunc(func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
+		return n.Preemption.Execute(ctx, plan)
+	})
+	sources := []string{}
+	if ac.StaticPodPath != "" {
+		sources = append(sources, sourceFile)
+	}
+	ag, err = agent.New(agent.Config{
+		NodeName: o.NodeName, Sources: sources, ResyncPeriod: ac.SyncFrequency,
+	}, agent.Deps{Runtime: pr, Admit: admit, Preempt: preempt, Logger: log,
+		Recorder: recorder, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	st, err := stats.New(stats.Config{
+		CgroupRoot: ac.CgroupRoot, RootDir: o.RootDir, LogDir: ac.PodLogsDir, NodeName: o.NodeName, Logger: log,
+	}, stats.Deps{Runtime: rt, Pods: ag.Pods})
+	if err != nil {
+		return err
+	}
+	rootDir := o.RootDir
+	n, err = node.New(o.Config, node.Options{SandboxImage: ocibuild.PauseRef}, node.Collaborators{
+		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) { return capacity(rootDir, memory) },
+		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
+		Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return ag.Run(ctx) })
+	if ac.StaticPodPath != "" {
+		src, err := podsource.NewFile(podsource.FileConfig{
+			Path: ac.StaticPodPath, NodeName: o.NodeName, Period: ac.FileCheckFrequency,
+		}, podsource.FileDeps{Logger: log.With("subsystem", "podsource"), Recorder: recorder})
+		if err != nil {
+			return ConfigError{err}
+		}
+		g.Go(func() error {
+			return src.Run(ctx, func(pods []*v1.Pod) {
+				if err := ag.SetPods(ctx, sourceFile, pods); err != nil && ctx.Err() == nil {
+					log.Error("static pods", "err", err)
+				}
+			})
+		})
+	}
+	var addr string
+	if ac.ReadOnlyPort != 0 {
+		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, server.Deps{
+			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"),
+			Healthz: []server.Check{{Name: "syncloop", Check: func(context.Context) error { return ag.Healthy() }}},
+		})
+		if err != nil {
+			return ConfigError{err}
+		}
+		g.Go(func() error { return srv.Run(ctx) })
+		select {
+		case <-srv.Ready():
+			addr = srv.Addr()
+		case <-ctx.Done():
+			return g.Wait()
+		}
+	}
+	log.Info("nodekeeper running", "node", o.NodeName, "runtime", endpoint, "http", addr, "staticPodPath", ac.StaticPodPath)
+	if o.OnReady != nil {
+		o.OnReady(Ready{Addr: addr, Endpoint: endpoint, Pods: ag.Pods})
+	}
+	err = g.Wait()
+	log.Info("nodekeeper stopped; pods keep running")
+	return err
+}
+
+// preemptFunc adapts a function to agent.Preemptor.
+type preemptFunc func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error)
+
+func (f preemptFunc) Execute(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
+	return f(ctx, plan)
+}
+
+// admitFunc adapts a function to agent.Admitter.
+type admitFunc func(ctx context.Context, pod *v1.Pod) admission.Response
+
+func (f admitFunc) Admit(ctx context.Context, pod *v1.Pod) admission.Response { return f(ctx, pod) }

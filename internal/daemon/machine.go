@@ -1,0 +1,112 @@
+package daemon
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// lockRoot takes an exclusive lock on rootDir/nodekeeper.lock, so two agents
+// never share a root directory (and its containerd, pods and state). The lock
+// goes with the process, also when it is killed.
+func lockRoot(rootDir string) (unlock func(), err error) {
+	path := filepath.Join(rootDir, "nodekeeper.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock the root directory: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, ConfigError{fmt.Errorf("--root-dir %s: another nodekeeper is running with it (%s is locked)", rootDir, path)}
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
+	return func() { _ = f.Close() }, nil
+}
+
+// bridgeName names the managed containerd's CNI bridge after the root
+// directory: the bridge is a host-wide object, and two agents (with two root
+// directories) on one machine must not share one. The name fits the kernel's
+// 15 bytes.
+func bridgeName(rootDir string) string {
+	if rootDir == DefaultRootDir {
+		return "nk0"
+	}
+	sum := sha256.Sum256([]byte(rootDir))
+	return "nk" + hex.EncodeToString(sum[:])[:8]
+}
+
+// memTotal reads MemTotal from a /proc/meminfo file, in bytes.
+func memTotal(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("memory capacity: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 3 && fields[0] == "MemTotal:" && fields[2] == "kB" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil || kb <= 0 || kb > (1<<53) {
+				return 0, fmt.Errorf("%s: MemTotal %q: not a size in kB", path, fields[1])
+			}
+			return kb * 1024, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return 0, fmt.Errorf("%s: no MemTotal line", path)
+}
+
+// capacity is the node's capacity: the CPUs this process may use, the memory,
+// the root directory's filesystem as ephemeral storage. Pods come from maxPods
+// (admission adds it).
+func capacity(rootDir string, memory int64) (v1.ResourceList, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(rootDir, &st); err != nil {
+		return nil, fmt.Errorf("ephemeral-storage capacity of %s: %w", rootDir, err)
+	}
+	return v1.ResourceList{
+		v1.ResourceCPU:              *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
+		v1.ResourceMemory:           *resource.NewQuantity(memory, resource.BinarySI),
+		v1.ResourceEphemeralStorage: *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI),
+	}, nil
+}
+
+// hostIPv4 is the node's IP as the kubelet picks it without a cloud provider:
+// the first IPv4 address of an interface that is up and not loopback, else
+// 127.0.0.1.
+func hostIPv4() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "127.0.0.1"
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 || strings.HasPrefix(ifc.Name, "nk") || strings.HasPrefix(ifc.Name, "veth") {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
