@@ -663,3 +663,61 @@ func TestRemoveOldRemovesItsFiles(t *testing.T) {
 		t.Errorf("a log file outside PodLogsDir was removed: %v", err)
 	}
 }
+
+// stopRecorder is fakeCRI recording StopContainer's timeouts.
+type stopRecorder struct {
+	fakeCRI
+	mu       sync.Mutex
+	timeouts []int64
+}
+
+func (s *stopRecorder) StopContainer(ctx context.Context, id string, timeout int64) error {
+	s.mu.Lock()
+	s.timeouts = append(s.timeouts, timeout)
+	s.mu.Unlock()
+	return s.FakeRuntimeService.StopContainer(ctx, id, timeout)
+}
+
+func TestKillPodGrace(t *testing.T) {
+	t.Parallel()
+	zero, twenty := int64(0), int64(20)
+	tests := []struct {
+		name     string
+		podGrace *int64
+		override *int64
+		orphan   bool
+		want     int64
+	}{
+		{name: "pod default", want: 30},
+		{name: "pod's own", podGrace: &twenty, want: 20},
+		{name: "override", podGrace: &twenty, override: &zero, want: minGracePeriod},
+		{name: "orphan: recorded on the container", podGrace: &twenty, orphan: true, want: 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			rec := &stopRecorder{fakeCRI: fakeCRI{f.rt, f.img}}
+			m, err := New(f.m.cfg, Deps{Runtime: rec, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := testPod(func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = tc.podGrace })
+			all, _ := m.Statuses(t.Context())
+			if res := m.SyncPod(t.Context(), pod, all[pod.UID]); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			all, _ = m.Statuses(t.Context())
+			kill := pod
+			if tc.orphan {
+				kill = nil
+			}
+			if err := m.KillPod(t.Context(), kill, all[pod.UID], tc.override); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]int64{tc.want}, rec.timeouts); diff != "" {
+				t.Errorf("StopContainer timeouts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
