@@ -23,6 +23,8 @@ require (
 
 require golang.org/x/sync v0.24.0
 
+require github.com/google/uuid v1.6.0 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
