@@ -326,6 +326,9 @@ func (s *Store) Create(ctx context.Context, name string, data []byte) ([]*v1.Pod
 // system-cluster-critical, and none (priority 0); another class, or a
 // spec.priority other than the class's, is an error naming the field.
 func Prepare(p *v1.Pod, nodeName string, uid types.UID, now time.Time) error {
+	if p.Namespace == "" {
+		p.Namespace = v1.NamespaceDefault
+	}
 	var prio int32
 	switch c := p.Spec.PriorityClassName; c {
 	case "":
@@ -344,9 +347,6 @@ func Prepare(p *v1.Pod, nodeName string, uid types.UID, now time.Time) error {
 	if p.Spec.PreemptionPolicy == nil {
 		pol := v1.PreemptLowerPriority
 		p.Spec.PreemptionPolicy = &pol
-	}
-	if p.Namespace == "" {
-		p.Namespace = v1.NamespaceDefault
 	}
 	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	p.UID = uid
