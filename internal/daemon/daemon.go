@@ -219,7 +219,7 @@ func Run(ctx context.Context, o Options) error {
 	// Ordinary local pods (nodekeeper apply / delete pod): persisted in the
 	// root directory, changed through the unix socket or the loopback port.
 	local, err := localpods.New(localpods.Config{Path: filepath.Join(rootDir, localpods.FileName), NodeName: o.NodeName},
-		localpods.Deps{Agent: ag, Logger: log})
+		localpods.Deps{Agent: ag, Observed: ag.Pods, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -94,10 +94,19 @@ type Deps struct {
 	Clock clock.WithTicker
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
-	// NewUID makes pod UIDs; nil is a random (version 1 style) UUID from
+	// NewUID makes pod UIDs; nil is a random (version 4) UUID from
 	// k8s.io/apimachinery, as the API server's.
 	NewUID func() types.UID
+	// Observed, when set, returns the agent's pods with their statuses
+	// (agent.Pods): a stored pod the agent reports finished (phase
+	// Succeeded or Failed: completed, evicted, preempted) gets that status
+	// saved, so that after a restart the agent does not start it again, as
+	// the API server keeps a pod's final status for the kubelet.
+	Observed func() []*v1.Pod
 }
+
+// ObservePeriod is how often Run looks for finished pods in Deps.Observed.
+const ObservePeriod = time.Second
 
 // killRetry is the pause between attempts to stop a deleted pod whose kill
 // failed (the agent keeps trying meanwhile).
@@ -105,11 +114,12 @@ const killRetry = time.Second
 
 // Store holds the local pods. Its methods are safe for concurrent use.
 type Store struct {
-	cfg    Config
-	agent  Agent
-	clock  clock.WithTicker
-	log    *slog.Logger
-	newUID func() types.UID
+	cfg      Config
+	agent    Agent
+	clock    clock.WithTicker
+	log      *slog.Logger
+	newUID   func() types.UID
+	observed func() []*v1.Pod
 
 	// pushMu orders the sets handed to the agent: each push takes the set
 	// under mu after it holds pushMu, so a later push has a later set.
@@ -141,7 +151,7 @@ func New(cfg Config, deps Deps) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, agent: deps.Agent, clock: deps.Clock, log: deps.Logger.With("subsystem", "localpods"),
-		newUID: deps.NewUID, gone: map[types.UID]chan struct{}{}, started: make(chan struct{}),
+		newUID: deps.NewUID, observed: deps.Observed, gone: map[types.UID]chan struct{}{}, started: make(chan struct{}),
 	}
 	pods, err := load(cfg.Path)
 	switch {
@@ -242,9 +252,63 @@ func (s *Store) Run(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	close(s.started)
-	<-ctx.Done()
-	s.wg.Wait()
-	return nil
+	defer s.wg.Wait()
+	if s.observed == nil {
+		<-ctx.Done()
+		return nil
+	}
+	t := s.clock.NewTicker(ObservePeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			s.recordFinished(s.observed())
+		}
+	}
+}
+
+// recordFinished saves the final status of the stored pods that pods, the
+// agent's, shows finished and the store does not yet.
+func (s *Store) recordFinished(pods []*v1.Pod) {
+	final := map[types.UID]*v1.Pod{}
+	for _, p := range pods {
+		if ph := p.Status.Phase; ph == v1.PodSucceeded || ph == v1.PodFailed {
+			final[p.UID] = p
+		}
+	}
+	if len(final) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.pods
+	var changed []*v1.Pod
+	for i, p := range s.pods {
+		f := final[p.UID]
+		if f == nil || p.Status.Phase == f.Status.Phase || p.DeletionTimestamp != nil {
+			continue
+		}
+		if len(changed) == 0 {
+			s.pods = slices.Clone(s.pods)
+		}
+		q := p.DeepCopy()
+		q.Status = *f.Status.DeepCopy()
+		s.pods[i] = q
+		changed = append(changed, q)
+	}
+	if len(changed) == 0 {
+		return
+	}
+	if err := s.saveLocked(); err != nil {
+		s.pods = old
+		s.log.Error("Saving finished local pods failed", "err", err)
+		return
+	}
+	for _, p := range changed {
+		s.log.Info("Local pod finished", "pod", nodeapi.PodName(p), "podUID", p.UID, "phase", p.Status.Phase, "reason", p.Status.Reason)
+	}
 }
 
 // push hands the current set to the agent.

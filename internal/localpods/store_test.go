@@ -482,3 +482,59 @@ func TestConcurrentCreates(t *testing.T) {
 		t.Errorf("file (-store +file):\n%s", diff)
 	}
 }
+
+// A pod the agent reports finished keeps that status in the file, and the
+// next start hands it over finished; a running pod's status is not saved.
+func TestFinishedStatusPersists(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), FileName)
+		var mu sync.Mutex
+		var agentView []*v1.Pod
+		observed := func() []*v1.Pod { mu.Lock(); defer mu.Unlock(); return agentView }
+		ag := &fakeAgent{}
+		s, err := New(Config{Path: path, NodeName: "n"}, Deps{Agent: ag, NewUID: seqUIDs(), Observed: observed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		pods, err := s.Create(t.Context(), "p.yaml", []byte(twoPods))
+		if err != nil {
+			t.Fatal(err)
+		}
+		web, db := pods[0].DeepCopy(), pods[1].DeepCopy()
+		web.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: "Preempting", Message: "Preempted in order to admit critical pod"}
+		db.Status = v1.PodStatus{Phase: v1.PodRunning}
+		mu.Lock()
+		agentView = []*v1.Pod{web, db}
+		mu.Unlock()
+		time.Sleep(ObservePeriod + time.Millisecond)
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		status := func(pods []*v1.Pod) map[string]string {
+			out := map[string]string{}
+			for _, p := range pods {
+				out[p.Namespace+"/"+p.Name] = string(p.Status.Phase) + " " + p.Status.Reason
+			}
+			return out
+		}
+		want := map[string]string{"default/web": "Failed Preempting", "data/db": "Pending "}
+		stored, err := load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, status(stored)); diff != "" {
+			t.Errorf("file (-want +got):\n%s", diff)
+		}
+		ag2 := &fakeAgent{}
+		started(t, path, ag2, nil)
+		if diff := cmp.Diff(want, status(ag2.last())); diff != "" {
+			t.Errorf("handed over after restart (-want +got):\n%s", diff)
+		}
+	})
+}
