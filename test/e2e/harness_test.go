@@ -81,7 +81,7 @@ func available() string {
 
 // Agent is a `nodekeeper run` of one test.
 type Agent struct {
-	t *testing.T
+	t testing.TB
 	// Dir holds everything: Root (the state dir), Manifests, Logs and the config.
 	Dir, Root, Manifests, Logs, ConfigPath string
 	// CgroupRoot is the agent's cgroupRoot; PodCIDR its pod network.
@@ -106,7 +106,7 @@ type Options struct {
 // StartAgent starts `nodekeeper run` for t on its own directories and waits
 // until its HTTP endpoints answer. Cleanup removes the pods, stops the agent
 // and removes everything it made.
-func StartAgent(t *testing.T, opts Options) *Agent {
+func StartAgent(t testing.TB, opts Options) *Agent {
 	t.Helper()
 	integration.Require(t, available())
 	art, err := build()
@@ -149,7 +149,7 @@ fileCheckFrequency: 2s
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -382,7 +382,7 @@ func (a *Agent) cleanup() {
 }
 
 // removeCgroups removes the cgroup tree root in every hierarchy, deepest first.
-func removeCgroups(t *testing.T, root string) {
+func removeCgroups(t testing.TB, root string) {
 	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
 	hierarchies = append(hierarchies, "/sys/fs/cgroup")
 	for _, h := range hierarchies {
