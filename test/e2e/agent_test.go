@@ -321,8 +321,9 @@ func readInt(t *testing.T, path string) int64 {
 	return v
 }
 
-// TestAdoptAfterKill: an agent killed with SIGKILL takes its containerd with
-// it, the pods keep running, and the next agent adopts them without a
+// TestAdoptAfterKill: an agent stopped with SIGTERM exits 0 and leaves its
+// pods running; one killed with SIGKILL takes its containerd with it and the
+// pods keep running too; each time the next agent adopts them without a
 // restart. Then the managed containerd, killed under a running agent, is
 // restarted and the pods are still there.
 func TestAdoptAfterKill(t *testing.T) {
@@ -331,6 +332,17 @@ func TestAdoptAfterKill(t *testing.T) {
 	before := a.WaitPod("web-e2e", "running", running)
 	ctr := before.Status.ContainerStatuses[0].ContainerID
 	pid := a.ContainerPID(ctr)
+
+	if code := a.Stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("nodekeeper exited %d after SIGTERM, want 0", code)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the container process %d died with the agent's graceful stop: %v", pid, err)
+	}
+	a.Start()
+	if c := a.WaitPod("web-e2e", "running after a graceful restart", running).Status.ContainerStatuses[0]; c.ContainerID != ctr || c.RestartCount != 0 {
+		t.Errorf("after a graceful restart: container %s restarts %d; want %s and 0", c.ContainerID, c.RestartCount, ctr)
+	}
 
 	a.Stop(syscall.SIGKILL)
 	if err := syscall.Kill(pid, 0); err != nil {

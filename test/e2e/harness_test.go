@@ -190,14 +190,15 @@ func (a *Agent) Start() {
 	})
 }
 
-// Stop sends sig to the agent and waits until it exits.
-func (a *Agent) Stop(sig syscall.Signal) {
+// Stop sends sig to the agent, waits until it exits and returns its exit
+// code (-1 when a signal ended it).
+func (a *Agent) Stop(sig syscall.Signal) int {
 	a.t.Helper()
 	a.mu.Lock()
 	cmd, exited := a.cmd, a.exited
 	a.mu.Unlock()
 	if cmd == nil {
-		return
+		return -1
 	}
 	_ = cmd.Process.Signal(sig)
 	select {
@@ -210,6 +211,7 @@ func (a *Agent) Stop(sig syscall.Signal) {
 	a.mu.Lock()
 	a.cmd = nil
 	a.mu.Unlock()
+	return cmd.ProcessState.ExitCode()
 }
 
 // Log returns what the agent's current (or last) run logged.
