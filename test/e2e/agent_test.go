@@ -410,7 +410,15 @@ func TestInvalidManifests(t *testing.T) {
 	a.WriteManifest("quantity.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec:\n  containers:\n  - name: c\n    image: x\n    resources: {limits: {memory: 12ZZ}}\n")
 	a.WriteManifest("name.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: Not_A_Name}\nspec:\n  containers:\n  - {name: c, image: x}\n")
 	a.WriteManifest("zdup.yaml", webManifest("good", "duplicate"))
+	// No registry is reachable: an image that is not on the node fails to
+	// pull, and the kubelet's waiting reasons show it.
+	a.WriteManifest("pull.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: pull}\nspec:\n  containers:\n  - {name: c, image: localhost:1/nope:1}\n")
 	a.WaitPod("good-e2e", "running", running)
+	a.WaitPod("pull-e2e", "waiting in ErrImagePull or ImagePullBackOff", func(p *v1.Pod) bool {
+		c := p.Status.ContainerStatuses
+		return len(c) == 1 && c[0].State.Waiting != nil &&
+			(c[0].State.Waiting.Reason == "ErrImagePull" || c[0].State.Waiting.Reason == "ImagePullBackOff")
+	})
 	a.Eventually("every bad manifest reported", 30*time.Second, func() (bool, string) {
 		log := a.Log()
 		for _, want := range []string{"unknown.yaml", "colour", "quantity.yaml", "12ZZ", "name.yaml", "Not_A_Name", "zdup.yaml"} {
@@ -424,7 +432,7 @@ func TestInvalidManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pods) != 1 {
-		t.Errorf("%d pods, want only good-e2e", len(pods))
+	if len(pods) != 2 {
+		t.Errorf("%d pods, want good-e2e and pull-e2e", len(pods))
 	}
 }
