@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/crisnapshot"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
@@ -72,7 +73,7 @@ func (o *explainImageGCOpts) load(ctx context.Context, stderr io.Writer) (*image
 			return nil, err
 		}
 		for _, w := range cfg.Warnings {
-			fmt.Fprintln(stderr, "warning:", w)
+			fmt.Fprintln(stderr, "warning:", decode.Escape(w))
 		}
 		in.policy = imagegc.PolicyFromKubelet(&cfg.Kubelet)
 		if err := in.policy.Validate(); err != nil {

@@ -155,7 +155,7 @@ func ParseRecords(path string, b []byte, images []*runtimeapi.Image, warnings io
 		}
 		id, ok := matchImage(key, images)
 		if !ok {
-			fmt.Fprintf(warnings, "warning: %s: no image matches %q; its record is ignored\n", path, key)
+			fmt.Fprintf(warnings, "warning: %s: no image matches %s; its record is ignored\n", decode.Escape(path), decode.Quote(key))
 			continue
 		}
 		out[id] = rec
