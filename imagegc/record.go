@@ -1,6 +1,7 @@
 package imagegc
 
 import (
+	"math"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -77,7 +78,7 @@ func Detect(records map[string]*Record, images []*runtimeapi.Image, inUse InUse,
 			r = &Record{FirstDetected: detectTime}
 			records[id] = r
 		}
-		r.Size = int64(img.GetSize())
+		r.Size = int64(min(img.GetSize(), math.MaxInt64)) // a larger size would wrap negative
 		r.Pinned = img.GetPinned()
 		r.Tags = img.GetRepoTags()
 		r.Digests = img.GetRepoDigests()
