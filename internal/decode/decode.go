@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -88,6 +89,10 @@ func ToJSON(data []byte) ([]byte, error) {
 		if cerr := checkYAML(data); cerr != nil {
 			return nil, cerr
 		}
+		if bad := invalidUTF8(data); bad >= 0 {
+			line, col := LineColumn(data, int64(bad))
+			return nil, syntaxError{fmt.Errorf("invalid UTF-8 byte 0x%02x at line %d, column %d (byte %d)", data[bad], line, col, bad)}
+		}
 		// The YAML decoder lists its errors one per line; keep them on one.
 		return nil, syntaxError{errors.New(Escape(strings.Join(strings.Fields(err.Error()), " ")))}
 	}
@@ -95,6 +100,20 @@ func ToJSON(data []byte) ([]byte, error) {
 		return nil, err
 	}
 	return js, nil
+}
+
+// invalidUTF8 returns the offset of the first byte of data that is not
+// UTF-8, or -1. It is only asked once the YAML decoder has failed, so a
+// UTF-16 file with a byte order mark, which it reads, is not refused.
+func invalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }
 
 // ErrSyntax is the class of the errors of ToJSON about malformed YAML or

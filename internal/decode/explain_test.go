@@ -31,7 +31,7 @@ func TestToJSONErrors(t *testing.T) {
 			"truncated: unexpected end of input at line 2, column 18 (byte 33)"},
 		{"truncated json list", "[1, 2", "truncated: unexpected end of input at line 1, column 6 (byte 5)"},
 		{"bad json character", "{\"a\": 1,\n \"b\": [}", "invalid character '}' looking for beginning of value at line 2, column 8 (byte 16)"},
-		{"non-utf8 yaml", "a: \"\xff\"\n", `yaml: invalid leading UTF-8 octet`},
+		{"non-utf8 yaml", "a: b\nc: \"\xff\"\n", `invalid UTF-8 byte 0xff at line 2, column 5 (byte 9)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -45,7 +45,7 @@ func TestParsePodsMessages(t *testing.T) {
 		{"non-UTF-8 quantity", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"cpu\":\"1\xff\"}}}]}}",
 			`p.json: pod a: spec.containers[0].resources.limits.cpu: "1�": not a valid quantity`},
 		{"non-UTF-8 kind", "{\"kind\":\"P\xffod\"}", `p.json: kind "P�od" is not a Pod, PodList or List`},
-		{"non-object document", "\"\xff\xfe\"", `p.json: yaml: invalid leading UTF-8 octet`},
+		{"non-object document", "\"\xff\xfe\"", `p.json: invalid UTF-8 byte 0xff at line 1, column 2 (byte 1)`},
 		{"JSON stream, a scalar", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"}} \"\\u001b\"", `p.json: expected an object, found "\"\\u001b\""`},
 		{"raw control character in JSON", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\x1b\"}}",
 			`p.json: invalid character '\x1b' in string literal at line 1, column 36 (byte 35)`},
