@@ -20,6 +20,8 @@ func TestToJSONErrors(t *testing.T) {
 			`metadata.name: y (line 2) is read as the boolean true (YAML 1.1): quote it ("y") for a string, or write true`},
 		{"yaml 1.1 boolean off in a list", "args: [a, off]\n",
 			`args[1]: off (line 1) is read as the boolean false (YAML 1.1): quote it ("off") for a string, or write false`},
+		{"yaml 1.1 boolean key", "metadata:\n  labels:\n    on: x\n",
+			`metadata.labels: key on (line 3) is read as the boolean true, the key "true" (YAML 1.1): quote it ("on")`},
 		{"inf", "spec:\n  containers:\n  - resources: {requests: {memory: .inf}}\n",
 			"spec.containers[0].resources.requests.memory: .inf (line 3): not a finite number"},
 		{"minus inf", "a: -.Inf\n", "a: -.Inf (line 1): not a finite number"},
@@ -51,7 +53,7 @@ func TestToJSONKeeps(t *testing.T) {
 		{"a: !!str yes\n", `{"a":"yes"}`},
 		{"a: 1e300\nb: '1e400'\nc: \"1e400\"\n", `{"a":1e+300,"b":"1e400","c":"1e400"}`},
 		{"{a: 1}\n", `{"a":1}`},
-		{"yes: 1\n", `{"true":1}`}, // keys are not values: the decoder names a bad one
+		{"true: 1\n'yes': 2\n", `{"true":1,"yes":2}`},
 	} {
 		js, err := ToJSON([]byte(tc.in))
 		if err != nil {

@@ -32,7 +32,8 @@ var yamlNonFinite = regexp.MustCompile(`^([-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))$
 var yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
 
 // checkYAML returns an error for the first plain scalar of the YAML document
-// data that is a YAML 1.1-only boolean (y, yes, on, n, no, off), an infinity
+// data that is a YAML 1.1-only boolean (y, yes, on, n, no, off; as a value
+// or as a key, which would become "true" or "false"), an infinity
 // or NaN (.inf, .nan), or a number beyond the range of a float64 (1e400,
 // which the decoder would keep as a string). It returns nil when data has
 // none, or is not YAML the checker can read (the decoder reports that).
@@ -61,6 +62,14 @@ func checkNode(n *yamlv3.Node, path string) error {
 	case yamlv3.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if b, ok := yaml11Bools[k.Value]; ok && k.Kind == yamlv3.ScalarNode && k.Style == 0 {
+				at := path
+				if at == "" {
+					at = "document"
+				}
+				return fmt.Errorf("%s: key %s (line %d) is read as the boolean %t, the key %q (YAML 1.1): quote it (%q)",
+					at, k.Value, k.Line, b, strconv.FormatBool(b), k.Value)
+			}
 			if err := checkNode(v, path+pathKey(path == "", k.Value)); err != nil {
 				return err
 			}
