@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/metrics"
 	"github.com/nodekeeper/nodekeeper/internal/periodic"
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -361,7 +362,7 @@ func (m *Manager) remove(ctx context.Context, cands []Candidate, want int64, why
 			continue
 		}
 		delete(m.records, c.ID)
-		freed = addBytes(freed, c.Size)
+		freed = quantity.AddSat(freed, c.Size)
 		m.removed.WithLabelValues(string(why)).Inc()
 	}
 	return freed, errs

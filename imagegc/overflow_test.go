@@ -11,24 +11,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-func TestAddBytes(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ a, b, want int64 }{
-		{1, 2, 3},
-		{math.MaxInt64 - 1, 1, math.MaxInt64},
-		{math.MaxInt64 - 1, 2, math.MaxInt64},
-		{math.MaxInt64, math.MaxInt64, math.MaxInt64},
-		{0, -math.MaxInt64, -math.MaxInt64},
-		{-2, math.MinInt64, math.MinInt64},
-		{5, -3, 2},
-		{math.MaxInt64, -math.MaxInt64, 0},
-	} {
-		if got := addBytes(tc.a, tc.b); got != tc.want {
-			t.Errorf("addBytes(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 // TestDecideSizesNearTheBound: many images just below 2^63 bytes, removed
 // for age and for space, sum to a saturated total, never a wrapped negative
 // one; the space target still counts the age removals.

@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"slices"
 	"time"
+
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 // ErrInvalidCapacity: the image filesystem reported a capacity of 0.
@@ -202,26 +204,13 @@ func usage(fs FsStats, p Policy) (percent int, toFree int64, err error) {
 	return percent, max(toFree, 0), nil
 }
 
-// addBytes returns a+b, saturated at math.MaxInt64 and math.MinInt64: sums
-// of image sizes (each below 2^63) must not wrap, however many there are.
-func addBytes(a, b int64) int64 {
-	s := a + b
-	if (s > a) != (b > 0) { // wrapped
-		if b > 0 {
-			return math.MaxInt64
-		}
-		return math.MinInt64
-	}
-	return s
-}
-
 // FreedBy returns the sum of the sizes of the removals for reason r,
 // saturated at math.MaxInt64.
 func (p Plan) FreedBy(r Reason) int64 {
 	var sum int64
 	for _, rm := range p.Remove {
 		if rm.Reason == r {
-			sum = addBytes(sum, rm.Size)
+			sum = quantity.AddSat(sum, rm.Size)
 		}
 	}
 	return sum
@@ -249,7 +238,7 @@ func gcSteps(records map[string]*Record, inUse InUse, fs FsStats, p Policy, star
 	st.usage = pct
 	st.over = pct >= p.HighThresholdPercent
 	for _, c := range byAge {
-		toFree = addBytes(toFree, -c.Size)
+		toFree = max(toFree-c.Size, 0) // kept in [0, MaxInt64], so it cannot wrap
 	}
 	st.toFree = max(toFree, 0)
 	return st, nil
@@ -268,7 +257,7 @@ func (st steps) plan() Plan {
 	pl.Kept = append(pl.Kept, st.kept...)
 	for _, c := range st.byAge {
 		pl.Remove = append(pl.Remove, Removal{Candidate: c, Reason: ReasonAge})
-		pl.Freed = addBytes(pl.Freed, c.Size)
+		pl.Freed = quantity.AddSat(pl.Freed, c.Size)
 	}
 	var freed int64
 	for _, c := range st.bySpace {
@@ -283,9 +272,9 @@ func (st steps) plan() Plan {
 			continue
 		}
 		pl.Remove = append(pl.Remove, Removal{Candidate: c, Reason: ReasonSpace})
-		freed = addBytes(freed, c.Size)
+		freed = quantity.AddSat(freed, c.Size)
 	}
-	pl.Freed = addBytes(pl.Freed, freed)
+	pl.Freed = quantity.AddSat(pl.Freed, freed)
 	if st.toFree == math.MaxInt64 {
 		pl.BytesToFree = 0
 	}

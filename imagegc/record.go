@@ -14,7 +14,8 @@ type Record struct {
 	FirstDetected time.Time
 	// LastUsed is the last detection at which the image was in use; zero if never.
 	LastUsed time.Time
-	// Size is the image's size in bytes, as the runtime reports it.
+	// Size is the image's size in bytes, as the runtime reports it (at most
+	// math.MaxInt64; never negative).
 	Size int64
 	// Pinned is the runtime's CRI pinned flag: the image is never removed.
 	Pinned bool
