@@ -22,6 +22,8 @@ func TestToJSONErrors(t *testing.T) {
 			`args[1]: off (line 1) is read as the boolean false (YAML 1.1): quote it ("off") for a string, or write false`},
 		{"yaml 1.1 boolean key", "metadata:\n  labels:\n    on: x\n",
 			`metadata.labels: key on (line 3) is read as the boolean true, the key "true" (YAML 1.1): quote it ("on")`},
+		{"duplicate key", "a:\n  b: 1\n  c: 2\n  b: 3\n", `duplicate field "a.b" (line 4; first on line 2)`},
+		{"duplicate key in a list item", "l:\n- {x: 1, x: 1}\n", `duplicate field "l[0].x" (line 2; first on line 2)`},
 		{"inf", "spec:\n  containers:\n  - resources: {requests: {memory: .inf}}\n",
 			"spec.containers[0].resources.requests.memory: .inf (line 3): not a finite number"},
 		{"minus inf", "a: -.Inf\n", "a: -.Inf (line 1): not a finite number"},

@@ -33,7 +33,8 @@ var yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?
 
 // checkYAML returns an error for the first plain scalar of the YAML document
 // data that is a YAML 1.1-only boolean (y, yes, on, n, no, off; as a value
-// or as a key, which would become "true" or "false"), an infinity
+// or as a key, which would become "true" or "false"), a key given twice in
+// one mapping (named by its path, as for JSON), an infinity
 // or NaN (.inf, .nan), or a number beyond the range of a float64 (1e400,
 // which the decoder would keep as a string). It returns nil when data has
 // none, or is not YAML the checker can read (the decoder reports that).
@@ -60,8 +61,15 @@ func checkNode(n *yamlv3.Node, path string) error {
 			}
 		}
 	case yamlv3.MappingNode:
+		first := make(map[string]int, len(n.Content)/2) // scalar key -> its line
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind == yamlv3.ScalarNode && k.Value != "<<" {
+				if line, dup := first[k.Value]; dup {
+					return fmt.Errorf("duplicate field %q (line %d; first on line %d)", path+pathKey(path == "", k.Value), k.Line, line)
+				}
+				first[k.Value] = k.Line
+			}
 			if b, ok := yaml11Bools[k.Value]; ok && k.Kind == yamlv3.ScalarNode && k.Style == 0 {
 				at := path
 				if at == "" {

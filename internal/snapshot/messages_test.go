@@ -39,7 +39,7 @@ func TestParsePodsMessages(t *testing.T) {
 		{"wrong type with its index", `{"kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c"},{"name":5}]}}`,
 			`p.json: pod a: spec.containers[1].name: 5: cannot use a JSON number as string`},
 		{"duplicate JSON field", `{"kind":"Pod","metadata":{"name":"a","name":"b"}}`, `p.json: pod b: duplicate field "metadata.name"`},
-		{"duplicate YAML key", "kind: Pod\nmetadata: {name: a, name: b}\n", `p.json: yaml: unmarshal errors: line 2: key "name" already set in map`},
+		{"duplicate YAML key", "kind: Pod\nmetadata: {name: a, name: b}\n", `p.json: duplicate field "metadata.name" (line 2; first on line 2)`},
 		{"non-UTF-8 pod name in JSON", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\\u001b[31m\"},\"spec\":{\"priority\":\"x\"}}",
 			`p.json: pod a\x1b[31m: spec.priority: "x": cannot use a JSON string as int32`},
 		{"non-UTF-8 quantity", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"cpu\":\"1\xff\"}}}]}}",
