@@ -236,13 +236,19 @@ func (s *Store) Pods() []*v1.Pod {
 }
 
 // Run hands the persisted pods to the agent, resumes the deletions a previous
-// run left unfinished, and waits for ctx to end; then it waits for the
-// deletions in flight to return (they stop with ctx, and resume on the next
-// start) and returns nil. It may be called once.
+// run left unfinished, and saves the final status of pods the agent reports
+// finished (Deps.Observed, every ObservePeriod) until ctx ends; then it waits
+// for the deletions in flight to return (they stop with ctx, and resume on
+// the next start) and returns nil. It returns the agent's error at once if
+// the agent refuses the set (Source not in its Config.Sources). It may be
+// called once.
 func (s *Store) Run(ctx context.Context) error {
 	s.runCtx = ctx
 	if err := s.push(ctx); err != nil {
-		return nil //nolint:nilerr // only ctx ends a push to the agent
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err // the agent refuses the source: a wiring error
 	}
 	s.mu.Lock()
 	for _, p := range s.pods {

@@ -538,3 +538,21 @@ func TestFinishedStatusPersists(t *testing.T) {
 		}
 	})
 }
+
+// refusingAgent does not know the source.
+type refusingAgent struct{ fakeAgent }
+
+func (*refusingAgent) SetPods(context.Context, string, []*v1.Pod) error {
+	return errors.New(`agent: unknown pod source "api"`)
+}
+
+func TestRunFailsWhenTheAgentRefusesTheSource(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{Path: filepath.Join(t.TempDir(), FileName)}, Deps{Agent: &refusingAgent{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "unknown pod source") {
+		t.Errorf("Run: %v, want the agent's error", err)
+	}
+}
