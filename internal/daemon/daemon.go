@@ -26,6 +26,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/node"
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
@@ -188,7 +189,7 @@ func Run(ctx context.Context, o Options) error {
 	preempt := preemptFunc(func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
 		return n.Preemption.Execute(ctx, plan)
 	})
-	sources := []string{}
+	sources := []string{localpods.Source}
 	if ac.StaticPodPath != "" {
 		sources = append(sources, sourceFile)
 	}
@@ -215,6 +216,21 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	g.Go(func() error { return ag.Run(ctx) })
+	// Ordinary local pods (nodekeeper apply / delete pod): persisted in the
+	// root directory, changed through the unix socket or the loopback port.
+	local, err := localpods.New(localpods.Config{Path: filepath.Join(rootDir, localpods.FileName), NodeName: o.NodeName},
+		localpods.Deps{Agent: ag, Observed: ag.Pods, Logger: log})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return local.Run(ctx) })
+	g.Go(func() error {
+		sock := filepath.Join(rootDir, localpods.SocketName)
+		if err := localpods.ServeUnix(ctx, sock, local.Handler(), log, nil); err != nil {
+			log.Error("Local pods socket not served; use the loopback port", "socket", sock, "err", err)
+		}
+		return nil
+	})
 	if ac.StaticPodPath != "" {
 		src, err := podsource.NewFile(podsource.FileConfig{
 			Path: ac.StaticPodPath, NodeName: o.NodeName, Period: ac.FileCheckFrequency,
@@ -233,7 +249,7 @@ func Run(ctx context.Context, o Options) error {
 	var addr string
 	if ac.ReadOnlyPort != 0 {
 		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, server.Deps{
-			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"),
+			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"), Local: local.Handler(),
 			Healthz: []server.Check{{Name: "syncloop", Check: func(context.Context) error { return ag.Healthy() }}},
 		})
 		if err != nil {
