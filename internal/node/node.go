@@ -202,6 +202,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	}
 	if n.Devices != nil {
 		deps.Devices = n.Devices
+		deps.Allocator = n.Devices
 	}
 	if n.Admission, err = admission.New(deps); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
