@@ -152,10 +152,26 @@ func (m *Manager) freeInactive() {
 	for _, p := range m.deps.ActivePods() {
 		active.Insert(string(p.UID))
 	}
+	inactive := func() []string {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var out []string
+		for uid := range m.pods {
+			if !active.Has(uid) && m.admitting[uid] == 0 && uid != m.lastAdmitted {
+				out = append(out, uid)
+			}
+		}
+		return out
+	}
+	candidates := inactive()
+	// A pod whose containers still run with their devices keeps them, even
+	// when ActivePods does not list it (a pod table not yet complete).
+	keep := m.stillHeld(candidates)
 	var freed []string
 	m.mu.Lock()
-	for uid, ctrs := range m.pods {
-		if active.Has(uid) || m.admitting[uid] > 0 || uid == m.lastAdmitted {
+	for _, uid := range candidates {
+		ctrs, ok := m.pods[uid]
+		if !ok || keep[uid] || active.Has(uid) || m.admitting[uid] > 0 || uid == m.lastAdmitted {
 			continue
 		}
 		for _, byRes := range ctrs {
