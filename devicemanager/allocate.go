@@ -204,8 +204,15 @@ type choice struct {
 func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res string, need int) (bool, error) {
 	uid := string(pod.UID)
 	running := false
-	if m.deps.SourcesReady != nil && !m.deps.SourcesReady() && m.deps.ContainerRunning != nil {
-		running = m.deps.ContainerRunning(uid, ctr)
+	m.mu.Lock()
+	held := m.pods.get(uid, ctr, res) != nil
+	m.mu.Unlock()
+	// A container that runs keeps its devices without any check while the
+	// pod sources are incomplete (the kubelet's rule), and, beyond the
+	// kubelet, whenever it already holds them: re-admitting a running pod
+	// after a restart of the agent never fails on its plugin being away.
+	if (m.deps.SourcesReady != nil && !m.deps.SourcesReady()) || held {
+		running = m.containerRunning(ctx, uid, ctr)
 	}
 	log := m.log.With("pod", nodeapi.PodName(pod), "podUID", uid, "containerName", ctr, "resourceName", res)
 

@@ -215,3 +215,26 @@ func (m *Manager) stillHeld(uids []string) (keep map[string]bool) {
 	}
 	return keep
 }
+
+// containerRunning reports whether the runtime runs the container: by
+// Deps.ContainerRunning, else by Deps.RuntimeDevices (a live container with
+// devices), else false.
+func (m *Manager) containerRunning(ctx context.Context, uid, ctr string) bool {
+	if m.deps.ContainerRunning != nil {
+		return m.deps.ContainerRunning(uid, ctr)
+	}
+	if m.deps.RuntimeDevices == nil {
+		return false
+	}
+	held, err := m.deps.RuntimeDevices(ctx)
+	if err != nil {
+		m.log.Error("Listing the runtime's containers", "err", err)
+		return false
+	}
+	for _, h := range held {
+		if h.PodUID == uid && h.ContainerName == ctr {
+			return true
+		}
+	}
+	return false
+}

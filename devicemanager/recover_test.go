@@ -182,6 +182,12 @@ func TestCorruptCheckpointRebuiltFromRuntime(t *testing.T) {
 		t.Errorf("recovered assignments = %v, want 1", v)
 	}
 
+	// The agent re-admits p, whose container runs, before the plugin is
+	// back: p keeps its devices.
+	if err := m.AllocatePod(ctx, p); err != nil {
+		t.Errorf("re-admitting the running pod while its plugin is away: %v", err)
+	}
+
 	// The plugin is back; no source lists p yet. A pod asking for two
 	// devices cannot have p's, one asking for one gets the free one.
 	env2.plugin("g2.sock", gpu, devices(pluginapi.Healthy, "d0", "d1", "d2"), nil, plugintest.Funcs{})
