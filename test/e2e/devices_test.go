@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,54 +55,15 @@ func TestDevicePlugin(t *testing.T) {
 	a := StartAgent(t, Options{})
 	ctx := t.Context()
 
-	// The plugin: two devices; Allocate maps /dev/null to /dev/fakedev, a
-	// directory with a marker file to /opt/fake, and names the devices in
-	// FAKE_DEVICES.
-	driver := t.TempDir()
-	if err := os.WriteFile(filepath.Join(driver, "marker"), []byte("fake driver\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	prestarts := make(chan []string, 16)
-	pluginDir := filepath.Join(a.Root, "device-plugins")
-	stub := plugintest.New(filepath.Join(pluginDir, "e2e-fake.sock"), []*pluginapi.Device{
-		{ID: "fake-0", Health: pluginapi.Healthy}, {ID: "fake-1", Health: pluginapi.Healthy},
-	}, &pluginapi.DevicePluginOptions{PreStartRequired: true}, plugintest.Funcs{
-		Allocate: func(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
-			resp := &pluginapi.AllocateResponse{}
-			for _, cr := range req.ContainerRequests {
-				resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
-					Envs:        map[string]string{"FAKE_DEVICES": strings.Join(cr.DevicesIds, ",")},
-					Mounts:      []*pluginapi.Mount{{ContainerPath: "/opt/fake", HostPath: driver, ReadOnly: true}},
-					Devices:     []*pluginapi.DeviceSpec{{ContainerPath: "/dev/fakedev", HostPath: "/dev/null", Permissions: "rw"}},
-					Annotations: map[string]string{"example.com/fake-devices": strings.Join(cr.DevicesIds, ",")},
-				})
-			}
-			return resp, nil
-		},
-		PreStart: func(_ context.Context, req *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-			prestarts <- req.DevicesIds
-			return &pluginapi.PreStartContainerResponse{}, nil
-		},
-	})
-	if err := stub.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stub.Stop)
-	if err := stub.Register(ctx, filepath.Join(pluginDir, "kubelet.sock"), fakeResource); err != nil {
-		t.Fatalf("register with the agent: %v", err)
-	}
+	startFakePlugin(t, a, prestarts)
 
 	// The pod-resources API over its unix socket.
 	sock := filepath.Join(a.Root, "pod-resources", "kubelet.sock")
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("pod-resources socket: %v, %v; want mode 0600", fi, err)
 	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	pr := podresourcesapi.NewPodResourcesListerClient(conn)
+	pr := podResources(t, a)
 	a.Eventually("both devices allocatable in the pod-resources API", 30*time.Second, func() (bool, string) {
 		r, err := pr.GetAllocatableResources(ctx, &podresourcesapi.AllocatableResourcesRequest{})
 		if err != nil {
@@ -181,6 +145,129 @@ func TestDevicePlugin(t *testing.T) {
 	if err != nil || len(r.GetPodResources().GetContainers()) != 1 || r.GetPodResources().GetContainers()[0].GetName() != "app" {
 		t.Errorf("pod-resources Get(pair-e2e) = %v, %v", r, err)
 	}
+}
+
+// startFakePlugin starts the in-repo test device plugin with two devices of
+// fakeResource and registers it with the agent: Allocate maps /dev/null to
+// /dev/fakedev and a directory with a marker file to /opt/fake, and names
+// the devices in FAKE_DEVICES and an annotation; PreStartContainer is
+// required and reports its devices on prestarts (when not full).
+func startFakePlugin(t *testing.T, a *Agent, prestarts chan []string) *plugintest.Stub {
+	t.Helper()
+	driver := t.TempDir()
+	if err := os.WriteFile(filepath.Join(driver, "marker"), []byte("fake driver\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pluginDir := filepath.Join(a.Root, "device-plugins")
+	stub := plugintest.New(filepath.Join(pluginDir, "e2e-fake.sock"), []*pluginapi.Device{
+		{ID: "fake-0", Health: pluginapi.Healthy}, {ID: "fake-1", Health: pluginapi.Healthy},
+	}, &pluginapi.DevicePluginOptions{PreStartRequired: true}, plugintest.Funcs{
+		Allocate: func(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+			resp := &pluginapi.AllocateResponse{}
+			for _, cr := range req.ContainerRequests {
+				resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
+					Envs:        map[string]string{"FAKE_DEVICES": strings.Join(cr.DevicesIds, ",")},
+					Mounts:      []*pluginapi.Mount{{ContainerPath: "/opt/fake", HostPath: driver, ReadOnly: true}},
+					Devices:     []*pluginapi.DeviceSpec{{ContainerPath: "/dev/fakedev", HostPath: "/dev/null", Permissions: "rw"}},
+					Annotations: map[string]string{"example.com/fake-devices": strings.Join(cr.DevicesIds, ",")},
+				})
+			}
+			return resp, nil
+		},
+		PreStart: func(_ context.Context, req *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+			select {
+			case prestarts <- req.DevicesIds:
+			default:
+			}
+			return &pluginapi.PreStartContainerResponse{}, nil
+		},
+	})
+	if err := stub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stub.Stop)
+	if err := stub.Register(t.Context(), filepath.Join(pluginDir, "kubelet.sock"), fakeResource); err != nil {
+		t.Fatalf("register with the agent: %v", err)
+	}
+	return stub
+}
+
+// podResources dials the agent's pod-resources socket.
+func podResources(t *testing.T, a *Agent) podresourcesapi.PodResourcesListerClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+filepath.Join(a.Root, "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return podresourcesapi.NewPodResourcesListerClient(conn)
+}
+
+// TestDeviceCheckpointCorrupt: the agent stops with a pod holding a device;
+// its device checkpoint is corrupted. The restarted agent rebuilds the
+// assignment from the running container (event, metric), the pod keeps
+// running on its device, and the device is never given to another pod.
+func TestDeviceCheckpointCorrupt(t *testing.T) {
+	a := StartAgent(t, Options{})
+	stub := startFakePlugin(t, a, make(chan []string, 16))
+	pr := podResources(t, a)
+	a.WriteManifest("gpu.yaml", deviceManifest("gpu", 1))
+	before := a.WaitPod("gpu-e2e", "running", running)
+	held := devicesOf(t, pr, "gpu-e2e")
+	if len(held) != 1 {
+		t.Fatalf("gpu-e2e holds %q, want one device", held)
+	}
+
+	if code := a.Stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("agent exit code %d", code)
+	}
+	stub.Stop()
+	if err := os.WriteFile(filepath.Join(a.Root, "device-plugins", "kubelet_internal_checkpoint"), []byte("{not a checkpoint"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	// A plugin registers again when the agent restarts (its socket was removed).
+	startFakePlugin(t, a, make(chan []string, 16))
+	pr = podResources(t, a)
+	if !strings.Contains(a.Log(), "DeviceCheckpointRecovered") || !strings.Contains(a.Log(), "rebuilt 1 device assignments of 1 containers") {
+		t.Errorf("no DeviceCheckpointRecovered event in the log:\n%s", tail(a.Log(), 30))
+	}
+	resp, err := http.Get(a.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `nodekeeper_device_checkpoint_recoveries_total{result="rebuilt"} 1`) {
+		t.Errorf("/metrics lacks the recovery:\n%s", grepLines(string(body), "device_checkpoint"))
+	}
+
+	after := a.WaitPod("gpu-e2e", "running", running)
+	if after.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID {
+		t.Errorf("the pod's container was replaced: %s, then %s", before.Status.ContainerStatuses[0].ContainerID, after.Status.ContainerStatuses[0].ContainerID)
+	}
+	if got := devicesOf(t, pr, "gpu-e2e"); !slices.Equal(got, held) {
+		t.Errorf("after the restart gpu-e2e holds %q, want %q", got, held)
+	}
+	a.WriteManifest("greedy.yaml", deviceManifest("greedy", 2))
+	a.WaitPod("greedy-e2e", "rejected", func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "UnexpectedAdmissionError"
+	})
+	a.WriteManifest("one.yaml", deviceManifest("one", 1))
+	a.WaitPod("one-e2e", "running", running)
+	if got := devicesOf(t, pr, "one-e2e"); len(got) != 1 || got[0] == held[0] {
+		t.Errorf("one-e2e holds %q; want the device gpu-e2e does not hold (%q)", got, held)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // devicesOf returns the fake devices List reports for the pod's containers,
