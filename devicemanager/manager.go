@@ -153,7 +153,12 @@ func (m *Manager) restore(now time.Time) error {
 	}
 	for _, e := range st.Entries {
 		resp := &pluginapi.ContainerAllocateResponse{}
-		if err := proto.Unmarshal(e.AllocResp, resp); err != nil {
+		if len(e.AllocResp) == 0 {
+			// No answer recorded: an assignment rebuilt from the runtime
+			// (or a plugin that answered nothing). The plugin is asked again,
+			// for the same devices, before the container is next created.
+			resp = nil
+		} else if err := proto.Unmarshal(e.AllocResp, resp); err != nil {
 			m.log.Error("Device checkpoint entry has an undecodable allocation response; skipping it",
 				"podUID", e.PodUID, "containerName", e.ContainerName, "resourceName", e.ResourceName, "err", err)
 			continue

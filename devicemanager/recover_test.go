@@ -271,3 +271,55 @@ func TestInactivePodKeepsDevicesWhileRunning(t *testing.T) {
 }
 
 func sprintf(f string, args ...any) string { return fmt.Sprintf(f, args...) }
+
+// TestRebuiltAssignmentSurvivesRestart: a rebuilt assignment has no plugin
+// answer; written to the checkpoint and read back by the next start, the
+// plugin is still asked again before the container is created.
+func TestRebuiltAssignmentSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.FileName), []byte("{garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := &fakeLister{}
+	rt.set(criContainer("p", "app", runtimeapi.ContainerState_CONTAINER_RUNNING, map[string]string{AnnotationDevices: `{"example.com/gpu":["d1"]}`}))
+	start := func() (*Manager, func()) {
+		m, err := New(Config{Dir: dir}, Deps{ActivePods: func() []*v1.Pod { return nil }, RuntimeDevices: RuntimeDevices(rt),
+			Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		select {
+		case <-m.Ready():
+		case err := <-done:
+			t.Fatalf("Run = %v", err)
+		}
+		return m, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		}
+	}
+	_, stop := start()
+	stop() // writes the rebuilt assignment, without an answer
+	m, stop := start()
+	defer stop()
+	if diff := cmp.Diff(map[string][]string{gpu: {"d1"}}, m.AllocatedDevices("p", "app")); diff != "" {
+		t.Errorf("after the second start (-want +got):\n%s", diff)
+	}
+	env := &testEnv{t: t, m: m, dir: dir}
+	env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0", "d1"), nil, plugintest.Funcs{})
+	env.waitCounts(gpu, counts{2, 2})
+	c := ctr("app", map[string]int64{gpu: 1})
+	opts, err := m.ContainerOptions(testCtx(t), pod("p", nil, c), &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Envs) != 1 || opts.Envs[0].Key != "DEV_d1" {
+		t.Errorf("envs %v, want the plugin's answer for d1", opts.Envs)
+	}
+}
