@@ -76,7 +76,7 @@ type Server struct {
 	ready   chan struct{}
 	runOnce sync.Once
 
-	requests, list, get, allocatable *prometheus.CounterVec
+	requests, list, get, allocatable, getErrors *prometheus.CounterVec
 }
 
 // New checks cfg and deps and registers the metrics.
@@ -101,6 +101,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		list:        counter("kubelet_pod_resources_endpoint_requests_list", "List requests to the pod-resources endpoint, by API version."),
 		get:         counter("kubelet_pod_resources_endpoint_requests_get", "Get requests to the pod-resources endpoint, by API version."),
 		allocatable: counter("kubelet_pod_resources_endpoint_requests_get_allocatable", "GetAllocatableResources requests to the pod-resources endpoint, by API version."),
+		getErrors:   counter("kubelet_pod_resources_endpoint_errors_get", "Get requests to the pod-resources endpoint that failed, by API version."),
 	}
 	if err := r.Err(); err != nil {
 		return nil, err
@@ -184,6 +185,7 @@ func (s *Server) Get(_ context.Context, req *podresourcesapi.GetPodResourcesRequ
 			return &podresourcesapi.GetPodResourcesResponse{PodResources: s.podResources(p)}, nil
 		}
 	}
+	s.getErrors.WithLabelValues(apiVersion).Inc()
 	return nil, status.Errorf(codes.NotFound, "pod %s in namespace %s not found", req.PodName, req.PodNamespace)
 }
 

@@ -137,6 +137,7 @@ func TestServer(t *testing.T) {
 		"kubelet_pod_resources_endpoint_requests_list":            1,
 		"kubelet_pod_resources_endpoint_requests_get":             2,
 		"kubelet_pod_resources_endpoint_requests_get_allocatable": 1,
+		"kubelet_pod_resources_endpoint_errors_get":               1,
 	} {
 		c, err := reg.Gather()
 		if err != nil {
