@@ -60,7 +60,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 		m.mu.Unlock()
 	}()
 
-	m.freeInactive()
+	m.freeInactive(ctx)
 	changed := false
 	for _, r := range reqs {
 		c, err := m.allocateResource(ctx, pod, container.Name, r.name, r.count)
@@ -144,7 +144,7 @@ func (m *Manager) deviceRequests(c *v1.Container) []deviceRequest {
 // sources are complete. Pods in admission (an Allocate in flight, or the
 // last pod Allocate was called for, whose other containers may follow) count
 // as active.
-func (m *Manager) freeInactive() {
+func (m *Manager) freeInactive(ctx context.Context) {
 	if m.deps.ActivePods == nil || (m.deps.SourcesReady != nil && !m.deps.SourcesReady()) {
 		return
 	}
@@ -166,7 +166,7 @@ func (m *Manager) freeInactive() {
 	candidates := inactive()
 	// A pod whose containers still run with their devices keeps them, even
 	// when ActivePods does not list it (a pod table not yet complete).
-	keep := m.stillHeld(candidates)
+	keep := m.stillHeld(ctx, candidates)
 	var freed []string
 	m.mu.Lock()
 	for _, uid := range candidates {

@@ -195,11 +195,11 @@ func (m *Manager) refreshRecovered(ctx context.Context, uid, ctr string) error {
 // stillHeld returns the pods among uids whose containers the runtime still
 // runs with devices; nil without Deps.RuntimeDevices or when the runtime
 // cannot be read (then every pod among uids is kept).
-func (m *Manager) stillHeld(uids []string) (keep map[string]bool) {
+func (m *Manager) stillHeld(ctx context.Context, uids []string) (keep map[string]bool) {
 	if m.deps.RuntimeDevices == nil || len(uids) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.DialTimeout)
 	defer cancel()
 	held, err := m.deps.RuntimeDevices(ctx)
 	keep = map[string]bool{}

@@ -249,14 +249,14 @@ func TestInactivePodKeepsDevicesWhileRunning(t *testing.T) {
 	m.pods.put("old", "app", gpu, &allocation{ids: []string{"d0"}})
 	m.used.add(gpu, "d0")
 	rt.set(criContainer("old", "app", runtimeapi.ContainerState_CONTAINER_RUNNING, map[string]string{AnnotationDevices: `{"example.com/gpu":["d0"]}`}))
-	m.freeInactive()
+	m.freeInactive(t.Context())
 	if !m.used.has(gpu, "d0") {
 		t.Fatal("devices of a running container were freed")
 	}
 	rt.mu.Lock()
 	rt.err = errors.New("runtime down")
 	rt.mu.Unlock()
-	m.freeInactive()
+	m.freeInactive(t.Context())
 	if !m.used.has(gpu, "d0") {
 		t.Fatal("devices were freed while the runtime could not be read")
 	}
@@ -264,7 +264,7 @@ func TestInactivePodKeepsDevicesWhileRunning(t *testing.T) {
 	rt.err = nil
 	rt.ctrs = nil
 	rt.mu.Unlock()
-	m.freeInactive()
+	m.freeInactive(t.Context())
 	if m.used.has(gpu, "d0") {
 		t.Fatal("devices of a pod that is neither active nor running were kept")
 	}
