@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekeeper/nodekeeper/devicemanager"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/agent"
 	"github.com/nodekeeper/nodekeeper/internal/cgroups"
@@ -29,6 +30,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/node"
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/podresources"
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 	"github.com/nodekeeper/nodekeeper/internal/podsource"
 	"github.com/nodekeeper/nodekeeper/internal/server"
@@ -171,20 +173,18 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	recorder := nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
 	hostIP := hostIPv4()
+	var n *node.Node // built below; the pod runtime reaches its device manager through it
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
 		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(),
-	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder})
+	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n}})
 	if err != nil {
 		return err
 	}
 	// The agent and the node-level managers need each other: the agent asks
 	// admission, the managers kill through the agent. Closures over the two
 	// variables tie them; neither runs before both are built.
-	var (
-		n  *node.Node
-		ag *agent.Agent
-	)
+	var ag *agent.Agent
 	admit := admitFunc(func(ctx context.Context, pod *v1.Pod) admission.Response { return n.Admission.Admit(ctx, pod) })
 	preempt := preemptFunc(func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
 		return n.Preemption.Execute(ctx, plan)
@@ -207,13 +207,32 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	rootDir := o.RootDir
-	n, err = node.New(o.Config, node.Options{SandboxImage: ocibuild.PauseRef}, node.Collaborators{
-		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) { return capacity(rootDir, memory) },
+	n, err = node.New(o.Config, node.Options{SandboxImage: ocibuild.PauseRef,
+		DevicePlugins: &devicemanager.Config{Dir: devicePluginDir(rootDir)}}, node.Collaborators{
+		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) {
+			c, err := capacity(rootDir, memory)
+			return withDevices(c, n), err
+		},
 		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
 		Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return err
+	}
+	// Devices: the device-plugin registration server, then the pod-resources
+	// API, both before the sync loop admits pods.
+	g.Go(func() error { return n.Devices.Run(ctx) })
+	podRes, err := podresources.New(podresources.Config{Socket: podResourcesSocket(rootDir)}, podresources.Deps{
+		ActivePods: ag.ActivePods, Devices: n.Devices, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return podRes.Run(ctx) })
+	select {
+	case <-n.Devices.Ready():
+	case <-ctx.Done():
+		return g.Wait()
 	}
 	g.Go(func() error { return ag.Run(ctx) })
 	// Ordinary local pods (nodekeeper apply / delete pod): persisted in the
