@@ -266,15 +266,20 @@ func BenchmarkHundredPods(b *testing.B) {
 			b.Fatalf("agent pid %d, containerd pid %d", agentPID, ctrdPID)
 		}
 		load0 := loadAverage(b)
+		m0 := agentMetrics(b, a) // read outside the interval: it costs the agent
 		a0, c0, t0 := procCPU(b, agentPID), procCPU(b, ctrdPID), time.Now()
 		time.Sleep(30 * time.Second) // the measured idle interval
 		a1, c1, t1 := procCPU(b, agentPID), procCPU(b, ctrdPID), time.Now()
+		m1 := agentMetrics(b, a)
 		load1 := loadAverage(b)
 		wall := t1.Sub(t0)
 		agentMem, ctrdMem := procRSS(b, agentPID), procRSS(b, ctrdPID)
 		b.Logf("agent: RSS %.1f MB (anonymous %.1f, file-backed %.1f), CPU %v over %v; containerd: RSS %.1f MB, CPU %v",
 			agentMem.rss, agentMem.anon, agentMem.file, a1-a0, wall.Round(time.Millisecond), ctrdMem.rss, c1-c0)
-		b.Logf("agent's Go runtime (/metrics, read after the interval): %s", goMemstats(b, a))
+		b.Logf("agent's Go runtime (/metrics, read after the interval): %s", goMemstats(m1))
+		relists, ops := "kubelet_pleg_relist_duration_seconds_count", "kubelet_pod_worker_duration_seconds_count"
+		b.Logf("during the interval: %.0f relists, %.0f pod worker operations (a resync every syncFrequency, 1 min, syncs every pod)",
+			m1[relists]-m0[relists], m1[ops]-m0[ops])
 		b.Logf("load average (1 min) %.1f at the start, %.1f at the end", load0, load1)
 		b.ReportMetric(agentMem.rss, "agent-rss-MB")
 		b.ReportMetric(agentMem.anon, "agent-anon-MB")
@@ -351,8 +356,9 @@ func procRSS(b *testing.B, pid int) memory {
 	return m
 }
 
-// goMemstats is a line of the agent's Go memory figures from its /metrics.
-func goMemstats(b *testing.B, a *Agent) string {
+// agentMetrics reads the agent's /metrics: each sample's value by metric
+// name, summed over the labels.
+func agentMetrics(b *testing.B, a *Agent) map[string]float64 {
 	b.Helper()
 	resp, err := http.Get(a.URL + "/metrics")
 	if err != nil {
@@ -363,19 +369,32 @@ func goMemstats(b *testing.B, a *Agent) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var out []string
+	out := map[string]float64{}
 	for line := range strings.Lines(string(raw)) {
-		for _, name := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
-			"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_sys_bytes", "go_goroutines"} {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if strings.HasSuffix(name, "_bytes") {
-					out = append(out, fmt.Sprintf("%s %.1f MB", strings.TrimSuffix(strings.TrimPrefix(name, "go_memstats_"), "_bytes"), f/(1<<20)))
-				} else {
-					out = append(out, fmt.Sprintf("%s %.0f", strings.TrimPrefix(name, "go_"), f))
-				}
-			}
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		name := line[:i]
+		if j := strings.IndexByte(name, '{'); j >= 0 {
+			name = name[:j]
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(line[i+1:]), 64); err == nil {
+			out[name] += v
 		}
 	}
-	return strings.Join(out, ", ")
+	return out
+}
+
+// goMemstats is a line of the agent's Go memory figures from its metrics.
+func goMemstats(m map[string]float64) string {
+	var out []string
+	for _, name := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
+		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_sys_bytes"} {
+		out = append(out, fmt.Sprintf("%s %.1f MB", strings.TrimSuffix(strings.TrimPrefix(name, "go_memstats_"), "_bytes"), m[name]/(1<<20)))
+	}
+	return strings.Join(append(out, fmt.Sprintf("goroutines %.0f", m["go_goroutines"])), ", ")
 }
