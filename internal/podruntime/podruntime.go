@@ -125,6 +125,10 @@ type Deps struct {
 	// Readiness, if set, reports a running container's readiness (known
 	// false: no readiness probe, ready = running).
 	Readiness func(uid types.UID, containerName string) (ready bool, known bool)
+	// Probes, if set, is the prober (*prober.Manager): it sets the started
+	// and ready fields of running containers (after Readiness), and SyncPod
+	// restarts the containers whose liveness or startup probe failed.
+	Probes Probes
 }
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
@@ -139,6 +143,7 @@ type Manager struct {
 	log       *slog.Logger
 	rec       nodeapi.Recorder
 	readiness func(types.UID, string) (bool, bool)
+	probes    Probes
 
 	mu sync.Mutex // guards the fields below
 	// runtimeName is the runtime's name from Version ("containerd"), once known.
@@ -183,7 +188,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
-		rec: deps.Recorder, readiness: deps.Readiness,
+		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes,
 		crash:    map[backoffKey]backoffEntry{},
 		pull:     map[backoffKey]backoffEntry{},
 		waiting:  map[types.UID]map[string]v1.ContainerStateWaiting{},
