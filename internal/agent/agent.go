@@ -33,6 +33,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
+	"github.com/nodekeeper/nodekeeper/prober"
 )
 
 // Runtime is the part of *podruntime.Manager the agent uses. Calls for one pod
@@ -103,6 +104,10 @@ type Deps struct {
 	Recorder nodeapi.Recorder
 	// Registerer, when set, gets the agent's metrics.
 	Registerer prometheus.Registerer
+	// Probes, when set, is told of pods as they start and stop (see
+	// Prober); ProbeUpdates are its result channels, drained by the loop.
+	Probes       Prober
+	ProbeUpdates []<-chan prober.Update
 }
 
 // Default periods.
@@ -130,6 +135,8 @@ type Agent struct {
 	log     *slog.Logger
 	rec     nodeapi.Recorder
 	m       *agentMetrics
+	probes  Prober
+	probeUs []<-chan prober.Update
 
 	// Channels into the loop; only Run receives from them.
 	setC  chan sourceUpdate
@@ -203,6 +210,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
 		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
 		setC: make(chan sourceUpdate), killC: make(chan killMsg),
+		probes: deps.Probes, probeUs: slices.Clone(deps.ProbeUpdates),
 	}
 	a.snap.Store(&snapshot{byUID: map[types.UID]*podView{}, sourcesReady: len(cfg.Sources) == 0})
 	return a, nil
