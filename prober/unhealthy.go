@@ -24,3 +24,13 @@ func (m *Manager) Unhealthy(uid types.UID, name, containerID string) (ProbeType,
 	}
 	return 0, nil, false
 }
+
+// Updates returns the Updates channels of every probe type (Startup,
+// Readiness, Liveness), for a consumer that drains them all.
+func (m *Manager) Updates() []<-chan Update {
+	out := make([]<-chan Update, 0, len(probeTypes))
+	for _, t := range probeTypes {
+		out = append(out, m.results[t].Updates())
+	}
+	return out
+}

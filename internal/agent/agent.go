@@ -33,7 +33,6 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
-	"github.com/nodekeeper/nodekeeper/prober"
 )
 
 // Runtime is the part of *podruntime.Manager the agent uses. Calls for one pod
@@ -104,10 +103,9 @@ type Deps struct {
 	Recorder nodeapi.Recorder
 	// Registerer, when set, gets the agent's metrics.
 	Registerer prometheus.Registerer
-	// Probes, when set, is told of pods as they start and stop (see
-	// Prober); ProbeUpdates are its result channels, drained by the loop.
-	Probes       Prober
-	ProbeUpdates []<-chan prober.Update
+	// Probes, when set, is told of pods as they start and stop, and its
+	// results are drained by the loop (see Prober).
+	Probes Prober
 }
 
 // Default periods.
@@ -136,7 +134,6 @@ type Agent struct {
 	rec     nodeapi.Recorder
 	m       *agentMetrics
 	probes  Prober
-	probeUs []<-chan prober.Update
 
 	// Channels into the loop; only Run receives from them.
 	setC  chan sourceUpdate
@@ -210,7 +207,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
 		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
 		setC: make(chan sourceUpdate), killC: make(chan killMsg),
-		probes: deps.Probes, probeUs: slices.Clone(deps.ProbeUpdates),
+		probes: deps.Probes,
 	}
 	a.snap.Store(&snapshot{byUID: map[types.UID]*podView{}, sourcesReady: len(cfg.Sources) == 0})
 	return a, nil

@@ -13,7 +13,8 @@ import (
 // the kubelet's), and RemovePod once it is terminated or left the table: the
 // pod's probes stop then.
 //
-// The prober's results come back on Deps.ProbeUpdates, which the loop drains:
+// The prober's results come back on the channels Updates returns (called
+// once, when the loop starts), which the loop drains:
 // any update makes it recompute the pod's status (the pod runtime reads
 // started and ready from the prober, hence the Ready and ContainersReady
 // conditions), and a liveness or startup Failure of an active pod makes it
@@ -22,6 +23,7 @@ type Prober interface {
 	AddPod(pod *v1.Pod) error
 	StopLivenessAndStartup(pod *v1.Pod)
 	RemovePod(pod *v1.Pod)
+	Updates() []<-chan prober.Update
 }
 
 var _ Prober = (*prober.Manager)(nil)
@@ -36,7 +38,10 @@ type probedPod struct {
 // forwardProbeUpdates copies every probe result channel into l.probeC from
 // a goroutine each, until the loop ends.
 func (l *loop) forwardProbeUpdates() {
-	for _, ch := range l.a.probeUs {
+	if l.a.probes == nil {
+		return
+	}
+	for _, ch := range l.a.probes.Updates() {
 		l.wg.Go(func() {
 			for {
 				select {

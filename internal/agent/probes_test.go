@@ -19,9 +19,12 @@ import (
 
 // fakeProber records what the agent tells it.
 type fakeProber struct {
-	mu    sync.Mutex
-	calls []string
+	mu      sync.Mutex
+	calls   []string
+	updates []<-chan prober.Update
 }
+
+func (f *fakeProber) Updates() []<-chan prober.Update { return f.updates }
 
 func (f *fakeProber) log(s string) {
 	f.mu.Lock()
@@ -56,9 +59,9 @@ func TestProbesFollowPodsAndResultsReachTheLoop(t *testing.T) {
 			s.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: c}}
 			return s
 		}
-		fp := &fakeProber{}
 		liveness, readiness := make(chan prober.Update), make(chan prober.Update)
-		a := newTestAgent(t, Config{}, Deps{Runtime: rt, Probes: fp, ProbeUpdates: []<-chan prober.Update{liveness, readiness}})
+		fp := &fakeProber{updates: []<-chan prober.Update{liveness, readiness}}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt, Probes: fp})
 		stop := start(t, a)
 		defer stop()
 		if err := a.SetPods(t.Context(), "file", []*v1.Pod{testPod("web", "u1", 0)}); err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/stats"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
+	"github.com/nodekeeper/nodekeeper/prober"
 )
 
 // DefaultRootDir is nodekeeper's state directory (the kubelet's --root-dir is
@@ -55,6 +56,10 @@ type Options struct {
 	Logger *slog.Logger
 	// OnReady, when set, is called once with the HTTP address when everything is up.
 	OnReady func(Ready)
+	// OOMScoreAdj is the agent's own oom_score_adj (the kubelet's
+	// --oom-score-adj), set at start where the kernel allows it; nil is
+	// DefaultOOMScoreAdj.
+	OOMScoreAdj *int
 }
 
 // Ready describes a started agent.
@@ -103,6 +108,18 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer unlock()
+	// The agent's own oom_score_adj, before it starts containerd (which
+	// inherits it): where lowering is refused, containers' negative scores
+	// are clamped to it (containerd's restrict_oom_score_adj).
+	oomScore := DefaultOOMScoreAdj
+	if o.OOMScoreAdj != nil {
+		oomScore = *o.OOMScoreAdj
+	}
+	if got, err := setOOMScoreAdj(selfOOMScoreAdj, oomScore); err != nil {
+		log.Warn("cannot set the agent's oom_score_adj", "want", oomScore, "have", got, "err", err)
+	} else {
+		log.Info("agent oom_score_adj set", "oomScoreAdj", got)
+	}
 	memory, err := memTotal("/proc/meminfo")
 	if err != nil {
 		return err
@@ -170,20 +187,22 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	recorder := nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
 	hostIP := hostIPv4()
-	pr, err := podruntime.New(podruntime.Config{
-		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
-		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(),
-	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder})
-	if err != nil {
-		return err
-	}
 	// The agent and the node-level managers need each other: the agent asks
 	// admission, the managers kill through the agent. Closures over the two
-	// variables tie them; neither runs before both are built.
+	// variables tie them; neither runs before both are built. The pod
+	// runtime and the agent reach the prober (a node-level manager) the same
+	// way (lateProbes).
 	var (
 		n  *node.Node
 		ag *agent.Agent
 	)
+	pr, err := podruntime.New(podruntime.Config{
+		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
+		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(),
+	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Probes: lateProbes{&n}})
+	if err != nil {
+		return err
+	}
 	admit := admitFunc(func(ctx context.Context, pod *v1.Pod) admission.Response { return n.Admission.Admit(ctx, pod) })
 	preempt := preemptFunc(func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
 		return n.Preemption.Execute(ctx, plan)
@@ -195,7 +214,7 @@ func Run(ctx context.Context, o Options) error {
 	ag, err = agent.New(agent.Config{
 		NodeName: o.NodeName, Sources: sources, ResyncPeriod: ac.SyncFrequency,
 	}, agent.Deps{Runtime: pr, Admit: admit, Preempt: preempt, Logger: log,
-		Recorder: recorder, Registerer: reg})
+		Recorder: recorder, Registerer: reg, Probes: lateProbes{&n}})
 	if err != nil {
 		return err
 	}
@@ -209,11 +228,13 @@ func Run(ctx context.Context, o Options) error {
 	n, err = node.New(o.Config, node.Options{SandboxImage: ocibuild.PauseRef}, node.Collaborators{
 		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) { return capacity(rootDir, memory) },
 		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
-		Logger: log, Registerer: reg,
+		Logger: log, Registerer: reg, PodStatus: ag, Exec: prober.NewExec(rt),
 	})
 	if err != nil {
 		return err
 	}
+	// The prober: exec probes through CRI ExecSync, the others to the pod IP.
+	g.Go(func() error { return n.Probes.Run(ctx) })
 	g.Go(func() error { return ag.Run(ctx) })
 	if ac.StaticPodPath != "" {
 		src, err := podsource.NewFile(podsource.FileConfig{
