@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -77,7 +78,7 @@ func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer)
 		cfg = c
 	}
 	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stderr, "warning:", w)
+		fmt.Fprintln(stderr, "warning:", decode.Escape(w))
 	}
 	pods, err := loadPods(ctx, o.pods)
 	if err != nil {
