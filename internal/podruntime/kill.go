@@ -125,7 +125,9 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodSta
 		if h := preStopHook(pod, c); h != nil {
 			hctx, cancel := context.WithDeadline(ctx, deadline)
 			if err := m.runHook(hctx, pod, status, c, h, deadline); err != nil {
-				m.rec.Eventf(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
+				// The event leaves out the hook's error, which may carry
+				// secrets (its output); the log has it.
+				m.rec.Event(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
 				m.log.Warn("pre-stop hook failed", "pod", obj.Namespace+"/"+obj.Name, "container", name, "err", err)
 			}
 			cancel()

@@ -273,3 +273,29 @@ func TestPostStartHook(t *testing.T) {
 		}
 	})
 }
+
+// A failing pre-stop hook is reported without its error (which may hold
+// secrets) and the container is stopped regardless.
+func TestPreStopHookFailure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"drain", "--token=secret"}}}}
+	})
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	f.calls()
+	f.events.take()
+	f.rt.InjectError("ExecSync", errors.New("exit 1: token=secret rejected"))
+	if err := f.m.KillPod(t.Context(), pod, f.status(t, pod.UID), nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ExecSync", "StopContainer", "StopPodSandbox"}, f.calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	want := []string{"Killing: Stopping container app", "FailedPreStopHook: PreStopHook failed"}
+	if diff := cmp.Diff(want, f.events.take()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
