@@ -61,6 +61,63 @@ func TestAddSyncsPodAndPublishesStatus(t *testing.T) {
 	})
 }
 
+// TestStatusRightAfterSync: a relist starts as soon as a worker's sync ends,
+// so the started pod shows Running without waiting for the relist ticker;
+// a sync ending while a relist is in flight gets one more relist after it.
+func TestStatusRightAfterSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		var relists []time.Duration
+		t0 := time.Now()
+		slow := make(chan struct{}, 1) // a value: the next relist takes 300ms
+		rt.statusesF = func(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error) {
+			relists = append(relists, time.Since(t0))
+			select {
+			case <-slow:
+				time.Sleep(300 * time.Millisecond)
+			default:
+			}
+			return mem.statuses(ctx)
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		time.Sleep(100 * time.Millisecond)
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{testPod("web", "u1", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		if diff := cmp.Diff(map[string]v1.PodPhase{"default/web": v1.PodRunning}, phases(a.Pods())); diff != "" {
+			t.Errorf("10ms after SetPods (-want +got):\n%s", diff)
+		}
+
+		// A sync that ends during the relist of 1 s: another relist follows it.
+		slow <- struct{}{}
+		sync := rt.syncPodF
+		rt.syncPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+			time.Sleep(100 * time.Millisecond)
+			return sync(ctx, pod, st)
+		}
+		time.Sleep(850 * time.Millisecond) // now 960ms
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{testPod("web", "u1", 0), testPod("db", "u2", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		// 0: the first relist; 100ms: the one after web's sync, which sees it
+		// started, so a second sync and the relist after it; 1 s: the ticker's,
+		// slow, during which db's sync (960ms-1.06s) ends; 1.3 s: the one after
+		// it, which sees db started, so db's second sync (1.3-1.4 s) and the
+		// relist after it; 2 s: the ticker's.
+		ms := time.Millisecond
+		want := []time.Duration{0, 100 * ms, 100 * ms, time.Second, 1300 * ms, 1400 * ms, 2 * time.Second}
+		if diff := cmp.Diff(want, relists); diff != "" {
+			t.Errorf("relist times (-want +got):\n%s", diff)
+		}
+	})
+}
+
 func TestSyncWaitsForFirstRelist(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, rt := newMem()
@@ -87,7 +144,8 @@ func TestSyncWaitsForFirstRelist(t *testing.T) {
 		close(release)
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		if diff := cmp.Diff([]string{"sync default/web"}, mem.callLog()); diff != "" {
+		// The relist right after the first sync sees the pod started: a second sync.
+		if diff := cmp.Diff([]string{"sync default/web", "sync default/web"}, mem.callLog()); diff != "" {
 			t.Errorf("calls (-want +got):\n%s", diff)
 		}
 	})
@@ -484,9 +542,9 @@ func TestRetryAfterAndResync(t *testing.T) {
 		}
 		time.Sleep(65 * time.Second)
 		synctest.Wait()
-		// Created at 0; the relist at 1 s sees it started; the back-off ends at 5 s;
-		// the resync ticker at 30 s and 60 s.
-		want := []time.Duration{0, time.Second, 5 * time.Second, 30 * time.Second, 60 * time.Second}
+		// Created at 0; the relist right after sees it started; the back-off
+		// ends at 5 s; the resync ticker at 30 s and 60 s.
+		want := []time.Duration{0, 0, 5 * time.Second, 30 * time.Second, 60 * time.Second}
 		if diff := cmp.Diff(want, at); diff != "" {
 			t.Errorf("sync times (-want +got):\n%s", diff)
 		}
@@ -637,4 +695,42 @@ func histCount(t *testing.T, reg *prometheus.Registry, name, label, value string
 		}
 	}
 	return 0
+}
+
+// A pod handed over in a terminal phase finished in an earlier run: it is
+// neither admitted nor started, and keeps its final status.
+func TestFinishedPodIsNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		var admitted []string
+		admit := admitFunc(func(_ context.Context, pod *v1.Pod) admission.Response {
+			admitted = append(admitted, pod.Name)
+			return admission.Response{Admit: true}
+		})
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt, Admit: admit})
+		stop := start(t, a)
+		defer stop()
+		done := testPod("done", "u1", 0)
+		done.Status = preemption.PreemptedStatus()
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{done, testPod("web", "u2", 1)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"web"}, admitted); diff != "" {
+			t.Errorf("admitted (-want +got):\n%s", diff)
+		}
+		for _, c := range mem.callLog() {
+			if strings.Contains(c, "done") {
+				t.Errorf("finished pod reached the runtime: %s", c)
+			}
+		}
+		if diff := cmp.Diff(map[string]v1.PodPhase{"default/web": v1.PodRunning}, phases(a.ActivePods())); diff != "" {
+			t.Errorf("active pods (-want +got):\n%s", diff)
+		}
+		st, ok := a.GetPodStatus("u1")
+		if !ok || st.Phase != v1.PodFailed || st.Reason != preemption.Reason || !a.IsPodTerminated("u1") {
+			t.Errorf("finished pod: %v %q %q terminated %v", ok, st.Phase, st.Reason, a.IsPodTerminated("u1"))
+		}
+	})
 }

@@ -144,6 +144,9 @@ type loop struct {
 	// sequence numbers of the last relist started and received.
 	relisting     bool
 	relistFailing bool // the last relist failed (logged once per outage)
+	// relistAgain: a worker finished while a relist was in flight, so that
+	// relist may predate what the worker did; another starts when it is back.
+	relistAgain   bool
 	relistStarted uint64
 	relistSeen    uint64
 	// gone maps pods removed from the table to relistStarted at their
@@ -266,11 +269,25 @@ func (l *loop) startRelist() {
 	})
 }
 
+// relistSoon lists the runtime right after a worker's operation, so that
+// what it did (a container started, a pod stopped) shows in the pods' status,
+// and the pod's next operation can start, without waiting for the ticker.
+// Bursts of operations share relists: one in flight is followed by one more.
+func (l *loop) relistSoon() {
+	if l.relisting {
+		l.relistAgain = true
+		return
+	}
+	l.startRelist()
+}
+
 // relistDone takes a relist's statuses: pods whose runtime status changed
 // are synced, and, once every source has spoken, runtime pods no source
 // wants are killed and removed.
 func (l *loop) relistDone(r relistResult) {
 	l.relisting = false
+	again := l.relistAgain
+	l.relistAgain = false
 	if r.err != nil {
 		if l.ctx.Err() == nil && !l.relistFailing {
 			l.a.log.Error("Relisting pods failed", "err", r.err)
@@ -281,6 +298,9 @@ func (l *loop) relistDone(r relistResult) {
 	if l.relistFailing {
 		l.a.log.Info("Relisting pods works again")
 		l.relistFailing = false
+	}
+	if again {
+		defer l.startRelist()
 	}
 	if r.statuses == nil {
 		r.statuses = map[types.UID]*podruntime.PodStatus{}
@@ -388,6 +408,20 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 			e.startObserved = true
 		}
 		l.pods[p.UID] = e
+		if ph := p.Status.Phase; ph == v1.PodSucceeded || ph == v1.PodFailed {
+			// It finished in an earlier run (a source that keeps final
+			// statuses, as the local pod store does): never started again,
+			// and its final status stays.
+			st := *p.Status.DeepCopy()
+			e.state, e.final = stateTerminated, &st
+			if hasRunning(e.runtime) {
+				e.state = stateTerminating
+			}
+			l.a.log.Info("Pod finished before; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID, "phase", ph, "reason", st.Reason)
+			l.refresh(now)
+			l.publish()
+			continue
+		}
 		resp := l.a.admit.Admit(l.ctx, p)
 		switch {
 		case !resp.Admit:
@@ -503,6 +537,7 @@ func (l *loop) result(r result) {
 	now := l.a.clock.Now()
 	e.busy, e.dirty, e.abort = false, true, nil
 	e.minRelist = l.relistStarted + 1
+	l.relistSoon()
 	name := joinName(e.runtimeNamespace(), e.name())
 	switch r.kind {
 	case workSync:

@@ -129,6 +129,8 @@ type Deps struct {
 	// and ready fields of running containers (after Readiness), and SyncPod
 	// restarts the containers whose liveness or startup probe failed.
 	Probes Probes
+	// Devices, if set, gives containers their assigned devices.
+	Devices Devices
 }
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
@@ -144,6 +146,7 @@ type Manager struct {
 	rec       nodeapi.Recorder
 	readiness func(types.UID, string) (bool, bool)
 	probes    Probes
+	devices   Devices
 
 	mu sync.Mutex // guards the fields below
 	// runtimeName is the runtime's name from Version ("containerd"), once known.
@@ -188,7 +191,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
-		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes,
+		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes, devices: deps.Devices,
 		crash:    map[backoffKey]backoffEntry{},
 		pull:     map[backoffKey]backoffEntry{},
 		waiting:  map[types.UID]map[string]v1.ContainerStateWaiting{},
