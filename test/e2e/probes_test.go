@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -61,7 +62,8 @@ func restartedRunning(n int32) func(*v1.Pod) bool {
 // an HTTP liveness failure restarts the container (restart count, events
 // Unhealthy and Killing); an exec liveness probe runs in the container
 // through containerd; a failing postStart hook kills the container
-// (FailedPostStartHook) which is then restarted, a succeeding one does not.
+// (FailedPostStartHook) which is then restarted, a succeeding one does not;
+// a removed pod's probes stop.
 func TestProbesLive(t *testing.T) {
 	a := StartAgent(t, Options{})
 	a.WriteManifest("web.yaml", fmt.Sprintf(`apiVersion: v1
@@ -168,6 +170,38 @@ spec:
 	if n := ok.Status.ContainerStatuses[0].RestartCount; n != 0 {
 		t.Errorf("the succeeding postStart hook's container restarted %d times", n)
 	}
+
+	// Probes stop when their pod goes: its probe series leave /metrics.
+	if !strings.Contains(metrics(t, a), `pod="web-e2e"`) {
+		t.Errorf("/metrics has no probe series of web-e2e while it runs")
+	}
+	a.RemoveManifest("web.yaml")
+	a.WaitGone("web-e2e")
+	a.Eventually("web-e2e's probe series gone from /metrics", 30*time.Second, func() (bool, string) {
+		m := metrics(t, a)
+		return !strings.Contains(m, `pod="web-e2e"`), "still there"
+	})
+}
+
+// metrics returns the prober's lines of the agent's /metrics.
+func metrics(t *testing.T, a *Agent) string {
+	t.Helper()
+	resp, err := http.Get(a.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "prober_") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestStartupProbeGates: until the startup probe succeeds the container is
