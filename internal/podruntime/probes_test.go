@@ -299,3 +299,37 @@ func TestPreStopHookFailure(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// A sidecar (restartable init container) failing its liveness probe is
+// restarted even in a Never pod, as sidecars always are.
+func TestSyncPodRestartsSidecarOnProbeFailure(t *testing.T) {
+	t.Parallel()
+	probes := &fakeProbes{failed: map[string]prober.ProbeType{}}
+	f, _ := newProbeFixture(t, probes)
+	always := v1.ContainerRestartPolicyAlways
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.RestartPolicy = v1.RestartPolicyNever
+		p.Spec.InitContainers = []v1.Container{{Name: "side", Image: "img:1", RestartPolicy: &always}}
+	})
+	for range 2 { // the sidecar, then the app
+		if res := f.sync(t, pod); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	f.calls()
+	f.events.take()
+	probes.set(func(p *fakeProbes) { p.failed["side"] = prober.Liveness })
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff([]string{"StopContainer", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if got := f.events.take(); !slices.Contains(got, "Killing: Container side failed liveness probe, will be restarted") {
+		t.Errorf("events %q", got)
+	}
+	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	if n := st.InitContainerStatuses[0].RestartCount; n != 1 {
+		t.Errorf("sidecar restart count %d, want 1", n)
+	}
+}
