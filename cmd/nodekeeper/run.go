@@ -26,7 +26,7 @@ const agentGCPercent = 50
 // honours, with the kubelet's names and meaning, and nodekeeper's own.
 type runFlags struct {
 	config, rootDir, hostname, endpoint, manifests string
-	verbosity                                      int
+	verbosity, oomScoreAdj                         int
 	imageDirs                                      []string
 	statusEvery                                    time.Duration
 }
@@ -35,7 +35,7 @@ func newRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use: "run [--config FILE] [--root-dir DIR] [--hostname-override NAME] [--container-runtime-endpoint URL] " +
-			"[--pod-manifest-path PATH] [--image-dir DIR]... [--v N] [--status-interval D]",
+			"[--pod-manifest-path PATH] [--image-dir DIR]... [--v N] [--status-interval D] [--oom-score-adj N]",
 		Short: "Run the node agent: static pods through containerd, with the node-level managers",
 		Long: `run starts the node agent. Without a containerRuntimeEndpoint it starts and manages
 its own containerd under the root directory, imports the image tarballs in
@@ -57,6 +57,7 @@ them. While it runs it prints the pods' table on stdout when it changes.`,
 	fl.StringVar(&f.manifests, "pod-manifest-path", "", "static pod manifests, a directory or a file (overrides staticPodPath)")
 	fl.IntVar(&f.verbosity, "v", 0, "log verbosity, as the kubelet's: 4 and above logs at debug level")
 	fl.StringArrayVar(&f.imageDirs, "image-dir", nil, "directory of OCI or docker image tarballs to import at start (repeatable)")
+	fl.IntVar(&f.oomScoreAdj, "oom-score-adj", daemon.DefaultOOMScoreAdj, "the agent's own oom_score_adj, in [-1000, 1000] (overrides oomScoreAdj; lowering it needs CAP_SYS_RESOURCE: refused, it is a warning)")
 	fl.DurationVar(&f.statusEvery, "status-interval", 2*time.Second, "how often to check the pods' table and print it when it changed; 0 prints none")
 	return cmd
 }
@@ -91,6 +92,16 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err := cfg.Agent.RunnableErr(file); err != nil {
 		return badInput(err)
 	}
+	oomScore := daemon.DefaultOOMScoreAdj
+	switch {
+	case flags.Changed("oom-score-adj"):
+		oomScore = f.oomScoreAdj
+	case cfg.Kubelet.OOMScoreAdj != nil:
+		oomScore = int(*cfg.Kubelet.OOMScoreAdj)
+	}
+	if oomScore < -1000 || oomScore > 1000 {
+		return badInput(fmt.Errorf("--oom-score-adj (or oomScoreAdj in %s) %d: want a value in [-1000, 1000]", file, oomScore))
+	}
 	if f.rootDir == "" || !filepath.IsAbs(f.rootDir) {
 		abs, err := filepath.Abs(f.rootDir)
 		if f.rootDir == "" || err != nil {
@@ -122,7 +133,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		// the environment overrides it.
 		debug.SetGCPercent(agentGCPercent)
 	}
-	opts := daemon.Options{Config: cfg, RootDir: f.rootDir, NodeName: name, ImageDirs: f.imageDirs, Logger: logger}
+	opts := daemon.Options{Config: cfg, RootDir: f.rootDir, NodeName: name, ImageDirs: f.imageDirs, Logger: logger, OOMScoreAdj: &oomScore}
 	if f.statusEvery > 0 {
 		opts.OnReady = func(r daemon.Ready) {
 			go printStatus(ctx, cmd.OutOrStdout(), r.Pods, f.statusEvery)

@@ -103,6 +103,9 @@ type Deps struct {
 	Recorder nodeapi.Recorder
 	// Registerer, when set, gets the agent's metrics.
 	Registerer prometheus.Registerer
+	// Probes, when set, is told of pods as they start and stop, and its
+	// results are drained by the loop (see Prober).
+	Probes Prober
 }
 
 // Default periods.
@@ -130,6 +133,7 @@ type Agent struct {
 	log     *slog.Logger
 	rec     nodeapi.Recorder
 	m       *agentMetrics
+	probes  Prober
 
 	// Channels into the loop; only Run receives from them.
 	setC  chan sourceUpdate
@@ -203,6 +207,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
 		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
 		setC: make(chan sourceUpdate), killC: make(chan killMsg),
+		probes: deps.Probes,
 	}
 	a.snap.Store(&snapshot{byUID: map[types.UID]*podView{}, sourcesReady: len(cfg.Sources) == 0})
 	return a, nil

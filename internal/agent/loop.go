@@ -16,6 +16,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
+	"github.com/nodekeeper/nodekeeper/prober"
 )
 
 // state is where a pod is in its life in the table.
@@ -164,6 +165,11 @@ type loop struct {
 	timerAt time.Time
 	// changed asks for a new snapshot.
 	changed bool
+
+	// probeC carries the prober's updates; probed are the pods the prober
+	// was told of (see syncProbes).
+	probeC chan prober.Update
+	probed map[types.UID]*probedPod
 }
 
 // Run runs the sync loop until ctx ends, then stops the workers, relists and
@@ -184,9 +190,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		results:      make(chan result),
 		relistC:      make(chan relistResult),
 		victimsC:     make(chan types.UID),
+		probeC:       make(chan prober.Update),
+		probed:       map[types.UID]*probedPod{},
 	}
 	defer l.wg.Wait()
 	defer cancel()
+	l.forwardProbeUpdates()
 
 	relistT := a.clock.NewTicker(a.cfg.RelistPeriod)
 	defer relistT.Stop()
@@ -213,6 +222,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			l.result(r)
 		case uid := <-l.victimsC:
 			l.victimsDone(uid)
+		case u := <-l.probeC:
+			l.probeUpdate(u)
 		case <-relistT.C():
 			l.startRelist()
 		case <-resyncT.C():
@@ -221,7 +232,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			l.timerAt = time.Time{}
 		}
 		now := a.clock.Now()
+		l.syncProbes()
 		l.refresh(now)
+		l.syncProbes() // pods refresh found finished
 		l.dispatch(now)
 		l.publish()
 		l.arm(now)

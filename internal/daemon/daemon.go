@@ -37,6 +37,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/stats"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
+	"github.com/nodekeeper/nodekeeper/prober"
 )
 
 // DefaultRootDir is nodekeeper's state directory (the kubelet's --root-dir is
@@ -58,6 +59,10 @@ type Options struct {
 	Logger *slog.Logger
 	// OnReady, when set, is called once with the HTTP address when everything is up.
 	OnReady func(Ready)
+	// OOMScoreAdj is the agent's own oom_score_adj (the kubelet's
+	// --oom-score-adj), set at start where the kernel allows it; nil is
+	// DefaultOOMScoreAdj.
+	OOMScoreAdj *int
 }
 
 // Ready describes a started agent.
@@ -106,6 +111,18 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer unlock()
+	// The agent's own oom_score_adj, before it starts containerd (which
+	// inherits it): where lowering is refused, containers' negative scores
+	// are clamped to it (containerd's restrict_oom_score_adj).
+	oomScore := DefaultOOMScoreAdj
+	if o.OOMScoreAdj != nil {
+		oomScore = *o.OOMScoreAdj
+	}
+	if got, err := setOOMScoreAdj(selfOOMScoreAdj, oomScore); err != nil {
+		log.Warn("cannot set the agent's oom_score_adj", "want", oomScore, "have", got, "err", err)
+	} else {
+		log.Info("agent oom_score_adj set", "oomScoreAdj", got)
+	}
 	memory, err := memTotal("/proc/meminfo")
 	if err != nil {
 		return err
@@ -173,11 +190,12 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	recorder := nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
 	hostIP := hostIPv4()
-	var n *node.Node // built below; the pod runtime reaches its device manager through it
+	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
 		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(),
-	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n}})
+	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n},
+		Probes: lateProbes{&n}})
 	if err != nil {
 		return err
 	}
@@ -196,7 +214,7 @@ func Run(ctx context.Context, o Options) error {
 	ag, err = agent.New(agent.Config{
 		NodeName: o.NodeName, Sources: sources, ResyncPeriod: ac.SyncFrequency,
 	}, agent.Deps{Runtime: pr, Admit: admit, Preempt: preempt, Logger: log,
-		Recorder: recorder, Registerer: reg})
+		Recorder: recorder, Registerer: reg, Probes: lateProbes{&n}})
 	if err != nil {
 		return err
 	}
@@ -214,7 +232,7 @@ func Run(ctx context.Context, o Options) error {
 			return withDevices(c, n), err
 		},
 		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
-		Logger: log, Registerer: reg,
+		Logger: log, Registerer: reg, PodStatus: ag, Exec: prober.NewExec(rt),
 	})
 	if err != nil {
 		return err
@@ -234,6 +252,8 @@ func Run(ctx context.Context, o Options) error {
 	case <-ctx.Done():
 		return g.Wait()
 	}
+	// The prober: exec probes through CRI ExecSync, the others to the pod IP.
+	g.Go(func() error { return n.Probes.Run(ctx) })
 	g.Go(func() error { return ag.Run(ctx) })
 	// Ordinary local pods (nodekeeper apply / delete pod): persisted in the
 	// root directory, changed through the unix socket or the loopback port.

@@ -20,6 +20,11 @@ type startAction struct {
 // killAction stops one running container.
 type killAction struct {
 	id, name, reason string
+	// grace, when set, is the kill's grace period instead of the pod's (a
+	// probe's terminationGracePeriodSeconds).
+	grace *int64
+	// message is the Killing event's message; "" is "Stopping container NAME".
+	message string
 }
 
 // podActions is what one sync must do.

@@ -104,7 +104,7 @@ func (m *Manager) stopAll(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = m.stopContainer(ctx, pod, status, c, deadline)
+			errs[i] = m.stopContainer(ctx, pod, status, c, deadline, "")
 		}()
 	}
 	wg.Wait()
@@ -112,16 +112,22 @@ func (m *Manager) stopAll(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 }
 
 // stopContainer runs c's pre-stop hook, bounded by the deadline, then stops
-// it with the grace left.
-func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, deadline time.Time) error {
+// it with the grace left. message is the Killing event's ("": "Stopping
+// container NAME").
+func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, deadline time.Time, message string) error {
 	name := c.GetMetadata().GetName()
 	obj := eventObject(pod, status)
-	m.rec.Eventf(obj, v1.EventTypeNormal, "Killing", "Stopping container %s", name)
+	if message == "" {
+		message = "Stopping container " + name
+	}
+	m.rec.Event(obj, v1.EventTypeNormal, "Killing", message)
 	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		if h := preStopHook(pod, c); h != nil {
 			hctx, cancel := context.WithDeadline(ctx, deadline)
 			if err := m.runHook(hctx, pod, status, c, h, deadline); err != nil {
-				m.rec.Eventf(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %v", err)
+				// The event leaves out the hook's error, which may carry
+				// secrets (its output); the log has it.
+				m.rec.Event(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
 				m.log.Warn("pre-stop hook failed", "pod", obj.Namespace+"/"+obj.Name, "container", name, "err", err)
 			}
 			cancel()

@@ -125,6 +125,10 @@ type Deps struct {
 	// Readiness, if set, reports a running container's readiness (known
 	// false: no readiness probe, ready = running).
 	Readiness func(uid types.UID, containerName string) (ready bool, known bool)
+	// Probes, if set, is the prober (*prober.Manager): it sets the started
+	// and ready fields of running containers (after Readiness), and SyncPod
+	// restarts the containers whose liveness or startup probe failed.
+	Probes Probes
 	// Devices, if set, gives containers their assigned devices.
 	Devices Devices
 }
@@ -141,6 +145,7 @@ type Manager struct {
 	log       *slog.Logger
 	rec       nodeapi.Recorder
 	readiness func(types.UID, string) (bool, bool)
+	probes    Probes
 	devices   Devices
 
 	mu sync.Mutex // guards the fields below
@@ -186,7 +191,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
-		rec: deps.Recorder, readiness: deps.Readiness, devices: deps.Devices,
+		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes, devices: deps.Devices,
 		crash:    map[backoffKey]backoffEntry{},
 		pull:     map[backoffKey]backoffEntry{},
 		waiting:  map[types.UID]map[string]v1.ContainerStateWaiting{},

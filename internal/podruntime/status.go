@@ -287,6 +287,7 @@ type statusInput struct {
 	runtimeName string
 	hostIP      string
 	readiness   func(types.UID, string) (bool, bool)
+	probes      Probes
 	now         time.Time
 }
 
@@ -301,7 +302,7 @@ func (m *Manager) PodStatus(pod *v1.Pod, status *PodStatus, now time.Time) v1.Po
 	}
 	name := m.runtimeName
 	m.mu.Unlock()
-	st := derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP, readiness: m.readiness, now: now})
+	st := derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP, readiness: m.readiness, probes: m.probes, now: now})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st.Conditions = keepTransitions(m.conds[pod.UID], st.Conditions)
@@ -465,7 +466,9 @@ func derivePodStatus(in statusInput) v1.PodStatus {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := containerAPIStatus(in, c, "PodInitializing")
-		if !isSidecar(c) {
+		if isSidecar(c) {
+			cs = in.withProbes(cs, true)
+		} else {
 			// A regular init container is ready once it has succeeded.
 			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 		}
@@ -497,7 +500,7 @@ func derivePodStatus(in statusInput) v1.PodStatus {
 	var unready []string
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		cs := containerAPIStatus(in, c, defaultWaiting)
+		cs := in.withProbes(containerAPIStatus(in, c, defaultWaiting), false)
 		out.ContainerStatuses = append(out.ContainerStatuses, cs)
 		switch {
 		case cs.State.Running != nil:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +43,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 	}
 	m.mu.Unlock()
 	acts := computeActions(pod, status, now, func(name string) (backoffEntry, bool) { e, ok := crash[name]; return e, ok })
+	m.probeRestarts(pod, status, now, &acts, func(name string) (backoffEntry, bool) { e, ok := crash[name]; return e, ok })
 	waiting := make(map[string]v1.ContainerStateWaiting, len(acts.waiting)+len(acts.start))
 	for name, w := range acts.waiting {
 		waiting[name] = w
@@ -216,8 +218,9 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 	return id, ips, nil
 }
 
-// killContainers stops the listed containers of pod (a changed spec) with
-// the pod's grace period, in parallel.
+// killContainers stops the listed containers of pod (a changed spec, a
+// failed liveness or startup probe) in parallel, each with its own grace
+// period (the pod's unless the kill names one) and Killing message.
 func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, kills []killAction) error {
 	if len(kills) == 0 {
 		return nil
@@ -228,15 +231,20 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 			byID[c.Id] = c
 		}
 	}
-	var batch []*runtimeapi.ContainerStatus
-	for _, k := range kills {
-		if c := byID[k.id]; c != nil {
-			m.log.Info("restarting container", "pod", pod.Namespace+"/"+pod.Name, "container", k.name, "reason", k.reason)
-			batch = append(batch, c)
+	now := m.clock.Now()
+	errs := make([]error, len(kills))
+	var wg sync.WaitGroup
+	for i, k := range kills {
+		c := byID[k.id]
+		if c == nil {
+			continue
 		}
+		m.log.Info("restarting container", "pod", pod.Namespace+"/"+pod.Name, "container", k.name, "reason", k.reason)
+		deadline := now.Add(time.Duration(podGrace(pod, status, k.grace)) * time.Second)
+		wg.Go(func() { errs[i] = m.stopContainer(ctx, pod, status, c, deadline, k.message) })
 	}
-	grace := podGrace(pod, status, nil)
-	return m.stopAll(ctx, pod, status, batch, m.clock.Now().Add(time.Duration(grace)*time.Second))
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // startContainer pulls c's image as its policy asks and creates and starts it.
@@ -294,6 +302,9 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		return fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		return m.postStart(ctx, pod, c, id, cfg, podIPs)
+	}
 	return nil
 }
 
