@@ -95,25 +95,36 @@ func TestURLInputErrors(t *testing.T) {
 // ctx ends, whichever is first.
 func TestReadURLTimeoutAndCancel(t *testing.T) {
 	t.Parallel()
-	entered := make(chan struct{}, 2)
-	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		<-r.Context().Done()
-	}))
-	t.Cleanup(srv.Close)
+	// hang returns a server whose handler reports each request on entered,
+	// then waits for the client to go away.
+	hang := func(entered chan<- struct{}) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done()
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
 
-	_, err := readURL(t.Context(), srv.URL, 0, 50*time.Millisecond)
-	if want := "GET " + srv.URL + ": no complete answer within 50ms"; err == nil || err.Error() != want {
+	// The timeout holds whether or not the request reached the handler
+	// before it (on a busy machine it may not have).
+	slow := hang(make(chan struct{}))
+	_, err := readURL(t.Context(), slow.URL, 0, 50*time.Millisecond)
+	if want := "GET " + slow.URL + ": no complete answer within 50ms"; err == nil || err.Error() != want {
 		t.Errorf("timeout: %v, want %s", err, want)
 	}
 
+	entered := make(chan struct{}, 1)
+	srv := hang(entered)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
 		_, err := readURL(ctx, srv.URL, 0, time.Hour)
 		done <- err
 	}()
-	<-entered // the first request's
 	<-entered
 	cancel()
 	select {
