@@ -20,6 +20,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekeeper/nodekeeper/containergc"
+	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/agent"
 	"github.com/nodekeeper/nodekeeper/internal/cgroups"
@@ -73,6 +75,9 @@ type ConfigError struct{ Err error }
 
 func (e ConfigError) Error() string { return e.Err.Error() }
 func (e ConfigError) Unwrap() error { return e.Err }
+
+// imageRecordsFile, under the root directory, keeps image GC's records.
+const imageRecordsFile = "imagegc-records.json"
 
 // sourceFile is the static pod source's name in the agent.
 const sourceFile = "file"
@@ -206,15 +211,25 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	rootDir := o.RootDir
-	n, err = node.New(o.Config, node.Options{SandboxImage: ocibuild.PauseRef}, node.Collaborators{
+	n, err = node.New(o.Config, node.Options{
+		SandboxImage: ocibuild.PauseRef,
+		// The kubelet's defaults of --minimum-container-ttl-duration,
+		// --maximum-dead-containers-per-container and --maximum-dead-containers.
+		ContainerGC: containergc.DefaultPolicy(),
+		LogDirs:     containergc.LogDirs{Pods: ac.PodLogsDir},
+	}, node.Collaborators{
 		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) { return capacity(rootDir, memory) },
 		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
 		Logger: log, Registerer: reg,
+		ImageRecords: imagegc.FileStore{Path: filepath.Join(rootDir, imageRecordsFile)},
 	})
 	if err != nil {
 		return err
 	}
 	g.Go(func() error { return ag.Run(ctx) })
+	// The node-level loops: eviction (woken early by the pressure notifier),
+	// container GC and image GC.
+	g.Go(func() error { return n.Run(ctx) })
 	if ac.StaticPodPath != "" {
 		src, err := podsource.NewFile(podsource.FileConfig{
 			Path: ac.StaticPodPath, NodeName: o.NodeName, Period: ac.FileCheckFrequency,

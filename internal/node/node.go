@@ -79,6 +79,8 @@ type Collaborators struct {
 	Clock clock.WithTicker
 	// Statfs measures the image filesystem for image GC; nil is statfs(2).
 	Statfs func(path string) (imagegc.FsStats, error)
+	// ImageRecords, when set, keeps image GC's records across restarts.
+	ImageRecords imagegc.RecordStore
 	// PodStatus, when set, gives the prober the pods' current status; the
 	// prober is built only with it.
 	PodStatus prober.PodStatusGetter
@@ -153,6 +155,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	}, imagegc.Deps{
 		Images: c.Runtime, ImageFs: c.Runtime, InUse: imagegc.ContainerImages(c.Runtime), Statfs: c.Statfs,
 		Recorder: c.Recorder, NodeName: c.NodeName, Clock: c.Clock, Registerer: c.Registerer, Logger: c.Logger,
+		Store: c.ImageRecords,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: image GC: %w", err)
