@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
@@ -32,6 +33,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 	"github.com/nodekeeper/nodekeeper/internal/podsource"
+	"github.com/nodekeeper/nodekeeper/internal/pressure"
 	"github.com/nodekeeper/nodekeeper/internal/server"
 	"github.com/nodekeeper/nodekeeper/internal/stats"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -229,6 +231,15 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return ag.Run(ctx) })
 	// The node-level loops: eviction (woken early by the pressure notifier),
 	// container GC and image GC.
+	pc, err := pressureWatches(o.Config.Eviction.Thresholds, memory, ac.CgroupRoot, cgc.KubepodsLimits, rootDir, unix.Statfs)
+	if err != nil {
+		return err
+	}
+	notifier, err := pressure.New(pc, pressure.Deps{Wake: n.Eviction.Wake, Logger: log})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return notifier.Run(ctx) })
 	g.Go(func() error { return n.Run(ctx) })
 	if ac.StaticPodPath != "" {
 		src, err := podsource.NewFile(podsource.FileConfig{
