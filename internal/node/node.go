@@ -130,6 +130,10 @@ type Node struct {
 	Devices *devicemanager.Manager
 	// Probes is the prober, nil unless Collaborators.PodStatus is set.
 	Probes *prober.Manager
+
+	cfg         *config.Config
+	capacity    func() (v1.ResourceList, error)
+	transitions transitions // of the node conditions Object reports
 }
 
 // Loop is one of the managers' periodic loops.
@@ -179,7 +183,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: eviction: %w", err)
 	}
-	n := &Node{Eviction: ev, Images: images, Containers: containers}
+	n := &Node{Eviction: ev, Images: images, Containers: containers, cfg: cfg, capacity: c.Capacity}
 	if opts.DevicePlugins != nil {
 		n.Devices, err = devicemanager.New(*opts.DevicePlugins, devicemanager.Deps{
 			Logger: c.Logger, ActivePods: c.Pods.ActivePods, Registerer: c.Registerer, Clock: c.Clock,
