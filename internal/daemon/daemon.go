@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -260,6 +261,12 @@ func Run(ctx context.Context, o Options) error {
 	if ac.ReadOnlyPort != 0 {
 		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, server.Deps{
 			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"),
+			Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
+			Configz: func() any {
+				k := o.Config.Kubelet
+				k.APIVersion, k.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
+				return k
+			},
 			Healthz: []server.Check{{Name: "syncloop", Check: func(context.Context) error { return ag.Healthy() }}},
 		})
 		if err != nil {
