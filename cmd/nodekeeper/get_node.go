@@ -96,7 +96,6 @@ func printNode(w io.Writer, n *v1.Node, now time.Time) error {
 	return tw.Flush()
 }
 
-
 func quantityOr(l v1.ResourceList, r string) string {
 	q, ok := l[v1.ResourceName(r)]
 	if !ok {
