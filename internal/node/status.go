@@ -57,9 +57,13 @@ func (n *Node) Object(name string, notReady error, now time.Time) (*v1.Node, err
 	if err != nil {
 		return nil, err
 	}
+	capacity = capacity.DeepCopy() // added to below
 	alloc, err := n.allocatable(n.cfg, n.capacity, nil)()
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := capacity[v1.ResourcePods]; !ok {
+		capacity[v1.ResourcePods] = alloc.Allocatable[v1.ResourcePods]
 	}
 	if n.Devices != nil {
 		devCap, _, _ := n.Devices.Capacity()

@@ -55,7 +55,8 @@ func TestObject(t *testing.T) {
 		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
 		Status: v1.NodeStatus{
-			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
+			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"),
+				v1.ResourcePods: resource.MustParse("110")},
 			Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"),
 				v1.ResourcePods: resource.MustParse("110")},
 			Conditions: []v1.NodeCondition{
