@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/metrics"
 	"github.com/nodekeeper/nodekeeper/internal/periodic"
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -372,13 +373,13 @@ func (m *Manager) DeleteUnusedImages(ctx context.Context) error {
 	return err
 }
 
-// remove removes cands in order until want bytes are freed, continuing past
-// errors. The caller holds pass.
+// remove removes cands in order until want bytes are freed (all of them for
+// a want of math.MaxInt64), continuing past errors. The caller holds pass.
 func (m *Manager) remove(ctx context.Context, cands []Candidate, want int64, why Reason) (int64, []error) {
 	var freed int64
 	var errs []error
 	for _, c := range cands {
-		if freed >= want {
+		if want != math.MaxInt64 && freed >= want {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -391,7 +392,7 @@ func (m *Manager) remove(ctx context.Context, cands []Candidate, want int64, why
 			continue
 		}
 		delete(m.records, c.ID)
-		freed += c.Size
+		freed = quantity.AddSat(freed, c.Size)
 		m.removed.WithLabelValues(string(why)).Inc()
 	}
 	return freed, errs

@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"slices"
 	"time"
+
+	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
 // ErrInvalidCapacity: the image filesystem reported a capacity of 0.
@@ -78,7 +80,7 @@ type Plan struct {
 	Remove []Removal
 	// Kept lists the other images, sorted by ID.
 	Kept []Kept
-	// Freed is the sum of the removed images' sizes.
+	// Freed is the sum of the removed images' sizes, saturated at math.MaxInt64.
 	Freed int64
 }
 
@@ -202,6 +204,18 @@ func usage(fs FsStats, p Policy) (percent int, toFree int64, err error) {
 	return percent, max(toFree, 0), nil
 }
 
+// FreedBy returns the sum of the sizes of the removals for reason r,
+// saturated at math.MaxInt64.
+func (p Plan) FreedBy(r Reason) int64 {
+	var sum int64
+	for _, rm := range p.Remove {
+		if rm.Reason == r {
+			sum = quantity.AddSat(sum, rm.Size)
+		}
+	}
+	return sum
+}
+
 // mulDiv returns a*b/c rounded down, for a, b >= 0 and c > 0 whose quotient fits
 // an int64, as it does when a <= c or b <= c. The product is exact in 128 bits.
 func mulDiv(a, b, c int64) int64 {
@@ -224,7 +238,7 @@ func gcSteps(records map[string]*Record, inUse InUse, fs FsStats, p Policy, star
 	st.usage = pct
 	st.over = pct >= p.HighThresholdPercent
 	for _, c := range byAge {
-		toFree -= c.Size
+		toFree = max(toFree-c.Size, 0) // kept in [0, MaxInt64], so it cannot wrap
 	}
 	st.toFree = max(toFree, 0)
 	return st, nil
@@ -243,11 +257,13 @@ func (st steps) plan() Plan {
 	pl.Kept = append(pl.Kept, st.kept...)
 	for _, c := range st.byAge {
 		pl.Remove = append(pl.Remove, Removal{Candidate: c, Reason: ReasonAge})
-		pl.Freed += c.Size
+		pl.Freed = quantity.AddSat(pl.Freed, c.Size)
 	}
 	var freed int64
 	for _, c := range st.bySpace {
-		if st.toFree <= 0 || freed >= st.toFree {
+		// toFree of math.MaxInt64 means every eligible image, even when the
+		// saturated sum of their sizes reaches it.
+		if st.toFree <= 0 || st.toFree != math.MaxInt64 && freed >= st.toFree {
 			why := KeepNotNeeded
 			if !st.over {
 				why = KeepBelowThreshold
@@ -256,9 +272,9 @@ func (st steps) plan() Plan {
 			continue
 		}
 		pl.Remove = append(pl.Remove, Removal{Candidate: c, Reason: ReasonSpace})
-		freed += c.Size
+		freed = quantity.AddSat(freed, c.Size)
 	}
-	pl.Freed += freed
+	pl.Freed = quantity.AddSat(pl.Freed, freed)
 	if st.toFree == math.MaxInt64 {
 		pl.BytesToFree = 0
 	}

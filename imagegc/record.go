@@ -1,6 +1,7 @@
 package imagegc
 
 import (
+	"math"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -13,7 +14,8 @@ type Record struct {
 	FirstDetected time.Time
 	// LastUsed is the last detection at which the image was in use; zero if never.
 	LastUsed time.Time
-	// Size is the image's size in bytes, as the runtime reports it.
+	// Size is the image's size in bytes, as the runtime reports it (at most
+	// math.MaxInt64; never negative).
 	Size int64
 	// Pinned is the runtime's CRI pinned flag: the image is never removed.
 	Pinned bool
@@ -77,7 +79,7 @@ func Detect(records map[string]*Record, images []*runtimeapi.Image, inUse InUse,
 			r = &Record{FirstDetected: detectTime}
 			records[id] = r
 		}
-		r.Size = int64(img.GetSize())
+		r.Size = int64(min(img.GetSize(), math.MaxInt64)) // a larger size would wrap negative
 		r.Pinned = img.GetPinned()
 		r.Tags = img.GetRepoTags()
 		r.Digests = img.GetRepoDigests()

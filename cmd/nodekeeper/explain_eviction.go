@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -101,7 +102,7 @@ func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer)
 		// A served configuration lists every field, set or not: its
 		// warnings would say nothing about the node's file.
 		for _, w := range cfg.Warnings {
-			fmt.Fprintln(stderr, "warning:", w)
+			fmt.Fprintln(stderr, "warning:", decode.Escape(w))
 		}
 	}
 	pods, err := loadPods(ctx, o.pods)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/crisnapshot"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 )
 
@@ -72,7 +73,7 @@ func (o *explainImageGCOpts) load(ctx context.Context, stderr io.Writer) (*image
 			return nil, err
 		}
 		for _, w := range cfg.Warnings {
-			fmt.Fprintln(stderr, "warning:", w)
+			fmt.Fprintln(stderr, "warning:", decode.Escape(w))
 		}
 		in.policy = imagegc.PolicyFromKubelet(&cfg.Kubelet)
 		if err := in.policy.Validate(); err != nil {
@@ -267,12 +268,7 @@ func writeImageGCTable(w io.Writer, in *imageGCInput, p imagegc.Plan) error {
 	}
 	fmt.Fprintf(w, "\nWould free: %d (%s)\n", p.Freed, bytesString(p.Freed))
 	// As GarbageCollect does, compare the target with what the space step frees.
-	var bySpace int64
-	for _, r := range p.Remove {
-		if r.Reason == imagegc.ReasonSpace {
-			bySpace += r.Size
-		}
-	}
+	bySpace := p.FreedBy(imagegc.ReasonSpace)
 	if p.BytesToFree > 0 && bySpace < p.BytesToFree {
 		fmt.Fprintf(w, "Less than wanted: the kubelet emits FreeDiskSpaceFailed: %s\n",
 			imagegc.FreeDiskSpaceFailedMessage(p.UsagePercent, in.node.Fs.CapacityBytes, bySpace))

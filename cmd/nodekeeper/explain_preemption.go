@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
@@ -134,7 +135,7 @@ func (o *explainPreemptionOpts) nodeAllocatable(ctx context.Context, stderr io.W
 		}
 	}
 	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stderr, "warning:", w)
+		fmt.Fprintln(stderr, "warning:", decode.Escape(w))
 	}
 	if _, ok := capacity[v1.ResourcePods]; !ok {
 		maxPods := int64(cfg.MaxPods)
@@ -357,7 +358,7 @@ func warnMissing(w io.Writer, alloc v1.ResourceList, pod *v1.Pod) {
 		}
 		for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 			if q, ok := c.Resources.Requests[r]; ok && !q.IsZero() {
-				fmt.Fprintf(w, "warning: the node's allocatable has no %s; it counts as 0 (give it in --allocatable or --capacity)\n", r)
+				fmt.Fprintf(w, "warning: the node's allocatable has no %s; it counts as 0 (give it in --allocatable or --capacity)\n", decode.Escape(string(r)))
 				break
 			}
 		}

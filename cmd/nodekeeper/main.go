@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/spf13/cobra"
 )
 
@@ -109,7 +110,8 @@ func execute(ctx context.Context, root *cobra.Command, grace time.Duration, stde
 		fmt.Fprintln(stderr, "nodekeeper: interrupted")
 		return exitInterrupted
 	}
-	fmt.Fprintf(stderr, "nodekeeper: %v\n", err)
+	// Input echoed in a message is escaped: no raw bytes reach the terminal.
+	fmt.Fprintf(stderr, "nodekeeper: %s\n", decode.Escape(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) || isFlagError(err) {
 		return exitUsage

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -36,7 +37,7 @@ func activeOnNode(pods []*v1.Pod, node string, stderr io.Writer) []*v1.Pod {
 		left = append(left, fmt.Sprintf("%d on other nodes than %s", elsewhere, node))
 	}
 	if len(left) > 0 {
-		fmt.Fprintf(stderr, "warning: left out %s of %d pods\n", strings.Join(left, " and "), len(pods))
+		fmt.Fprintf(stderr, "warning: left out %s of %d pods\n", decode.Escape(strings.Join(left, " and ")), len(pods))
 	}
 	return kept
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/simulate"
 )
 
@@ -33,7 +34,7 @@ clock and prints every decision with its time. See the README for the format.`,
 				return badInput(err)
 			}
 			for _, w := range sc.Config.Warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", decode.Escape(w))
 			}
 			log := slog.New(slog.DiscardHandler)
 			if verbose {

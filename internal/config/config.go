@@ -213,8 +213,11 @@ func fieldError(file, field, value, reason string) error {
 func decode(name string, data []byte) (kubeletv1beta1.KubeletConfiguration, map[string]json.RawMessage, error) {
 	var kc kubeletv1beta1.KubeletConfiguration
 	js, err := inputs.ToJSON(data)
-	if err != nil {
+	if errors.Is(err, inputs.ErrSyntax) {
 		return kc, nil, invalid(name, "malformed YAML or JSON: %v", err)
+	}
+	if err != nil {
+		return kc, nil, invalid(name, "%v", err) // a value YAML reads unlike it looks, with its field
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(js, &raw); err != nil {
@@ -237,6 +240,9 @@ func decode(name string, data []byte) (kubeletv1beta1.KubeletConfiguration, map[
 			if _, err := inputs.StrictFields(one, new(kubeletv1beta1.KubeletConfiguration)); err != nil {
 				if ferr := stringMapError(name, key, raw[key]); ferr != nil {
 					return kc, nil, ferr
+				}
+				if ve := (*inputs.ValueError)(nil); errors.As(err, &ve) && ve.Path == key {
+					return kc, nil, fieldError(name, key, shown(raw[key]), ve.Reason)
 				}
 				return kc, nil, fieldError(name, key, shown(raw[key]), err.Error())
 			}

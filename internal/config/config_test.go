@@ -544,6 +544,31 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"malformed YAML or JSON"},
 		},
 		{
+			name: "truncated JSON, with where",
+			data: `{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",`,
+			want: []string{"malformed YAML or JSON: truncated: unexpected end of input at line 1, column 80 (byte 79)"},
+		},
+		{
+			name: "YAML number beyond float64: the cause, not a wrong type",
+			data: header + "maxPods: 1e400\n",
+			want: []string{"config.yaml: invalid configuration: maxPods: 1e400 (line 3): number out of range"},
+		},
+		{
+			name: "JSON number beyond int32",
+			data: `{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "maxPods": 1e400}`,
+			want: []string{`config.yaml: invalid configuration: maxPods: "1e400": out of range for int32`},
+		},
+		{
+			name: "YAML 1.1 boolean",
+			data: header + "failSwapOn: yes\n",
+			want: []string{`failSwapOn: yes (line 3) is read as the boolean true (YAML 1.1): quote it ("yes") for a string, or write true`},
+		},
+		{
+			name: "YAML .nan",
+			data: header + "imageGCHighThresholdPercent: .nan\n",
+			want: []string{"imageGCHighThresholdPercent: .nan (line 3): not a finite number"},
+		},
+		{
 			name: "not an object",
 			data: "- apiVersion\n- kind\n",
 			want: []string{"not a KubeletConfiguration object"},

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
 // FuzzParse checks that Parse never panics, that every error it returns is of
-// class ErrInvalid, that what it accepts is defaulted and valid, and that it is
+// class ErrInvalid and one line, that what it accepts is defaulted and valid, and that it is
 // deterministic.
 func FuzzParse(f *testing.F) {
 	files, err := filepath.Glob("testdata/*.*")
@@ -24,11 +25,19 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(data)
 	}
+	if data, err := os.ReadFile("../../examples/imagegc/kubelet-config.yaml"); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 1e400\nfailSwapOn: yes\n"))
+	f.Add([]byte(`{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "maxPods": 1e400, "kubeReserved": {"memory": 1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %q is not ErrInvalid", err)
+			}
+			if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("error %q is not one line", err)
 			}
 			if c != nil {
 				t.Fatalf("config %+v returned with error %v", c, err)

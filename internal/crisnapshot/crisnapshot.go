@@ -10,10 +10,15 @@ package crisnapshot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,7 +67,8 @@ func (n Node) PlanImageGC(p imagegc.Policy, sandboxImage string, now time.Time) 
 }
 
 // LoadImages reads 'crictl images -o json' output (a CRI ListImagesResponse).
-// Every image must have an ID and a size that fits an int64.
+// Every image must have an ID and a size that fits an int64, and no two
+// images the same ID, with or without "sha256:".
 func LoadImages(path string) ([]*runtimeapi.Image, error) {
 	b, err := readFile(path)
 	if err != nil {
@@ -77,10 +83,18 @@ func ParseImages(path string, b []byte) ([]*runtimeapi.Image, error) {
 	if err := parseProtoJSON(path, b, &imgs); err != nil {
 		return nil, err
 	}
+	seen := make(map[string]int, len(imgs.Images)) // ID without "sha256:" -> index
 	for i, img := range imgs.Images {
 		if img.GetId() == "" {
-			return nil, fmt.Errorf("%s: images[%d]: no id", path, i)
+			return nil, decode.Badf(path, "images[%d]: no id", i)
 		}
+		// Merged, the two would count once in the plan and its sums.
+		id := strings.TrimPrefix(img.GetId(), "sha256:")
+		if first, dup := seen[id]; dup {
+			return nil, decode.Badf(path, "images[%d].id: %s: the same image as images[%d].id: %s",
+				i, decode.Quote(img.GetId()), first, decode.Quote(imgs.Images[first].GetId()))
+		}
+		seen[id] = i
 		// The image GC keeps sizes in an int64; a larger one would wrap negative.
 		if _, err := usedBytes(path, fmt.Sprintf("images[%d].size", i), img.GetSize()); err != nil {
 			return nil, err
@@ -114,12 +128,36 @@ func readFile(path string) ([]byte, error) {
 }
 
 // parseProtoJSON decodes crictl's JSON (protobuf JSON) b, read from path, into
-// m. Unknown fields are ignored: newer crictl versions add some.
+// m. Unknown fields are ignored: newer crictl versions add some. Malformed
+// JSON is reported with its line and column (or as truncated).
 func parseProtoJSON(path string, b []byte, m proto.Message) error {
+	if err := jsonSyntax(path, b); err != nil {
+		return err
+	}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return decode.Badf(path, "%s", protoError(err))
 	}
 	return nil
+}
+
+// jsonSyntax returns bad input naming where b, read from path, is not valid
+// JSON; nil when it is.
+func jsonSyntax(path string, b []byte) error {
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return decode.Badf(path, "%s", decode.SyntaxMessage(b, se.Offset, se.Error()))
+	}
+	return nil
+}
+
+// protoPosition is the position in a protojson error: "(line 1:5): ".
+var protoPosition = regexp.MustCompile(`\(line \d+:\d+\): `)
+
+// protoError words a protojson error without its "proto: " prefix, escaped.
+func protoError(err error) string {
+	return decode.Escape(strings.TrimPrefix(strings.Join(strings.Fields(err.Error()), " "), "proto: "))
 }
 
 // LoadRecords reads image GC records, {IMAGE_ID: {"firstDetected": RFC3339,
@@ -138,9 +176,12 @@ func LoadRecords(path string, images []*runtimeapi.Image, warnings io.Writer) (m
 
 // ParseRecords parses b as LoadRecords does; path is used in errors.
 func ParseRecords(path string, b []byte, images []*runtimeapi.Image, warnings io.Writer) (map[string]imagegc.Record, error) {
+	if err := jsonSyntax(path, b); err != nil {
+		return nil, err
+	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%s: want {IMAGE_ID: {\"firstDetected\": RFC3339, \"lastUsed\": RFC3339}}: %w", path, err)
+	if err := decode.Lenient(b, &raw); err != nil {
+		return nil, decode.Badf(path, "want {IMAGE_ID: {\"firstDetected\": RFC3339, \"lastUsed\": RFC3339}}: %v", err)
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
@@ -155,7 +196,7 @@ func ParseRecords(path string, b []byte, images []*runtimeapi.Image, warnings io
 		}
 		id, ok := matchImage(key, images)
 		if !ok {
-			fmt.Fprintf(warnings, "warning: %s: no image matches %q; its record is ignored\n", path, key)
+			fmt.Fprintf(warnings, "warning: %s: no image matches %s; its record is ignored\n", decode.Escape(path), decode.Quote(key))
 			continue
 		}
 		out[id] = rec
@@ -165,19 +206,21 @@ func ParseRecords(path string, b []byte, images []*runtimeapi.Image, warnings io
 
 // parseRecord parses the record of key in path.
 func parseRecord(path, key string, raw json.RawMessage) (imagegc.Record, error) {
+	k := decode.Escape(key)
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return imagegc.Record{}, fmt.Errorf("%s: [%s]: want an object with firstDetected and lastUsed", path, key)
+	if err := decode.Lenient(raw, &fields); err != nil {
+		return imagegc.Record{}, decode.Badf(path, "[%s]: want an object with firstDetected and lastUsed", k)
 	}
 	var rec imagegc.Record
-	for name, v := range fields {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		v := fields[name]
 		var str string
 		if err := json.Unmarshal(v, &str); err != nil {
-			return imagegc.Record{}, fmt.Errorf("%s: [%s].%s: %s: want an RFC3339 time string", path, key, name, v)
+			return imagegc.Record{}, decode.Badf(path, "[%s].%s: %s: want an RFC3339 time string", k, decode.Escape(name), decode.Escape(string(v)))
 		}
 		t, err := time.Parse(time.RFC3339, str)
 		if err != nil {
-			return imagegc.Record{}, fmt.Errorf("%s: [%s].%s: %q: not an RFC3339 time", path, key, name, str)
+			return imagegc.Record{}, decode.Badf(path, "[%s].%s: %s: not an RFC3339 time", k, decode.Escape(name), decode.Quote(str))
 		}
 		switch name {
 		case "firstDetected":
@@ -185,7 +228,7 @@ func parseRecord(path, key string, raw json.RawMessage) (imagegc.Record, error) 
 		case "lastUsed":
 			rec.LastUsed = t
 		default:
-			return imagegc.Record{}, fmt.Errorf("%s: [%s]: unknown field %q (want firstDetected, lastUsed)", path, key, name)
+			return imagegc.Record{}, decode.Badf(path, "[%s]: unknown field %s (want firstDetected, lastUsed)", k, decode.Quote(name))
 		}
 	}
 	return rec, nil
@@ -236,9 +279,12 @@ func LoadImageFs(path string) (ImageFs, error) {
 
 // ParseImageFs parses b as LoadImageFs does; path is used in errors.
 func ParseImageFs(path string, b []byte) (ImageFs, error) {
+	if err := jsonSyntax(path, b); err != nil {
+		return ImageFs{}, err
+	}
 	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return ImageFs{}, fmt.Errorf("%s: %w", path, err)
+	if err := decode.Lenient(b, &probe); err != nil {
+		return ImageFs{}, decode.Badf(path, "want a JSON object: %v", err)
 	}
 	if _, ok := probe["node"]; ok {
 		// The Summary loader rejects gauges above math.MaxInt64, which would
@@ -252,7 +298,7 @@ func ParseImageFs(path string, b []byte) (ImageFs, error) {
 			fs = s.Node.Runtime.ImageFs
 		}
 		if fs == nil || fs.CapacityBytes == nil || fs.AvailableBytes == nil {
-			return ImageFs{}, fmt.Errorf("%s: node.runtime.imageFs has no capacityBytes/availableBytes", path)
+			return ImageFs{}, decode.Badf(path, "node.runtime.imageFs has no capacityBytes/availableBytes")
 		}
 		return ImageFs{FromSummary: true, Stats: imagegc.FsStats{CapacityBytes: int64(*fs.CapacityBytes), AvailableBytes: int64(*fs.AvailableBytes)}}, nil
 	}
@@ -265,32 +311,67 @@ func ParseImageFs(path string, b []byte) (ImageFs, error) {
 
 // crictlUsedBytes returns the first image filesystem's used bytes from crictl
 // imagefsinfo JSON: {"status": ImageFsInfoResponse} (crictl ≥ 1.29) or
-// {"status": FilesystemUsage} (older crictl).
+// {"status": FilesystemUsage} (older crictl), told apart by their fields.
 func crictlUsedBytes(path string, probe map[string]json.RawMessage) (int64, error) {
 	status, ok := probe["status"]
 	if !ok {
-		return 0, fmt.Errorf("%s: neither crictl imagefsinfo JSON (no \"status\") nor a kubelet Summary (no \"node\")", path)
+		return 0, decode.Badf(path, "neither crictl imagefsinfo JSON (no \"status\") nor a kubelet Summary (no \"node\")")
 	}
-	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
-	var resp runtimeapi.ImageFsInfoResponse
-	if err := opts.Unmarshal(status, &resp); err == nil && len(resp.ImageFilesystems) > 0 {
-		return usedBytes(path, "status.imageFilesystems[0].usedBytes.value", resp.ImageFilesystems[0].GetUsedBytes().GetValue())
+	type uint64Value struct {
+		Value json.RawMessage `json:"value"`
 	}
-	var fs runtimeapi.FilesystemUsage
-	if err := opts.Unmarshal(status, &fs); err != nil {
-		return 0, fmt.Errorf("%s: status: %w", path, err)
+	var st struct {
+		ImageFilesystems []struct {
+			UsedBytes *uint64Value `json:"usedBytes"`
+		} `json:"imageFilesystems"`
+		UsedBytes *uint64Value `json:"usedBytes"`
 	}
-	if fs.UsedBytes == nil {
-		return 0, fmt.Errorf("%s: status has no image filesystem with usedBytes", path)
+	// Only the used bytes are read here, to name them in an error; the
+	// protobuf decoding below checks the rest.
+	_ = json.Unmarshal(status, &st)
+	var field string
+	var used *uint64Value
+	var m proto.Message
+	switch {
+	case len(st.ImageFilesystems) > 0:
+		field, used, m = "status.imageFilesystems[0].usedBytes.value", st.ImageFilesystems[0].UsedBytes, &runtimeapi.ImageFsInfoResponse{}
+	case st.UsedBytes != nil:
+		field, used, m = "status.usedBytes.value", st.UsedBytes, &runtimeapi.FilesystemUsage{}
+	default:
+		return 0, decode.Badf(path, "status has no image filesystem with usedBytes")
 	}
-	return usedBytes(path, "status.usedBytes.value", fs.UsedBytes.GetValue())
+	if used == nil || len(used.Value) == 0 {
+		return 0, decode.Badf(path, "%s: missing", field)
+	}
+	v, err := byteCount(used.Value)
+	if err != nil {
+		return 0, decode.Badf(path, "%s: %s: %v", field, decode.Escape(string(used.Value)), err)
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(status, m); err != nil {
+		// Its position would be within status, not the file: leave it out.
+		return 0, decode.Badf(path, "status: %s", protoPosition.ReplaceAllString(protoError(err), ""))
+	}
+	return usedBytes(path, field, v)
+}
+
+// byteCount parses a protobuf JSON uint64: a number or a string of digits.
+func byteCount(raw json.RawMessage) (uint64, error) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		s = string(raw)
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, errors.New("not a byte count (want a whole number from 0 to 9223372036854775807)")
+	}
+	return v, nil
 }
 
 // usedBytes returns v, a byte count at field, as an int64, rejecting a value
 // that would wrap negative.
 func usedBytes(path, field string, v uint64) (int64, error) {
 	if v > math.MaxInt64 {
-		return 0, fmt.Errorf("%s: %s: %d: too large", path, field, v)
+		return 0, decode.Badf(path, "%s: %d: too large", field, v)
 	}
 	return int64(v), nil
 }

@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) error {
 	if endpoint == "" {
 		m, err := containerd.New(containerd.Config{
 			StateDir: filepath.Join(o.RootDir, "containerd"), SandboxImage: ocibuild.PauseRef,
-			PodCIDR: ac.PodCIDR, CNIBridge: bridgeName(o.RootDir), Logger: log.With("subsystem", "containerd"),
+			PodCIDR: ac.PodCIDR, CNIBridge: BridgeName(o.RootDir), Logger: log.With("subsystem", "containerd"),
 		})
 		if err != nil {
 			return ConfigError{err}

@@ -38,11 +38,11 @@ func lockRoot(rootDir string) (unlock func(), err error) {
 	return func() { _ = f.Close() }, nil
 }
 
-// bridgeName names the managed containerd's CNI bridge after the root
+// BridgeName names the managed containerd's CNI bridge after the root
 // directory: the bridge is a host-wide object, and two agents (with two root
 // directories) on one machine must not share one. The name fits the kernel's
 // 15 bytes.
-func bridgeName(rootDir string) string {
+func BridgeName(rootDir string) string {
 	if rootDir == DefaultRootDir {
 		return "nk0"
 	}

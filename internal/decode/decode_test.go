@@ -52,7 +52,7 @@ func TestToJSON(t *testing.T) {
 	if err := Strict(js, &d); err != nil || d.Name != "a" || d.Inner.Size != 2 {
 		t.Fatalf("decoded %+v, %v", d, err)
 	}
-	if _, err := ToJSON([]byte("name: a\nname: b\n")); err == nil || !strings.Contains(err.Error(), `"name" already set`) {
+	if _, err := ToJSON([]byte("name: a\nname: b\n")); err == nil || err.Error() != `duplicate field "name" (line 2; first on line 1)` {
 		t.Errorf("duplicate YAML key: err = %v", err)
 	}
 	in := []byte(` {"name":"b"} `)

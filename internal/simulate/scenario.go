@@ -417,16 +417,18 @@ func criList[T criObject](file, field, kind string, data json.RawMessage, newT f
 	for j, raw := range items {
 		x := newT()
 		if err := protojson.Unmarshal(raw, x); err != nil {
-			return nil, decode.Badf(file, "%s[%d]: %v", field, j, err)
+			return nil, decode.Badf(file, "%s[%d]: %s", field, j, decode.Escape(err.Error()))
 		}
 		if x.GetId() == "" {
 			return nil, decode.Badf(file, "%s[%d]: %s has no id", field, j, kind)
 		}
-		// Two with one id would be merged by the runtime's view; say so instead.
-		if first, ok := seen[x.GetId()]; ok {
-			return nil, decode.Badf(file, "%s[%d].id: %q: duplicate of %s[%d]", field, j, x.GetId(), field, first)
+		// Two with one id (with or without "sha256:") would be merged by the
+		// runtime's view; say so instead.
+		id := strings.TrimPrefix(x.GetId(), "sha256:")
+		if first, ok := seen[id]; ok {
+			return nil, decode.Badf(file, "%s[%d].id: %s: duplicate of %s[%d]", field, j, decode.Quote(x.GetId()), field, first)
 		}
-		seen[x.GetId()] = j
+		seen[id] = j
 		out = append(out, x)
 	}
 	return out, nil

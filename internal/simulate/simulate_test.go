@@ -98,6 +98,9 @@ func TestParseErrors(t *testing.T) {
 		{"imageFs capacity beyond int64", "until: 1m\nsteps: [{at: 0s, imageFs: {capacityBytes: 18446744073709551615}}]", `s.yaml: steps[0].imageFs.capacityBytes: 18446744073709551615: too large`},
 		{"imageFs available beyond int64", "until: 1m\nsteps: [{at: 0s, imageFs: {capacityBytes: 1, availableBytes: 9223372036854775808}}]", `s.yaml: steps[0].imageFs.availableBytes: 9223372036854775808: too large`},
 		{"duplicate image id", "until: 1m\nsteps: [{at: 0s, images: [{id: a, size: 1}, {id: b}, {id: a, size: 2}]}]", `s.yaml: steps[0].images[2].id: "a": duplicate of steps[0].images[0]`},
+		{"duplicate image id after normalisation", "until: 1m\nsteps: [{at: 0s, images: [{id: 'sha256:a'}, {id: a}]}]", `s.yaml: steps[0].images[1].id: "a": duplicate of steps[0].images[0]`},
+		{"name read as a YAML boolean", "until: 1m\nsteps: [{at: 0s, pods: [{metadata: {name: on}}]}]", `s.yaml: steps[0].pods[0].metadata.name: on (line 2) is read as the boolean true (YAML 1.1): quote it ("on") for a string, or write true`},
+		{"summary time", "until: 1m\nsteps: [{at: 0s, summary: {node: {nodeName: node1, memory: {time: not-a-time}}}}]", `s.yaml: steps[0].summary: node.memory.time: "not-a-time": not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)`},
 		{"duplicate container id", "until: 1m\nsteps: [{at: 0s}, {at: 1s, containers: [{id: c1}, {id: c1}]}]", `s.yaml: steps[1].containers[1].id: "c1": duplicate of steps[1].containers[0]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

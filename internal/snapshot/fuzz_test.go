@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"os"
@@ -24,24 +25,36 @@ func addFiles(f *testing.F, pattern string) {
 	}
 }
 
-// FuzzParsePods checks that ParsePods never panics, fails only with ErrBadInput,
-// and returns at least one named pod when it succeeds.
+// FuzzParsePods checks that ParsePods and ParsePodsStrict never panic, fail
+// only with ErrBadInput on one line, that what the strict parser accepts the
+// lenient one accepts too, and that ParsePods returns named pods, none only
+// for an empty list, when it succeeds.
 func FuzzParsePods(f *testing.F) {
 	addFiles(f, "testdata/*.yaml")
 	addFiles(f, "testdata/podlist.json")
 	addFiles(f, "testdata/stream.json")
+	addFiles(f, "../../examples/preemption/critical-pod.yaml")
+	addFiles(f, "../../examples/preemption/running.json")
+	f.Add([]byte("kind: Pod\nmetadata: {name: y}\n"))
+	f.Add([]byte(`{"kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c","resources":{"limits":{"memory":1e400}}}]}}`))
+	f.Add([]byte("kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: c, resources: {requests: {cpu: .inf}}}]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		_, strictErr := ParsePodsStrict("fuzz.yaml", data)
+		oneLine(t, strictErr)
 		pods, err := ParsePods("fuzz.yaml", data)
+		oneLine(t, err)
+		if err != nil && strictErr == nil {
+			t.Fatalf("ParsePodsStrict accepted what ParsePods rejects: %v", err)
+		}
 		if err != nil {
-			if !errors.Is(err, ErrBadInput) {
-				t.Fatalf("error %q is not ErrBadInput", err)
-			}
 			if pods != nil {
 				t.Fatalf("pods returned with error %v", err)
 			}
 			return
 		}
-		if len(pods) == 0 {
+		// No pods is an empty list (kubectl's output for a node without
+		// pods), never a file of documents that are all empty.
+		if len(pods) == 0 && !bytes.Contains(data, []byte("List")) {
 			t.Fatal("no pods and no error")
 		}
 		for i, p := range pods {
@@ -58,13 +71,15 @@ func FuzzParsePods(f *testing.F) {
 // and gauges that fit an int64 when it succeeds.
 func FuzzParseSummary(f *testing.F) {
 	addFiles(f, "testdata/summary*")
+	addFiles(f, "../../examples/eviction/memory/summary.json")
+	f.Add([]byte(`{"node": {"nodeName": "n", "memory": {"time": "not-a-time"}}}`))
+	f.Add([]byte("node:\n  memory: {availableBytes: .nan}\n"))
 	f.Add([]byte(`{"node": {"nodeName": "n", "memory": {"availableByts": 1}}, "pods": [{"podRef": {"name": "a"}, "volume": [{"usedBytes": 18446744073709551615}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, strictErr := ParseSummaryStrict("fuzz.json", data)
-		if strictErr != nil && (!errors.Is(strictErr, ErrBadInput) || strings.Contains(strictErr.Error(), "\n")) {
-			t.Fatalf("strict error %q is not a one-line ErrBadInput", strictErr)
-		}
+		oneLine(t, strictErr)
 		s, err := ParseSummary("fuzz.json", data)
+		oneLine(t, err)
 		if err != nil && strictErr == nil {
 			t.Fatalf("ParseSummaryStrict accepted what ParseSummary rejects: %v", err)
 		}
@@ -89,4 +104,18 @@ func FuzzParseSummary(f *testing.F) {
 			t.Fatalf("node.memory.availableBytes %d accepted", *m.AvailableBytes)
 		}
 	})
+}
+
+// oneLine fails t unless err is nil or a one-line ErrBadInput.
+func oneLine(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, ErrBadInput) {
+		t.Fatalf("error %q is not ErrBadInput", err)
+	}
+	if strings.ContainsAny(err.Error(), "\r\n") {
+		t.Fatalf("error %q is not one line", err)
+	}
 }

@@ -33,7 +33,7 @@ func TestParsePodsQuantityRange(t *testing.T) {
 		{
 			name: "memory limit given as a JSON number",
 			data: ctr(`{"limits": {"memory": 1e30}}`),
-			want: `pods.json: pod ns/p: spec.containers[0].resources.limits.memory: "1e+30": too large`,
+			want: `pods.json: pod ns/p: spec.containers[0].resources.limits.memory: "1e30": too large`,
 		},
 		{
 			name: "8Ei overhead, clamped to MaxInt64 by the parser",

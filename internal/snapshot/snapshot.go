@@ -4,6 +4,7 @@
 package snapshot
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -106,62 +107,116 @@ func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 	return pods, nil
 }
 
-// splitDocuments turns a JSON or YAML stream into JSON documents, skipping empty ones.
+// splitDocuments turns a JSON or YAML stream into JSON documents, skipping
+// empty ones. A stream that starts with { is JSON objects one after another;
+// anything else is YAML documents separated by ---, each converted as
+// decode.ToJSON converts (duplicate keys and ambiguous scalars rejected).
 func splitDocuments(name string, data []byte) ([]json.RawMessage, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
 		return nil, decode.Badf(name, "file is empty")
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var docs []json.RawMessage
-	for {
-		var raw json.RawMessage
-		err := dec.Decode(&raw)
+	add := func(where string, raw []byte) error {
+		t := bytes.TrimSpace(raw)
+		if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			return nil
+		}
+		if t[0] != '{' {
+			return decode.Badf(name, "%sexpected an object, found %s", where, decode.Quote(truncate(string(t), 40)))
+		}
+		docs = append(docs, t)
+		return nil
+	}
+	if trimmed[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		for {
+			var raw json.RawMessage
+			err := dec.Decode(&raw)
+			if errors.Is(err, io.EOF) {
+				return docs, nil
+			}
+			if err != nil {
+				return nil, decode.Badf(name, "%s", jsonStreamError(data, dec, err))
+			}
+			if err := add("", raw); err != nil {
+				return nil, err
+			}
+		}
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for n := 1; ; n++ {
+		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return docs, nil
 		}
 		if err != nil {
 			return nil, decode.Badf(name, "%v", err)
 		}
-		if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		where := ""
+		if n > 1 {
+			where = fmt.Sprintf("YAML document %d: ", n)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
-		if bytes.TrimSpace(raw)[0] != '{' {
-			return nil, decode.Badf(name, "expected an object, found %s", truncate(string(raw), 40))
+		js, err := decode.ToJSON(doc)
+		if err != nil {
+			return nil, decode.Badf(name, "%s%v", where, err)
 		}
-		docs = append(docs, raw)
+		if err := add(where, js); err != nil {
+			return nil, err
+		}
 	}
-	return docs, nil
+}
+
+// jsonStreamError words an error of dec, a JSON stream decoder over data,
+// with where it happened.
+func jsonStreamError(data []byte, dec *json.Decoder, err error) string {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return decode.SyntaxMessage(data, se.Offset, se.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return decode.SyntaxMessage(data, int64(len(data)), err.Error())
+	}
+	return decode.Escape(strings.TrimPrefix(err.Error(), "json: "))
 }
 
 // decodePod decodes one pod object. Quantities are checked first so that a bad
 // one is reported with its field path rather than as a bare parse error.
 func decodePod(file, where string, raw []byte, strict bool) (*v1.Pod, error) {
 	var generic map[string]any
-	if err := json.Unmarshal(raw, &generic); err != nil {
-		return nil, decode.Badf(file, "%s: %v", where, err)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // a number beyond float64 (1e400) is then checked as a quantity
+	if err := dec.Decode(&generic); err != nil {
+		return nil, decode.Badf(file, "%s: %s", where, jsonStreamError(raw, dec, err))
 	}
 	if kind, _ := generic["kind"].(string); kind != "" && kind != "Pod" {
-		return nil, decode.Badf(file, "%s: kind %q is not a Pod", where, kind)
+		return nil, decode.Badf(file, "%s: kind %s is not a Pod", where, decode.Quote(kind))
 	}
 	meta, _ := generic["metadata"].(map[string]any)
-	podName, _ := meta["name"].(string)
+	podName, isString := meta["name"].(string)
+	if v, set := meta["name"]; set && !isString {
+		return nil, decode.Badf(file, "%s: metadata.name: %s: not a string", where, decode.Show(v))
+	}
 	if podName == "" {
 		return nil, decode.Badf(file, "%s: pod has no metadata.name", where)
 	}
-	where = "pod " + podName
+	where = "pod " + decode.Escape(podName)
 	if ns, _ := meta["namespace"].(string); ns != "" {
-		where = "pod " + ns + "/" + podName
+		where = "pod " + decode.Escape(ns+"/"+podName)
 	}
 	if err := checkQuantities(generic); err != nil {
 		return nil, decode.Badf(file, "%s: %v", where, err)
 	}
 	pod := new(v1.Pod)
-	unmarshal := func(js []byte, v any) error { return json.Unmarshal(js, v) }
+	unmarshal := decode.Lenient
 	if strict {
 		unmarshal = decode.Strict
 	}
 	if err := unmarshal(raw, pod); err != nil {
-		return nil, decode.Badf(file, "%s: %v", where, strings.TrimPrefix(err.Error(), "json: "))
+		return nil, decode.Badf(file, "%s: %v", where, err)
 	}
 	return pod, nil
 }
@@ -181,21 +236,21 @@ func checkQuantities(pod map[string]any) error {
 			f := field + "." + name
 			s, ok := raw.(string)
 			if !ok {
-				if n, isNum := raw.(float64); isNum {
-					s = fmt.Sprint(n)
-				} else {
-					return fmt.Errorf("%s: %v: not a quantity", f, raw)
+				n, isNum := raw.(json.Number)
+				if !isNum {
+					return fmt.Errorf("%s: %s: not a quantity", f, decode.Show(raw))
 				}
+				s = string(n)
 			}
 			q, err := quantity.Parse(s)
 			if err != nil {
-				return fmt.Errorf("%s: %q: not a valid quantity", f, s)
+				return fmt.Errorf("%s: %s: not a valid quantity", f, decode.Quote(s))
 			}
 			if q.Sign() < 0 {
-				return fmt.Errorf("%s: %q: must not be negative", f, s)
+				return fmt.Errorf("%s: %s: must not be negative", f, decode.Quote(s))
 			}
 			if !quantity.FitsInt64(name, q) {
-				return fmt.Errorf("%s: %q: too large", f, s)
+				return fmt.Errorf("%s: %s: too large", f, decode.Quote(s))
 			}
 		}
 		return nil
@@ -275,7 +330,7 @@ func parseSummary(name string, data []byte, strict bool) (*statsapi.Summary, err
 		if err := decode.Strict(js, &doc); err != nil {
 			return nil, decode.Badf(name, "%v", err)
 		}
-	} else if err := json.Unmarshal(js, &doc); err != nil {
+	} else if err := decode.Lenient(js, &doc); err != nil {
 		return nil, decode.Badf(name, "%v", err)
 	}
 	if doc.Node == nil {

@@ -182,7 +182,7 @@ func TestParsePodsErrors(t *testing.T) {
 		{
 			name: "malformed JSON",
 			data: `{"kind": "Pod", "metadata": {"name": "a"`,
-			want: []string{"unexpected EOF"},
+			want: []string{"truncated: unexpected end of input at line 1, column 41 (byte 40)"},
 		},
 		{
 			name: "malformed YAML",
@@ -389,7 +389,7 @@ func TestParseSummaryErrors(t *testing.T) {
 		{name: "no node", data: `{"pods": []}`, want: []string{"no node stats", `"node"`}},
 		{name: "null node", data: `{"node": null}`, want: []string{"no node stats"}},
 		{name: "null document", data: "null", want: []string{"no node stats"}},
-		{name: "malformed JSON", data: `{"node": {"nodeName": "n"}`, want: []string{"yaml"}},
+		{name: "truncated JSON", data: `{"node": {"nodeName": "n"}`, want: []string{"truncated: unexpected end of input at line 1, column 27 (byte 26)"}},
 		{name: "not an object", data: `[{"node": {}}]`, want: []string{"not a stats Summary object"}},
 		{name: "field of the wrong type", data: `{"node": {"nodeName": 5}}`, want: []string{"nodeName"}},
 		{

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs nodekeeper on the example pods, for real: installs what a fresh Debian
+# machine lacks (containerd, runc, the CNI plugins), builds nodekeeper and its
+# images, then starts `nodekeeper run`, which starts its own containerd,
+# imports the images and runs examples/pods/*.yaml as static pods, each in its
+# own network namespace. It prints the pods' table whenever it changes.
+#
+#   sudo ./examples/run.sh        run (Ctrl-C stops the agent; the pods keep
+#                                 running, as a kubelet's do, and the next run
+#                                 adopts them)
+#   sudo ./examples/run.sh stop   stop and remove the example pods, then exit
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "run.sh: nodekeeper runs containers and manages cgroups: run it as root (sudo)" >&2
+	exit 2
+fi
+need=()
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+if [ "${#need[@]}" -gt 0 ]; then
+	echo "run.sh: installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+make -s build # bin/nodekeeper and bin/images/{pause,testbox}.tar
+root=/var/lib/nodekeeper
+args=(run --root-dir "$root" --image-dir bin/images --hostname-override example --config examples/nodekeeper.yaml)
+
+if [ "${1:-}" = "stop" ]; then
+	# An agent with no manifests stops every pod it finds, then we stop it.
+	empty=$(mktemp -d)
+	bin/nodekeeper "${args[@]}" --pod-manifest-path "$empty" --status-interval 0 2>/dev/null &
+	agent=$!
+	trap 'kill $agent 2>/dev/null; rmdir "$empty"' EXIT
+	for _ in $(seq 1 120); do
+		sleep 1
+		out=$(bin/nodekeeper get pods --server http://127.0.0.1:10255 2>/dev/null) || continue
+		if [ "$(echo "$out" | wc -l)" -le 1 ]; then
+			echo "run.sh: example pods stopped and removed"
+			exit 0
+		fi
+	done
+	echo "run.sh: pods still there after 2 minutes:" >&2
+	echo "$out" >&2
+	exit 1
+fi
+exec bin/nodekeeper "${args[@]}" --pod-manifest-path examples/pods
