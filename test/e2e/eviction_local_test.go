@@ -134,7 +134,7 @@ func TestEmptyDirSizeLimitEvictsViolator(t *testing.T) {
 	a.applyLocal(localPod("within", "BestEffort", `["fill", "/cache/x", "1Mi"]`, vol("8Mi")))
 	t.Cleanup(func() { a.deleteLocal("within") })
 	p := a.WaitPod("violator", "evicted", evicted)
-	if want := `Usage of EmptyDir volume "cache" exceeds the limit "8Mi".`; p.Status.Message != want {
+	if want := `Usage of EmptyDir volume "cache" exceeds the limit "8Mi". `; p.Status.Message != want {
 		t.Errorf("message %q, want %q", p.Status.Message, want)
 	}
 	if p := a.Pod("within"); p == nil || !running(p) {
