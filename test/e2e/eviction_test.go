@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,6 +121,16 @@ func TestMemoryPressureStaticPod(t *testing.T) {
 	})
 	if p := a.Pod("hog-e2e"); p == nil || p.Status.Phase != v1.PodRunning || p.Status.Reason == "Evicted" {
 		t.Fatalf("the static pod was evicted: %s", podSummary(p))
+	}
+	// The CLI against the live agent: get node shows the condition, explain
+	// eviction --live ranks the hog for the signal under pressure.
+	out, err := exec.Command(a.art.bin, "get", "node", "--server", a.URL).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^MemoryPressure\s+True\s+KubeletHasInsufficientMemory`).Match(out) {
+		t.Errorf("get node: %v\n%s", err, out)
+	}
+	out, err = exec.Command(a.art.bin, "explain", "eviction", "--live="+a.URL).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Node conditions: [MemoryPressure]") || !strings.Contains(string(out), "default/hog-e2e") {
+		t.Errorf("explain eviction --live: %v\n%s", err, out)
 	}
 
 	a.RemoveManifest("hog.yaml")
