@@ -44,3 +44,32 @@ func TestDiskPressureReclaimsUnusedImages(t *testing.T) {
 		t.Errorf("no image removal logged:\n%s", tail(a.Log(), 30))
 	}
 }
+
+// TestPIDPressure: with a pid.available threshold the machine cannot meet
+// (99% of pid_max free), the node reports PIDPressure (GET /node) while the
+// static pod it runs, critical, is not evicted.
+func TestPIDPressure(t *testing.T) {
+	a := StartAgent(t, Options{Config: `evictionHard:
+  memory.available: 100Mi
+  pid.available: "99%"
+`})
+	a.WriteManifest("spawner.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: spawner
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    image: %s
+    args: ["spawn", "20"]
+`, testbox))
+	a.WaitPod("spawner-e2e", "running", running)
+	a.Eventually("PIDPressure", 60*time.Second, a.conditionIs(v1.NodePIDPressure, v1.ConditionTrue))
+	a.Eventually("the eviction manager refusing to evict the critical pod", 30*time.Second, func() (bool, string) {
+		return strings.Contains(a.Log(), "cannot evict a critical pod"), "not logged"
+	})
+	if p := a.Pod("spawner-e2e"); p == nil || !running(p) {
+		t.Errorf("the static pod was disturbed: %s", podSummary(p))
+	}
+}
