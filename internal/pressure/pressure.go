@@ -347,10 +347,12 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 			if f.events == unix.POLLPRI && strings.HasPrefix(f.what, "memory.events") {
 				_, _ = unix.Pread(f.fd, make([]byte, 512), 0) // acknowledge the change
 			}
-			if p.Revents&(unix.POLLERR|unix.POLLNVAL) != 0 && f.what != "psi" && !strings.HasPrefix(f.what, "memory.events") {
-				// A removed cgroup: stop polling this descriptor.
-				n.log.Warn("memory notification ended", "watch", f.what)
+			if p.Revents&(unix.POLLIN|unix.POLLPRI) == 0 {
+				// An error without an event (a descriptor that went bad):
+				// stop polling it rather than spin.
+				n.log.Warn("pressure notification ended", "watch", f.what, "revents", p.Revents)
 				pfds[i+1].Fd = -1
+				continue
 			}
 			n.log.Debug("pressure notification", "watch", f.what)
 			woke = true
