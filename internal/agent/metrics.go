@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,44 +52,19 @@ func newMetrics(reg prometheus.Registerer) (*agentMetrics, error) {
 			Help:    "Duration in seconds of one relist of the runtime's pods.",
 			Buckets: prometheus.DefBuckets,
 		}),
-		runningPods: prometheus.NewGauge(prometheus.GaugeOpts{
+		runningPods: r.Gauge(prometheus.GaugeOpts{
 			Subsystem: "kubelet", Name: "running_pods",
 			Help: "Number of pods whose sandbox is ready.",
 		}),
-		runningCtrs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		runningCtrs: r.GaugeVec(prometheus.GaugeOpts{
 			Subsystem: "kubelet", Name: "running_containers",
 			Help: "Number of containers by state.",
-		}, []string{"container_state"}),
+		}, "container_state"),
 	}
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	// internal/metrics.Registrar makes no gauges yet: register them here by
-	// the same rule (an identical collector already there is reused).
-	var err error
-	if m.runningPods, err = registerGauge(reg, m.runningPods); err != nil {
-		return nil, err
-	}
-	if m.runningCtrs, err = registerGauge(reg, m.runningCtrs); err != nil {
-		return nil, err
-	}
 	return m, nil
-}
-
-func registerGauge[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("agent: register metrics: %w", err)
-	}
-	return c, nil
 }
 
 // containerStates are the container_state label values, the CRI states in

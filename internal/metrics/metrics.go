@@ -60,6 +60,16 @@ func (r *Registrar) HistogramVec(opts prometheus.HistogramOpts, labels ...string
 	return register(r, prometheus.NewHistogramVec(opts, labels))
 }
 
+// Gauge is CounterVec for a single gauge.
+func (r *Registrar) Gauge(opts prometheus.GaugeOpts) prometheus.Gauge {
+	return register(r, prometheus.NewGauge(opts))
+}
+
+// GaugeVec is CounterVec for a gauge vector.
+func (r *Registrar) GaugeVec(opts prometheus.GaugeOpts, labels ...string) *prometheus.GaugeVec {
+	return register(r, prometheus.NewGaugeVec(opts, labels))
+}
+
 // Err returns the first registration error, or nil.
 func (r *Registrar) Err() error { return r.err }
 

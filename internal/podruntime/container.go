@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -103,11 +104,11 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 	}
 	cmd := make([]string, len(c.Command))
 	for i, s := range c.Command {
-		cmd[i] = expand(s, mapVars(vars))
+		cmd[i] = nodeapi.ExpandVars(s, mapVars(vars))
 	}
 	args := make([]string, len(c.Args))
 	for i, s := range c.Args {
-		args[i] = expand(s, mapVars(vars))
+		args[i] = nodeapi.ExpandVars(s, mapVars(vars))
 	}
 	mounts, err := containerMounts(in)
 	if err != nil {
@@ -292,7 +293,7 @@ func containerEnv(in containerInput) ([]*runtimeapi.KeyValue, error) {
 		var val string
 		switch {
 		case e.ValueFrom == nil:
-			val = expand(e.Value, mapVars(defined))
+			val = nodeapi.ExpandVars(e.Value, mapVars(defined))
 		case e.ValueFrom.FieldRef != nil:
 			v, err := fieldRefValue(in, e.ValueFrom.FieldRef.FieldPath)
 			if err != nil {
@@ -663,4 +664,9 @@ func etcHostsMount(in containerInput, mounts []*runtimeapi.Mount) (*runtimeapi.M
 		return nil, err
 	}
 	return &runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: path}, nil
+}
+
+// mapVars looks names up in m, for nodeapi.ExpandVars.
+func mapVars(m map[string]string) func(string) (string, bool) {
+	return func(n string) (string, bool) { v, ok := m[n]; return v, ok }
 }

@@ -447,7 +447,7 @@ func TestFileSkipsInvalidManifests(t *testing.T) {
 	dir := t.TempDir()
 	p := func(name string) string { return filepath.Join(dir, name) }
 	write(t, p("good.yaml"), manifest("good", "x:1"))
-	write(t, p("unknown.yaml"), manifest("unknown", "x:1")+"    imagee: y\n")
+	write(t, p("unknown.yaml"), manifest("unknown", "x:1")+"    imagee: z\n")
 	write(t, p("quantity.yaml"), manifest("quantity", "x:1")+"    resources:\n      limits:\n        cpu: lots\n")
 	write(t, p("zz-dup.yaml"), manifest("good", "x:2"))
 	write(t, p("uid1.yaml"), strings.Replace(manifest("uid1", "x:1"), "metadata:", "metadata:\n  uid: u-1", 1))
@@ -504,7 +504,7 @@ func TestFileSkipsInvalidManifests(t *testing.T) {
 	}
 
 	// A new content that is still bad is reported again; a fixed one runs.
-	write(t, p("unknown.yaml"), manifest("unknown", "x:1")+"    imagez: y\n")
+	write(t, p("unknown.yaml"), manifest("unknown", "x:1")+"    imagez: z\n")
 	h.tick(period)
 	if d := cmp.Diff([]string{"Warning InvalidManifest: " + p("unknown.yaml") + `: document 1: pod "unknown": unknown field "spec.containers[0].imagez"`}, h.rec.take()); d != "" {
 		t.Errorf("events after a change (-want +got):\n%s", d)

@@ -1,10 +1,11 @@
-package podruntime
+package nodeapi
 
 import "testing"
 
-func TestExpand(t *testing.T) {
+func TestExpandVars(t *testing.T) {
 	t.Parallel()
-	vars := mapVars(map[string]string{"A": "x", "B": "y z", "EMPTY": ""})
+	m := map[string]string{"A": "x", "B": "y z", "EMPTY": ""}
+	vars := func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 	tests := []struct{ in, want string }{
 		{"plain", "plain"},
 		{"$(A)", "x"},
@@ -21,8 +22,8 @@ func TestExpand(t *testing.T) {
 		{"$(A)$(A)", "xx"},
 	}
 	for _, tc := range tests {
-		if got := expand(tc.in, vars); got != tc.want {
-			t.Errorf("expand(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := ExpandVars(tc.in, vars); got != tc.want {
+			t.Errorf("ExpandVars(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

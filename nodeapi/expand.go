@@ -1,12 +1,13 @@
-package podruntime
+package nodeapi
 
 import "strings"
 
-// expand replaces each $(NAME) in s with vars[NAME] as the kubelet does for
-// command, args and env values: a reference to an undefined name stays as
+// ExpandVars replaces each $(NAME) in s with the value vars gives NAME, as
+// the kubelet does for a container's command, args and env values (and exec
+// probes' commands): a reference to an undefined name stays as
 // written, "$$" is a literal "$" (so "$$(NAME)" gives "$(NAME)"), and any
 // other "$" is kept.
-func expand(s string, vars func(string) (string, bool)) string {
+func ExpandVars(s string, vars func(string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
