@@ -36,6 +36,9 @@ const DefaultPSITrigger = "some 150000 2000000"
 // used where no notification is available.
 const DefaultPollPeriod = time.Second
 
+// DefaultMinWakeInterval is the default of Config.MinWakeInterval.
+const DefaultMinWakeInterval = 100 * time.Millisecond
+
 // The mechanisms, as Mechanisms and the start log name them.
 const (
 	MechanismMemcgThreshold = "memcg-v1-usage-threshold"
@@ -77,6 +80,12 @@ type Config struct {
 	Disk []DiskWatch
 	// PollPeriod is the period of the polls; zero is DefaultPollPeriod.
 	PollPeriod time.Duration
+	// MinWakeInterval spaces the wakes kernel notifications cause: one that
+	// comes sooner after the last wake is held until the interval is over,
+	// and merged with any others then (none is lost). Usage hovering at a
+	// memcg threshold would otherwise cross it many times a second, each a
+	// pass. Zero is DefaultMinWakeInterval; negative is no spacing.
+	MinWakeInterval time.Duration
 }
 
 // Deps are the notifier's collaborators.
@@ -140,6 +149,9 @@ func New(cfg Config, deps Deps) (*Notifier, error) {
 	}
 	if cfg.PollPeriod == 0 {
 		cfg.PollPeriod = DefaultPollPeriod
+	}
+	if cfg.MinWakeInterval == 0 {
+		cfg.MinWakeInterval = DefaultMinWakeInterval
 	}
 	if deps.Statfs == nil {
 		deps.Statfs = unix.Statfs
@@ -322,11 +334,19 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 		pfds = append(pfds, unix.PollFd{Fd: int32(f.fd), Events: f.events})
 	}
 	buf := make([]byte, 8)
+	// Notifications closer than MinWakeInterval to the last wake are held
+	// and delivered as one wake when the interval is over.
+	var last time.Time
+	pending := false
 	for {
 		for i := range pfds {
 			pfds[i].Revents = 0
 		}
-		if _, err := unix.Poll(pfds, -1); err != nil {
+		timeout := -1
+		if pending {
+			timeout = max(0, int((n.cfg.MinWakeInterval-time.Since(last)+time.Millisecond-1)/time.Millisecond))
+		}
+		if _, err := unix.Poll(pfds, timeout); err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
@@ -357,9 +377,15 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 			n.log.Debug("pressure notification", "watch", f.what)
 			woke = true
 		}
-		if woke {
-			n.deps.Wake()
+		if !woke && !pending {
+			continue
 		}
+		if time.Since(last) < n.cfg.MinWakeInterval {
+			pending = true
+			continue
+		}
+		n.deps.Wake()
+		last, pending = time.Now(), false
 	}
 }
 

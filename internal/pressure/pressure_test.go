@@ -307,3 +307,46 @@ func TestMemcgThresholdWakes(t *testing.T) {
 		t.Errorf("child: %q, %v; want done", line, err)
 	}
 }
+
+// TestNotificationsSpaced: notifications are delivered as wakes at most once
+// per MinWakeInterval; those in between are merged into one wake at the end
+// of the interval, none lost. The notifications come from an eventfd of the
+// test's own, signalled as the kernel signals a memcg threshold.
+func TestNotificationsSpaced(t *testing.T) {
+	t.Parallel()
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWakes()
+	n, err := New(Config{MinWakeInterval: 300 * time.Millisecond}, Deps{Wake: w.wake, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.fds = []notifyFD{{fd: efd, events: unix.POLLIN, what: "test eventfd"}} // closed by Run
+	run(t, n)
+	signal := func() {
+		t.Helper()
+		if _, err := unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signal()
+	w.await(t, 10*time.Second, "the first notification")
+	first := time.Now()
+	for range 5 { // a burst within the interval
+		signal()
+	}
+	w.await(t, 10*time.Second, "the burst, merged")
+	if gap := time.Since(first); gap < 250*time.Millisecond {
+		t.Errorf("the burst woke %v after the first wake, want about the 300ms interval", gap)
+	}
+	select {
+	case <-w.c:
+		t.Errorf("the burst woke more than once (%d wakes)", w.n.Load())
+	case <-time.After(500 * time.Millisecond): // checking that nothing more comes
+	}
+	if got := w.n.Load(); got != 2 {
+		t.Errorf("wakes = %d, want 2", got)
+	}
+}
