@@ -60,7 +60,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 		m.mu.Unlock()
 	}()
 
-	m.freeInactive()
+	m.freeInactive(ctx)
 	changed := false
 	for _, r := range reqs {
 		c, err := m.allocateResource(ctx, pod, container.Name, r.name, r.count)
@@ -144,7 +144,7 @@ func (m *Manager) deviceRequests(c *v1.Container) []deviceRequest {
 // sources are complete. Pods in admission (an Allocate in flight, or the
 // last pod Allocate was called for, whose other containers may follow) count
 // as active.
-func (m *Manager) freeInactive() {
+func (m *Manager) freeInactive(ctx context.Context) {
 	if m.deps.ActivePods == nil || (m.deps.SourcesReady != nil && !m.deps.SourcesReady()) {
 		return
 	}
@@ -152,10 +152,26 @@ func (m *Manager) freeInactive() {
 	for _, p := range m.deps.ActivePods() {
 		active.Insert(string(p.UID))
 	}
+	inactive := func() []string {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var out []string
+		for uid := range m.pods {
+			if !active.Has(uid) && m.admitting[uid] == 0 && uid != m.lastAdmitted {
+				out = append(out, uid)
+			}
+		}
+		return out
+	}
+	candidates := inactive()
+	// A pod whose containers still run with their devices keeps them, even
+	// when ActivePods does not list it (a pod table not yet complete).
+	keep := m.stillHeld(ctx, candidates)
 	var freed []string
 	m.mu.Lock()
-	for uid, ctrs := range m.pods {
-		if active.Has(uid) || m.admitting[uid] > 0 || uid == m.lastAdmitted {
+	for _, uid := range candidates {
+		ctrs, ok := m.pods[uid]
+		if !ok || keep[uid] || active.Has(uid) || m.admitting[uid] > 0 || uid == m.lastAdmitted {
 			continue
 		}
 		for _, byRes := range ctrs {
@@ -188,8 +204,15 @@ type choice struct {
 func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res string, need int) (bool, error) {
 	uid := string(pod.UID)
 	running := false
-	if m.deps.SourcesReady != nil && !m.deps.SourcesReady() && m.deps.ContainerRunning != nil {
-		running = m.deps.ContainerRunning(uid, ctr)
+	m.mu.Lock()
+	held := m.pods.get(uid, ctr, res) != nil
+	m.mu.Unlock()
+	// A container that runs keeps its devices without any check while the
+	// pod sources are incomplete (the kubelet's rule), and, beyond the
+	// kubelet, whenever it already holds them: re-admitting a running pod
+	// after a restart of the agent never fails on its plugin being away.
+	if (m.deps.SourcesReady != nil && !m.deps.SourcesReady()) || held {
+		running = m.containerRunning(ctx, uid, ctr)
 	}
 	log := m.log.With("pod", nodeapi.PodName(pod), "podUID", uid, "containerName", ctr, "resourceName", res)
 

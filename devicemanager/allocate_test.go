@@ -276,7 +276,7 @@ func TestContainerOptionsAndPreStart(t *testing.T) {
 		Envs:        []*runtimeapi.KeyValue{{Key: "DEV_d0", Value: []byte("d0")}, {Key: "NIC", Value: []byte("n0")}},
 		Mounts:      []*runtimeapi.Mount{{ContainerPath: "/usr/local/stub", HostPath: "/opt/stub", Readonly: true}},
 		Devices:     []*runtimeapi.Device{{ContainerPath: "/dev/d0", HostPath: "/dev/d0", Permissions: "rw"}, {ContainerPath: "/dev/n0", HostPath: "/dev/n0", Permissions: "r"}},
-		Annotations: map[string]string{"nic": "yes"},
+		Annotations: map[string]string{"nic": "yes", AnnotationDevices: `{"example.com/gpu":["d0"],"example.com/nic":["n0"]}`},
 		CDIDevices:  []*runtimeapi.CDIDevice{{Name: "example.com/nic=n0"}},
 	}
 	if diff := cmp.Diff(want, opts, protocmp.Transform()); diff != "" {

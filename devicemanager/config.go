@@ -1,6 +1,7 @@
 package devicemanager
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // Defaults for Config fields left zero.
@@ -110,6 +113,16 @@ type Deps struct {
 	ContainerRunning func(podUID, containerName string) bool
 	// Registerer receives the Manager's metrics. Nil registers none.
 	Registerer prometheus.Registerer
+	// RuntimeDevices, when set, lists the devices the runtime's live
+	// containers hold (RuntimeDevices over CRI). When the checkpoint is
+	// unreadable, Run rebuilds the assignments from it before serving, and
+	// devices of a pod that ActivePods no longer lists are freed only once
+	// no live container of the pod holds them.
+	RuntimeDevices func(ctx context.Context) ([]HeldDevices, error)
+	// Recorder, when set, gets the node event of a checkpoint recovery,
+	// about the node NodeName.
+	Recorder nodeapi.Recorder
+	NodeName string
 	// Clock is what the Manager's time reads and waits go through: the stop
 	// grace period (when a plugin was lost, and Capacity's now), the
 	// checkpoint save delay, the reconnect back-off, the restore time and

@@ -12,5 +12,11 @@
 //
 // Beyond the kubelet, a ListAndWatch stream that drops is re-dialled while the
 // plugin's socket exists, and the Allocate RPC has a timeout so that a hung
-// plugin fails one admission instead of blocking all of them.
+// plugin fails one admission instead of blocking all of them. Each container
+// also carries its device IDs in the AnnotationDevices annotation: when the
+// checkpoint is unreadable, Run rebuilds the assignments of the runtime's
+// live containers from it (Deps.RuntimeDevices), with a node event and a
+// metric, and devices are freed only once no live container holds them. The
+// pod-resources API (ContainerDevices, AllocatableDevices) reads the same
+// state.
 package devicemanager

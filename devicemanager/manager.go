@@ -43,6 +43,9 @@ type Manager struct {
 	writeFile func(path string, data []byte, perm fs.FileMode) error
 	// checkpointFound records whether New found a checkpoint file.
 	checkpointFound bool
+	// corrupt is why the checkpoint could not be read; nil when it could
+	// (or there was none). Run then rebuilds from Deps.RuntimeDevices.
+	corrupt error
 
 	regC      chan registration // Register → Run loop
 	saveC     chan chan error   // synchronous checkpoint requests → saver
@@ -140,13 +143,22 @@ func (m *Manager) restore(now time.Time) error {
 		if mvErr != nil {
 			return fmt.Errorf("device checkpoint %s: %w; moving it aside: %w", m.checkpoint, err, mvErr)
 		}
-		m.log.Error("Device checkpoint unreadable; moved aside, starting with no device assignments",
-			"path", m.checkpoint, "movedTo", aside, "err", err)
+		m.corrupt = err
+		msg := "Device checkpoint unreadable; moved aside, starting with no device assignments"
+		if m.deps.RuntimeDevices != nil {
+			msg = "Device checkpoint unreadable; moved aside, rebuilding the assignments from the runtime's containers"
+		}
+		m.log.Error(msg, "path", m.checkpoint, "movedTo", aside, "err", err)
 		return nil
 	}
 	for _, e := range st.Entries {
 		resp := &pluginapi.ContainerAllocateResponse{}
-		if err := proto.Unmarshal(e.AllocResp, resp); err != nil {
+		if len(e.AllocResp) == 0 {
+			// No answer recorded: an assignment rebuilt from the runtime
+			// (or a plugin that answered nothing). The plugin is asked again,
+			// for the same devices, before the container is next created.
+			resp = nil
+		} else if err := proto.Unmarshal(e.AllocResp, resp); err != nil {
 			m.log.Error("Device checkpoint entry has an undecodable allocation response; skipping it",
 				"podUID", e.PodUID, "containerName", e.ContainerName, "resourceName", e.ResourceName, "err", err)
 			continue
@@ -169,6 +181,10 @@ func (m *Manager) restore(now time.Time) error {
 // without one (a new or re-created node) should zero its extended-resource
 // capacity, as the kubelet's ShouldResetExtendedResourceCapacity.
 func (m *Manager) CheckpointFound() bool { return m.checkpointFound }
+
+// Ready is closed once Run serves the registration socket; from then on
+// ContainerOptions can write the checkpoint.
+func (m *Manager) Ready() <-chan struct{} { return m.started }
 
 // Changed delivers a value after device state changed (registration,
 // ListAndWatch update, plugin loss, removal). Notifications coalesce; a
@@ -227,6 +243,9 @@ func (m *Manager) run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	wg.Go(func() { m.saveLoop(ctx) })
+	if m.corrupt != nil && m.deps.RuntimeDevices != nil {
+		m.recoverFromRuntime(ctx)
+	}
 	close(m.started)
 	m.log.Info("Device plugin registration server listening", "socket", m.socket)
 

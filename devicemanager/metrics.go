@@ -10,6 +10,10 @@ import (
 type metrics struct {
 	registrations *prometheus.CounterVec
 	allocDuration *prometheus.HistogramVec
+	// recoveries and recovered are nodekeeper's own: rebuilding the
+	// assignments from the runtime after the checkpoint was unreadable.
+	recoveries *prometheus.CounterVec
+	recovered  *prometheus.CounterVec
 }
 
 // newMetrics registers the metrics on reg (nil: none); a second Manager on
@@ -26,6 +30,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time in seconds that a device plugin took to answer an Allocate request, by resource name.",
 			Buckets: prometheus.DefBuckets,
 		}, "resource_name"),
+		recoveries: r.CounterVec(prometheus.CounterOpts{
+			Name: "nodekeeper_device_checkpoint_recoveries_total",
+			Help: "Unreadable device checkpoints whose assignments were rebuilt from the runtime's containers, by result (rebuilt, failed).",
+		}, "result"),
+		recovered: r.CounterVec(prometheus.CounterOpts{
+			Name: "nodekeeper_device_checkpoint_recovered_assignments_total",
+			Help: "Device assignments (container and resource) rebuilt from the runtime's containers after the checkpoint was unreadable.",
+		}),
 	}
 	if err := r.Err(); err != nil {
 		return nil, err

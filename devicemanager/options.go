@@ -64,6 +64,10 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 		}
 	}
 
+	if err := m.refreshRecovered(ctx, uid, container.Name); err != nil {
+		return nil, err
+	}
+
 	type prestart struct {
 		res    string
 		client rpcClient
@@ -71,6 +75,7 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	}
 	var calls []prestart
 	var resps []*pluginapi.ContainerAllocateResponse
+	ids := map[string][]string{}
 	m.mu.Lock()
 	byRes := m.pods[uid][container.Name]
 	if len(byRes) == 0 {
@@ -80,6 +85,7 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 	for _, res := range sortedKeys(byRes) {
 		a := byRes[res]
 		resps = append(resps, a.resp)
+		ids[res] = a.ids
 		rs := m.resources[res]
 		if rs == nil {
 			continue
@@ -103,7 +109,12 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, container *
 			return nil, classed(ErrPlugin, "device plugin PreStartContainer rpc failed with err: %w", err)
 		}
 	}
-	return m.mergeOptions(uid, container.Name, resps), nil
+	out := m.mergeOptions(uid, container.Name, resps)
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[AnnotationDevices] = devicesAnnotation(ids)
+	return out, nil
 }
 
 // podActive reports whether Deps.ActivePods lists pod; without

@@ -161,7 +161,8 @@ func TestLoadsKubeletCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &ContainerOptions{Envs: []*runtimeapi.KeyValue{{Key: "GPU_LIST", Value: []byte("gpu-0")}}}
+	want := &ContainerOptions{Envs: []*runtimeapi.KeyValue{{Key: "GPU_LIST", Value: []byte("gpu-0")}},
+		Annotations: map[string]string{AnnotationDevices: `{"example.com/gpu":["gpu-0","gpu-1"]}`}}
 	if diff := cmp.Diff(want, opts, protocmp.Transform()); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}

@@ -19,8 +19,8 @@
 //
 // Differences from the kubelet: the plan is checked (the fit again, without the
 // victims) before the pod is admitted (the kubelet admits without checking); the OS and device-manager checks of
-// the kubelet's predicate handler are not done here (device allocation will be its
-// own handler); when no Node object is known, node affinity, node name and taints are
+// the kubelet's predicate handler are not done here (device allocation is its
+// own handler, DeviceHandler); when no Node object is known, node affinity, node name and taints are
 // not checked.
 package admission
 
@@ -141,6 +141,9 @@ type Deps struct {
 	// devices already assigned (devicemanager.Manager), so pods holding devices
 	// pass re-admission while their plugin is away.
 	Devices AllocatableSanitizer
+	// Allocator, when set, assigns devices to the pod after the eviction check
+	// and before the resource fit (DeviceHandler).
+	Allocator DeviceAllocator
 }
 
 // AllocatableSanitizer adjusts node allocatable before the fit check.
@@ -155,8 +158,9 @@ type ConditionSource interface {
 	Conditions() []v1.NodeConditionType
 }
 
-// New returns the default chain: EvictionHandler, then ResourceHandler with
-// critical-pod preemption when deps.Preemption is set.
+// New returns the default chain: EvictionHandler, DeviceHandler when
+// deps.Allocator is set, then ResourceHandler with critical-pod preemption when
+// deps.Preemption is set.
 func New(deps Deps) (*Chain, error) {
 	if deps.ActivePods == nil || deps.Conditions == nil || deps.Node == nil {
 		return nil, errors.New("admission: ActivePods, Conditions and Node are required")
@@ -169,7 +173,11 @@ func New(deps Deps) (*Chain, error) {
 		}
 		res.Preemption = pre
 	}
-	return NewChain(&EvictionHandler{Conditions: deps.Conditions}, res), nil
+	handlers := []Handler{&EvictionHandler{Conditions: deps.Conditions}}
+	if deps.Allocator != nil {
+		handlers = append(handlers, &DeviceHandler{Devices: deps.Allocator})
+	}
+	return NewChain(append(handlers, res)...), nil
 }
 
 // EvictionHandler rejects pods the node cannot take under pressure (eviction.Admit).

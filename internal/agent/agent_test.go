@@ -638,3 +638,41 @@ func histCount(t *testing.T, reg *prometheus.Registry, name, label, value string
 	}
 	return 0
 }
+
+// A pod handed over in a terminal phase finished in an earlier run: it is
+// neither admitted nor started, and keeps its final status.
+func TestFinishedPodIsNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		var admitted []string
+		admit := admitFunc(func(_ context.Context, pod *v1.Pod) admission.Response {
+			admitted = append(admitted, pod.Name)
+			return admission.Response{Admit: true}
+		})
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt, Admit: admit})
+		stop := start(t, a)
+		defer stop()
+		done := testPod("done", "u1", 0)
+		done.Status = preemption.PreemptedStatus()
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{done, testPod("web", "u2", 1)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"web"}, admitted); diff != "" {
+			t.Errorf("admitted (-want +got):\n%s", diff)
+		}
+		for _, c := range mem.callLog() {
+			if strings.Contains(c, "done") {
+				t.Errorf("finished pod reached the runtime: %s", c)
+			}
+		}
+		if diff := cmp.Diff(map[string]v1.PodPhase{"default/web": v1.PodRunning}, phases(a.ActivePods())); diff != "" {
+			t.Errorf("active pods (-want +got):\n%s", diff)
+		}
+		st, ok := a.GetPodStatus("u1")
+		if !ok || st.Phase != v1.PodFailed || st.Reason != preemption.Reason || !a.IsPodTerminated("u1") {
+			t.Errorf("finished pod: %v %q %q terminated %v", ok, st.Phase, st.Reason, a.IsPodTerminated("u1"))
+		}
+	})
+}

@@ -375,6 +375,20 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 			e.startObserved = true
 		}
 		l.pods[p.UID] = e
+		if ph := p.Status.Phase; ph == v1.PodSucceeded || ph == v1.PodFailed {
+			// It finished in an earlier run (a source that keeps final
+			// statuses, as the local pod store does): never started again,
+			// and its final status stays.
+			st := *p.Status.DeepCopy()
+			e.state, e.final = stateTerminated, &st
+			if hasRunning(e.runtime) {
+				e.state = stateTerminating
+			}
+			l.a.log.Info("Pod finished before; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID, "phase", ph, "reason", st.Reason)
+			l.refresh(now)
+			l.publish()
+			continue
+		}
 		resp := l.a.admit.Admit(l.ctx, p)
 		switch {
 		case !resp.Admit:

@@ -23,6 +23,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
+	"github.com/nodekeeper/nodekeeper/devicemanager"
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/agent"
@@ -30,8 +31,10 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/node"
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/podresources"
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 	"github.com/nodekeeper/nodekeeper/internal/podsource"
 	"github.com/nodekeeper/nodekeeper/internal/pressure"
@@ -178,25 +181,23 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	recorder := nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
 	hostIP := hostIPv4()
+	var n *node.Node // built below; the pod runtime reaches its device manager through it
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
 		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(),
-	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder})
+	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n}})
 	if err != nil {
 		return err
 	}
 	// The agent and the node-level managers need each other: the agent asks
 	// admission, the managers kill through the agent. Closures over the two
 	// variables tie them; neither runs before both are built.
-	var (
-		n  *node.Node
-		ag *agent.Agent
-	)
+	var ag *agent.Agent
 	admit := admitFunc(func(ctx context.Context, pod *v1.Pod) admission.Response { return n.Admission.Admit(ctx, pod) })
 	preempt := preemptFunc(func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
 		return n.Preemption.Execute(ctx, plan)
 	})
-	sources := []string{}
+	sources := []string{localpods.Source}
 	if ac.StaticPodPath != "" {
 		sources = append(sources, sourceFile)
 	}
@@ -215,13 +216,17 @@ func Run(ctx context.Context, o Options) error {
 	}
 	rootDir := o.RootDir
 	n, err = node.New(o.Config, node.Options{
-		SandboxImage: ocibuild.PauseRef,
+		SandboxImage:  ocibuild.PauseRef,
+		DevicePlugins: &devicemanager.Config{Dir: devicePluginDir(rootDir)},
 		// The kubelet's defaults of --minimum-container-ttl-duration,
 		// --maximum-dead-containers-per-container and --maximum-dead-containers.
 		ContainerGC: containergc.DefaultPolicy(),
 		LogDirs:     containergc.LogDirs{Pods: ac.PodLogsDir},
 	}, node.Collaborators{
-		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) { return capacity(rootDir, memory) },
+		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) {
+			c, err := capacity(rootDir, memory)
+			return withDevices(c, n), err
+		},
 		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
 		Logger: log, Registerer: reg,
 		ImageRecords: imagegc.FileStore{Path: filepath.Join(rootDir, imageRecordsFile)},
@@ -229,7 +234,37 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// Devices: the device-plugin registration server, then the pod-resources
+	// API, both before the sync loop admits pods.
+	g.Go(func() error { return n.Devices.Run(ctx) })
+	podRes, err := podresources.New(podresources.Config{Socket: podResourcesSocket(rootDir)}, podresources.Deps{
+		ActivePods: ag.ActivePods, Devices: n.Devices, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return podRes.Run(ctx) })
+	select {
+	case <-n.Devices.Ready():
+	case <-ctx.Done():
+		return g.Wait()
+	}
 	g.Go(func() error { return ag.Run(ctx) })
+	// Ordinary local pods (nodekeeper apply / delete pod): persisted in the
+	// root directory, changed through the unix socket or the loopback port.
+	local, err := localpods.New(localpods.Config{Path: filepath.Join(rootDir, localpods.FileName), NodeName: o.NodeName},
+		localpods.Deps{Agent: ag, Observed: ag.Pods, Logger: log})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return local.Run(ctx) })
+	g.Go(func() error {
+		sock := filepath.Join(rootDir, localpods.SocketName)
+		if err := localpods.ServeUnix(ctx, sock, local.Handler(), log, nil); err != nil {
+			log.Error("Local pods socket not served; use the loopback port", "socket", sock, "err", err)
+		}
+		return nil
+	})
 	// The node-level loops: eviction (woken early by the pressure notifier),
 	// container GC and image GC.
 	pc, err := pressureWatches(o.Config.Eviction.Thresholds, memory, ac.CgroupRoot, cgc.KubepodsLimits, rootDir, unix.Statfs)
@@ -241,7 +276,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	g.Go(func() error { return notifier.Run(ctx) })
-	g.Go(func() error { return n.Run(ctx) })
+	// Not n.Run: the device manager (and the prober) are run on their own.
+	g.Go(func() error { return n.Eviction.Run(ctx) })
+	g.Go(func() error { return n.Containers.Run(ctx) })
+	g.Go(func() error { return n.Images.Run(ctx) })
 	if ac.StaticPodPath != "" {
 		src, err := podsource.NewFile(podsource.FileConfig{
 			Path: ac.StaticPodPath, NodeName: o.NodeName, Period: ac.FileCheckFrequency,
@@ -260,7 +298,7 @@ func Run(ctx context.Context, o Options) error {
 	var addr string
 	if ac.ReadOnlyPort != 0 {
 		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, server.Deps{
-			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"),
+			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"), Local: local.Handler(),
 			Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
 			Configz: func() any {
 				k := o.Config.Kubelet

@@ -187,6 +187,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	if opts.DevicePlugins != nil {
 		n.Devices, err = devicemanager.New(*opts.DevicePlugins, devicemanager.Deps{
 			Logger: c.Logger, ActivePods: c.Pods.ActivePods, Registerer: c.Registerer, Clock: c.Clock,
+			RuntimeDevices: devicemanager.RuntimeDevices(c.Runtime), Recorder: c.Recorder, NodeName: c.NodeName,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("node: %w", err)
@@ -209,6 +210,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	}
 	if n.Devices != nil {
 		deps.Devices = n.Devices
+		deps.Allocator = n.Devices
 	}
 	if n.Admission, err = admission.New(deps); err != nil {
 		return nil, fmt.Errorf("node: %w", err)

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,8 +180,10 @@ func TestAllocatablePodsDefault(t *testing.T) {
 
 // TestDevicePlugins builds the node with the device manager: a device plugin
 // registers over the real unix socket, its healthy devices become part of
-// admission's allocatable, and a pod asking for more than there are is
-// rejected with the kubelet's reason.
+// admission's allocatable, admission assigns them to the pod it admits, and a
+// pod asking for more than there are is rejected with the kubelet's reason:
+// allocation comes before the resource fit, so it is the allocation's
+// UnexpectedAdmissionError, not OutOf<resource>.
 func TestDevicePlugins(t *testing.T) {
 	t.Parallel()
 	const gpu = "example.com/gpu"
@@ -239,8 +242,11 @@ func TestDevicePlugins(t *testing.T) {
 	if got := ask("2"); !got.admit {
 		t.Errorf("2 of 2 devices: %+v, want admitted", got)
 	}
-	if got := ask("3"); got.admit || got.reason != "OutOf"+gpu {
-		t.Errorf("3 of 2 devices: %+v, want OutOf%s", got, gpu)
+	if diff := cmp.Diff(map[string][]string{gpu: {"g0", "g1"}}, n.Devices.AllocatedDevices("g2", "c")); diff != "" {
+		t.Errorf("devices of the admitted pod (-want +got):\n%s", diff)
+	}
+	if got := ask("3"); got.admit || got.reason != "UnexpectedAdmissionError" {
+		t.Errorf("3 of 2 devices: %+v, want UnexpectedAdmissionError", got)
 	}
 }
 

@@ -125,6 +125,8 @@ type Deps struct {
 	// Readiness, if set, reports a running container's readiness (known
 	// false: no readiness probe, ready = running).
 	Readiness func(uid types.UID, containerName string) (ready bool, known bool)
+	// Devices, if set, gives containers their assigned devices.
+	Devices Devices
 }
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
@@ -139,6 +141,7 @@ type Manager struct {
 	log       *slog.Logger
 	rec       nodeapi.Recorder
 	readiness func(types.UID, string) (bool, bool)
+	devices   Devices
 
 	mu sync.Mutex // guards the fields below
 	// runtimeName is the runtime's name from Version ("containerd"), once known.
@@ -183,7 +186,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
-		rec: deps.Recorder, readiness: deps.Readiness,
+		rec: deps.Recorder, readiness: deps.Readiness, devices: deps.Devices,
 		crash:    map[backoffKey]backoffEntry{},
 		pull:     map[backoffKey]backoffEntry{},
 		waiting:  map[types.UID]map[string]v1.ContainerStateWaiting{},

@@ -261,6 +261,15 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return err
 	}
+	if m.devices != nil {
+		opts, err := m.devices.ContainerOptions(ctx, pod, c)
+		if err != nil {
+			m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+			m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+			return fmt.Errorf("devices of container %s: %w", c.Name, err)
+		}
+		withDevices(cfg, opts)
+	}
 	if err := os.MkdirAll(podLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
 		return err
 	}

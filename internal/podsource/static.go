@@ -31,17 +31,29 @@ const (
 )
 
 // ParseManifest reads the pods of one manifest file: data is the content of
-// file, nodeName the node the pods run on. It decodes them strictly (YAML
-// documents or a JSON object; each a v1 Pod, PodList or List of pods),
-// defaults them (SetDefaults), validates them (Validate) and makes them static
-// (MakeStatic). The pods come back in file order without the config.seen
-// annotation, which the watching source sets.
+// file, nodeName the node the pods run on. It decodes, defaults and validates
+// them (ParsePods) and makes them static (MakeStatic). The pods come back in
+// file order without the config.seen annotation, which the watching source
+// sets. Errors are as ParsePods returns them. ParseManifest is a pure function.
+func ParseManifest(file string, data []byte, nodeName string) (pods []*v1.Pod, errs []error) {
+	pods, errs = ParsePods(file, data, nodeName)
+	for _, p := range pods {
+		MakeStatic(p, file, nodeName)
+	}
+	return pods, errs
+}
+
+// ParsePods reads the pods of one manifest: data is the content of file (the
+// name is used in errors only), nodeName the node the pods run on. It decodes
+// them strictly (YAML documents or a JSON object; each a v1 Pod, PodList or
+// List of pods), defaults them (SetDefaults) and validates them (Validate),
+// and returns them in file order, as written otherwise.
 //
 // A pod that cannot be read or is invalid is skipped with an *Error in errs;
 // the other pods of the file are kept. An error that spoils the whole file (not
 // UTF-8, a YAML syntax error) gives no pods. A file with no documents, or only
-// empty ones, holds no pods and no error. ParseManifest is a pure function.
-func ParseManifest(file string, data []byte, nodeName string) (pods []*v1.Pod, errs []error) {
+// empty ones, holds no pods and no error. ParsePods is a pure function.
+func ParsePods(file string, data []byte, nodeName string) (pods []*v1.Pod, errs []error) {
 	docs, errs, fileErr := decodeManifest(file, data)
 	if fileErr != nil {
 		return nil, []error{fileErr}
@@ -61,7 +73,6 @@ func ParseManifest(file string, data []byte, nodeName string) (pods []*v1.Pod, e
 			errs = append(errs, &Error{File: file, Where: d.where, Pod: name, Err: err})
 			continue
 		}
-		MakeStatic(p, file, nodeName)
 		pods = append(pods, p)
 	}
 	return pods, errs

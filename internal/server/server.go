@@ -81,6 +81,11 @@ type Deps struct {
 	// Healthz are the checks of /healthz, run in order; with none it
 	// answers "ok".
 	Healthz []Check
+	// Local, when set, serves POST /pods and DELETE /pods/{namespace}/{name}
+	// (pod changes), but only when Config.Address is a loopback IP: on any
+	// other address those requests are refused with 403, since nothing here
+	// is authenticated.
+	Local http.Handler
 	// Logger receives the server's errors; nil discards them.
 	Logger *slog.Logger
 }
@@ -159,6 +164,14 @@ func (s *Server) routes() http.Handler {
 	}
 	if s.deps.Configz != nil {
 		mux.HandleFunc("GET /configz", s.configz)
+	}
+	if s.deps.Local != nil {
+		local := s.deps.Local
+		if !net.ParseIP(s.cfg.Address).IsLoopback() {
+			local = http.HandlerFunc(refuseLocal)
+		}
+		mux.Handle("POST /pods", local)
+		mux.Handle("DELETE /pods/{namespace}/{name}", local)
 	}
 	if s.deps.Summary != nil {
 		// The kubelet answers POST here as well.
@@ -284,6 +297,12 @@ func (s *Server) healthzOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.NotFound(w, r)
+}
+
+// refuseLocal answers a pod change on a non-loopback address.
+func refuseLocal(w http.ResponseWriter, r *http.Request) {
+	http.Error(w, fmt.Sprintf("%s %s: pods are changed only through the loopback address or the unix socket", r.Method, r.URL.Path),
+		http.StatusForbidden)
 }
 
 // pods answers a v1 PodList of Deps.Pods, as the kubelet's read-only /pods.

@@ -378,3 +378,49 @@ func TestRunStoppedBeforeListening(t *testing.T) {
 		t.Errorf("Run = %v, want nil", err)
 	}
 }
+
+// Pod changes reach Deps.Local only on a loopback address; GET /pods stays
+// Deps.Pods'.
+func TestLocalOnlyOnLoopback(t *testing.T) {
+	t.Parallel()
+	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "local "+r.Method+" "+r.URL.Path)
+	})
+	pods := func() []*v1.Pod { return nil }
+	type answer struct {
+		Code int
+		Body string
+	}
+	call := func(method, url string) answer {
+		req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return answer{resp.StatusCode, strings.TrimSpace(string(b))}
+	}
+	for _, tt := range []struct {
+		addr string
+		want []answer
+	}{
+		{"127.0.0.1", []answer{
+			{200, "local POST /pods"}, {200, "local DELETE /pods/ns/p"}, {200, `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}`},
+		}},
+		{"0.0.0.0", []answer{
+			{403, "POST /pods: pods are changed only through the loopback address or the unix socket"},
+			{403, "DELETE /pods/ns/p: pods are changed only through the loopback address or the unix socket"},
+			{200, `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}`},
+		}},
+	} {
+		base := start(t, Config{Address: tt.addr}, Deps{Pods: pods, Local: local})
+		got := []answer{call("POST", base+"/pods"), call("DELETE", base+"/pods/ns/p"), call("GET", base+"/pods")}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("address %s (-want +got):\n%s", tt.addr, diff)
+		}
+	}
+}
