@@ -136,3 +136,63 @@ func cpuTicks(b *testing.B, pid int) int64 {
 	}
 	return u + s
 }
+
+// evictLine matches the eviction manager's "evicting pod" line for a pod.
+func evictedAt(log, pod string, t time.Time) (time.Time, bool) {
+	re := regexp.MustCompile(`(?m)^time=(\S+) level=INFO msg="Eviction manager: evicting pod" .*pod=default/` + regexp.QuoteMeta(pod) + ` `)
+	for _, m := range re.FindAllStringSubmatch(log, -1) {
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err == nil && !at.Before(t.Truncate(time.Millisecond)) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// BenchmarkMemoryPressureEviction is BenchmarkMemoryPressureReaction with an
+// ordinary (evictable) Burstable pod allocating 650Mi: it measures the time
+// from the crossing to the decision to evict that pod (its "evicting pod"
+// log line) and to its memory being released (the pods' usage crossing back
+// below the mark, seen by the same eventfd: the container is dead and its
+// memory freed).
+//
+//	go test ./test/e2e -run '^$' -bench MemoryPressureEviction -benchtime 10x
+func BenchmarkMemoryPressureEviction(b *testing.B) {
+	const podsMiB, thresholdMiB = 900, 300
+	a := StartAgent(b, Options{Config: smallPodsConfig(b, podsMiB, thresholdMiB, "1s")})
+	mark := int64(podsMiB-thresholdMiB) << 20
+	var toDecision, toDeath []time.Duration
+	buf := make([]byte, 8)
+	for i := 0; b.Loop(); i++ {
+		efd, closeFD := kubepodsThreshold(b, a, mark)
+		name := "hog" + strconv.Itoa(i)
+		a.applyLocal(localPod(name, "Burstable", `["alloc", "650"]`, ""))
+		crossed := awaitFD(b, efd, 90*time.Second)
+		_, _ = unix.Read(efd, buf)
+		released := awaitFD(b, efd, 90*time.Second)
+		closeFD()
+		var decided time.Time
+		a.Eventually("the eviction", 30*time.Second, func() (bool, string) {
+			var ok bool
+			decided, ok = evictedAt(a.Log(), name, crossed)
+			return ok, "not logged"
+		})
+		toDecision = append(toDecision, decided.Sub(crossed))
+		toDeath = append(toDeath, released.Sub(crossed))
+		a.WaitPod(name, "evicted", evicted)
+		a.deleteLocal(name)
+		a.WaitGone(name)
+	}
+	report := func(what, unit string, lat []time.Duration) {
+		slices.Sort(lat)
+		var s []string
+		for _, d := range lat {
+			s = append(s, d.Round(time.Millisecond).String())
+		}
+		b.Logf("%s, sorted: %s", what, strings.Join(s, " "))
+		b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), unit+"-median")
+		b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*9/10)].Milliseconds()), unit+"-p90")
+	}
+	report("crossing to the eviction decision", "ms-decision", toDecision)
+	report("crossing to the memory released", "ms-death", toDeath)
+}

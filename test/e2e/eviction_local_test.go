@@ -8,13 +8,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 // applyLocal creates an ordinary (non-static, evictable) pod through the
-// agent's POST /pods (nodekeeper apply's endpoint). Without that endpoint
-// in this build the test cannot run.
+// agent's POST /pods (nodekeeper apply's endpoint).
 func (a *Agent) applyLocal(manifest string) {
 	a.t.Helper()
 	resp, err := http.Post(a.URL+"/pods", "application/yaml", strings.NewReader(manifest))
@@ -22,11 +19,7 @@ func (a *Agent) applyLocal(manifest string) {
 		a.t.Fatalf("POST /pods: %v", err)
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusCreated:
-	case http.StatusMethodNotAllowed, http.StatusNotFound:
-		integration.Require(a.t, "ordinary pods (POST /pods, nodekeeper apply) are not in this build: "+resp.Status)
-	default:
+	if resp.StatusCode != http.StatusCreated {
 		a.t.Fatalf("POST /pods: %s", resp.Status)
 	}
 }
