@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ const DefaultPollPeriod = time.Second
 
 // DefaultMinWakeInterval is the default of Config.MinWakeInterval.
 const DefaultMinWakeInterval = 100 * time.Millisecond
+
+// DefaultFollowUps is the default of Config.FollowUps.
+var DefaultFollowUps = []time.Duration{250 * time.Millisecond, time.Second, 3 * time.Second}
 
 // The mechanisms, as Mechanisms and the start log name them.
 const (
@@ -86,6 +90,12 @@ type Config struct {
 	// memcg threshold would otherwise cross it many times a second, each a
 	// pass. Zero is DefaultMinWakeInterval; negative is no spacing.
 	MinWakeInterval time.Duration
+	// FollowUps are the delays, ascending, after a kernel notification at
+	// which it wakes again: a memcg usage threshold fires once, when usage
+	// crosses it, and the working set the eviction pass reads (usage less
+	// inactive file pages) may cross the threshold only later. Nil is
+	// DefaultFollowUps; an empty slice is none.
+	FollowUps []time.Duration
 }
 
 // Deps are the notifier's collaborators.
@@ -152,6 +162,12 @@ func New(cfg Config, deps Deps) (*Notifier, error) {
 	}
 	if cfg.MinWakeInterval == 0 {
 		cfg.MinWakeInterval = DefaultMinWakeInterval
+	}
+	if cfg.FollowUps == nil {
+		cfg.FollowUps = DefaultFollowUps
+	}
+	if !slices.IsSorted(cfg.FollowUps) || (len(cfg.FollowUps) > 0 && cfg.FollowUps[0] < 0) {
+		return nil, fmt.Errorf("pressure: follow-ups %v: want non-negative delays in ascending order", cfg.FollowUps)
 	}
 	if deps.Statfs == nil {
 		deps.Statfs = unix.Statfs
@@ -338,13 +354,21 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 	// and delivered as one wake when the interval is over.
 	var last time.Time
 	pending := false
+	var due []time.Time // follow-up wakes of the last notification, ascending
 	for {
 		for i := range pfds {
 			pfds[i].Revents = 0
 		}
 		timeout := -1
+		var next time.Time // the earliest held or follow-up wake
 		if pending {
-			timeout = max(0, int((n.cfg.MinWakeInterval-time.Since(last)+time.Millisecond-1)/time.Millisecond))
+			next = last.Add(n.cfg.MinWakeInterval)
+		}
+		if len(due) > 0 && (next.IsZero() || due[0].Before(next)) {
+			next = due[0]
+		}
+		if !next.IsZero() {
+			timeout = max(0, int((time.Until(next)+time.Millisecond-1)/time.Millisecond))
 		}
 		if _, err := unix.Poll(pfds, timeout); err != nil {
 			if errors.Is(err, unix.EINTR) {
@@ -377,10 +401,21 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 			n.log.Debug("pressure notification", "watch", f.what)
 			woke = true
 		}
-		if !woke && !pending {
+		now := time.Now()
+		if woke {
+			due = due[:0]
+			for _, d := range n.cfg.FollowUps {
+				due = append(due, now.Add(d))
+			}
+		}
+		fire := woke || pending
+		for len(due) > 0 && !due[0].After(now) {
+			fire, due = true, due[1:]
+		}
+		if !fire {
 			continue
 		}
-		if time.Since(last) < n.cfg.MinWakeInterval {
+		if now.Sub(last) < n.cfg.MinWakeInterval {
 			pending = true
 			continue
 		}

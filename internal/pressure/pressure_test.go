@@ -319,7 +319,7 @@ func TestNotificationsSpaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWakes()
-	n, err := New(Config{MinWakeInterval: 300 * time.Millisecond}, Deps{Wake: w.wake, Logger: testLogger(t)})
+	n, err := New(Config{MinWakeInterval: 300 * time.Millisecond, FollowUps: []time.Duration{}}, Deps{Wake: w.wake, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,5 +348,50 @@ func TestNotificationsSpaced(t *testing.T) {
 	}
 	if got := w.n.Load(); got != 2 {
 		t.Errorf("wakes = %d, want 2", got)
+	}
+}
+
+// TestFollowUps: a notification wakes at once and again after each
+// follow-up delay (the working set may cross the mark after the usage did);
+// a new notification restarts the follow-ups.
+func TestFollowUps(t *testing.T) {
+	t.Parallel()
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWakes()
+	n, err := New(Config{MinWakeInterval: -1, FollowUps: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond}},
+		Deps{Wake: w.wake, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.fds = []notifyFD{{fd: efd, events: unix.POLLIN, what: "test eventfd"}} // closed by Run
+	run(t, n)
+	if _, err := unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	w.await(t, 10*time.Second, "the notification")
+	start := time.Now()
+	var at []time.Duration
+	for range 2 {
+		w.await(t, 10*time.Second, "a follow-up")
+		at = append(at, time.Since(start))
+	}
+	if at[0] < 150*time.Millisecond || at[1] < 350*time.Millisecond {
+		t.Errorf("follow-ups at %v after the notification, want about 200ms and 400ms", at)
+	}
+	select {
+	case <-w.c:
+		t.Errorf("a wake after the last follow-up (%d wakes)", w.n.Load())
+	case <-time.After(500 * time.Millisecond): // checking that nothing more comes
+	}
+}
+
+func TestNewRejectsUnsortedFollowUps(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{FollowUps: []time.Duration{time.Second, time.Millisecond}}, Deps{Wake: func() {}})
+	if want := "pressure: follow-ups [1s 1ms]: want non-negative delays in ascending order"; err == nil || err.Error() != want {
+		t.Errorf("New error = %v, want %q", err, want)
 	}
 }
