@@ -69,8 +69,8 @@ func decisionAfter(log string, t time.Time) (time.Time, bool) {
 //
 //	go test ./test/e2e -run '^$' -bench MemoryPressureReaction -benchtime 10x
 //
-// Static pods are critical, so the decision is "cannot evict"; the time to
-// the container's death needs ordinary pods (nodekeeper apply).
+// Static pods are critical, so the decision is "cannot evict"; see
+// BenchmarkMemoryPressureEviction for an evictable pod and its death.
 func BenchmarkMemoryPressureReaction(b *testing.B) {
 	const podsMiB, thresholdMiB = 900, 300
 	a := StartAgent(b, Options{Config: smallPodsConfig(b, podsMiB, thresholdMiB, "1s")})
