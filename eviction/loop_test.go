@@ -498,3 +498,54 @@ func TestEvictionRecordsKubeletEventAndStatus(t *testing.T) {
 }
 
 func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+
+// wake calls Wake and waits for Run to re-arm its timer after the pass.
+func (c *loopClock) wake(t *testing.T, m *Manager) time.Duration {
+	t.Helper()
+	m.Wake()
+	select {
+	case next := <-c.resets:
+		return next
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Run did not re-arm its timer after Wake at %v", c.Since(fixtureTime))
+		return 0
+	}
+}
+
+// TestWakeRunsPassAtOnce: Wake runs a pass at once, between timer wake-ups,
+// and the monitoring interval counts from it; during a cleanup wait a wake
+// checks the cleanup and passes only once the pod is cleaned up.
+func TestWakeRunsPassAtOnce(t *testing.T) {
+	t.Parallel()
+	t.Run("between passes", func(t *testing.T) {
+		t.Parallel()
+		n := newLoopNode(t, Config{MonitoringInterval: 10 * time.Second}, "1Gi", map[string]string{"a": "1Gi"}, false)
+		n.run(t)
+		rearmed := []time.Duration{n.clk.step(t, 0), n.clk.step(t, 3*time.Second), n.clk.wake(t, n.m), n.clk.step(t, 9*time.Second), n.clk.step(t, time.Second)}
+		if diff := cmp.Diff([]time.Duration{10 * time.Second, 0, 10 * time.Second, 0, 10 * time.Second}, rearmed); diff != "" {
+			t.Errorf("re-armed for, per step (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]time.Duration{0, 3 * time.Second, 13 * time.Second}, n.stats.called()); diff != "" {
+			t.Errorf("passes at (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("during a cleanup wait", func(t *testing.T) {
+		t.Parallel()
+		n := newLoopNode(t, Config{}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, true)
+		n.run(t)
+		n.clk.step(t, 0) // evicts a
+		n.clk.Step(300 * time.Millisecond)
+		if got := n.clk.wake(t, n.m); got != DefaultPodCleanupPoll {
+			t.Errorf("not cleaned up: re-armed for %v, want one poll, %v", got, DefaultPodCleanupPoll)
+		}
+		n.cleaned.Store(true)
+		n.clk.Step(100 * time.Millisecond)
+		n.clk.wake(t, n.m) // cleaned up: the pass evicts b
+		if diff := cmp.Diff([]time.Duration{0, 400 * time.Millisecond}, n.stats.called()); diff != "" {
+			t.Errorf("passes at (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]time.Duration{0, 400 * time.Millisecond}, n.killedAt()); diff != "" {
+			t.Errorf("kills at (-want +got):\n%s", diff)
+		}
+	})
+}

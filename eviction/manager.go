@@ -94,6 +94,7 @@ type Manager struct {
 	log       *slog.Logger
 	evictions *prometheus.CounterVec
 	status    atomic.Pointer[Status] // written by the goroutine running passes
+	wakeC     chan struct{}          // Wake's requests to Run, buffered 1
 	// st is the state carried between passes. Only the goroutine running a
 	// pass touches it: Run's, or the caller of Pass (never both at once).
 	st state
@@ -121,7 +122,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, deps: deps, clock: deps.Clock, recorder: deps.Recorder,
-		log: log.With("subsystem", "eviction"), evictions: evictions}
+		log: log.With("subsystem", "eviction"), evictions: evictions, wakeC: make(chan struct{}, 1)}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
@@ -137,6 +138,19 @@ func (m *Manager) Status() *Status { return m.status.Load() }
 
 // Conditions returns the node pressure conditions currently in force.
 func (m *Manager) Conditions() []v1.NodeConditionType { return m.status.Load().Conditions }
+
+// Wake asks Run for a pass now instead of at its next timer: a pressure
+// notifier calls it when memory crosses a mark between passes. The pass reads
+// fresh stats, as every pass does. Wake never blocks; wakes that arrive while
+// one is pending are merged into it. While Run waits for evicted pods' cleanup,
+// a wake checks the cleanup at once and passes only when it is done. It may be
+// called from any goroutine, before or during Run.
+func (m *Manager) Wake() {
+	select {
+	case m.wakeC <- struct{}{}:
+	default:
+	}
+}
 
 // Admit decides whether pod may start under the current node conditions.
 func (m *Manager) Admit(pod *v1.Pod) AdmitResult { return Admit(pod, m.Conditions()) }
@@ -160,7 +174,8 @@ type state struct {
 // virtual clock: one timer, re-armed once per wake-up. It makes a single timer
 // from Deps.Clock, armed for 0, and no ticker; after each wake-up it does the
 // work due and then calls Reset once, as its last clock call before it waits
-// again. The cleanup wait runs on that same timer.
+// again. The cleanup wait runs on that same timer. A Wake is a wake-up too:
+// its work is done at once and the timer re-armed from then.
 func (m *Manager) Run(ctx context.Context) error {
 	timer := m.clock.NewTimer(0)
 	defer timer.Stop()
@@ -170,6 +185,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C():
+		case <-m.wakeC:
 		}
 		timer.Reset(m.wake(ctx, &wait))
 	}

@@ -88,6 +88,10 @@ type Deps struct {
 	// counter is kept but not registered.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger // nil: discard
+	// Store, when set, keeps the image records across restarts: New loads
+	// them (a failure is logged and GC starts with none), and every detection,
+	// GC pass and FreeSpace saves them.
+	Store RecordStore
 }
 
 // Manager garbage-collects images. Run drives the periodic loops; GarbageCollect,
@@ -138,11 +142,34 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if err := reg.Err(); err != nil {
 		return nil, err
 	}
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, deps: deps, log: log.With("subsystem", "imagegc"),
 		started: deps.Clock.Now(), removed: removed,
 		pass: periodic.NewSerial(), records: map[string]*Record{},
-	}, nil
+	}
+	if deps.Store != nil {
+		records, err := deps.Store.Load()
+		switch {
+		case err != nil:
+			m.log.Error("image records not restored; starting with none", "err", err)
+		case records != nil:
+			// The records say when each image was first seen: images new
+			// since then are new, not "there before".
+			m.records, m.initialized = records, true
+			m.log.Info("image records restored", "images", len(records))
+		}
+	}
+	return m, nil
+}
+
+// save saves the records to the store, if any. The caller holds pass.
+func (m *Manager) save() {
+	if m.deps.Store == nil {
+		return
+	}
+	if err := m.deps.Store.Save(m.records); err != nil {
+		m.log.Error("save image records", "err", err)
+	}
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -235,6 +262,7 @@ func (m *Manager) Detect(ctx context.Context) error {
 		return err
 	}
 	defer m.pass.Unlock()
+	defer m.save()
 	now := m.deps.Clock.Now()
 	var ts time.Time
 	if m.initialized {
@@ -284,6 +312,7 @@ func (m *Manager) GarbageCollect(ctx context.Context) error {
 		return err
 	}
 	defer m.pass.Unlock()
+	defer m.save()
 	now := m.deps.Clock.Now()
 	inUse, err := m.detect(ctx, now, now)
 	if err != nil {
@@ -325,6 +354,7 @@ func (m *Manager) FreeSpace(ctx context.Context, bytes int64) (int64, error) {
 		return 0, err
 	}
 	defer m.pass.Unlock()
+	defer m.save()
 	now := m.deps.Clock.Now()
 	inUse, err := m.detect(ctx, now, now)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ import (
 func newExplainEvictionCmd() *cobra.Command {
 	var o explainEvictionOpts
 	cmd := explainCommand(&o.out,
-		"eviction --pods FILE --summary FILE [--config FILE] [--signal SIGNAL] [--image-fs auto|none|dedicated|split] [-o table|json]",
+		"eviction (--pods FILE --summary FILE [--config FILE] | --live[=URL]) [--signal SIGNAL] [--image-fs auto|none|dedicated|split] [-o table|json]",
 		"Show which thresholds are met and which pod node-pressure eviction picks",
 		`Replays one eviction pass on a snapshot: PODS as 'kubectl get pods -o json|yaml' prints
 them, SUMMARY as 'kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary' prints it,
@@ -29,7 +30,10 @@ and optionally the node's KubeletConfiguration file (default: the kubelet's defa
 Finished pods and pods bound to another node than the Summary's are left out, with a
 warning, so a cluster-wide 'kubectl get pods -A -o json' works too.
 A snapshot has no history, so every grace period is taken as elapsed.
-With --signal, the pods are ranked for that signal even when no threshold is met.`,
+With --signal, the pods are ranked for that signal even when no threshold is met.
+With --live, the pods, the Summary and the configuration come from a running
+'nodekeeper run' (URL/pods, URL/stats/summary, URL/configz; URL defaults to
+`+defaultServer+`): the live node is ranked now.`,
 		o.run)
 	f := cmd.Flags()
 	f.StringVar(&o.pods, "pods", "", "pods file (PodList, List or Pod stream; JSON or YAML)")
@@ -37,20 +41,31 @@ With --signal, the pods are ranked for that signal even when no threshold is met
 	f.StringVar(&o.config, "config", "", "KubeletConfiguration file (default: kubelet defaults)")
 	f.StringVar(&o.signal, "signal", "", "rank pods for this signal (e.g. memory.available) even if no threshold is met")
 	f.StringVar(&o.layout, "image-fs", "auto", "disk layout: auto (detect from the Summary), none, dedicated or split")
+	f.StringVar(&o.live, "live", "", "rank the node of the nodekeeper serving at this URL now (default "+defaultServer+")")
+	f.Lookup("live").NoOptDefVal = defaultServer
 	return cmd
 }
 
 type explainEvictionOpts struct {
-	pods, summary, config, signal, layout string
-	out                                   outputFlag
+	pods, summary, config, signal, layout, live string
+	out                                         outputFlag
 }
 
 func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err := o.out.validate(); err != nil {
 		return err
 	}
-	if o.pods == "" || o.summary == "" {
-		return badInput(errors.New("explain eviction: --pods and --summary are required"))
+	if o.live != "" {
+		if o.pods != "" || o.summary != "" || o.config != "" {
+			return badInput(errors.New("explain eviction: --live reads pods, summary and configuration from the agent: drop --pods, --summary and --config"))
+		}
+		if !isURL(o.live) {
+			return badInput(fmt.Errorf("--live %q: want an http:// or https:// URL", o.live))
+		}
+		base := strings.TrimSuffix(o.live, "/")
+		o.pods, o.summary = base+"/pods", base+"/stats/summary"
+	} else if o.pods == "" || o.summary == "" {
+		return badInput(errors.New("explain eviction: --pods and --summary are required (or --live)"))
 	}
 	var signals []eviction.Signal
 	if o.signal != "" {
@@ -70,15 +85,25 @@ func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer)
 		return badInput(fmt.Errorf("--image-fs: unknown layout %q (want auto, none, dedicated or split)", o.layout))
 	}
 	cfg := config.Default()
-	if o.config != "" {
+	if o.live != "" {
+		c, err := loadConfigz(ctx, strings.TrimSuffix(o.live, "/")+"/configz")
+		if err != nil {
+			return badInput(err)
+		}
+		cfg = c
+	} else if o.config != "" {
 		c, err := loadConfig(ctx, o.config)
 		if err != nil {
 			return badInput(err)
 		}
 		cfg = c
 	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stderr, "warning:", decode.Escape(w))
+	if o.live == "" {
+		// A served configuration lists every field, set or not: its
+		// warnings would say nothing about the node's file.
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(stderr, "warning:", decode.Escape(w))
+		}
 	}
 	pods, err := loadPods(ctx, o.pods)
 	if err != nil {
@@ -306,4 +331,23 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 		fmt.Fprintln(w, "\nWould evict: none")
 	}
 	return nil
+}
+
+// loadConfigz reads the configuration a running agent serves at url, the
+// kubelet's /configz document {"kubeletconfig": KubeletConfiguration}.
+func loadConfigz(ctx context.Context, url string) (*config.Config, error) {
+	data, err := readInput(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("load kubelet configuration: %w", err)
+	}
+	var doc struct {
+		KubeletConfig json.RawMessage `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: not a configz document: %w", url, err)
+	}
+	if len(doc.KubeletConfig) == 0 {
+		return nil, fmt.Errorf("%s: field kubeletconfig: missing", url)
+	}
+	return config.Parse(url, doc.KubeletConfig)
 }

@@ -26,7 +26,7 @@ const defaultServer = "http://127.0.0.1:10255"
 func newGetCmd() *cobra.Command {
 	get := &cobra.Command{
 		Use:   "get RESOURCE",
-		Short: "Show what a running nodekeeper reports (RESOURCE: pods)",
+		Short: "Show what a running nodekeeper reports (RESOURCE: pods, node)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -54,7 +54,7 @@ last one) and age.`,
 		},
 	}
 	pods.Flags().StringVar(&server, "server", defaultServer, "base URL of the running nodekeeper")
-	get.AddCommand(pods)
+	get.AddCommand(pods, newGetNodeCmd())
 	return get
 }
 

@@ -14,13 +14,17 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/devicemanager"
+	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/agent"
 	"github.com/nodekeeper/nodekeeper/internal/cgroups"
@@ -33,6 +37,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/podresources"
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 	"github.com/nodekeeper/nodekeeper/internal/podsource"
+	"github.com/nodekeeper/nodekeeper/internal/pressure"
 	"github.com/nodekeeper/nodekeeper/internal/server"
 	"github.com/nodekeeper/nodekeeper/internal/stats"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -81,6 +86,9 @@ type ConfigError struct{ Err error }
 
 func (e ConfigError) Error() string { return e.Err.Error() }
 func (e ConfigError) Unwrap() error { return e.Err }
+
+// imageRecordsFile, under the root directory, keeps image GC's records.
+const imageRecordsFile = "imagegc-records.json"
 
 // sourceFile is the static pod source's name in the agent.
 const sourceFile = "file"
@@ -225,14 +233,21 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	rootDir := o.RootDir
-	n, err = node.New(o.Config, node.Options{SandboxImage: ocibuild.PauseRef,
-		DevicePlugins: &devicemanager.Config{Dir: devicePluginDir(rootDir)}}, node.Collaborators{
+	n, err = node.New(o.Config, node.Options{
+		SandboxImage:  ocibuild.PauseRef,
+		DevicePlugins: &devicemanager.Config{Dir: devicePluginDir(rootDir)},
+		// The kubelet's defaults of --minimum-container-ttl-duration,
+		// --maximum-dead-containers-per-container and --maximum-dead-containers.
+		ContainerGC: containergc.DefaultPolicy(),
+		LogDirs:     containergc.LogDirs{Pods: ac.PodLogsDir},
+	}, node.Collaborators{
 		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) {
 			c, err := capacity(rootDir, memory)
 			return withDevices(c, n), err
 		},
 		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
 		Logger: log, Registerer: reg, PodStatus: ag, Exec: prober.NewExec(rt),
+		ImageRecords: imagegc.FileStore{Path: filepath.Join(rootDir, imageRecordsFile)},
 	})
 	if err != nil {
 		return err
@@ -270,6 +285,21 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return nil
 	})
+	// The node-level loops: eviction (woken early by the pressure notifier),
+	// container GC and image GC.
+	pc, err := pressureWatches(o.Config.Eviction.Thresholds, memory, ac.CgroupRoot, cgc.KubepodsLimits, rootDir, unix.Statfs)
+	if err != nil {
+		return err
+	}
+	notifier, err := pressure.New(pc, pressure.Deps{Wake: n.Eviction.Wake, Logger: log})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return notifier.Run(ctx) })
+	// Not n.Run: the device manager (and the prober) are run on their own.
+	g.Go(func() error { return n.Eviction.Run(ctx) })
+	g.Go(func() error { return n.Containers.Run(ctx) })
+	g.Go(func() error { return n.Images.Run(ctx) })
 	if ac.StaticPodPath != "" {
 		src, err := podsource.NewFile(podsource.FileConfig{
 			Path: ac.StaticPodPath, NodeName: o.NodeName, Period: ac.FileCheckFrequency,
@@ -289,6 +319,12 @@ func Run(ctx context.Context, o Options) error {
 	if ac.ReadOnlyPort != 0 {
 		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, server.Deps{
 			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"), Local: local.Handler(),
+			Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
+			Configz: func() any {
+				k := o.Config.Kubelet
+				k.APIVersion, k.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
+				return k
+			},
 			Healthz: []server.Check{{Name: "syncloop", Check: func(context.Context) error { return ag.Healthy() }}},
 		})
 		if err != nil {

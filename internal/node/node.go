@@ -79,6 +79,8 @@ type Collaborators struct {
 	Clock clock.WithTicker
 	// Statfs measures the image filesystem for image GC; nil is statfs(2).
 	Statfs func(path string) (imagegc.FsStats, error)
+	// ImageRecords, when set, keeps image GC's records across restarts.
+	ImageRecords imagegc.RecordStore
 	// PodStatus, when set, gives the prober the pods' current status; the
 	// prober is built only with it.
 	PodStatus prober.PodStatusGetter
@@ -128,6 +130,10 @@ type Node struct {
 	Devices *devicemanager.Manager
 	// Probes is the prober, nil unless Collaborators.PodStatus is set.
 	Probes *prober.Manager
+
+	cfg         *config.Config
+	capacity    func() (v1.ResourceList, error)
+	transitions transitions // of the node conditions Object reports
 }
 
 // Loop is one of the managers' periodic loops.
@@ -153,6 +159,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	}, imagegc.Deps{
 		Images: c.Runtime, ImageFs: c.Runtime, InUse: imagegc.ContainerImages(c.Runtime), Statfs: c.Statfs,
 		Recorder: c.Recorder, NodeName: c.NodeName, Clock: c.Clock, Registerer: c.Registerer, Logger: c.Logger,
+		Store: c.ImageRecords,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: image GC: %w", err)
@@ -176,7 +183,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: eviction: %w", err)
 	}
-	n := &Node{Eviction: ev, Images: images, Containers: containers}
+	n := &Node{Eviction: ev, Images: images, Containers: containers, cfg: cfg, capacity: c.Capacity}
 	if opts.DevicePlugins != nil {
 		n.Devices, err = devicemanager.New(*opts.DevicePlugins, devicemanager.Deps{
 			Logger: c.Logger, ActivePods: c.Pods.ActivePods, Registerer: c.Registerer, Clock: c.Clock,

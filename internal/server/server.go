@@ -70,6 +70,12 @@ type Deps struct {
 	Pods func() []*v1.Pod
 	// Summary returns the node's stats, for /stats/summary.
 	Summary func(ctx context.Context) (*statsapi.Summary, error)
+	// Node returns the node's Node object (conditions, capacity,
+	// allocatable), for /node.
+	Node func(ctx context.Context) (*v1.Node, error)
+	// Configz returns the configuration in use, for /configz, served as the
+	// kubelet's: {"kubeletconfig": ...}.
+	Configz func() any
 	// Gatherer is served at /metrics.
 	Gatherer prometheus.Gatherer
 	// Healthz are the checks of /healthz, run in order; with none it
@@ -152,6 +158,12 @@ func (s *Server) routes() http.Handler {
 	}
 	if s.deps.Pods != nil {
 		mux.HandleFunc("GET /pods", s.pods)
+	}
+	if s.deps.Node != nil {
+		mux.HandleFunc("GET /node", s.node)
+	}
+	if s.deps.Configz != nil {
+		mux.HandleFunc("GET /configz", s.configz)
 	}
 	if s.deps.Local != nil {
 		local := s.deps.Local
@@ -301,6 +313,22 @@ func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
 		list.Items = append(list.Items, *p)
 	}
 	s.writeJSON(w, &list)
+}
+
+// node answers Deps.Node: a v1 Node.
+func (s *Server) node(w http.ResponseWriter, r *http.Request) {
+	n, err := s.deps.Node(r.Context())
+	if err != nil {
+		s.log.Error("Node status failed", "err", err)
+		http.Error(w, fmt.Sprintf("Internal Error: %v", err), http.StatusInternalServerError)
+		return
+	}
+	s.writeJSON(w, n)
+}
+
+// configz answers Deps.Configz as the kubelet's /configz does.
+func (s *Server) configz(w http.ResponseWriter, _ *http.Request) {
+	s.writeJSON(w, map[string]any{"kubeletconfig": s.deps.Configz()})
 }
 
 // summary answers Deps.Summary; with only_cpu_and_memory=true, only the

@@ -115,15 +115,20 @@ func TestEndpoints(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
 		Status:     v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.88.0.2"},
 	}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{
+		Conditions: []v1.NodeCondition{{Type: v1.NodeMemoryPressure, Status: v1.ConditionTrue}}}}
 	healthy := start(t, Config{}, Deps{
 		Pods:     func() []*v1.Pod { return []*v1.Pod{pod} },
 		Summary:  func(context.Context) (*statsapi.Summary, error) { return fullSummary(), nil },
 		Gatherer: reg,
 		Healthz:  []Check{{Name: "syncloop", Check: func(context.Context) error { return nil }}},
+		Node:     func(context.Context) (*v1.Node, error) { return node, nil },
+		Configz:  func() any { return map[string]int{"maxPods": 5} },
 	})
 	broken := start(t, Config{}, Deps{
 		Pods:    func() []*v1.Pod { return nil },
 		Summary: func(context.Context) (*statsapi.Summary, error) { return nil, errors.New("no stats yet") },
+		Node:    func(context.Context) (*v1.Node, error) { return nil, errors.New("no capacity yet") },
 		Healthz: []Check{
 			{Name: "ping", Check: func(context.Context) error { return nil }},
 			{Name: "syncloop", Check: func(context.Context) error { return errors.New("sync loop stalled for 2m0s") }},
@@ -160,6 +165,10 @@ func TestEndpoints(t *testing.T) {
 		{name: "summary PUT", base: healthy, method: "PUT", path: "/stats/summary", status: 405, allow: "GET, HEAD, POST"},
 		{name: "metrics", base: healthy, method: "GET", path: "/metrics", status: 200, contains: "nodekeeper_test_total 0\n"},
 		{name: "no gatherer, no metrics", base: broken, method: "GET", path: "/metrics", status: 404},
+		{name: "node", base: healthy, method: "GET", path: "/node", status: 200, contentType: "application/json", body: jsonOf(t, node)},
+		{name: "node error", base: broken, method: "GET", path: "/node", status: 500, body: "Internal Error: no capacity yet\n"},
+		{name: "configz", base: healthy, method: "GET", path: "/configz", status: 200, body: `{"kubeletconfig":{"maxPods":5}}`},
+		{name: "no configz", base: broken, method: "GET", path: "/configz", status: 404},
 		{name: "unknown path", base: healthy, method: "GET", path: "/spec", status: 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/server"
+)
+
+// get node reads /node from our own server and prints status, conditions
+// and resources.
+func TestGetNodeFromServer(t *testing.T) {
+	t.Parallel()
+	since := metav1.NewTime(time.Now().Add(-90 * time.Minute))
+	node := &v1.Node{
+		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: v1.NodeStatus{
+			Capacity:    v1.ResourceList{v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourceCPU: resource.MustParse("2")},
+			Allocatable: v1.ResourceList{v1.ResourceMemory: resource.MustParse("3996Mi"), v1.ResourceCPU: resource.MustParse("2"), v1.ResourcePods: resource.MustParse("110")},
+			Conditions: []v1.NodeCondition{
+				{Type: v1.NodeMemoryPressure, Status: v1.ConditionTrue, Reason: "KubeletHasInsufficientMemory", Message: "kubelet has insufficient memory available", LastTransitionTime: since},
+				{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"},
+			},
+		},
+	}
+	base := serve(t, server.Deps{Node: func(context.Context) (*v1.Node, error) { return node, nil }})
+	code, out, errOut := runCLI(t, "get", "node", "--server", base)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := `NAME   STATUS
+n1     Ready
+
+CONDITION        STATUS   REASON                         SINCE       MESSAGE
+MemoryPressure   True     KubeletHasInsufficientMemory   90m         kubelet has insufficient memory available
+Ready            True     KubeletReady                   <unknown>   kubelet is posting ready status
+
+RESOURCE   CAPACITY   ALLOCATABLE
+cpu        2          2
+memory     4Gi        3996Mi
+pods       <none>     110
+`
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+
+	failing := serve(t, server.Deps{Node: func(context.Context) (*v1.Node, error) { return nil, errors.New("no capacity") }})
+	if code, _, errOut := runCLI(t, "get", "node", "--server", failing); code == 0 || errOut == "" {
+		t.Errorf("a failing /node: exit %d, stderr %q; want a failure", code, errOut)
+	}
+}
+
+// serve runs our server with deps until the test ends and returns its URL.
+func serve(t *testing.T, deps server.Deps) string {
+	t.Helper()
+	srv, err := server.New(server.Config{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	<-srv.Ready()
+	return "http://" + srv.Addr()
+}

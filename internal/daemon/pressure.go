@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/internal/cgroups"
+	"github.com/nodekeeper/nodekeeper/internal/pressure"
+)
+
+// pressureWatches returns what the pressure notifier watches for the hard
+// eviction thresholds: the root memory cgroup at capacity less the
+// memory.available threshold; the kubepods cgroup at its limit less the
+// allocatableMemory.available threshold (when it has a limit); the root
+// directory's filesystem below the nodefs.available threshold and the
+// managed containerd's state directory's below imagefs.available (left out
+// when it does not exist). statfs measures the filesystems for percentage
+// thresholds.
+func pressureWatches(thresholds []eviction.Threshold, memory int64, cgroupRoot string, kubepods v1.ResourceList,
+	rootDir string, statfs func(string, *unix.Statfs_t) error) (pressure.Config, error) {
+	cfg := pressure.Config{PSITrigger: pressure.DefaultPSITrigger}
+	for _, t := range thresholds {
+		if !t.Hard() {
+			continue
+		}
+		switch t.Signal {
+		case eviction.SignalMemoryAvailable:
+			capacity := resource.NewQuantity(memory, resource.BinarySI)
+			if mark := memory - t.Value.Of(capacity).Value(); mark > 0 {
+				cfg.Memory = append(cfg.Memory, pressure.MemoryWatch{Cgroup: "/", Usage: uint64(mark)})
+			}
+		case eviction.SignalAllocatableMemoryAvailable:
+			limit, ok := kubepods[v1.ResourceMemory]
+			if !ok {
+				continue
+			}
+			if mark := limit.Value() - t.Value.Of(&limit).Value(); mark > 0 {
+				cfg.Memory = append(cfg.Memory, pressure.MemoryWatch{Cgroup: cgroups.KubepodsPath(cgroupRoot), Usage: uint64(mark)})
+			}
+		case eviction.SignalNodeFsAvailable, eviction.SignalImageFsAvailable:
+			path := rootDir
+			if t.Signal == eviction.SignalImageFsAvailable {
+				path = filepath.Join(rootDir, "containerd")
+			}
+			var st unix.Statfs_t
+			if err := statfs(path, &st); err != nil {
+				if t.Signal == eviction.SignalImageFsAvailable {
+					continue // a runtime nodekeeper does not manage: its image filesystem is elsewhere
+				}
+				return pressure.Config{}, fmt.Errorf("statfs %s: %w", path, err)
+			}
+			capacity := resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI)
+			cfg.Disk = append(cfg.Disk, pressure.DiskWatch{Path: path, Available: uint64(t.Value.Of(capacity).Value())})
+		}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,100 @@
+package node
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// conditionTexts are the reason and message the kubelet gives each node
+// condition, when true and when false.
+var conditionTexts = []struct {
+	typ                       v1.NodeConditionType
+	trueReason, trueMessage   string
+	falseReason, falseMessage string
+}{
+	{v1.NodeMemoryPressure, "KubeletHasInsufficientMemory", "kubelet has insufficient memory available", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"},
+	{v1.NodeDiskPressure, "KubeletHasDiskPressure", "kubelet has disk pressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"},
+	{v1.NodePIDPressure, "KubeletHasInsufficientPID", "kubelet has insufficient PID available", "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
+}
+
+// transitions remembers since when each node condition has had its status.
+type transitions struct {
+	mu    sync.Mutex                           // guards since
+	since map[v1.NodeConditionType]statusSince // by condition
+}
+
+type statusSince struct {
+	status v1.ConditionStatus
+	since  time.Time
+}
+
+// at returns since when condition c has had status s, noting a change at now.
+func (t *transitions) at(c v1.NodeConditionType, s v1.ConditionStatus, now time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.since == nil {
+		t.since = map[v1.NodeConditionType]statusSince{}
+	}
+	old, ok := t.since[c]
+	if !ok || old.status != s {
+		old = statusSince{status: s, since: now}
+		t.since[c] = old
+	}
+	return old.since
+}
+
+// Object returns the node's Node object as the kubelet would post it: name,
+// the pressure conditions the eviction manager holds and Ready (false with
+// notReady's message when it is set), capacity and allocatable (with the
+// device plugins' resources). A condition's lastTransitionTime is when Object
+// first saw its current status. It may be called from any goroutine.
+func (n *Node) Object(name string, notReady error, now time.Time) (*v1.Node, error) {
+	capacity, err := n.capacity()
+	if err != nil {
+		return nil, err
+	}
+	capacity = capacity.DeepCopy() // added to below
+	alloc, err := n.allocatable(n.cfg, n.capacity, nil)()
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := capacity[v1.ResourcePods]; !ok {
+		capacity[v1.ResourcePods] = alloc.Allocatable[v1.ResourcePods]
+	}
+	if n.Devices != nil {
+		devCap, _, _ := n.Devices.Capacity()
+		for k, v := range devCap {
+			capacity[k] = v
+		}
+	}
+	pressure := n.Eviction.Conditions()
+	obj := &v1.Node{
+		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status:     v1.NodeStatus{Capacity: capacity, Allocatable: alloc.Allocatable},
+	}
+	heartbeat := metav1.NewTime(now)
+	add := func(t v1.NodeConditionType, s v1.ConditionStatus, reason, message string) {
+		obj.Status.Conditions = append(obj.Status.Conditions, v1.NodeCondition{
+			Type: t, Status: s, Reason: reason, Message: message,
+			LastHeartbeatTime: heartbeat, LastTransitionTime: metav1.NewTime(n.transitions.at(t, s, now)),
+		})
+	}
+	for _, c := range conditionTexts {
+		if slices.Contains(pressure, c.typ) {
+			add(c.typ, v1.ConditionTrue, c.trueReason, c.trueMessage)
+		} else {
+			add(c.typ, v1.ConditionFalse, c.falseReason, c.falseMessage)
+		}
+	}
+	if notReady != nil {
+		add(v1.NodeReady, v1.ConditionFalse, "KubeletNotReady", notReady.Error())
+	} else {
+		add(v1.NodeReady, v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
+	}
+	return obj, nil
+}
