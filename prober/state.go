@@ -114,6 +114,12 @@ func decideTick(pt ProbeType, initialDelaySeconds int32, st state, in tickInput)
 		return st, t
 	}
 	if c.State.Running == nil {
+		if c.State.Terminated == nil && pt != Readiness {
+			// Created but not started yet: it has not failed anything. A
+			// Failure here would outlive the start (the container keeps its
+			// ID) and get the just-started container killed.
+			return st, t
+		}
 		t.Set = append(t.Set, Failure)
 		if term := c.State.Terminated; term != nil && !willRestart(in.RestartPolicy, term.ExitCode) {
 			t.Stop = true
