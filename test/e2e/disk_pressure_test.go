@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+)
+
+// extraRef is an image the disk-pressure test imports and no pod uses.
+const extraRef = "localhost/nodekeeper/extra:1"
+
+// rootOnTmpfs returns a Prepare that mounts a tmpfs of sizeMiB at the
+// agent's root dir (so nodefs and imagefs are that filesystem) and puts an
+// unused image of extraMiB random bytes in its images directory, which the
+// agent imports at start. The tmpfs is unmounted at cleanup, after the agent
+// stopped.
+func rootOnTmpfs(sizeMiB, extraMiB int) func(a *Agent) {
+	return func(a *Agent) {
+		t := a.t
+		t.Helper()
+		if err := os.MkdirAll(a.Root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", a.Root, "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0755", sizeMiB)); err != nil {
+			t.Fatalf("mount a %dMi tmpfs at %s: %v", sizeMiB, a.Root, err)
+		}
+		t.Cleanup(func() {
+			if err := syscall.Unmount(a.Root, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && !os.IsNotExist(err) {
+				t.Logf("cleanup: unmount %s: %v", a.Root, err)
+			}
+		})
+		data := make([]byte, extraMiB<<20)
+		_, _ = rand.Read(data) // random: nothing compresses or dedups it
+		img := ocibuild.Image{Ref: extraRef, Files: []ocibuild.File{{Path: "/blob", Data: data}}, Entrypoint: []string{"/blob"}}
+		if err := os.MkdirAll(filepath.Join(a.Root, "images"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ocibuild.WriteFile(filepath.Join(a.Root, "images", "extra.tar"), img); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// statfsMiB returns the size and available space of the filesystem at path.
+func statfsMiB(t testing.TB, path string) (size, avail int64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		t.Fatalf("statfs %s: %v", path, err)
+	}
+	return int64(st.Blocks) * st.Bsize >> 20, int64(st.Bavail) * st.Bsize >> 20
+}
+
+// imageTags lists the agent's images' tags.
+func (a *Agent) imageTags() []string {
+	a.t.Helper()
+	imgs, err := a.CRI().ListImages(a.t.Context(), nil)
+	if err != nil {
+		a.t.Fatalf("list images: %v", err)
+	}
+	var tags []string
+	for _, im := range imgs {
+		tags = append(tags, im.RepoTags...)
+	}
+	slices.Sort(tags)
+	return tags
+}
+
+// TestDiskPressureOwnFilesystem: the agent's root dir (nodefs = imagefs) is
+// a 320Mi tmpfs of the test's own, with the nodefs.available hard threshold
+// at 120Mi and an unused 24Mi image imported. A pod fills its emptyDir
+// until the filesystem is below the threshold by more than the image frees: the eviction manager
+// first reclaims the unused image (not enough), then evicts the filler, the
+// top-ranked pod by disk usage (Failed/Evicted, the kubelet's message naming
+// ephemeral-storage), while a bystander keeps running and /node reports
+// DiskPressure.
+func TestDiskPressureOwnFilesystem(t *testing.T) {
+	const sizeMiB, thresholdMiB, extraMiB = 320, 120, 24
+	a := StartAgent(t, Options{
+		Prepare: rootOnTmpfs(sizeMiB, extraMiB),
+		Config: fmt.Sprintf(`evictionHard:
+  memory.available: 100Mi
+  nodefs.available: %dMi
+  imagefs.available: %dMi
+`, thresholdMiB, thresholdMiB),
+	})
+	if tags := a.imageTags(); !slices.Contains(tags, extraRef) {
+		t.Fatalf("the extra image was not imported: %v", tags)
+	}
+	a.applyLocal(localPod("bystander", "BestEffort", `["sleep"]`, ""))
+	t.Cleanup(func() { a.deleteLocal("bystander") })
+	a.WaitPod("bystander", "running", running)
+	a.Eventually("no DiskPressure before the fill", 60*time.Second, a.conditionIs(v1.NodeDiskPressure, v1.ConditionFalse))
+
+	// Fill to 40Mi below what reclaiming the image frees (its blob and its
+	// unpacked snapshot, twice its size): that reclaim is not enough,
+	// evicting the filler (its emptyDir) is.
+	_, avail := statfsMiB(t, a.Root)
+	fillMiB := avail - thresholdMiB + 2*extraMiB + 40
+	if fillMiB <= 40 || fillMiB > avail-8 {
+		t.Fatalf("the tmpfs has %dMi available; cannot fill %dMi", avail, fillMiB)
+	}
+	a.applyLocal(localPod("filler", "BestEffort", fmt.Sprintf(`["fill", "/cache/x", "%dMi"]`, fillMiB), `    volumeMounts: [{name: cache, mountPath: /cache}]
+  volumes:
+  - name: cache
+    emptyDir: {}
+`))
+	t.Cleanup(func() { a.deleteLocal("filler") })
+
+	p := a.WaitPod("filler", "evicted", evicted)
+	if want := "The node was low on resource: ephemeral-storage."; !strings.HasPrefix(p.Status.Message, want) {
+		t.Errorf("message %q, want prefix %q", p.Status.Message, want)
+	}
+	if tags := a.imageTags(); slices.Contains(tags, extraRef) || !slices.Contains(tags, testbox) {
+		t.Errorf("images after the eviction: %v; want the extra one gone, testbox kept", tags)
+	}
+	log := a.Log()
+	removed, evictedAt := strings.Index(log, `msg="removing image"`), strings.Index(log, "reason=Evicted")
+	if removed < 0 || evictedAt < 0 || removed > evictedAt {
+		t.Errorf("image removal logged at %d, eviction at %d: want the image reclaimed first\n%s", removed, evictedAt, tail(log, 40))
+	}
+	if c := a.nodeCondition(v1.NodeDiskPressure); c != v1.ConditionTrue {
+		t.Errorf("DiskPressure right after the eviction is %q, want True (the transition period holds it)", c)
+	}
+	if p := a.Pod("bystander"); p == nil || !running(p) {
+		t.Errorf("the bystander was disturbed: %s", podSummary(p))
+	}
+}
+
+// nodeCondition returns the status of the node condition c from GET /node.
+func (a *Agent) nodeCondition(c v1.NodeConditionType) v1.ConditionStatus {
+	a.t.Helper()
+	n, err := a.node()
+	if err != nil {
+		a.t.Fatalf("GET /node: %v", err)
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == c {
+			return cond.Status
+		}
+	}
+	return ""
+}
