@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,28 +28,50 @@ const extraRef = "localhost/nodekeeper/extra:1"
 // stopped.
 func rootOnTmpfs(sizeMiB, extraMiB int) func(a *Agent) {
 	return func(a *Agent) {
-		t := a.t
-		t.Helper()
-		if err := os.MkdirAll(a.Root, 0o755); err != nil {
-			t.Fatal(err)
+		mountTmpfs(a.t, a.Root, sizeMiB)
+		writeExtraImage(a.t, a.Root, extraMiB)
+	}
+}
+
+// splitTmpfs is rootOnTmpfs with a second tmpfs of imageMiB at the managed
+// containerd's state directory, a separate image filesystem.
+func splitTmpfs(rootMiB, imageMiB, extraMiB int) func(a *Agent) {
+	return func(a *Agent) {
+		mountTmpfs(a.t, a.Root, rootMiB)
+		mountTmpfs(a.t, filepath.Join(a.Root, "containerd"), imageMiB)
+		writeExtraImage(a.t, a.Root, extraMiB)
+	}
+}
+
+// mountTmpfs mounts a tmpfs of sizeMiB at dir (made first), unmounted at
+// cleanup.
+func mountTmpfs(t testing.TB, dir string, sizeMiB int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0755", sizeMiB)); err != nil {
+		t.Fatalf("mount a %dMi tmpfs at %s: %v", sizeMiB, dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && !os.IsNotExist(err) {
+			t.Logf("cleanup: unmount %s: %v", dir, err)
 		}
-		if err := syscall.Mount("tmpfs", a.Root, "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0755", sizeMiB)); err != nil {
-			t.Fatalf("mount a %dMi tmpfs at %s: %v", sizeMiB, a.Root, err)
-		}
-		t.Cleanup(func() {
-			if err := syscall.Unmount(a.Root, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && !os.IsNotExist(err) {
-				t.Logf("cleanup: unmount %s: %v", a.Root, err)
-			}
-		})
-		data := make([]byte, extraMiB<<20)
-		_, _ = rand.Read(data) // random: nothing compresses or dedups it
-		img := ocibuild.Image{Ref: extraRef, Files: []ocibuild.File{{Path: "/blob", Data: data}}, Entrypoint: []string{"/blob"}}
-		if err := os.MkdirAll(filepath.Join(a.Root, "images"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ocibuild.WriteFile(filepath.Join(a.Root, "images", "extra.tar"), img); err != nil {
-			t.Fatal(err)
-		}
+	})
+}
+
+// writeExtraImage writes an image of extraMiB random bytes, extraRef, to
+// root/images, which the agent imports at start.
+func writeExtraImage(t testing.TB, root string, extraMiB int) {
+	t.Helper()
+	data := make([]byte, extraMiB<<20)
+	_, _ = rand.Read(data) // random: nothing compresses or dedups it
+	img := ocibuild.Image{Ref: extraRef, Files: []ocibuild.File{{Path: "/blob", Data: data}}, Entrypoint: []string{"/blob"}}
+	if err := os.MkdirAll(filepath.Join(root, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ocibuild.WriteFile(filepath.Join(root, "images", "extra.tar"), img); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -135,6 +159,112 @@ func TestDiskPressureOwnFilesystem(t *testing.T) {
 	if p := a.Pod("bystander"); p == nil || !running(p) {
 		t.Errorf("the bystander was disturbed: %s", podSummary(p))
 	}
+}
+
+// TestDiskPressureSeparateImageFs: the agent's root dir (nodefs) is a
+// 160Mi tmpfs and its containerd's state dir (imagefs: images and writable
+// layers) a 320Mi tmpfs of its own, with imagefs.available at 120Mi and an
+// unused 24Mi image. A pod writes 60Mi into its writable layer, then a
+// ballast takes the image filesystem below the threshold by more than the
+// image frees: the image goes first, then the filler (top-ranked by imagefs
+// usage) is evicted; a bystander keeps running and /node reports
+// DiskPressure.
+func TestDiskPressureSeparateImageFs(t *testing.T) {
+	const thresholdMiB, extraMiB = 120, 24
+	a := StartAgent(t, Options{
+		Prepare: splitTmpfs(160, 320, extraMiB),
+		Config: fmt.Sprintf(`evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 10Mi
+  imagefs.available: %dMi
+`, thresholdMiB),
+	})
+	if tags := a.imageTags(); !slices.Contains(tags, extraRef) {
+		t.Fatalf("the extra image was not imported: %v", tags)
+	}
+	a.applyLocal(localPod("bystander", "BestEffort", `["sleep"]`, ""))
+	t.Cleanup(func() { a.deleteLocal("bystander") })
+	a.WaitPod("bystander", "running", running)
+	a.Eventually("no DiskPressure before the fill", 60*time.Second, a.conditionIs(v1.NodeDiskPressure, v1.ConditionFalse))
+
+	// containerd measures writable layers every 10s or so: the filler
+	// writes 60Mi first and the test waits until the Summary shows it, then
+	// puts a ballast file on the image filesystem (nobody's usage) that
+	// leaves it 20Mi below the threshold even after the image is reclaimed;
+	// evicting the filler (its container removed) is enough.
+	const fillMiB = 60
+	a.applyLocal(localPod("filler", "BestEffort", fmt.Sprintf(`["fill", "/tmp/x", "%dMi"]`, fillMiB), ""))
+	t.Cleanup(func() { a.deleteLocal("filler") })
+	a.WaitPod("filler", "running", running)
+	a.Eventually("the filler's writable layer in the Summary", 60*time.Second, func() (bool, string) {
+		used := a.rootfsUsed("filler")
+		return used >= fillMiB<<20, fmt.Sprintf("rootfs used %d bytes", used)
+	})
+	imagefs := filepath.Join(a.Root, "containerd")
+	_, avail := statfsMiB(t, imagefs)
+	ballast := avail - thresholdMiB + 2*extraMiB + 20
+	if ballast <= 0 || ballast > avail-8 {
+		t.Fatalf("the image tmpfs has %dMi available; cannot write a %dMi ballast", avail, ballast)
+	}
+	if err := os.WriteFile(filepath.Join(imagefs, "ballast"), make([]byte, ballast<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	p := a.WaitPod("filler", "evicted", evicted)
+	if want := "The node was low on resource: ephemeral-storage."; !strings.HasPrefix(p.Status.Message, want) {
+		t.Errorf("message %q, want prefix %q", p.Status.Message, want)
+	}
+	if tags := a.imageTags(); slices.Contains(tags, extraRef) || !slices.Contains(tags, testbox) {
+		t.Errorf("images after the eviction: %v; want the extra one gone, testbox kept", tags)
+	}
+	log := a.Log()
+	removed, evictedAt := strings.Index(log, `msg="removing image"`), strings.Index(log, "reason=Evicted")
+	if removed < 0 || evictedAt < 0 || removed > evictedAt {
+		t.Errorf("image removal logged at %d, eviction at %d: want the image reclaimed first\n%s", removed, evictedAt, tail(log, 40))
+	}
+	if !strings.Contains(log, "signal=imagefs.available") {
+		t.Errorf("no imagefs.available reclaim logged:\n%s", tail(log, 40))
+	}
+	if c := a.nodeCondition(v1.NodeDiskPressure); c != v1.ConditionTrue {
+		t.Errorf("DiskPressure right after the eviction is %q, want True", c)
+	}
+	if p := a.Pod("bystander"); p == nil || !running(p) {
+		t.Errorf("the bystander was disturbed: %s", podSummary(p))
+	}
+}
+
+// rootfsUsed returns the sum of the writable-layer bytes of the pod's
+// containers in the agent's /stats/summary (0 when absent).
+func (a *Agent) rootfsUsed(pod string) uint64 {
+	a.t.Helper()
+	resp, err := http.Get(a.URL + "/stats/summary")
+	if err != nil {
+		a.t.Fatalf("GET /stats/summary: %v", err)
+	}
+	defer resp.Body.Close()
+	var sum struct {
+		Pods []struct {
+			PodRef     struct{ Name string }
+			Containers []struct {
+				Rootfs *struct{ UsedBytes *uint64 }
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&sum); err != nil {
+		a.t.Fatalf("GET /stats/summary: %v", err)
+	}
+	var used uint64
+	for _, p := range sum.Pods {
+		if p.PodRef.Name != pod {
+			continue
+		}
+		for _, c := range p.Containers {
+			if c.Rootfs != nil && c.Rootfs.UsedBytes != nil {
+				used += *c.Rootfs.UsedBytes
+			}
+		}
+	}
+	return used
 }
 
 // nodeCondition returns the status of the node condition c from GET /node.
