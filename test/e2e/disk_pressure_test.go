@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,6 +158,7 @@ func TestDiskPressureOwnFilesystem(t *testing.T) {
 	if c := a.nodeCondition(v1.NodeDiskPressure); c != v1.ConditionTrue {
 		t.Errorf("DiskPressure right after the eviction is %q, want True (the transition period holds it)", c)
 	}
+	a.waitEvictionsMetric("nodefs.available", 1)
 	if p := a.Pod("bystander"); p == nil || !running(p) {
 		t.Errorf("the bystander was disturbed: %s", podSummary(p))
 	}
@@ -228,6 +231,7 @@ func TestDiskPressureSeparateImageFs(t *testing.T) {
 	if c := a.nodeCondition(v1.NodeDiskPressure); c != v1.ConditionTrue {
 		t.Errorf("DiskPressure right after the eviction is %q, want True", c)
 	}
+	a.waitEvictionsMetric("imagefs.available", 1)
 	if p := a.Pod("bystander"); p == nil || !running(p) {
 		t.Errorf("the bystander was disturbed: %s", podSummary(p))
 	}
@@ -265,6 +269,43 @@ func (a *Agent) rootfsUsed(pod string) uint64 {
 		}
 	}
 	return used
+}
+
+// waitEvictionsMetric waits until the agent's kubelet_evictions counter for
+// signal is want: the manager counts an eviction after the kill returns,
+// which is after the pod's status shows it.
+func (a *Agent) waitEvictionsMetric(signal string, want float64) {
+	a.t.Helper()
+	a.Eventually(fmt.Sprintf("kubelet_evictions{eviction_signal=%q} %v", signal, want), 30*time.Second, func() (bool, string) {
+		n := a.evictionsMetric(signal)
+		return n == want, fmt.Sprint(n)
+	})
+}
+
+// evictionsMetric returns the agent's kubelet_evictions counter for signal
+// from /metrics, or -1 when it is absent.
+func (a *Agent) evictionsMetric(signal string) float64 {
+	a.t.Helper()
+	resp, err := http.Get(a.URL + "/metrics")
+	if err != nil {
+		a.t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatalf("GET /metrics: %v", err)
+	}
+	prefix := fmt.Sprintf("kubelet_evictions{eviction_signal=%q} ", signal)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				a.t.Fatalf("/metrics: %q: %v", line, err)
+			}
+			return f
+		}
+	}
+	return -1
 }
 
 // nodeCondition returns the status of the node condition c from GET /node.

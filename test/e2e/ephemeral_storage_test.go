@@ -14,7 +14,7 @@ import (
 // emptyDir without a sizeLimit is evicted with the pod-level message (its
 // container's own rootfs and logs stay under the limit, so only the pod sum
 // of rootfs, logs and emptyDirs exceeds it); a pod writing 1Mi under a 20Mi
-// limit keeps running.
+// limit keeps running. kubelet_evictions counts each under its limit label.
 func TestEphemeralStorageLimitsEvictViolators(t *testing.T) {
 	a := StartAgent(t, Options{})
 	limit := func(l string) string { return "    resources: {limits: {ephemeral-storage: " + l + "}}\n" }
@@ -27,12 +27,12 @@ func TestEphemeralStorageLimitsEvictViolators(t *testing.T) {
     image: %s
     args: ["sleep"]
 %s`, testbox, limit("100Mi"))
-	pods := []struct{ name, args, extra, message string }{
+	pods := []struct{ name, args, extra, message, metric string }{
 		{"writer", `["fill", "/tmp/x", "40Mi"]`, limit("20Mi") + sidecar,
-			`Container app exceeded its local ephemeral storage limit "20Mi". `},
+			`Container app exceeded its local ephemeral storage limit "20Mi". `, "ephemeralcontainerfs.limit"},
 		{"podsum", `["fill", "/cache/x", "40Mi"]`, limit("30Mi") + cache,
-			"Pod ephemeral local storage usage exceeds the total limit of containers 30Mi. "},
-		{"within", `["fill", "/tmp/x", "1Mi"]`, limit("20Mi"), ""},
+			"Pod ephemeral local storage usage exceeds the total limit of containers 30Mi. ", "ephemeralpodfs.limit"},
+		{"within", `["fill", "/tmp/x", "1Mi"]`, limit("20Mi"), "", ""},
 	}
 	for _, p := range pods {
 		a.applyLocal(localPod(p.name, "BestEffort", p.args, p.extra))
@@ -46,6 +46,7 @@ func TestEphemeralStorageLimitsEvictViolators(t *testing.T) {
 		if got.Status.Message != p.message {
 			t.Errorf("pod %s: message %q, want %q", p.name, got.Status.Message, p.message)
 		}
+		a.waitEvictionsMetric(p.metric, 1)
 	}
 	if p := a.Pod("within"); p == nil || !running(p) {
 		t.Errorf("the pod within its limit was disturbed: %s", podSummary(p))
