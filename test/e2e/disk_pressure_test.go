@@ -109,7 +109,7 @@ func (a *Agent) imageTags() []string {
 // first reclaims the unused image (not enough), then evicts the filler, the
 // top-ranked pod by disk usage (Failed/Evicted, the kubelet's message naming
 // ephemeral-storage), while a bystander keeps running and /node reports
-// DiskPressure.
+// DiskPressure; a pod applied then is rejected by admission.
 func TestDiskPressureOwnFilesystem(t *testing.T) {
 	const sizeMiB, thresholdMiB, extraMiB = 320, 120, 24
 	a := StartAgent(t, Options{
@@ -159,6 +159,13 @@ func TestDiskPressureOwnFilesystem(t *testing.T) {
 		t.Errorf("DiskPressure right after the eviction is %q, want True (the transition period holds it)", c)
 	}
 	a.waitEvictionsMetric("nodefs.available", 1)
+	// While the condition holds, admission rejects a new ordinary pod.
+	a.applyLocal(localPod("late", "BestEffort", `["sleep"]`, ""))
+	t.Cleanup(func() { a.deleteLocal("late") })
+	late := a.WaitPod("late", "rejected", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	if want := "The node had condition: [DiskPressure]. "; late.Status.Reason != "Evicted" || late.Status.Message != want {
+		t.Errorf("late pod: reason %q message %q, want Evicted and %q", late.Status.Reason, late.Status.Message, want)
+	}
 	if p := a.Pod("bystander"); p == nil || !running(p) {
 		t.Errorf("the bystander was disturbed: %s", podSummary(p))
 	}
