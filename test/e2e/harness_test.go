@@ -101,6 +101,11 @@ type Agent struct {
 type Options struct {
 	// Config is appended to the KubeletConfiguration the harness writes.
 	Config string
+	// Prepare, when set, runs after the agent's directories are chosen and
+	// before its config is written and it starts (e.g. to mount a
+	// filesystem of the test's own at Root); its cleanups run after the
+	// agent's.
+	Prepare func(a *Agent)
 }
 
 // StartAgent starts `nodekeeper run` for t on its own directories and waits
@@ -126,6 +131,9 @@ func StartAgent(t testing.TB, opts Options) *Agent {
 	}
 	if err := os.MkdirAll(a.Manifests, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if opts.Prepare != nil {
+		opts.Prepare(a)
 	}
 	port := freePort(t)
 	a.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
