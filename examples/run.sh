@@ -38,16 +38,21 @@ if [ "${1:-}" = "stop" ]; then
 	bin/nodekeeper "${args[@]}" --pod-manifest-path "$empty" --status-interval 0 2>/dev/null &
 	agent=$!
 	trap 'kill $agent 2>/dev/null; rmdir "$empty"' EXIT
+	# The agent lists no pods (it has no manifests); it stops and removes the
+	# runtime's pods as orphans: wait until containerd holds no container.
 	for _ in $(seq 1 120); do
 		sleep 1
-		out=$(bin/nodekeeper get pods --server http://127.0.0.1:10255 2>/dev/null) || continue
-		if [ "$(echo "$out" | wc -l)" -le 1 ]; then
+		bin/nodekeeper get pods --server http://127.0.0.1:10255 >/dev/null 2>&1 || continue
+		left=$(ctr --address "$root/containerd/containerd.sock" -n k8s.io containers ls -q 2>/dev/null) || continue
+		# ... and no shim is left (a task's state goes when its shim exits).
+		left+=$(ls "$root/containerd/state/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null)
+		if [ -z "$left" ]; then
 			echo "run.sh: example pods stopped and removed"
 			exit 0
 		fi
 	done
-	echo "run.sh: pods still there after 2 minutes:" >&2
-	echo "$out" >&2
+	echo "run.sh: containers still there after 2 minutes:" >&2
+	echo "$left" >&2
 	exit 1
 fi
 exec bin/nodekeeper "${args[@]}" --pod-manifest-path examples/pods
