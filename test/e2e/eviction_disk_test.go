@@ -46,13 +46,14 @@ func TestDiskPressureReclaimsUnusedImages(t *testing.T) {
 }
 
 // TestPIDPressure: with a pid.available threshold the machine cannot meet
-// (99% of pid_max free), the node reports PIDPressure (GET /node) while the
-// static pod it runs, critical, is not evicted.
+// (1,000 tasks more free than it has now), the node reports PIDPressure (GET
+// /node) while the static pod it runs, critical, is not evicted.
 func TestPIDPressure(t *testing.T) {
-	a := StartAgent(t, Options{Config: `evictionHard:
+	cur, max := machineThreads(t)
+	a := StartAgent(t, Options{Config: fmt.Sprintf(`evictionHard:
   memory.available: 100Mi
-  pid.available: "99%"
-`})
+  pid.available: "%d"
+`, max-cur+1000)})
 	a.WriteManifest("spawner.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
