@@ -131,7 +131,7 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		log.Info("agent oom_score_adj set", "oomScoreAdj", got)
 	}
-	memory, err := memTotal("/proc/meminfo")
+	memory, err := stats.MemoryCapacity("")
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -48,30 +47,6 @@ func BridgeName(rootDir string) string {
 	}
 	sum := sha256.Sum256([]byte(rootDir))
 	return "nk" + hex.EncodeToString(sum[:])[:8]
-}
-
-// memTotal reads MemTotal from a /proc/meminfo file, in bytes.
-func memTotal(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("memory capacity: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 3 && fields[0] == "MemTotal:" && fields[2] == "kB" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil || kb <= 0 || kb > (1<<53) {
-				return 0, fmt.Errorf("%s: MemTotal %q: not a size in kB", path, fields[1])
-			}
-			return kb * 1024, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	return 0, fmt.Errorf("%s: no MemTotal line", path)
 }
 
 // capacity is the node's capacity: the CPUs this process may use, the memory,

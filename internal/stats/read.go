@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -104,6 +105,23 @@ func readMeminfo(path string) (meminfo, error) {
 		return meminfo{}, fmt.Errorf("%s: no MemTotal field", path)
 	}
 	return m, nil
+}
+
+// MemoryCapacity returns the machine's memory (MemTotal of
+// procRoot/meminfo, "" being /proc), in bytes: the node's memory capacity,
+// the same figure the Summary's availableBytes is computed from.
+func MemoryCapacity(procRoot string) (int64, error) {
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	m, err := readMeminfo(filepath.Join(procRoot, "meminfo"))
+	if err != nil {
+		return 0, fmt.Errorf("memory capacity: %w", err)
+	}
+	if m.total == 0 || m.total > math.MaxInt64 {
+		return 0, fmt.Errorf("memory capacity: MemTotal %d bytes is out of range", m.total)
+	}
+	return int64(m.total), nil
 }
 
 // readThreads returns the number of scheduling entities (processes and
