@@ -78,6 +78,23 @@ var supported = map[string]bool{
 	"fileCheckFrequency":    true,
 	"runtimeRequestTimeout": true,
 	"failCgroupV1":          true,
+	// A cluster node's fields (cluster.go).
+	"enableServer":              true,
+	"port":                      true,
+	"tlsCertFile":               true,
+	"tlsPrivateKeyFile":         true,
+	"authentication":            true,
+	"authorization":             true,
+	"enableDebuggingHandlers":   true,
+	"nodeStatusUpdateFrequency": true,
+	"nodeStatusReportFrequency": true,
+	"nodeLeaseDurationSeconds":  true,
+	"registerNode":              true,
+	"registerWithTaints":        true,
+	"kubeAPIQPS":                true,
+	"kubeAPIBurst":              true,
+	"eventRecordQPS":            true,
+	"eventBurst":                true,
 }
 
 // enforceKeys are the values the kubelet accepts in enforceNodeAllocatable.
@@ -107,6 +124,8 @@ type Config struct {
 	MaxPods int32
 	// Agent holds the fields only `nodekeeper run` uses.
 	Agent Agent
+	// Cluster holds the fields `nodekeeper run --kubeconfig` uses.
+	Cluster Cluster
 	// Warnings names every field set in the file that nodekeeper does not support
 	// and ignores (one entry), and the containerfs thresholds, which are ignored as
 	// the kubelet ignores them (one entry).
@@ -463,9 +482,14 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 	if err != nil {
 		return nil, err
 	}
+	cluster, err := resolveCluster(name, &k, raw)
+	if err != nil {
+		return nil, err
+	}
 
 	return &Config{
 		Agent:   agent,
+		Cluster: cluster,
 		Kubelet: k,
 		Eviction: eviction.Config{
 			Thresholds:                    thresholds,

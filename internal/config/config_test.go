@@ -84,6 +84,38 @@ func TestDefault(t *testing.T) {
 			SyncFrequency:                    metav1.Duration{Duration: time.Minute},
 			FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
 			RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
+			EnableServer:                     new(true),
+			Port:                             10250,
+			Authentication: kubeletv1beta1.KubeletAuthentication{
+				Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: new(true), CacheTTL: metav1.Duration{Duration: 2 * time.Minute}},
+				Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: new(false)},
+			},
+			Authorization: kubeletv1beta1.KubeletAuthorization{Mode: "Webhook", Webhook: kubeletv1beta1.KubeletWebhookAuthorization{
+				CacheAuthorizedTTL: metav1.Duration{Duration: 5 * time.Minute}, CacheUnauthorizedTTL: metav1.Duration{Duration: 30 * time.Second},
+			}},
+			EnableDebuggingHandlers:   new(true),
+			NodeStatusUpdateFrequency: metav1.Duration{Duration: 10 * time.Second},
+			NodeStatusReportFrequency: metav1.Duration{Duration: 5 * time.Minute},
+			NodeLeaseDurationSeconds:  40,
+			RegisterNode:              new(true),
+			KubeAPIQPS:                new(int32(50)),
+			KubeAPIBurst:              100,
+			EventRecordQPS:            new(int32(50)),
+			EventBurst:                100,
+		},
+		Cluster: Cluster{
+			EnableServer: true, Port: 10250,
+			Authentication: kubeletv1beta1.KubeletAuthentication{
+				Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: new(true), CacheTTL: metav1.Duration{Duration: 2 * time.Minute}},
+				Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: new(false)},
+			},
+			Authorization: kubeletv1beta1.KubeletAuthorization{Mode: "Webhook", Webhook: kubeletv1beta1.KubeletWebhookAuthorization{
+				CacheAuthorizedTTL: metav1.Duration{Duration: 5 * time.Minute}, CacheUnauthorizedTTL: metav1.Duration{Duration: 30 * time.Second},
+			}},
+			EnableDebuggingHandlers:   true,
+			NodeStatusUpdateFrequency: 10 * time.Second, NodeStatusReportFrequency: 5 * time.Minute,
+			NodeLeaseDurationSeconds: 40, RegisterNode: true,
+			KubeAPIQPS: 50, KubeAPIBurst: 100, EventRecordQPS: 50, EventBurst: 100,
 		},
 		Agent: Agent{
 			PodLogsDir: "/var/log/pods", Address: "127.0.0.1", ReadOnlyPort: 10255,
@@ -282,15 +314,14 @@ func TestLoadWarnings(t *testing.T) {
 		{
 			name: "unsupported fields are listed once, sorted, null ones left out",
 			file: "testdata/unsupported.yaml",
-			want: []string{"testdata/unsupported.yaml: fields not supported by nodekeeper and ignored: authentication"},
+			want: []string{"testdata/unsupported.yaml: fields not supported by nodekeeper and ignored: shutdownGracePeriod"},
 		},
 		{
 			name: "kubeadm's file",
 			file: "testdata/kubeadm.yaml",
 			want: []string{"testdata/kubeadm.yaml: fields not supported by nodekeeper and ignored: " +
-				"authentication, authorization, clusterDNS, clusterDomain, cpuManagerReconcilePeriod, " +
-				"healthzBindAddress, healthzPort, httpCheckFrequency, logging, memorySwap, " +
-				"nodeStatusReportFrequency, nodeStatusUpdateFrequency, rotateCertificates, " +
+				"clusterDNS, clusterDomain, cpuManagerReconcilePeriod, " +
+				"healthzBindAddress, healthzPort, httpCheckFrequency, logging, memorySwap, rotateCertificates, " +
 				"shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, " +
 				"volumeStatsAggPeriod"},
 		},
