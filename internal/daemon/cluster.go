@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"fmt"
+	"runtime"
+
+	v1 "k8s.io/api/core/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
+)
+
+// eventComponent is the source component of the node's events, as the
+// kubelet's: tools and tests select the node's events by it.
+const eventComponent = "kubelet"
+
+// newClient builds the API client from a kubeconfig file with the
+// configuration's rate limits, speaking protobuf as the kubelet does.
+func newClient(kubeconfig string, c config.Cluster, version string) (*kubernetes.Clientset, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", kubeconfig, err)
+	}
+	rc.QPS, rc.Burst = float32(c.KubeAPIQPS), int(c.KubeAPIBurst)
+	if c.KubeAPIQPS == 0 {
+		rc.QPS = -1 // no client-side limit, as the kubelet's kubeAPIQPS 0
+	}
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.UserAgent = fmt.Sprintf("nodekeeper/%s (%s/%s)", version, runtime.GOOS, runtime.GOARCH)
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", kubeconfig, err)
+	}
+	return cs, nil
+}
+
+// clusterRecorder returns a recorder that sends events to the API server
+// (rate-limited by eventRecordQPS and eventBurst, aggregated as client-go
+// does) and also logs them, and the function that flushes and stops it.
+func clusterRecorder(client kubernetes.Interface, nodeName string, c config.Cluster, log nodeapi.LogRecorder) (nodeapi.Recorder, func()) {
+	opts := record.CorrelatorOptions{QPS: float32(c.EventRecordQPS), BurstSize: int(c.EventBurst)}
+	if c.EventRecordQPS == 0 {
+		opts.QPS, opts.BurstSize = 1e6, 1e6 // eventRecordQPS 0: no limit
+	}
+	b := record.NewBroadcaster(record.WithCorrelatorOptions(opts))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: eventComponent, Host: nodeName})
+	return teeRecorder{rec, log}, b.Shutdown
+}
+
+// teeRecorder records each event with both recorders.
+type teeRecorder [2]nodeapi.Recorder
+
+func (t teeRecorder) Event(o apiruntime.Object, eventtype, reason, message string) {
+	for _, r := range t {
+		r.Event(o, eventtype, reason, message)
+	}
+}
+
+func (t teeRecorder) Eventf(o apiruntime.Object, eventtype, reason, format string, args ...any) {
+	for _, r := range t {
+		r.Eventf(o, eventtype, reason, format, args...)
+	}
+}
+
+func (t teeRecorder) AnnotatedEventf(o apiruntime.Object, ann map[string]string, eventtype, reason, format string, args ...any) {
+	for _, r := range t {
+		r.AnnotatedEventf(o, ann, eventtype, reason, format, args...)
+	}
+}
