@@ -220,6 +220,14 @@ func Start(t testing.TB, opts Options) *Server {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("bind %s to system:kubelet-api-admin: %v", KubeletClientUser, err)
 	}
+	// The API server makes these itself, soon after it is ready; make sure
+	// they exist before a node writes its Lease.
+	for _, ns := range []string{metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease} {
+		_, err := s.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create namespace %s: %v", ns, err)
+		}
+	}
 	s.Namespace(t, metav1.NamespaceDefault)
 	t.Logf("kube-apiserver %s ready in %v (etcd %s, advertising %s, dir %s)", s.url, time.Since(began).Round(time.Millisecond), s.etcdURL, advertise, s.dir)
 	return s
@@ -534,7 +542,9 @@ func (s *Server) Stop(t testing.TB) {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Stop(t)
+	began := time.Now()
 	if err := s.startAPIServer(); err != nil {
 		t.Fatalf("restart kube-apiserver: %v", err)
 	}
+	t.Logf("kube-apiserver %s ready again in %v", s.url, time.Since(began).Round(time.Millisecond))
 }

@@ -11,11 +11,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 )
 
 // clientFor returns a clientset for the kubeconfig file at path.
@@ -79,6 +81,14 @@ func TestServer(t *testing.T) {
 	_, err = nodeA.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("node-a creates node-b's Node: got %v, want Forbidden", err)
+	}
+
+	// Its Lease in kube-node-lease too, at once.
+	if _, err := nodeA.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-a"), LeaseDurationSeconds: ptr.To[int32](40)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("node-a creates its Lease: %v", err)
 	}
 
 	// The admin may do anything: make a namespace (prepared by Namespace)
