@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -26,6 +27,7 @@ const agentGCPercent = 50
 // honours, with the kubelet's names and meaning, and nodekeeper's own.
 type runFlags struct {
 	config, rootDir, hostname, endpoint, manifests string
+	kubeconfig, nodeIP                             string
 	verbosity, oomScoreAdj                         int
 	imageDirs                                      []string
 	statusEvery                                    time.Duration
@@ -35,14 +37,18 @@ func newRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use: "run [--config FILE] [--root-dir DIR] [--hostname-override NAME] [--container-runtime-endpoint URL] " +
-			"[--pod-manifest-path PATH] [--image-dir DIR]... [--v N] [--status-interval D] [--oom-score-adj N]",
+			"[--pod-manifest-path PATH] [--kubeconfig FILE] [--node-ip IP] [--image-dir DIR]... [--v N] [--status-interval D] [--oom-score-adj N]",
 		Short: "Run the node agent: static pods through containerd, with the node-level managers",
 		Long: `run starts the node agent. Without a containerRuntimeEndpoint it starts and manages
 its own containerd under the root directory, imports the image tarballs in
 ROOT/images and every --image-dir, and runs the static pods of staticPodPath
 (--pod-manifest-path) in their own network namespaces. SIGINT or SIGTERM stops
 the agent and its containerd; the pods keep running and the next start adopts
-them. While it runs it prints the pods' table on stdout when it changes.`,
+them. With --kubeconfig it joins the cluster of that API server as the Node
+NAME (--hostname-override): it registers the Node and renews its Lease, runs
+the pods bound to it, writes their status, creates mirror pods for its static
+pods and serves the kubelet API on port 10250. While it runs it prints the
+pods' table on stdout when it changes.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annotationDaemon: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,6 +62,8 @@ them. While it runs it prints the pods' table on stdout when it changes.`,
 	fl.StringVar(&f.endpoint, "container-runtime-endpoint", "", "CRI endpoint of a runtime to use instead of the managed containerd (overrides containerRuntimeEndpoint)")
 	fl.StringVar(&f.manifests, "pod-manifest-path", "", "static pod manifests, a directory or a file (overrides staticPodPath)")
 	fl.IntVar(&f.verbosity, "v", 0, "log verbosity, as the kubelet's: 4 and above logs at debug level")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file of the API server to join as a node (the kubelet's --kubeconfig); none runs standalone")
+	fl.StringVar(&f.nodeIP, "node-ip", "", "the node's IP address (the kubelet's --node-ip); the first up non-loopback IPv4 by default")
 	fl.StringArrayVar(&f.imageDirs, "image-dir", nil, "directory of OCI or docker image tarballs to import at start (repeatable)")
 	fl.IntVar(&f.oomScoreAdj, "oom-score-adj", daemon.DefaultOOMScoreAdj, "the agent's own oom_score_adj, in [-1000, 1000] (overrides oomScoreAdj; lowering it needs CAP_SYS_RESOURCE: refused, it is a warning)")
 	fl.DurationVar(&f.statusEvery, "status-interval", 2*time.Second, "how often to check the pods' table and print it when it changed; 0 prints none")
@@ -133,7 +141,16 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		// the environment overrides it.
 		debug.SetGCPercent(agentGCPercent)
 	}
-	opts := daemon.Options{Config: cfg, RootDir: f.rootDir, NodeName: name, ImageDirs: f.imageDirs, Logger: logger, OOMScoreAdj: &oomScore}
+	if f.nodeIP != "" && net.ParseIP(f.nodeIP) == nil {
+		return badInput(fmt.Errorf("--node-ip %q: not an IP address", f.nodeIP))
+	}
+	if f.kubeconfig != "" {
+		if _, err := os.Stat(f.kubeconfig); err != nil {
+			return badInput(fmt.Errorf("--kubeconfig: %v", err))
+		}
+	}
+	opts := daemon.Options{Config: cfg, RootDir: f.rootDir, NodeName: name, ImageDirs: f.imageDirs, Logger: logger,
+		OOMScoreAdj: &oomScore, Kubeconfig: f.kubeconfig, NodeIP: f.nodeIP, Version: versionString()}
 	if f.statusEvery > 0 {
 		opts.OnReady = func(r daemon.Ready) {
 			go printStatus(ctx, cmd.OutOrStdout(), r.Pods, f.statusEvery)

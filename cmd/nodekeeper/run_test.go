@@ -34,6 +34,9 @@ func TestRunBadInput(t *testing.T) {
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, []string{"nope.yaml"}},
 		{"unknown flag", []string{"--no-such-flag"}, []string{"--no-such-flag"}},
 		{"bad verbosity", []string{"--v", "x"}, []string{"--v", `"x"`}},
+		{"bad node IP", []string{"--node-ip", "10.1.2"}, []string{"--node-ip", `"10.1.2"`}},
+		{"missing kubeconfig", []string{"--kubeconfig", filepath.Join(dir, "kc")}, []string{"--kubeconfig", filepath.Join(dir, "kc")}},
+		{"malformed kubeconfig", []string{"--kubeconfig", write("kubeconfig", "clusters: [\n")}, []string{"--kubeconfig", "kubeconfig"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/devicemanager"
@@ -68,6 +69,14 @@ type Options struct {
 	// --oom-score-adj), set at start where the kernel allows it; nil is
 	// DefaultOOMScoreAdj.
 	OOMScoreAdj *int
+	// Kubeconfig, when set, joins the node to that API server's cluster (the
+	// kubelet's --kubeconfig); empty runs standalone.
+	Kubeconfig string
+	// NodeIP is the node's IP (the kubelet's --node-ip); empty picks the
+	// first up non-loopback IPv4.
+	NodeIP string
+	// Version is nodekeeper's version, reported in the Node's nodeInfo.
+	Version string
 }
 
 // Ready describes a started agent.
@@ -108,8 +117,15 @@ func Run(ctx context.Context, o Options) error {
 	}
 	ac := o.Config.Agent
 	log := o.Logger
-	if err := ac.RunnableErr(o.Config.File); err != nil {
+	err := ac.RunnableErr(o.Config.File)
+	if err != nil {
 		return ConfigError{err}
+	}
+	var client *kubernetes.Clientset // nil: standalone
+	if o.Kubeconfig != "" {
+		if client, err = newClient(o.Kubeconfig, o.Config.Cluster, o.Version); err != nil {
+			return ConfigError{err}
+		}
 	}
 	if err := os.MkdirAll(o.RootDir, 0o755); err != nil {
 		return fmt.Errorf("root directory: %w", err)
@@ -196,8 +212,16 @@ func Run(ctx context.Context, o Options) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	recorder := nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
-	hostIP := hostIPv4()
+	var recorder nodeapi.Recorder = nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
+	if client != nil {
+		var stopEvents func()
+		recorder, stopEvents = clusterRecorder(client, o.NodeName, o.Config.Cluster, recorder.(nodeapi.LogRecorder))
+		defer stopEvents()
+	}
+	hostIP := o.NodeIP
+	if hostIP == "" {
+		hostIP = hostIPv4()
+	}
 	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,

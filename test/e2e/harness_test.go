@@ -106,6 +106,8 @@ type Options struct {
 	// filesystem of the test's own at Root); its cleanups run after the
 	// agent's.
 	Prepare func(a *Agent)
+	// Args are further `nodekeeper run` flags (e.g. --kubeconfig).
+	Args []string
 }
 
 // StartAgent starts `nodekeeper run` for t on its own directories and waits
@@ -151,6 +153,7 @@ fileCheckFrequency: 2s
 	}
 	a.args = []string{"run", "--config", a.ConfigPath, "--root-dir", a.Root, "--image-dir", art.images,
 		"--hostname-override", "e2e", "--status-interval", "0", "--v", "4"}
+	a.args = append(a.args, opts.Args...)
 	t.Cleanup(a.cleanup)
 	a.Start()
 	return a
