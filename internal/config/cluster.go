@@ -31,7 +31,11 @@ const (
 type Cluster struct {
 	// EnableServer serves the kubelet API on Port over TLS.
 	EnableServer bool
-	Port         int32
+	// Address is where the secured server listens: the configured address,
+	// else 0.0.0.0 as the kubelet's (the read-only port's default is
+	// loopback, see Agent.Address).
+	Address string
+	Port    int32
 	// TLSCertFile and TLSPrivateKeyFile are the serving certificate; both
 	// empty means a self-signed one kept under the root directory.
 	TLSCertFile, TLSPrivateKeyFile string
@@ -149,8 +153,13 @@ func resolveCluster(name string, k *kubeletv1beta1.KubeletConfiguration, raw map
 			return fail("registerWithTaints["+strconv.Itoa(i)+"].effect", string(t.Effect), "want NoSchedule, PreferNoSchedule or NoExecute")
 		}
 	}
+	address := "0.0.0.0"
+	if _, set := raw["address"]; set && k.Address != "" {
+		address = k.Address
+	}
 	return Cluster{
 		EnableServer:              orTrue(&k.EnableServer),
+		Address:                   address,
 		Port:                      k.Port,
 		TLSCertFile:               k.TLSCertFile,
 		TLSPrivateKeyFile:         k.TLSPrivateKeyFile,

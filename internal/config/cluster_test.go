@@ -40,7 +40,7 @@ kubeAPIQPS: 0
 		t.Fatal(err)
 	}
 	want := Cluster{
-		EnableServer: true, Port: 11250, TLSCertFile: "/etc/nk/tls.crt", TLSPrivateKeyFile: "/etc/nk/tls.key",
+		EnableServer: true, Address: "0.0.0.0", Port: 11250, TLSCertFile: "/etc/nk/tls.crt", TLSPrivateKeyFile: "/etc/nk/tls.key",
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: "/etc/nk/ca.crt"},
 			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: new(true), CacheTTL: metav1.Duration{Duration: 2 * time.Minute}},
@@ -88,5 +88,24 @@ func TestClusterFieldErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterAddress: the secured server listens on the configured address,
+// else on every address (the kubelet's 0.0.0.0), while the read-only port
+// keeps nodekeeper's loopback default.
+func TestClusterAddress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ data, cluster, agent string }{
+		{"", "0.0.0.0", "127.0.0.1"},
+		{"address: 10.1.2.3\n", "10.1.2.3", "10.1.2.3"},
+	} {
+		c, err := Parse("a.yaml", []byte(header+tc.data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Cluster.Address != tc.cluster || c.Agent.Address != tc.agent {
+			t.Errorf("%q: cluster address %q, agent address %q; want %q, %q", tc.data, c.Cluster.Address, c.Agent.Address, tc.cluster, tc.agent)
+		}
 	}
 }

@@ -104,7 +104,7 @@ func TestDefault(t *testing.T) {
 			EventBurst:                100,
 		},
 		Cluster: Cluster{
-			EnableServer: true, Port: 10250,
+			EnableServer: true, Address: "0.0.0.0", Port: 10250,
 			Authentication: kubeletv1beta1.KubeletAuthentication{
 				Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: new(true), CacheTTL: metav1.Duration{Duration: 2 * time.Minute}},
 				Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: new(false)},
