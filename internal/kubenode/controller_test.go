@@ -18,9 +18,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -80,7 +80,7 @@ type recorder struct {
 	start time.Time
 	mu    sync.Mutex // guards the fields below
 	reqs  []request
-	uids  int // UIDs given so far
+	uids  int                           // UIDs given so far
 	fail  func(k8stesting.Action) error // nil passes every request
 }
 
