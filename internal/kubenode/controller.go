@@ -280,9 +280,11 @@ func (c *Controller) register(ctx context.Context, st *state) bool {
 		c.log.Error("Unable to register the node with the API server", "err", err)
 		return false
 	}
+	createErr := err
 	existing, err := nodes.Get(ctx, c.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
-		c.log.Error("Unable to register the node: getting the existing Node", "err", err)
+		c.log.Error("Unable to register the node: creating it failed and so did getting the existing Node",
+			"createErr", createErr, "err", err)
 		return false
 	}
 	c.log.Info("Node was previously registered; adopting it")

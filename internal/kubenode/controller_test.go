@@ -1,11 +1,13 @@
 package kubenode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -526,4 +528,55 @@ func TestNewRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutine and the test's.
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestForbiddenRegistrationLogged: when NodeRestriction refuses the Node (a
+// label a node may not set) and no Node exists, the log names the refusal,
+// not only the Node's absence.
+func TestForbiddenRegistrationLogged(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cs := fake.NewClientset()
+		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1",
+			errors.New(`node "n1" is not allowed to set the following labels: node-role.kubernetes.io/worker`))
+		rec := &recorder{start: time.Now(), fail: func(a k8stesting.Action) error {
+			if a.GetVerb() == "create" {
+				return forbidden
+			}
+			return nil
+		}}
+		rec.install(cs)
+		var logs syncBuffer
+		c, err := New(testConfig(), Deps{Client: cs, Status: (&source{}).status, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		synctest.Wait()
+		cancel()
+		<-done
+		if !strings.Contains(logs.String(), "is not allowed to set the following labels: node-role.kubernetes.io/worker") {
+			t.Errorf("log does not say why the Node was refused:\n%s", logs.String())
+		}
+	})
 }
