@@ -54,7 +54,9 @@ type Config struct {
 	// Hostname is the kubernetes.io/hostname label and the Hostname
 	// address; "" is NodeName.
 	Hostname string
-	// NodeIP, when set, is the node's InternalIP address.
+	// NodeIP, when set, is the node's InternalIP address (HostIP picks it
+	// as the kubelet does); loopback, link-local, multicast and unspecified
+	// addresses are refused.
 	NodeIP string
 	// Labels are added to the default labels at registration (the kubelet's
 	// --node-labels); they win over the defaults. Under NodeRestriction a
@@ -158,8 +160,12 @@ func (c *Config) validate() error {
 	if msgs := validation.IsDNS1123Subdomain(c.NodeName); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("node name %q: %s", c.NodeName, strings.Join(msgs, "; ")))
 	}
-	if c.NodeIP != "" && net.ParseIP(c.NodeIP) == nil {
-		errs = append(errs, fmt.Errorf("node IP %q is not an IP address", c.NodeIP))
+	if c.NodeIP != "" {
+		if ip := net.ParseIP(c.NodeIP); ip == nil {
+			errs = append(errs, fmt.Errorf("node IP %q is not an IP address", c.NodeIP))
+		} else if err := checkNodeIP(ip); err != nil {
+			errs = append(errs, fmt.Errorf("node IP %q: %w, which a node may not report", c.NodeIP, err))
+		}
 	}
 	for k, v := range c.Labels {
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {

@@ -512,6 +512,8 @@ func TestNewRejects(t *testing.T) {
 		{"no client", func(*Config) {}, Deps{Status: src}, "kubenode: Client and Status are required"},
 		{"bad name", func(c *Config) { c.NodeName = "N_1" }, Deps{Client: cs, Status: src}, `kubenode: node name "N_1": `},
 		{"bad ip", func(c *Config) { c.NodeIP = "10.0.0" }, Deps{Client: cs, Status: src}, `kubenode: node IP "10.0.0" is not an IP address`},
+		{"loopback ip", func(c *Config) { c.NodeIP = "127.0.0.1" }, Deps{Client: cs, Status: src},
+			`kubenode: node IP "127.0.0.1": a loopback address, which a node may not report`},
 		{"bad label", func(c *Config) { c.Labels = map[string]string{"a": "b c"} }, Deps{Client: cs, Status: src}, `kubenode: node label "a" value "b c": `},
 		{"bad taint", func(c *Config) { c.RegisterWithTaints = []v1.Taint{{Key: "k", Effect: "Never"}} }, Deps{Client: cs, Status: src},
 			`kubenode: registerWithTaints[0].effect "Never": not NoSchedule, PreferNoSchedule or NoExecute`},

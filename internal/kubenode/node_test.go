@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 // TestReadSystemInfo reads the host fixture; a missing file leaves its field
@@ -127,5 +129,21 @@ func TestApplyStatusResources(t *testing.T) {
 	}
 	if diff := cmp.Diff(want.Allocatable, st.Allocatable, quantities); diff != "" {
 		t.Errorf("allocatable (-want +got):\n%s", diff)
+	}
+}
+
+// TestHostIP: an IP node name is its own address; otherwise the address is
+// one of the host's and never loopback.
+func TestHostIP(t *testing.T) {
+	t.Parallel()
+	if ip, err := HostIP("192.0.2.7"); err != nil || ip.String() != "192.0.2.7" {
+		t.Errorf("HostIP(192.0.2.7) = %v, %v", ip, err)
+	}
+	ip, err := HostIP("localhost")
+	if err != nil {
+		integration.Require(t, "this host has no usable address: "+err.Error())
+	}
+	if checkNodeIP(ip) != nil {
+		t.Errorf("HostIP(localhost) = %v, an address a node may not report", ip)
 	}
 }
