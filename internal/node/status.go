@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -21,10 +22,34 @@ var conditionTexts = []struct {
 	{v1.NodePIDPressure, "KubeletHasInsufficientPID", "kubelet has insufficient PID available", "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
 }
 
-// transitions remembers since when each node condition has had its status.
+// transitions remembers since when each node condition has had its status,
+// and which device resources Object has reported.
 type transitions struct {
-	mu    sync.Mutex                           // guards since
-	since map[v1.NodeConditionType]statusSince // by condition
+	mu      sync.Mutex                           // guards since and devices
+	since   map[v1.NodeConditionType]statusSince // by condition
+	devices map[v1.ResourceName]bool             // every device resource reported so far
+}
+
+// goneDevices notes the device resources in capacity as reported and returns,
+// sorted, those reported before that capacity no longer has: their plugin
+// has been gone past its grace period.
+func (t *transitions) goneDevices(capacity v1.ResourceList) []v1.ResourceName {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.devices == nil {
+		t.devices = map[v1.ResourceName]bool{}
+	}
+	for k := range capacity {
+		t.devices[k] = true
+	}
+	var gone []v1.ResourceName
+	for k := range t.devices {
+		if _, ok := capacity[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	slices.Sort(gone)
+	return gone
 }
 
 type statusSince struct {
@@ -50,8 +75,12 @@ func (t *transitions) at(c v1.NodeConditionType, s v1.ConditionStatus, now time.
 // Object returns the node's Node object as the kubelet would post it: name,
 // the pressure conditions the eviction manager holds and Ready (false with
 // notReady's message when it is set), capacity and allocatable (with the
-// device plugins' resources). A condition's lastTransitionTime is when Object
-// first saw its current status. It may be called from any goroutine.
+// device plugins' resources). A device resource Object reported before and
+// the device manager no longer has (its plugin gone past the stop grace
+// period) is reported with capacity and allocatable 0, as the kubelet does,
+// so the scheduler sees it gone rather than keeping the Node's last count. A
+// condition's lastTransitionTime is when Object first saw its current status.
+// It may be called from any goroutine.
 func (n *Node) Object(name string, notReady error, now time.Time) (*v1.Node, error) {
 	capacity, err := n.capacity()
 	if err != nil {
@@ -69,6 +98,10 @@ func (n *Node) Object(name string, notReady error, now time.Time) (*v1.Node, err
 		devCap, _, _ := n.Devices.Capacity()
 		for k, v := range devCap {
 			capacity[k] = v
+		}
+		for _, k := range n.transitions.goneDevices(devCap) {
+			capacity[k] = *resource.NewQuantity(0, resource.DecimalSI)
+			alloc.Allocatable[k] = *resource.NewQuantity(0, resource.DecimalSI)
 		}
 	}
 	pressure := n.Eviction.Conditions()

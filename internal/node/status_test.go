@@ -98,3 +98,30 @@ func TestObject(t *testing.T) {
 		t.Errorf("MemoryPressure transition at t2 = %v, want unchanged %v", tr, t1)
 	}
 }
+
+// TestGoneDevices: a device resource reported once and then missing from the
+// device manager's capacity is listed as gone (Object reports it at 0) on
+// every later call, until it comes back.
+func TestGoneDevices(t *testing.T) {
+	t.Parallel()
+	const gpu, fpga = v1.ResourceName("example.com/gpu"), v1.ResourceName("example.com/fpga")
+	one := resource.MustParse("1")
+	steps := []struct {
+		name     string
+		capacity v1.ResourceList
+		want     []v1.ResourceName
+	}{
+		{"none yet", v1.ResourceList{}, nil},
+		{"both registered", v1.ResourceList{gpu: one, fpga: one}, nil},
+		{"gpu removed", v1.ResourceList{fpga: one}, []v1.ResourceName{gpu}},
+		{"still removed", v1.ResourceList{fpga: one}, []v1.ResourceName{gpu}},
+		{"both removed", v1.ResourceList{}, []v1.ResourceName{fpga, gpu}},
+		{"gpu back", v1.ResourceList{gpu: one}, []v1.ResourceName{fpga}},
+	}
+	var tr transitions
+	for _, s := range steps {
+		if diff := cmp.Diff(s.want, tr.goneDevices(s.capacity)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", s.name, diff)
+		}
+	}
+}
