@@ -1,18 +1,23 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/kubenode"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -21,8 +26,10 @@ import (
 const eventComponent = "kubelet"
 
 // newClient builds the API client from a kubeconfig file with the
-// configuration's rate limits, speaking protobuf as the kubelet does.
-func newClient(kubeconfig string, c config.Cluster, version string) (*kubernetes.Clientset, error) {
+// configuration's rate limits, speaking protobuf as the kubelet does. A
+// timeout bounds each request (0: none, as watches need); the kubelet's
+// heartbeat client has one of nodeStatusUpdateFrequency.
+func newClient(kubeconfig string, c config.Cluster, version string, timeout time.Duration) (*kubernetes.Clientset, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", kubeconfig, err)
@@ -33,6 +40,7 @@ func newClient(kubeconfig string, c config.Cluster, version string) (*kubernetes
 	}
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.Timeout = timeout
 	rc.UserAgent = fmt.Sprintf("nodekeeper/%s (%s/%s)", version, runtime.GOOS, runtime.GOARCH)
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
@@ -74,4 +82,35 @@ func (t teeRecorder) AnnotatedEventf(o apiruntime.Object, ann map[string]string,
 	for _, r := range t {
 		r.AnnotatedEventf(o, ann, eventtype, reason, format, args...)
 	}
+}
+
+// nodeStatus is the Node controller's duty: register the Node, keep its
+// status and renew its Lease (through the heartbeat client, whose requests
+// time out), the runtime's name and version in its node info.
+func nodeStatus(ctx context.Context, o Options, heartbeat kubernetes.Interface, rt runtimeVersioner, nodeIP string,
+	status func(time.Time) (*v1.Node, error), log *slog.Logger) (*kubenode.Controller, error) {
+	info, err := kubenode.ReadSystemInfo("")
+	if err != nil {
+		log.Warn("node info incomplete", "err", err) // the files it could read are in info
+	}
+	v, err := rt.Version(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("runtime version: %w", err)
+	}
+	info.ContainerRuntimeVersion = v.RuntimeName + "://" + v.RuntimeVersion
+	c := o.Config.Cluster
+	kn, err := kubenode.New(kubenode.Config{
+		NodeName: o.NodeName, NodeIP: nodeIP, RegisterWithTaints: c.RegisterWithTaints, KubeletPort: c.Port,
+		SystemInfo: info, Version: o.Version, StatusUpdateFrequency: c.NodeStatusUpdateFrequency,
+		StatusReportFrequency: c.NodeStatusReportFrequency, LeaseDurationSeconds: c.NodeLeaseDurationSeconds,
+	}, kubenode.Deps{Client: heartbeat, Status: status, Logger: log.With("subsystem", "node-status")})
+	if err != nil {
+		return nil, ConfigError{err}
+	}
+	return kn, nil
+}
+
+// runtimeVersioner is the CRI call nodeStatus needs.
+type runtimeVersioner interface {
+	Version(ctx context.Context, apiVersion string) (*runtimeapi.VersionResponse, error)
 }

@@ -58,7 +58,7 @@ func TestNewClientBadKubeconfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("clusters: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := newClient(path, config.Default().Cluster, "test")
+	_, err := newClient(path, config.Default().Cluster, "test", 0)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("newClient = %v, want an error naming %s", err, path)
 	}

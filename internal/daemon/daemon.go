@@ -32,6 +32,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/kubenode"
 	"github.com/nodekeeper/nodekeeper/internal/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/node"
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
@@ -121,9 +122,14 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return ConfigError{err}
 	}
-	var client *kubernetes.Clientset // nil: standalone
+	// In a cluster: the API client, and the heartbeat client of the Node's
+	// status and Lease, whose requests time out.
+	var client, heartbeat *kubernetes.Clientset // nil: standalone
 	if o.Kubeconfig != "" {
-		if client, err = newClient(o.Kubeconfig, o.Config.Cluster, o.Version); err != nil {
+		if client, err = newClient(o.Kubeconfig, o.Config.Cluster, o.Version, 0); err != nil {
+			return ConfigError{err}
+		}
+		if heartbeat, err = newClient(o.Kubeconfig, o.Config.Cluster, o.Version, o.Config.Cluster.NodeStatusUpdateFrequency); err != nil {
 			return ConfigError{err}
 		}
 	}
@@ -219,7 +225,16 @@ func Run(ctx context.Context, o Options) error {
 		defer stopEvents()
 	}
 	hostIP := o.NodeIP
-	if hostIP == "" {
+	switch {
+	case hostIP == "" && client != nil:
+		// The kubelet's choice: what the node name resolves to on this
+		// host, else the default route's interface.
+		ip, err := kubenode.HostIP(o.NodeName)
+		if err != nil {
+			return fmt.Errorf("node IP (set --node-ip): %w", err)
+		}
+		hostIP = ip.String()
+	case hostIP == "":
 		hostIP = hostIPv4()
 	}
 	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
@@ -309,6 +324,26 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return nil
 	})
+	if client != nil {
+		kn, err := nodeStatus(ctx, o, heartbeat, rt, hostIP, func(now time.Time) (*v1.Node, error) {
+			return n.Object(o.NodeName, ag.Healthy(), now)
+		}, log)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return kn.Run(ctx) })
+		// A device plugin coming or going changes the Node at once.
+		g.Go(func() error {
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-n.Devices.Changed():
+					kn.Poke()
+				}
+			}
+		})
+	}
 	// The node-level loops: eviction (woken early by the pressure notifier),
 	// container GC and image GC.
 	pc, err := pressureWatches(o.Config.Eviction.Thresholds, memory, ac.CgroupRoot, cgc.KubepodsLimits, rootDir, unix.Statfs)
