@@ -517,7 +517,11 @@ func (l *loop) deleting(e *entry) {
 	}
 	switch e.state {
 	case stateWaitingVictims, stateActive:
-		l.a.log.Info("Killing pod being deleted", "pod", nodeapi.PodName(e.pod), "podUID", e.uid, "gracePeriod", e.grace)
+		args := []any{"pod", nodeapi.PodName(e.pod), "podUID", e.uid}
+		if e.grace != nil {
+			args = append(args, "gracePeriod", *e.grace)
+		}
+		l.a.log.Info("Killing pod being deleted", args...)
 		l.terminate(e)
 	}
 }
