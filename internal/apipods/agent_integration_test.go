@@ -123,7 +123,9 @@ func (m *memRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, now time.T
 
 type admitAll struct{}
 
-func (admitAll) Admit(context.Context, *v1.Pod) admission.Response { return admission.Response{Admit: true} }
+func (admitAll) Admit(context.Context, *v1.Pod) admission.Response {
+	return admission.Response{Admit: true}
+}
 
 // TestWithTheAgent runs the real agent (on an in-memory runtime) fed by the
 // syncer against a real kube-apiserver as the node: a pod created for the
