@@ -31,11 +31,25 @@ type statusState struct {
 	written map[types.UID]v1.PodStatus
 	// deleted are the API objects a delete was sent for, by UID.
 	deleted map[types.UID]bool
+	// norm caches normalize's result per agent pod UID, for the agent's pod
+	// object it was computed from (the agent publishes a new object when a
+	// pod's status changes).
+	norm map[types.UID]normalized
 	// nodeUID is the Node's UID, for the mirror pods' owner reference;
 	// empty until read.
 	nodeUID types.UID
 	// nodeErr: reading the Node failed (logged once until it works).
 	nodeErr bool
+}
+
+// normalized is one cached normalize result.
+type normalized struct {
+	from   *v1.Pod
+	status v1.PodStatus
+}
+
+func newStatusState() *statusState {
+	return &statusState{written: map[types.UID]v1.PodStatus{}, deleted: map[types.UID]bool{}, norm: map[types.UID]normalized{}}
 }
 
 // runStatus writes statuses, deletes finished pods and keeps the mirror pods
@@ -44,7 +58,7 @@ type statusState struct {
 func (s *Syncer) runStatus(ctx context.Context) {
 	t := s.clock.NewTicker(s.cfg.StatusPeriod)
 	defer t.Stop()
-	st := &statusState{written: map[types.UID]v1.PodStatus{}, deleted: map[types.UID]bool{}}
+	st := newStatusState()
 	s.pass(ctx, st, true)
 	for {
 		full := false
@@ -112,7 +126,18 @@ func (s *Syncer) pass(ctx context.Context, st *statusState, full bool) {
 			}
 		}
 	}
-	// Forget objects the cache no longer holds.
+	// Forget pods the agent and objects the cache no longer hold.
+	if len(st.norm) > len(pods) {
+		held := make(map[types.UID]bool, len(pods))
+		for _, p := range pods {
+			held[p.UID] = true
+		}
+		for uid := range st.norm {
+			if !held[uid] {
+				delete(st.norm, uid)
+			}
+		}
+	}
 	live := make(map[types.UID]bool, len(cached))
 	for _, c := range cached {
 		live[c.UID] = true
@@ -135,7 +160,12 @@ func (s *Syncer) pass(ctx context.Context, st *statusState, full bool) {
 // reports whether target now holds the status (false: the write failed,
 // logged, and is retried by a later pass).
 func (s *Syncer) writeStatus(ctx context.Context, st *statusState, target, p *v1.Pod, full bool) bool {
-	ours := normalize(p.Status)
+	n, ok := st.norm[p.UID]
+	if !ok || n.from != p {
+		n = normalized{from: p, status: normalize(p.Status)}
+		st.norm[p.UID] = n
+	}
+	ours := n.status
 	want := mergeStatus(target.Status, ours)
 	if equality.Semantic.DeepEqual(want, target.Status) {
 		st.written[target.UID] = want

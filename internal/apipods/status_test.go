@@ -38,7 +38,7 @@ func newTestSyncer(t *testing.T, ag *fakeAgent, objs ...*v1.Pod) (*Syncer, *fake
 		}
 	}
 	client.ClearActions()
-	return s, client, &statusState{written: map[types.UID]v1.PodStatus{}, deleted: map[types.UID]bool{}}
+	return s, client, newStatusState()
 }
 
 // actions names the client's calls: "verb resource[/subresource] ns/name".
