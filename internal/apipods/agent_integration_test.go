@@ -177,6 +177,7 @@ func TestWithTheAgent(t *testing.T) {
 		Spec: v1.PodSpec{NodeName: nodeName, Containers: []v1.Container{{Name: "c", Image: "img"}},
 			AutomountServiceAccountToken: new(false)},
 	}
+	createdAt := time.Now()
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,9 @@ func TestWithTheAgent(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("pod created to Running in the API server: %v (in-memory runtime, 100ms polling)", time.Since(createdAt).Round(time.Millisecond))
 	grace := int64(5)
+	deletedAt := time.Now()
 	if err := admin.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +204,7 @@ func TestWithTheAgent(t *testing.T) {
 		}
 		return fmt.Errorf("still there (%v)", err)
 	})
+	t.Logf("graceful deletion to object gone: %v", time.Since(deletedAt).Round(time.Millisecond))
 	eventually(t, 30*time.Second, "web removed from the runtime", func() error {
 		rt.mu.Lock()
 		defer rt.mu.Unlock()
