@@ -33,7 +33,7 @@ func (s *Syncer) mirrorTarget(ctx context.Context, st *statusState, p, cur *v1.P
 		case cur.Annotations[qos.ConfigMirrorAnnotation] == hash && cur.DeletionTimestamp == nil:
 			return cur
 		case !gone[cur.UID]:
-			if s.deletePod(ctx, cur, "Deleting outdated mirror pod") {
+			if s.deletePod(ctx, st, cur, "Deleting outdated mirror pod") {
 				gone[cur.UID] = true
 			}
 		}
@@ -47,14 +47,13 @@ func (s *Syncer) mirrorTarget(ctx context.Context, st *statusState, p, cur *v1.P
 	switch {
 	case err == nil:
 		s.log.Info("Created mirror pod", "pod", nodeapi.PodName(p), "podUID", p.UID)
+		st.succeeded("mirror", p.UID)
 	case apierrors.IsAlreadyExists(err): // the cache will show it
 	default:
 		if apierrors.IsForbidden(err) {
 			st.nodeUID = "" // the Node may have been recreated: read it again
 		}
-		if ctx.Err() == nil {
-			s.log.Error("Creating mirror pod failed, will retry", "pod", nodeapi.PodName(p), "podUID", p.UID, "err", err)
-		}
+		s.fail(ctx, st, "mirror", p.UID, "Creating mirror pod failed, will retry", err, "pod", nodeapi.PodName(p), "podUID", p.UID)
 	}
 	return nil
 }

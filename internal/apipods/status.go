@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -40,6 +41,28 @@ type statusState struct {
 	nodeUID types.UID
 	// nodeErr: reading the Node failed (logged once until it works).
 	nodeErr bool
+	// failed holds, per operation and object UID, the error last logged: a
+	// failure is logged once until it changes or the operation succeeds, so
+	// an unreachable API server does not flood the log every pass.
+	failed map[string]string
+}
+
+// fail logs a failed operation op on uid, unless the same error was logged
+// for it last time.
+func (s *Syncer) fail(ctx context.Context, st *statusState, op string, uid types.UID, msg string, err error, args ...any) {
+	key := op + "/" + string(uid)
+	if ctx.Err() != nil || st.failed[key] == err.Error() {
+		return
+	}
+	st.failed[key] = err.Error()
+	s.log.Error(msg, append(args, "err", err)...)
+}
+
+// succeeded forgets op's failure on uid.
+func (st *statusState) succeeded(op string, uid types.UID) {
+	if len(st.failed) > 0 {
+		delete(st.failed, op+"/"+string(uid))
+	}
 }
 
 // normalized is one cached normalize result.
@@ -49,7 +72,8 @@ type normalized struct {
 }
 
 func newStatusState() *statusState {
-	return &statusState{written: map[types.UID]v1.PodStatus{}, deleted: map[types.UID]bool{}, norm: map[types.UID]normalized{}}
+	return &statusState{written: map[types.UID]v1.PodStatus{}, deleted: map[types.UID]bool{}, norm: map[types.UID]normalized{},
+		failed: map[string]string{}}
 }
 
 // runStatus writes statuses, deletes finished pods and keeps the mirror pods
@@ -110,7 +134,7 @@ func (s *Syncer) pass(ctx context.Context, st *statusState, full bool) {
 		}
 		if target.DeletionTimestamp != nil && !st.deleted[target.UID] &&
 			s.agent.IsPodTerminated(string(p.UID)) && s.agent.PodCleanedUp(p) {
-			if s.deletePod(ctx, target, "Deleting pod whose containers stopped") {
+			if s.deletePod(ctx, st, target, "Deleting pod whose containers stopped") {
 				st.deleted[target.UID] = true
 			}
 		}
@@ -121,26 +145,30 @@ func (s *Syncer) pass(ctx context.Context, st *statusState, full bool) {
 			continue
 		}
 		if s.agent.IsPodDeleted(c.Annotations[qos.ConfigMirrorAnnotation]) {
-			if s.deletePod(ctx, c, "Deleting mirror pod of a static pod that is gone") {
+			if s.deletePod(ctx, st, c, "Deleting mirror pod of a static pod that is gone") {
 				gone[c.UID] = true
 			}
 		}
 	}
 	// Forget pods the agent and objects the cache no longer hold.
-	if len(st.norm) > len(pods) {
-		held := make(map[types.UID]bool, len(pods))
-		for _, p := range pods {
-			held[p.UID] = true
-		}
-		for uid := range st.norm {
-			if !held[uid] {
-				delete(st.norm, uid)
-			}
+	held := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		held[p.UID] = true
+	}
+	for uid := range st.norm {
+		if !held[uid] {
+			delete(st.norm, uid)
 		}
 	}
 	live := make(map[types.UID]bool, len(cached))
 	for _, c := range cached {
 		live[c.UID] = true
+	}
+	for key := range st.failed {
+		_, uid, _ := strings.Cut(key, "/")
+		if !live[types.UID(uid)] && !held[types.UID(uid)] {
+			delete(st.failed, key)
+		}
 	}
 	for uid := range st.written {
 		if !live[uid] {
@@ -182,18 +210,19 @@ func (s *Syncer) writeStatus(ctx context.Context, st *statusState, target, p *v1
 		_, err := pods.UpdateStatus(ctx, upd, metav1.UpdateOptions{})
 		if err == nil {
 			st.written[target.UID] = want
+			st.succeeded("status", target.UID)
 			return true
 		}
 		if !apierrors.IsConflict(err) || attempt == maxAttempts {
-			if !apierrors.IsNotFound(err) && ctx.Err() == nil {
-				s.log.Error("Writing pod status failed, will retry", "pod", nodeapi.PodName(target), "podUID", target.UID, "err", err)
+			if !apierrors.IsNotFound(err) {
+				s.fail(ctx, st, "status", target.UID, "Writing pod status failed, will retry", err, "pod", nodeapi.PodName(target), "podUID", target.UID)
 			}
 			return false
 		}
 		fresh, err := pods.Get(ctx, target.Name, metav1.GetOptions{})
 		if err != nil || fresh.UID != target.UID {
-			if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-				s.log.Error("Reading pod after a status conflict failed, will retry", "pod", nodeapi.PodName(target), "podUID", target.UID, "err", err)
+			if err != nil && !apierrors.IsNotFound(err) {
+				s.fail(ctx, st, "status", target.UID, "Reading pod after a status conflict failed, will retry", err, "pod", nodeapi.PodName(target), "podUID", target.UID)
 			}
 			return false
 		}
@@ -208,7 +237,7 @@ func (s *Syncer) writeStatus(ctx context.Context, st *statusState, target, p *v1
 
 // deletePod deletes obj at once (grace 0) if it is still the object of that
 // UID; it reports whether it is gone. why is the log message.
-func (s *Syncer) deletePod(ctx context.Context, obj *v1.Pod, why string) bool {
+func (s *Syncer) deletePod(ctx context.Context, st *statusState, obj *v1.Pod, why string) bool {
 	grace := int64(0)
 	uid := obj.UID
 	err := s.client.CoreV1().Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{
@@ -217,13 +246,13 @@ func (s *Syncer) deletePod(ctx context.Context, obj *v1.Pod, why string) bool {
 	switch {
 	case err == nil:
 		s.log.Info(why, "pod", nodeapi.PodName(obj), "podUID", uid)
+		st.succeeded("delete", uid)
 		return true
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err): // gone, or another object by now
+		st.succeeded("delete", uid)
 		return true
 	default:
-		if ctx.Err() == nil {
-			s.log.Error("Deleting pod failed, will retry", "pod", nodeapi.PodName(obj), "podUID", uid, "err", err)
-		}
+		s.fail(ctx, st, "delete", uid, "Deleting pod failed, will retry", err, "pod", nodeapi.PodName(obj), "podUID", uid)
 		return false
 	}
 }

@@ -338,3 +338,40 @@ func TestMergeStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteFailureLoggedOnce: a failing status write is retried every pass
+// but logged once until it succeeds; a later failure is logged again.
+func TestWriteFailureLoggedOnce(t *testing.T) {
+	t.Parallel()
+	ag := newFakeAgent()
+	web := apiPod("web", "u1")
+	ag.pods = []*v1.Pod{withStatus(web, running())}
+	s, client, st := newTestSyncer(t, ag, web)
+	log, logs := testLogger(t)
+	s.log = log
+	failing := true
+	client.PrependReactor("update", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+		}
+		return false, nil, nil
+	})
+	count := func() int { return strings.Count(logs.String(), "Writing pod status failed") }
+	for range 3 {
+		s.pass(t.Context(), st, true)
+	}
+	if got := count(); got != 1 {
+		t.Errorf("logged %d times in an outage, want 1", got)
+	}
+	failing = false
+	s.pass(t.Context(), st, true)
+	failing = true
+	ag.setPods(withStatus(web, v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}))
+	s.pass(t.Context(), st, true)
+	if got := count(); got != 2 {
+		t.Errorf("logged %d times after a new outage, want 2", got)
+	}
+	if n := len(actions(client)); n != 5 {
+		t.Errorf("%d calls, want 5 (each pass tries)", n)
+	}
+}
