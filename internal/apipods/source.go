@@ -61,6 +61,7 @@ func (s *Syncer) agentPods(cached []*v1.Pod) []*v1.Pod {
 		c.Annotations[qos.ConfigSourceAnnotation] = Source
 		out = append(out, c)
 	}
+	s.forgetSkipped(cached)
 	slices.SortFunc(out, func(a, b *v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
@@ -69,7 +70,7 @@ func (s *Syncer) agentPods(cached []*v1.Pod) []*v1.Pod {
 
 // skip logs a malformed pod once per resourceVersion.
 func (s *Syncer) skip(p *v1.Pod, err error) {
-	key := p.Namespace + "/" + p.Name + "/" + string(p.UID)
+	key := skipKey(p)
 	s.mu.Lock()
 	logged := s.skipped[key] == p.ResourceVersion
 	s.skipped[key] = p.ResourceVersion
@@ -78,6 +79,26 @@ func (s *Syncer) skip(p *v1.Pod, err error) {
 		s.log.Error("Skipping malformed pod from the API server", "pod", nodeapi.PodName(p), "podUID", p.UID, "err", err)
 	}
 }
+
+// forgetSkipped drops the malformed pods the cache no longer holds.
+func (s *Syncer) forgetSkipped(cached []*v1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.skipped) == 0 {
+		return
+	}
+	live := make(map[string]bool, len(cached))
+	for _, p := range cached {
+		live[skipKey(p)] = true
+	}
+	for k := range s.skipped {
+		if !live[k] {
+			delete(s.skipped, k)
+		}
+	}
+}
+
+func skipKey(p *v1.Pod) string { return p.Namespace + "/" + p.Name + "/" + string(p.UID) }
 
 // checkPod returns an error naming the field and value when p is not a pod
 // the node can run: no name, namespace or UID, bound to another node, no

@@ -92,6 +92,30 @@ func TestSourceDeliversTheNodesPods(t *testing.T) {
 	if n := strings.Count(logs.String(), "pod=default/empty"); n != 1 {
 		t.Errorf("malformed pod logged %d times, want once", n)
 	}
+	// Once the malformed pod is gone, it is forgotten.
+	if err := client.CoreV1().Pods("default").Delete(t.Context(), "empty", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Pods("default").Delete(t.Context(), "elsewhere", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSet(t, ag, []string{"default/db source=api rv="})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		n := len(s.skipped)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d malformed pods still remembered", n)
+		}
+		select {
+		case <-ag.sets:
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func TestCheckPod(t *testing.T) {
