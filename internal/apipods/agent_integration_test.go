@@ -79,6 +79,23 @@ func (m *memRuntime) KillPod(_ context.Context, pod *v1.Pod, st *podruntime.PodS
 	return nil
 }
 
+// exit makes the containers of the pod named name exit (behind the
+// agent's back, as a crash would).
+func (m *memRuntime) exit(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.pods {
+		if p.Name != name {
+			continue
+		}
+		var ctrs []*runtimeapi.ContainerStatus
+		for _, c := range p.Containers {
+			ctrs = append(ctrs, &runtimeapi.ContainerStatus{Id: c.Id, State: runtimeapi.ContainerState_CONTAINER_EXITED, Metadata: c.Metadata})
+		}
+		p.Containers = ctrs
+	}
+}
+
 func (m *memRuntime) RemovePod(_ context.Context, st *podruntime.PodStatus) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -129,7 +146,8 @@ func (admitAll) Admit(context.Context, *v1.Pod) admission.Response {
 
 // TestWithTheAgent runs the real agent (on an in-memory runtime) fed by the
 // syncer against a real kube-apiserver as the node: a pod created for the
-// node runs and shows Running to the admin; deleted with a grace period, it
+// node runs and shows Running to the admin; the API server stopped and
+// restarted, the pod keeps running and its status catches up; deleted with a grace period, it
 // is killed with that grace period and its object goes away; the agent then
 // removes it from the runtime.
 func TestWithTheAgent(t *testing.T) {
@@ -192,6 +210,33 @@ func TestWithTheAgent(t *testing.T) {
 		return nil
 	})
 	t.Logf("pod created to Running in the API server: %v (in-memory runtime, 100ms polling)", time.Since(createdAt).Round(time.Millisecond))
+	// The API server goes away; the pod keeps running, its container exits
+	// meanwhile; once the server is back, the status catches up.
+	srv.Stop(t)
+	rt.exit("web")
+	eventually(t, 30*time.Second, "the agent sees the exit", func() error {
+		for _, p := range ag.Pods() {
+			if p.Name == "web" && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Terminated != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("not yet")
+	})
+	srv.Restart(t)
+	eventually(t, 60*time.Second, "status caught up after the API server came back", func() error {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+			return fmt.Errorf("container status %+v", p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+	if ag.IsPodTerminated(string(ag.Pods()[0].UID)) || ag.IsPodDeleted(string(ag.Pods()[0].UID)) {
+		t.Errorf("web stopped or deleted while the API server was away")
+	}
+
 	grace := int64(5)
 	deletedAt := time.Now()
 	if err := admin.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
