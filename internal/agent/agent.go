@@ -145,6 +145,8 @@ type Agent struct {
 	lastRelist atomic.Int64
 	// snap is the table as last published by the loop; never nil.
 	snap atomic.Pointer[snapshot]
+	// changes gets a value (capacity 1, never blocking) after each publish.
+	changes chan struct{}
 }
 
 // sourceUpdate is one SetPods call.
@@ -207,7 +209,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
 		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
 		setC: make(chan sourceUpdate), killC: make(chan killMsg),
-		probes: deps.Probes,
+		probes: deps.Probes, changes: make(chan struct{}, 1),
 	}
 	a.snap.Store(&snapshot{byUID: map[types.UID]*podView{}, sourcesReady: len(cfg.Sources) == 0})
 	return a, nil
@@ -215,7 +217,12 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 
 // SetPods hands the complete current pod set of source to the loop: pods not
 // in the table are admitted and run, changed pods are synced, and the pods of
-// source no longer in the set are killed and removed. Every pod needs a UID,
+// source no longer in the set are killed and removed. A pod with a
+// deletionTimestamp (being deleted in the API server) is killed with its
+// deletionGracePeriodSeconds (nil: its own grace period) and never started
+// or restarted; it stays in the table, terminated, until its source drops
+// it; once all its containers exited, its phase is terminal: Succeeded when
+// they all exited 0, else Failed. Every pod needs a UID,
 // unique in the set. The agent keeps the pods and never modifies them; the
 // caller must not modify them afterwards. It returns once the loop took the
 // set and published the table with it (new pods admitted or rejected), or
@@ -247,6 +254,13 @@ func (a *Agent) SetPods(ctx context.Context, source string, pods []*v1.Pod) erro
 		return ctx.Err()
 	}
 }
+
+// Changes returns a channel that receives a value after the loop published a
+// new table, so that a reader of Pods (the API server's status writer) need
+// not poll. Publishes coalesce: one pending value stands for any number of
+// them, and the loop never waits for the receiver. The channel is shared: it
+// is meant for one receiver, which reads the table after each value.
+func (a *Agent) Changes() <-chan struct{} { return a.changes }
 
 // KillPod stops req.Pod's containers (nodeapi.PodKiller) and returns once they
 // stopped, with the runtime's error if they could not be (the agent then keeps

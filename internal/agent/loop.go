@@ -47,6 +47,9 @@ type entry struct {
 	state     state
 	// rejected: admission refused the pod; final holds the rejection.
 	rejected bool
+	// deleting: the pod has a deletionTimestamp; it is stopped with the
+	// deletion's grace period and never started again.
+	deleting bool
 	// removed: no source wants the pod; it is removed from the runtime once
 	// stopped, then from the table.
 	removed bool
@@ -379,7 +382,9 @@ func (l *loop) setPods(u sourceUpdate) {
 			if changed || !equality.Semantic.DeepEqual(e.pod.ObjectMeta, p.ObjectMeta) {
 				e.pod, e.dirty = p, true
 			}
-			if changed && e.state == stateActive {
+			if p.DeletionTimestamp != nil && !e.deleting {
+				l.deleting(e)
+			} else if changed && e.state == stateActive {
 				e.needSync, e.op = true, opUpdate
 			}
 		}
@@ -418,6 +423,18 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 				e.state = stateTerminating
 			}
 			l.a.log.Info("Pod finished before; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID, "phase", ph, "reason", st.Reason)
+			l.refresh(now)
+			l.publish()
+			continue
+		}
+		if p.DeletionTimestamp != nil {
+			// Deleted before it ran here (or while the agent was down):
+			// never started; stopped if it runs from an earlier run.
+			e.deleting, e.grace, e.state = true, p.DeletionGracePeriodSeconds, stateTerminated
+			if hasRunning(e.runtime) {
+				e.state = stateTerminating
+			}
+			l.a.log.Info("Pod is being deleted; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID)
 			l.refresh(now)
 			l.publish()
 			continue
@@ -487,6 +504,25 @@ func (l *loop) remove(e *entry) {
 		if e.runtime == nil && !e.busy {
 			l.drop(e)
 		}
+	}
+}
+
+// deleting handles a pod that got a deletionTimestamp: it is stopped with
+// the deletion's grace period (the shorter one if a kill is under way) and
+// stays stopped.
+func (l *loop) deleting(e *entry) {
+	e.deleting, e.dirty = true, true
+	if g := e.pod.DeletionGracePeriodSeconds; g != nil && (e.grace == nil || *g < *e.grace) {
+		e.grace = g
+	}
+	switch e.state {
+	case stateWaitingVictims, stateActive:
+		args := []any{"pod", nodeapi.PodName(e.pod), "podUID", e.uid}
+		if e.grace != nil {
+			args = append(args, "gracePeriod", *e.grace)
+		}
+		l.a.log.Info("Killing pod being deleted", args...)
+		l.terminate(e)
 	}
 }
 
@@ -637,6 +673,9 @@ func (l *loop) refresh(now time.Time) {
 				st = withFinal(st, *e.final)
 			}
 		}
+		if e.deleting && e.state == stateTerminated && e.final == nil {
+			st.Phase = deletedPhase(st)
+		}
 		if e.state == stateActive && l.relisted && e.final == nil && (st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed) {
 			l.terminate(e)
 			e.dirty = false
@@ -744,6 +783,10 @@ func (l *loop) publish() {
 		}
 	}
 	l.a.snap.Store(s)
+	select {
+	case l.a.changes <- struct{}{}:
+	default: // one is pending already
+	}
 }
 
 // arm sets the timer to the earliest future due time of an idle pod (due
@@ -805,6 +848,25 @@ func (a *Agent) runWorker(ctx context.Context, uid types.UID, in <-chan work, ou
 			return
 		}
 	}
+}
+
+// deletedPhase is the phase of a stopped pod being deleted: Succeeded when
+// every container exited 0, Failed when every container exited and one did
+// not exit 0, else (a container never started, or no status) st's own.
+func deletedPhase(st v1.PodStatus) v1.PodPhase {
+	if len(st.ContainerStatuses) == 0 {
+		return st.Phase
+	}
+	phase := v1.PodSucceeded
+	for _, c := range st.ContainerStatuses {
+		switch t := c.State.Terminated; {
+		case t == nil:
+			return st.Phase
+		case t.ExitCode != 0:
+			phase = v1.PodFailed
+		}
+	}
+	return phase
 }
 
 // withFinal lays a kill's final status over the runtime's: phase, reason

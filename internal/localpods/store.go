@@ -5,7 +5,7 @@
 // Unlike static pods (package podsource), these pods are not critical unless
 // their priority class makes them so: they go through the whole admission
 // chain and may be evicted and preempted. Each gets an API-like identity: a
-// random UUID, a creation timestamp, the config source "api" and the
+// random UUID, a creation timestamp, the config source annotation "api" and the
 // priority the API server's priority admission would resolve.
 //
 // The [Store] persists its pods in one checkpoint file in the state directory
@@ -45,9 +45,14 @@ import (
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
-// Source is the agent's name for this pod source, and the config.source
-// annotation its pods carry: the kubelet's value for pods from the API server.
-const Source = "api"
+// Source is the agent's name for this pod source. It differs from the name
+// of the API-server source ("api"), so that both can feed one agent.
+const Source = "local"
+
+// ConfigSource is the config.source annotation the store's pods carry: the
+// kubelet's value for pods from the API server, which keeps them ordinary
+// (not static, not critical by source).
+const ConfigSource = "api"
 
 // FileName is the store's checkpoint file in the state directory.
 const FileName = "local-pods.json"
@@ -427,7 +432,7 @@ func Prepare(p *v1.Pod, nodeName string, uid types.UID, now time.Time) error {
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
-	p.Annotations[qos.ConfigSourceAnnotation] = Source
+	p.Annotations[qos.ConfigSourceAnnotation] = ConfigSource
 	p.Status = v1.PodStatus{Phase: v1.PodPending}
 	return nil
 }

@@ -36,7 +36,7 @@ type fakeAgent struct {
 }
 
 func (f *fakeAgent) SetPods(_ context.Context, source string, pods []*v1.Pod) error {
-	if source != Source {
+	if source != "local" { // not "api": that is the API-server source's name
 		return fmt.Errorf("source %q", source)
 	}
 	f.mu.Lock()
@@ -543,7 +543,7 @@ func TestFinishedStatusPersists(t *testing.T) {
 type refusingAgent struct{ fakeAgent }
 
 func (*refusingAgent) SetPods(context.Context, string, []*v1.Pod) error {
-	return errors.New(`agent: unknown pod source "api"`)
+	return errors.New(`agent: unknown pod source "local"`)
 }
 
 func TestRunFailsWhenTheAgentRefusesTheSource(t *testing.T) {
