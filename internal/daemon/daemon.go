@@ -28,6 +28,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/agent"
+	"github.com/nodekeeper/nodekeeper/internal/apipods"
 	"github.com/nodekeeper/nodekeeper/internal/cgroups"
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
@@ -258,6 +259,9 @@ func Run(ctx context.Context, o Options) error {
 	if ac.StaticPodPath != "" {
 		sources = append(sources, sourceFile)
 	}
+	if client != nil {
+		sources = append(sources, apipods.Source)
+	}
 	ag, err = agent.New(agent.Config{
 		NodeName: o.NodeName, Sources: sources, ResyncPeriod: ac.SyncFrequency,
 	}, agent.Deps{Runtime: pr, Admit: admit, Preempt: preempt, Logger: log,
@@ -325,6 +329,13 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	})
 	if client != nil {
+		// Pods bound to the node: run like the others, their status and
+		// deletion written back, mirror pods for the static ones.
+		ap, err := apipods.New(apipods.Config{NodeName: o.NodeName}, apipods.Deps{Client: client, Agent: ag, Logger: log.With("subsystem", "apipods")})
+		if err != nil {
+			return ConfigError{err}
+		}
+		g.Go(func() error { return ap.Run(ctx) })
 		kn, err := nodeStatus(ctx, o, heartbeat, rt, hostIP, func(now time.Time) (*v1.Node, error) {
 			return n.Object(o.NodeName, ag.Healthy(), now)
 		}, log)
