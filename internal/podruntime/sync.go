@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/volumes"
 )
 
 // Waiting reasons a sync reports for containers it could not start.
@@ -66,6 +68,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 			res.Err = fmt.Errorf("kill pod for a new sandbox: %w", err)
 			return res
 		}
+	}
+	if !m.setUpVolumes(ctx, pod) {
+		res.Err = errVolumesNotReady
+		return res
 	}
 	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 {
 		m.removeOld(ctx, status, acts.remove, &res)
@@ -260,9 +266,16 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return err
 	}
+	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
+	if err != nil {
+		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
 	cfg, err := containerConfig(containerInput{
 		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
 		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile,
+		volumes: m.vols, env: envObjs,
 	})
 	if err != nil {
 		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
@@ -444,4 +457,41 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// errVolumesNotReady is the sync error of a pod some of whose volumes could
+// not be written yet.
+var errVolumesNotReady = errors.New("volumes not ready")
+
+// setUpVolumes writes (or refreshes) the pod's configMap, secret,
+// downwardAPI and projected volumes, recording a FailedMount event for each
+// that fails. It reports false when one was never written: the pod's
+// containers cannot start until it is. A failed refresh keeps the last
+// content and does not stop the sync.
+func (m *Manager) setUpVolumes(ctx context.Context, pod *v1.Pod) bool {
+	ok := true
+	for _, f := range m.vols.SetUp(ctx, pod, m.volumeResource(pod)) {
+		m.rec.Event(pod, v1.EventTypeWarning, "FailedMount", f.Error())
+		if !f.Ready {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// volumeResource resolves a downwardAPI volume's resourceFieldRef, which
+// names its container.
+func (m *Manager) volumeResource(pod *v1.Pod) volumes.ResourceValue {
+	return func(ref *v1.ResourceFieldSelector) (string, error) {
+		var c *v1.Container
+		for _, x := range allContainers(pod) {
+			if x.Name == ref.ContainerName {
+				c = x
+			}
+		}
+		if c == nil {
+			return "", fmt.Errorf("resourceFieldRef.containerName %q is not a container of the pod", ref.ContainerName)
+		}
+		return resourceFieldValue(containerInput{pod: pod, container: c, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs}, ref)
+	}
 }
