@@ -83,7 +83,7 @@ func TestIntegrationAPIVolumes(t *testing.T) {
 			Command: []string{"/tools/probe"},
 			Args:    []string{"files", "/out/files", "/etc/cfg/greeting", "/etc/creds/pass", "/etc/info/labels", sa + "/token", sa + "/ca.crt", sa + "/namespace"},
 			EnvFrom: []v1.EnvFromSource{{Prefix: "CFG_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}},
-			Env: []v1.EnvVar{{Name: "PASS", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "pass"}}}},
+			Env:     []v1.EnvVar{{Name: "PASS", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "pass"}}}},
 			VolumeMounts: []v1.VolumeMount{
 				{Name: "out", MountPath: "/out"}, {Name: "tools", MountPath: "/tools", ReadOnly: true},
 				{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "creds", MountPath: "/etc/creds"}, {Name: "info", MountPath: "/etc/info"},
