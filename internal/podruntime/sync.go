@@ -69,8 +69,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 			return res
 		}
 	}
-	if !m.setUpVolumes(ctx, pod) {
-		res.Err = errVolumesNotReady
+	if err := m.setUpVolumes(ctx, pod); err != nil {
+		res.Err = err
 		return res
 	}
 	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 {
@@ -465,18 +465,21 @@ var errVolumesNotReady = errors.New("volumes not ready")
 
 // setUpVolumes writes (or refreshes) the pod's configMap, secret,
 // downwardAPI and projected volumes, recording a FailedMount event for each
-// that fails. It reports false when one was never written: the pod's
-// containers cannot start until it is. A failed refresh keeps the last
-// content and does not stop the sync.
-func (m *Manager) setUpVolumes(ctx context.Context, pod *v1.Pod) bool {
-	ok := true
+// that fails. It returns an error (errVolumesNotReady) when one was never
+// written: the pod's containers cannot start until it is. A failed refresh
+// keeps the last content and does not stop the sync.
+func (m *Manager) setUpVolumes(ctx context.Context, pod *v1.Pod) error {
+	var notReady []error
 	for _, f := range m.vols.SetUp(ctx, pod, m.volumeResource(pod)) {
 		m.rec.Event(pod, v1.EventTypeWarning, "FailedMount", f.Error())
 		if !f.Ready {
-			ok = false
+			notReady = append(notReady, f)
 		}
 	}
-	return ok
+	if len(notReady) > 0 {
+		return fmt.Errorf("%w: %w", errVolumesNotReady, errors.Join(notReady...))
+	}
+	return nil
 }
 
 // volumeResource resolves a downwardAPI volume's resourceFieldRef, which

@@ -2,6 +2,7 @@ package podruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -176,8 +177,8 @@ func TestIntegrationMissingConfigMap(t *testing.T) {
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "later", MountPath: "/later"}}
 	})
 	res := n.m.SyncPod(t.Context(), pod, nil)
-	if res.Err == nil {
-		t.Fatal("sync of a pod with a missing ConfigMap: no error")
+	if !errors.Is(res.Err, errVolumesNotReady) {
+		t.Fatalf("sync of a pod with a missing ConfigMap: %v, want errVolumesNotReady", res.Err)
 	}
 	if got, want := rec.find("FailedMount"), `MountVolume.SetUp failed for volume "later" : configmap "later" not found`; got != want {
 		t.Errorf("FailedMount event %q, want %q", got, want)
