@@ -43,8 +43,8 @@ func TestIntegrationRealAPIServer(t *testing.T) {
 		}
 		p.Spec.Containers[0] = v1.Container{
 			Name: "app", Image: appImage, Command: []string{"/tools/probe"},
-			Args: []string{"files", "/out/files", sa + "/token", sa + "/ca.crt", sa + "/namespace"},
-			Env:  []v1.EnvVar{{Name: "PASS", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "pass"}}}},
+			Args:         []string{"files", "/out/files", sa + "/token", sa + "/ca.crt", sa + "/namespace"},
+			Env:          []v1.EnvVar{{Name: "PASS", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "pass"}}}},
 			VolumeMounts: []v1.VolumeMount{{Name: "out", MountPath: "/out"}, {Name: "tools", MountPath: "/tools", ReadOnly: true}},
 		}
 	})
