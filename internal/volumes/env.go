@@ -31,10 +31,35 @@ type EnvObjects struct {
 // Service of the default namespace and, when the pod's enableServiceLinks
 // is not false, the Services of its namespace. It returns nil, nil on a
 // node without an API server.
+//
+// When the API fails (other than NotFound) and an earlier call for the same
+// pod and container succeeded, that call's objects are returned and the
+// failure logged, so a container restarts while the API server is away, as
+// the kubelet's caches let it.
 func (m *Manager) EnvObjects(ctx context.Context, pod *v1.Pod, c *v1.Container) (*EnvObjects, error) {
 	if m.api == nil {
 		return nil, nil
 	}
+	out, err := m.fetchEnv(ctx, pod, c)
+	m.envMu.Lock()
+	defer m.envMu.Unlock()
+	if err != nil {
+		if last := m.lastEnv[pod.UID][c.Name]; last != nil {
+			m.log.Warn("reading the container environment's objects failed; using the last ones read",
+				"pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "containerName", c.Name, "err", err)
+			return last, nil
+		}
+		return nil, err
+	}
+	if m.lastEnv[pod.UID] == nil {
+		m.lastEnv[pod.UID] = map[string]*EnvObjects{}
+	}
+	m.lastEnv[pod.UID][c.Name] = out
+	return out, nil
+}
+
+// fetchEnv reads what EnvObjects returns from the API.
+func (m *Manager) fetchEnv(ctx context.Context, pod *v1.Pod, c *v1.Container) (*EnvObjects, error) {
 	out := &EnvObjects{ConfigMaps: map[string]*v1.ConfigMap{}, Secrets: map[string]*v1.Secret{}}
 	var cms, secrets []string
 	for _, f := range c.EnvFrom {

@@ -2,11 +2,15 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func service(ns, name, ip string, ports ...v1.ServicePort) v1.Service {
@@ -117,6 +121,27 @@ func TestEnvObjects(t *testing.T) {
 	}
 	if got.ServiceEnv["DB_SERVICE_HOST"] != "10.0.0.5" || got.ServiceEnv["KUBERNETES_SERVICE_HOST"] != "10.0.0.1" {
 		t.Errorf("service env with links on: %v", got.ServiceEnv)
+	}
+
+	// The API failing: the last objects read for the container stand in;
+	// after TearDown there are none.
+	c2, _, _ := newTestManager(t, true)
+	fc := fake.NewClientset(&ks)
+	c2.api = ClientAPI{Client: fc}
+	if _, err := c2.EnvObjects(context.Background(), pod, c); err != nil {
+		t.Fatal(err)
+	}
+	fc.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	if got, err := c2.EnvObjects(context.Background(), pod, c); err != nil || got.ServiceEnv["KUBERNETES_SERVICE_HOST"] != "10.0.0.1" {
+		t.Errorf("API down after a read: %v, %v; want the last objects", got, err)
+	}
+	if err := c2.TearDown(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.EnvObjects(context.Background(), pod, c); err == nil {
+		t.Error("API down after TearDown: no error")
 	}
 
 	standalone, err := New(Config{PodsDir: t.TempDir(), MemoryCapacity: 1}, Deps{})

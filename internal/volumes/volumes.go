@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -74,6 +75,11 @@ type Manager struct {
 	clock  clock.PassiveClock
 	log    *slog.Logger
 	tokens *tokens // nil without an API
+
+	envMu sync.Mutex // guards lastEnv
+	// lastEnv is the last EnvObjects read per pod UID and container name,
+	// for when the API fails; TearDown drops a pod's.
+	lastEnv map[types.UID]map[string]*EnvObjects
 }
 
 // New returns a Manager. It checks cfg; it makes no API call.
@@ -84,7 +90,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if cfg.MemoryCapacity <= 0 {
 		return nil, fmt.Errorf("volumes: Config.MemoryCapacity %d is not positive", cfg.MemoryCapacity)
 	}
-	m := &Manager{cfg: cfg, api: deps.API, clock: deps.Clock, log: deps.Logger}
+	m := &Manager{cfg: cfg, api: deps.API, clock: deps.Clock, log: deps.Logger, lastEnv: map[types.UID]map[string]*EnvObjects{}}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
@@ -372,13 +378,16 @@ func fsUserOf(pod *v1.Pod) *int64 {
 	return user
 }
 
-// TearDown unmounts the pod's tmpfs volumes and forgets its tokens. The
-// files stay for the caller to remove with the pod's directory. It is
-// idempotent.
+// TearDown unmounts the pod's tmpfs volumes and forgets its tokens and
+// environment objects. The files stay for the caller to remove with the
+// pod's directory. It is idempotent.
 func (m *Manager) TearDown(uid types.UID) error {
 	if m.tokens != nil {
 		m.tokens.forget(uid)
 	}
+	m.envMu.Lock()
+	delete(m.lastEnv, uid)
+	m.envMu.Unlock()
 	var errs []error
 	for _, kind := range memoryKinds {
 		base := filepath.Join(m.cfg.PodsDir, string(uid), "volumes", kind)
