@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/volumes"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
@@ -87,6 +88,20 @@ type containerInput struct {
 	termLog string
 	// hostsFile is the host's hosts file, the base of a host-network pod's.
 	hostsFile string
+	// volumes gives the host directories of the volumes the node writes
+	// (configMap, secret, downwardAPI, projected); nil: none are set up.
+	volumes volumePaths
+	// env holds the API objects the environment reads; nil on a node
+	// without an API server.
+	env *volumes.EnvObjects
+}
+
+// volumePaths finds the host directory of a volume the node writes;
+// *volumes.Manager implements it.
+type volumePaths interface {
+	// HostPath returns the volume's directory and whether it has been
+	// written.
+	HostPath(pod *v1.Pod, v *v1.Volume) (path string, ready bool)
 }
 
 // containerConfig builds the CRI ContainerConfig of in.container. It makes
@@ -278,22 +293,81 @@ func containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerS
 	return s
 }
 
-// containerEnv is the container's environment in spec order, each value with
-// $(NAME) references to the names before it expanded, and valueFrom resolved
-// through the downward API.
+// noAPIServer is the tail of the error of an env source that needs an API
+// server on a node without one.
+const noAPIServer = "which a node without an API server does not have"
+
+// containerEnv is the container's environment: the envFrom sources' keys
+// first (each with its prefix, a later source replacing an earlier one's
+// value), then env in spec order, each value with $(NAME) references to the
+// names before it and to the service variables expanded, valueFrom resolved
+// through the downward API, ConfigMaps and Secrets, and last the service
+// variables (in name order) whose names nothing else defined. A missing
+// ConfigMap, Secret or key fails the container with the kubelet's message,
+// unless the reference is optional, which skips it.
 func containerEnv(in containerInput) ([]*runtimeapi.KeyValue, error) {
 	c := in.container
-	if len(c.EnvFrom) > 0 {
-		return nil, fmt.Errorf("container %q: envFrom needs ConfigMaps or Secrets, which a node without an API server does not have", c.Name)
-	}
 	defined := map[string]string{}
-	out := make([]*runtimeapi.KeyValue, 0, len(c.Env))
+	var out []*runtimeapi.KeyValue
 	index := map[string]int{}
+	set := func(name, val string) {
+		defined[name] = val
+		if j, ok := index[name]; ok {
+			out[j].Value = []byte(val) // a later definition of a name wins, in its first place
+			return
+		}
+		index[name] = len(out)
+		out = append(out, &runtimeapi.KeyValue{Key: name, Value: []byte(val)})
+	}
+	ns := in.pod.Namespace
+	for _, from := range c.EnvFrom {
+		if in.env == nil {
+			return nil, fmt.Errorf("container %q: envFrom needs ConfigMaps or Secrets, %s", c.Name, noAPIServer)
+		}
+		var data map[string]string
+		switch {
+		case from.ConfigMapRef != nil:
+			cm, ok := in.env.ConfigMaps[from.ConfigMapRef.Name]
+			if !ok {
+				if isTrue(from.ConfigMapRef.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("configmap %q not found", from.ConfigMapRef.Name)
+			}
+			data = cm.Data
+		case from.SecretRef != nil:
+			s, ok := in.env.Secrets[from.SecretRef.Name]
+			if !ok {
+				if isTrue(from.SecretRef.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("secret %q not found", from.SecretRef.Name)
+			}
+			data = make(map[string]string, len(s.Data))
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		}
+		for _, k := range sortedKeys(data) {
+			set(from.Prefix+k, data[k])
+		}
+	}
+	var services map[string]string
+	if in.env != nil {
+		services = in.env.ServiceEnv
+	}
+	lookup := func(name string) (string, bool) {
+		if v, ok := defined[name]; ok {
+			return v, true
+		}
+		v, ok := services[name]
+		return v, ok
+	}
 	for i, e := range c.Env {
 		var val string
 		switch {
 		case e.ValueFrom == nil:
-			val = nodeapi.ExpandVars(e.Value, mapVars(defined))
+			val = nodeapi.ExpandVars(e.Value, lookup)
 		case e.ValueFrom.FieldRef != nil:
 			v, err := fieldRefValue(in, e.ValueFrom.FieldRef.FieldPath)
 			if err != nil {
@@ -306,19 +380,56 @@ func containerEnv(in containerInput) ([]*runtimeapi.KeyValue, error) {
 				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
 			}
 			val = v
+		case in.env == nil:
+			return nil, fmt.Errorf("container %q: env[%d] %s: valueFrom needs ConfigMaps or Secrets, %s", c.Name, i, e.Name, noAPIServer)
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			cm, ok := in.env.ConfigMaps[ref.Name]
+			if !ok {
+				if isTrue(ref.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("configmap %q not found", ref.Name)
+			}
+			v, ok := cm.Data[ref.Key]
+			if !ok {
+				if isTrue(ref.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, ns, ref.Name)
+			}
+			val = v
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			s, ok := in.env.Secrets[ref.Name]
+			if !ok {
+				if isTrue(ref.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("secret %q not found", ref.Name)
+			}
+			v, ok := s.Data[ref.Key]
+			if !ok {
+				if isTrue(ref.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, ns, ref.Name)
+			}
+			val = string(v)
 		default:
-			return nil, fmt.Errorf("container %q: env[%d] %s: valueFrom needs ConfigMaps or Secrets, which a node without an API server does not have", c.Name, i, e.Name)
+			return nil, fmt.Errorf("container %q: env[%d] %s: this valueFrom source is not supported", c.Name, i, e.Name)
 		}
-		defined[e.Name] = val
-		if j, ok := index[e.Name]; ok {
-			out[j].Value = []byte(val) // a later definition of a name wins, in its first place
-			continue
+		set(e.Name, val)
+	}
+	for _, k := range sortedKeys(services) {
+		if _, ok := defined[k]; !ok {
+			out = append(out, &runtimeapi.KeyValue{Key: k, Value: []byte(services[k])})
 		}
-		index[e.Name] = len(out)
-		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(val)})
 	}
 	return out, nil
 }
+
+func isTrue(b *bool) bool { return b != nil && *b }
 
 // podIPs are the pod's IPs for the downward API: the sandbox's, or the
 // host's for a host-network pod.
@@ -443,9 +554,23 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 		if !ok {
 			return nil, fmt.Errorf("container %q: volumeMounts[%d]: no volume %q in the pod", c.Name, i, vm.Name)
 		}
-		host, err := volumeHostPath(in.podsDir, pod, v, in.memCapacity)
-		if err != nil {
-			return nil, fmt.Errorf("container %q: volume %q: %w", c.Name, v.Name, err)
+		var host string
+		readOnly := vm.ReadOnly
+		if volumes.Handles(v) {
+			// The node writes these; containers only read them.
+			var ready bool
+			if in.volumes != nil {
+				host, ready = in.volumes.HostPath(pod, v)
+			}
+			if !ready {
+				return nil, fmt.Errorf("container %q: volume %q is not set up", c.Name, v.Name)
+			}
+			readOnly = true
+		} else {
+			var err error
+			if host, err = volumeHostPath(in.podsDir, pod, v, in.memCapacity); err != nil {
+				return nil, fmt.Errorf("container %q: volume %q: %w", c.Name, v.Name, err)
+			}
 		}
 		if vm.SubPath != "" {
 			sub := filepath.Clean(vm.SubPath)
@@ -454,12 +579,15 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 			}
 			host = filepath.Join(host, sub)
 			if _, err := os.Stat(host); os.IsNotExist(err) {
+				if volumes.Handles(v) {
+					return nil, fmt.Errorf("container %q: volumeMounts[%d].subPath %q is not in volume %q", c.Name, i, vm.SubPath, v.Name)
+				}
 				if err := os.MkdirAll(host, 0o755); err != nil {
 					return nil, err
 				}
 			}
 		}
-		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case v1.MountPropagationHostToContainer:
@@ -527,7 +655,7 @@ func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume, memCapacity int64
 	case v.HostPath != nil:
 		return v.HostPath.Path, checkHostPath(v.HostPath)
 	}
-	return "", fmt.Errorf("only emptyDir and hostPath volumes are supported on a node without an API server")
+	return "", fmt.Errorf("only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are supported")
 }
 
 // tmpfsSize is the size of a memory-backed emptyDir: the smallest of its

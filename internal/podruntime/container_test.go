@@ -289,7 +289,11 @@ func TestVolumeErrors(t *testing.T) {
 		{"configMap", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "x", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}}
 			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x"}}
-		}, `container "app": volume "x": only emptyDir and hostPath volumes are supported`},
+		}, `container "app": volume "x" is not set up`},
+		{"unsupported kind", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "x", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}}}
+			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x"}}
+		}, `container "app": volume "x": only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are supported`},
 		{"subPath escapes", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "x", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x", SubPath: "../../etc"}}

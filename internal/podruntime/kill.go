@@ -261,6 +261,9 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 		return err // the volumes stay until the runtime lets go of the pod
 	}
 	if status.UID != "" {
+		if e := m.vols.TearDown(status.UID); e != nil {
+			return fmt.Errorf("tear down volumes: %w", e) // the files stay while a tmpfs holds them
+		}
 		if e := removePodDir(m.cfg.PodsDir, string(status.UID)); e != nil {
 			err = errors.Join(err, e)
 		}

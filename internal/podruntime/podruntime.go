@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/volumes"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -109,6 +110,9 @@ type Config struct {
 	// HostsFile is the host's hosts file ("" = /etc/hosts), which containers
 	// of host-network pods see.
 	HostsFile string
+	// VolumesOnDisk keeps secret, projected and downwardAPI volumes on disk
+	// rather than on a tmpfs of their own (for a node that may not mount).
+	VolumesOnDisk bool
 }
 
 // Deps are the pod runtime's collaborators.
@@ -131,6 +135,11 @@ type Deps struct {
 	Probes Probes
 	// Devices, if set, gives containers their assigned devices.
 	Devices Devices
+	// KubeAPI, if set, is the API server the configMap, secret and
+	// projected volumes, the ConfigMap and Secret env sources and the
+	// service variables read (volumes.ClientAPI over the node's
+	// clientset); nil on a node without one, where they fail the pod.
+	KubeAPI volumes.API
 }
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
@@ -147,6 +156,7 @@ type Manager struct {
 	readiness func(types.UID, string) (bool, bool)
 	probes    Probes
 	devices   Devices
+	vols      *volumes.Manager
 
 	mu sync.Mutex // guards the fields below
 	// runtimeName is the runtime's name from Version ("containerd"), once known.
@@ -209,5 +219,11 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if m.rec == nil {
 		m.rec = nodeapi.LogRecorder{Logger: m.log}
 	}
+	vols, err := volumes.New(volumes.Config{PodsDir: cfg.PodsDir, MemoryCapacity: cfg.MemoryCapacity, OnDisk: cfg.VolumesOnDisk},
+		volumes.Deps{API: deps.KubeAPI, Clock: deps.Clock, Logger: deps.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("podruntime: %w", err)
+	}
+	m.vols = vols
 	return m, nil
 }

@@ -67,6 +67,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 			return res
 		}
 	}
+	if err := m.setUpVolumes(ctx, pod); err != nil {
+		res.Err = err
+		return res
+	}
 	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 {
 		m.removeOld(ctx, status, acts.remove, &res)
 		return res // the pod is as it should be: no config to build
@@ -260,9 +264,16 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return err
 	}
+	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
+	if err != nil {
+		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
 	cfg, err := containerConfig(containerInput{
 		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
 		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile,
+		volumes: m.vols, env: envObjs,
 	})
 	if err != nil {
 		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())

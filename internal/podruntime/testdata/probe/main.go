@@ -4,12 +4,15 @@
 //	probe report FILE ARGS...   writes its args, working dir and environment to FILE, then waits for SIGTERM
 //	probe ignore-term           ignores SIGTERM and waits to be killed
 //	probe touch FILE            creates FILE and exits 0 (a pre-stop hook)
+//	probe files OUT PATH...     writes to OUT its environment, then for each PATH its mode and content
+//	                            and whether a file can be made next to it, then waits for SIGTERM
 package main
 
 import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -38,6 +41,29 @@ func main() {
 		for {
 			time.Sleep(time.Hour)
 		}
+	case "files":
+		env := os.Environ()
+		sort.Strings(env)
+		var b strings.Builder
+		b.WriteString(strings.Join(env, "\n") + "\n")
+		for _, p := range os.Args[3:] {
+			data, err := os.ReadFile(p)
+			st, serr := os.Stat(p)
+			if err != nil || serr != nil {
+				fmt.Fprintf(&b, "file %s: %v %v\n", p, err, serr)
+				continue
+			}
+			fmt.Fprintf(&b, "file %s %o %q\n", p, st.Mode().Perm(), data)
+			werr := os.WriteFile(filepath.Join(filepath.Dir(p), "probe-write"), nil, 0o644)
+			fmt.Fprintf(&b, "write %s: %v\n", filepath.Dir(p), werr)
+		}
+		if err := os.WriteFile(os.Args[2], []byte(b.String()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
+		<-c
 	case "touch":
 		if err := os.WriteFile(os.Args[2], nil, 0o644); err != nil {
 			os.Exit(1)

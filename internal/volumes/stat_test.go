@@ -1,0 +1,5 @@
+package volumes
+
+import "syscall"
+
+type syscallStat = syscall.Stat_t
