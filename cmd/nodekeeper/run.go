@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
@@ -131,6 +132,8 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	// client-go logs through klog: into the same log.
+	klog.SetSlogLogger(logger.With("subsystem", "client-go"))
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
 	}

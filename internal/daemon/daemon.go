@@ -43,6 +43,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/pressure"
 	"github.com/nodekeeper/nodekeeper/internal/server"
 	"github.com/nodekeeper/nodekeeper/internal/stats"
+	"github.com/nodekeeper/nodekeeper/internal/volumes"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/prober"
@@ -238,12 +239,16 @@ func Run(ctx context.Context, o Options) error {
 	case hostIP == "":
 		hostIP = hostIPv4()
 	}
+	var kubeAPI volumes.API // nil: standalone, no ConfigMap, Secret or token volumes
+	if client != nil {
+		kubeAPI = volumes.ClientAPI{Client: client}
+	}
 	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
 		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(),
 	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n},
-		Probes: lateProbes{&n}})
+		Probes: lateProbes{&n}, KubeAPI: kubeAPI})
 	if err != nil {
 		return err
 	}
