@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/daemon"
