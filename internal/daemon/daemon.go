@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
@@ -281,6 +282,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	rootDir := o.RootDir
+	var kn *kubenode.Controller // the Node's status and Lease, in a cluster; set before the sync loop runs
 	n, err = node.New(o.Config, node.Options{
 		SandboxImage:  ocibuild.PauseRef,
 		DevicePlugins: &devicemanager.Config{Dir: devicePluginDir(rootDir)},
@@ -293,12 +295,30 @@ func Run(ctx context.Context, o Options) error {
 			c, err := capacity(rootDir, memory)
 			return withDevices(c, n), err
 		},
+		// Admission's node-affinity and taint checks read the Node as the
+		// API server last returned it, else the labels it is registered with.
+		NodeObject: func() *v1.Node {
+			if kn != nil {
+				if obj := kn.Node(); obj != nil {
+					return obj
+				}
+			}
+			return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.NodeName, Labels: kubenode.DefaultLabels(o.NodeName)}}
+		},
 		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
 		Logger: log, Registerer: reg, PodStatus: ag, Exec: prober.NewExec(rt),
 		ImageRecords: imagegc.FileStore{Path: filepath.Join(rootDir, imageRecordsFile)},
 	})
 	if err != nil {
 		return err
+	}
+	if client != nil {
+		kn, err = nodeStatus(ctx, o, heartbeat, rt, hostIP, func(now time.Time) (*v1.Node, error) {
+			return n.Object(o.NodeName, ag.Healthy(), now)
+		}, log)
+		if err != nil {
+			return err
+		}
 	}
 	// Devices: the device-plugin registration server, then the pod-resources
 	// API, both before the sync loop admits pods.
@@ -341,12 +361,6 @@ func Run(ctx context.Context, o Options) error {
 			return ConfigError{err}
 		}
 		g.Go(func() error { return ap.Run(ctx) })
-		kn, err := nodeStatus(ctx, o, heartbeat, rt, hostIP, func(now time.Time) (*v1.Node, error) {
-			return n.Object(o.NodeName, ag.Healthy(), now)
-		}, log)
-		if err != nil {
-			return err
-		}
 		g.Go(func() error { return kn.Run(ctx) })
 		// A device plugin coming or going changes the Node at once.
 		g.Go(func() error {

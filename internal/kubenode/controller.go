@@ -119,7 +119,15 @@ type Controller struct {
 	// uid is the registered Node's UID, the Lease's owner; set by Run's
 	// goroutine, read by the lease goroutine.
 	uid atomic.Pointer[types.UID]
+	// node is the Node as the API server last returned it (for Node).
+	node atomic.Pointer[v1.Node]
 }
+
+// Node returns the Node as the API server last returned it (its labels and
+// taints are what admission's node-affinity and taint checks read), or nil
+// before the first registration. It may be called from any goroutine; the
+// Node must not be modified.
+func (c *Controller) Node() *v1.Node { return c.node.Load() }
 
 // New validates cfg, fills its defaults and returns the controller.
 func New(cfg Config, deps Deps) (*Controller, error) {
@@ -312,6 +320,7 @@ func (c *Controller) register(ctx context.Context, st *state) bool {
 // Lease's owner reference.
 func (c *Controller) setNode(st *state, node *v1.Node) {
 	st.node = node
+	c.node.Store(node)
 	uid := node.UID
 	c.uid.Store(&uid)
 }

@@ -233,6 +233,9 @@ func TestRegister(t *testing.T) {
 		if diff := cmp.Diff(want, got, quantities, ignore); diff != "" {
 			t.Errorf("registered Node (-want +got):\n%s", diff)
 		}
+		if diff := cmp.Diff(got, h.ctrl.Node(), quantities); diff != "" {
+			t.Errorf("Node() is not the registered Node (-API +Node()):\n%s", diff)
+		}
 		l := h.lease(t)
 		wantLease := coordinationv1.LeaseSpec{HolderIdentity: ptr("n1"), LeaseDurationSeconds: ptr[int32](40),
 			RenewTime: &metav1.MicroTime{Time: t0}}

@@ -32,17 +32,23 @@ const (
 // creation.
 var defaultLabels = []string{v1.LabelHostname, v1.LabelOSStable, v1.LabelArchStable, labelBetaOS, labelBetaArch}
 
-// initialNode returns the Node to create: the default labels, then the
-// configured ones (which win), the registration taints, the attach/detach
-// annotation, and the status from src.
-func (c *Config) initialNode(src *v1.Node, now time.Time) *v1.Node {
-	labels := map[string]string{
-		v1.LabelHostname:   c.Hostname,
+// DefaultLabels are the labels the kubelet gives its Node: the host name, the
+// operating system and the architecture (also under the beta keys).
+func DefaultLabels(hostname string) map[string]string {
+	return map[string]string{
+		v1.LabelHostname:   hostname,
 		v1.LabelOSStable:   runtime.GOOS,
 		v1.LabelArchStable: runtime.GOARCH,
 		labelBetaOS:        runtime.GOOS,
 		labelBetaArch:      runtime.GOARCH,
 	}
+}
+
+// initialNode returns the Node to create: the default labels, then the
+// configured ones (which win), the registration taints, the attach/detach
+// annotation, and the status from src.
+func (c *Config) initialNode(src *v1.Node, now time.Time) *v1.Node {
+	labels := DefaultLabels(c.Hostname)
 	maps.Copy(labels, c.Labels)
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{

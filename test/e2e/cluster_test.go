@@ -394,3 +394,25 @@ func TestClusterDevicePlugin(t *testing.T) {
 		return capacity.Value() == 2 && allocatable.Value() == 2, fmt.Sprintf("capacity %s, allocatable %s", capacity.String(), allocatable.String())
 	})
 }
+
+// TestClusterAdmission: pods the node cannot admit end Failed in the API with
+// the kubelet's reason, and a pod whose node selector matches the Node's
+// labels runs.
+func TestClusterAdmission(t *testing.T) {
+	c := startCluster(t, Options{})
+	big := c.apiPod("big", "sleep")
+	big.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("100Ti")}
+	c.create(big)
+	elsewhere := c.apiPod("elsewhere", "sleep")
+	elsewhere.Spec.NodeSelector = map[string]string{"example.com/zone": "moon"}
+	c.create(elsewhere)
+	here := c.apiPod("here", "sleep")
+	here.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": clusterNode, "kubernetes.io/os": "linux"}
+	c.create(here)
+	for name, reason := range map[string]string{"big": "OutOfmemory", "elsewhere": "NodeAffinity"} {
+		c.waitAPIPod(name, "Failed/"+reason, 60*time.Second, func(p *v1.Pod) bool {
+			return p.Status.Phase == v1.PodFailed && p.Status.Reason == reason
+		})
+	}
+	c.waitAPIPod("here", "running", 60*time.Second, running)
+}
