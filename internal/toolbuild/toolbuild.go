@@ -33,18 +33,38 @@ type Spec struct {
 	KeyFiles []string
 	// CacheName names the cache directory under nodekeeper's user cache.
 	CacheName string
+	// DefaultCgo leaves CGO_ENABLED to the go command's default (1 where a
+	// C compiler is found) instead of 0, so the build shares the Go build
+	// cache with a plain `go build` in the module; the effective value is
+	// part of the cache key.
+	DefaultCgo bool
 }
 
 // Build returns the directory holding the spec's binaries, building them if
-// the cache lacks them. The build runs with CGO_ENABLED=0, GOWORK=off and
-// -mod=readonly.
+// the cache lacks them. The build runs with GOWORK=off, -mod=readonly and
+// CGO_ENABLED=0 (unless Spec.DefaultCgo).
 func Build(s Spec) (string, error) {
 	src, err := moduleDir(s.Module)
 	if err != nil {
 		return "", err
 	}
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false", "CGO_ENABLED=0")
+	cgo := "0"
+	if s.DefaultCgo {
+		env = env[:len(env)-1]
+		cmd := exec.Command(GoTool(), "env", "CGO_ENABLED")
+		cmd.Dir, cmd.Env = src, env
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("in %s: go env CGO_ENABLED: %w", s.Module, err)
+		}
+		cgo = strings.TrimSpace(string(out))
+	}
 	h := sha256.New()
 	fmt.Fprintln(h, runtime.Version(), s.Tags)
+	if cgo != "0" { // keys of the CGO_ENABLED=0 builds stay as they were
+		fmt.Fprintln(h, "CGO_ENABLED="+cgo)
+	}
 	for _, f := range append([]string{"go.mod", "go.sum"}, s.KeyFiles...) {
 		b, err := os.ReadFile(filepath.Join(src, f))
 		if err != nil {
@@ -91,7 +111,7 @@ func Build(s Spec) (string, error) {
 	}
 	cmd := exec.Command(GoTool(), args...)
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false", "CGO_ENABLED=0")
+	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("in %s: go %s: %w\n%s", s.Module, strings.Join(args, " "), err, out)
 	}

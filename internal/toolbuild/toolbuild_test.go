@@ -1,0 +1,54 @@
+package toolbuild
+
+import (
+	"debug/buildinfo"
+	"path/filepath"
+	"testing"
+)
+
+// TestBuildCgo builds a tiny module with and without DefaultCgo: the
+// CGO_ENABLED the binary was built with follows the spec, each setting has a
+// cache directory of its own, and a second Build finds the first's binary.
+func TestBuildCgo(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // os.UserCacheDir
+	t.Setenv("CGO_ENABLED", "1")            // the go command's "default" here
+	spec := Spec{
+		Module:    "internal/toolbuild/testdata/hello",
+		Binaries:  map[string]string{"hello": "."},
+		KeyFiles:  []string{"main.go"},
+		CacheName: "test",
+	}
+	dirs := map[bool]string{}
+	for _, defaultCgo := range []bool{false, true} {
+		spec.DefaultCgo = defaultCgo
+		dir, err := Build(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := buildinfo.ReadFile(filepath.Join(dir, "hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, s := range info.Settings {
+			if s.Key == "CGO_ENABLED" {
+				got = s.Value
+			}
+		}
+		want := map[bool]string{false: "0", true: "1"}[defaultCgo]
+		if got != want {
+			t.Errorf("DefaultCgo %v: built with CGO_ENABLED=%q, want %q", defaultCgo, got, want)
+		}
+		again, err := Build(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again != dir {
+			t.Errorf("DefaultCgo %v: second Build %s, want the cached %s", defaultCgo, again, dir)
+		}
+		dirs[defaultCgo] = dir
+	}
+	if dirs[false] == dirs[true] {
+		t.Errorf("CGO_ENABLED=0 and =1 share the cache directory %s", dirs[false])
+	}
+}
