@@ -32,7 +32,7 @@ type testCA struct {
 	File string
 }
 
-func newTestCA(t *testing.T, name string) *testCA {
+func newTestCA(t testing.TB, name string) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -59,7 +59,7 @@ func newTestCA(t *testing.T, name string) *testCA {
 }
 
 // issue returns a client certificate for user cn in groups.
-func (ca *testCA) issue(t *testing.T, cn string, groups ...string) tls.Certificate {
+func (ca *testCA) issue(t testing.TB, cn string, groups ...string) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -78,7 +78,7 @@ func (ca *testCA) issue(t *testing.T, cn string, groups ...string) tls.Certifica
 }
 
 // runServer runs s until the test ends and returns its base URL.
-func runServer(t *testing.T, s *Server) string {
+func runServer(t testing.TB, s *Server) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -121,7 +121,7 @@ func httpsClient(t *testing.T, certDir string, cert *tls.Certificate) *http.Clie
 }
 
 // get does GET url with c and returns the status and body.
-func get(t *testing.T, c *http.Client, url string, header ...string) (int, string) {
+func get(t testing.TB, c *http.Client, url string, header ...string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
 	if err != nil {
@@ -142,7 +142,7 @@ func get(t *testing.T, c *http.Client, url string, header ...string) (int, strin
 	return resp.StatusCode, string(b)
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
