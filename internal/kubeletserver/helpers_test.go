@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"math/big"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,20 +82,35 @@ func (ca *testCA) issue(t testing.TB, cn string, groups ...string) tls.Certifica
 // runServer runs s until the test ends and returns its base URL.
 func runServer(t testing.TB, s *Server) string {
 	t.Helper()
+	base, stop := startServer(t, s)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return base
+}
+
+// startServer runs s and returns its base URL and a function that ends Run
+// and returns its error, or an error if it did not return within 30s.
+func startServer(t testing.TB, s *Server) (string, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(30 * time.Second):
+				runErr = errors.New("Run did not return 30s after its context ended")
 			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("Run did not return 30s after its context ended")
-		}
-	})
+		})
+		return runErr
+	}
 	select {
 	case <-s.Ready():
 	case <-time.After(10 * time.Second):
@@ -102,7 +119,7 @@ func runServer(t testing.TB, s *Server) string {
 	if s.Addr() == "" {
 		t.Fatalf("server did not listen: %v", <-done)
 	}
-	return "https://" + s.Addr()
+	return "https://" + s.Addr(), stop
 }
 
 // httpsClient trusts the server's self-signed certificate in certDir and

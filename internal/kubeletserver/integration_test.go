@@ -157,6 +157,8 @@ type node struct {
 	pod    *v1.Pod
 	rt     criRuntime
 	server *Server
+	// stop ends the server's Run and returns its error (also at cleanup).
+	stop func() error
 }
 
 // pemCert returns cert's certificate and key as PEM.
@@ -239,10 +241,15 @@ func startNode(tb testing.TB, mod func(*Config, *Deps)) *node {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	base := runServer(tb, s)
+	base, stop := startServer(tb, s)
+	tb.Cleanup(func() {
+		if err := stop(); err != nil {
+			tb.Error(err)
+		}
+	})
 	certPEM, keyPEM := pemCert(tb, ca.issue(tb, "kube-apiserver-kubelet-client", "system:masters"))
 	return &node{
-		base: base, port: port, pod: pod, rt: rt, server: s,
+		base: base, port: port, pod: pod, rt: rt, server: s, stop: stop,
 		config: &rest.Config{Host: base, TLSClientConfig: rest.TLSClientConfig{
 			CAFile: filepath.Join(certDir, selfSignedCert), CertData: certPEM, KeyData: keyPEM,
 		}},
@@ -462,6 +469,49 @@ func TestStreaming(t *testing.T) {
 			t.Errorf("exec without streams = %d %q, want 400", code, body)
 		}
 	})
+
+	// Run ends with an exec session and a followed log still open, and
+	// ends both.
+	t.Run("shutdown", func(t *testing.T) {
+		ex, err := remotecommand.NewSPDYExecutor(n.config, "POST", n.execURL("stdin=1&stdout=1", "/helper", "cat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdinR, stdinW := io.Pipe()
+		stdoutR, stdoutW := io.Pipe()
+		execDone := make(chan error, 1)
+		go func() {
+			execDone <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: stdoutW})
+		}()
+		defer stdinW.Close()
+		if _, err := io.WriteString(stdinW, "up\n"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := bufio.NewReader(stdoutR).ReadString('\n'); err != nil || l != "up\n" {
+			t.Fatalf("exec session: %q, %v", l, err)
+		}
+		req, err := http.NewRequestWithContext(ctx, "GET", n.base+"/containerLogs/default/web/app?follow=true", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := n.stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		select {
+		case err := <-execDone:
+			t.Logf("exec session ended with the server: %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("exec session still open 20s after Run returned")
+		}
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			t.Logf("followed log ended with the server: %v", err)
+		}
+	})
 }
 
 // httpsClientFor is an HTTPS client with config's TLS settings.
@@ -475,3 +525,52 @@ func httpsClientFor(tb testing.TB, config *rest.Config) *http.Client {
 }
 
 var timestamped = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z `)
+
+// BenchmarkExec measures one exec round trip through the server to a real
+// containerd: the request, CRI Exec, the proxied upgrade, running
+// "helper say" in the container, its output and exit code.
+func BenchmarkExec(b *testing.B) {
+	n := startNode(b, nil)
+	u := n.execURL("stdout=1&stderr=1", "/helper", "say", "out", "err", "0")
+	for _, proto := range []struct {
+		name string
+		ex   func() (remotecommand.Executor, error)
+	}{
+		{"spdy", func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(n.config, "POST", u) }},
+		{"websocket", func() (remotecommand.Executor, error) {
+			return remotecommand.NewWebSocketExecutor(n.config, "GET", u.String())
+		}},
+		// The baseline: CRI Exec and SPDY straight to containerd's streaming
+		// server, without this server.
+		{"direct-cri-spdy", func() (remotecommand.Executor, error) {
+			resp, err := n.rt.Exec(b.Context(), &runtimeapi.ExecRequest{
+				ContainerId: strings.TrimPrefix(n.pod.Status.ContainerStatuses[0].ContainerID, "containerd://"),
+				Cmd:         []string{"/helper", "say", "out", "err", "0"}, Stdout: true, Stderr: true,
+			})
+			if err != nil {
+				return nil, err
+			}
+			cu, err := url.Parse(resp.GetUrl())
+			if err != nil {
+				return nil, err
+			}
+			return remotecommand.NewSPDYExecutor(&rest.Config{Host: cu.Scheme + "://" + cu.Host}, "POST", cu)
+		}},
+	} {
+		b.Run(proto.name, func(b *testing.B) {
+			for b.Loop() {
+				ex, err := proto.ex()
+				if err != nil {
+					b.Fatal(err)
+				}
+				var out, errOut bytes.Buffer
+				if err := ex.StreamWithContext(b.Context(), remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
+					b.Fatal(err)
+				}
+				if out.String() != "out" || errOut.String() != "err" {
+					b.Fatalf("stdout, stderr = %q, %q", out.String(), errOut.String())
+				}
+			}
+		})
+	}
+}
