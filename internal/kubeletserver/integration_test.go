@@ -449,6 +449,65 @@ func TestStreaming(t *testing.T) {
 		}
 	})
 
+	// Attach to app's output: a connection's line shows up in it.
+	t.Run("attach", func(t *testing.T) {
+		u, _ := url.Parse(n.base + "/attach/default/web/app?stdout=1&stderr=1")
+		ex, err := remotecommand.NewSPDYExecutor(n.config, "POST", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		outR, outW := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- ex.StreamWithContext(actx, remotecommand.StreamOptions{Stdout: outW, Stderr: io.Discard})
+		}()
+		lines := make(chan string, 10)
+		go func() {
+			r := bufio.NewReader(outR)
+			for {
+				l, err := r.ReadString('\n')
+				if err != nil {
+					close(lines)
+					return
+				}
+				lines <- l
+			}
+		}()
+		// The attach may not be in place when the first connection comes:
+		// connect until a line arrives.
+		deadline := time.After(20 * time.Second)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for got := false; !got; {
+			select {
+			case l := <-lines:
+				if !strings.HasPrefix(l, "conn ") {
+					t.Fatalf("attached output = %q, want a connection's line", l)
+				}
+				got = true
+			case <-tick.C:
+				conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn.Close()
+			case err := <-done:
+				t.Fatalf("attach ended: %v", err)
+			case <-deadline:
+				t.Fatal("no output through attach in 20s")
+			}
+		}
+		cancel()
+		outW.Close()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("attach did not end 20s after its context")
+		}
+	})
+
 	t.Run("not found", func(t *testing.T) {
 		for _, tc := range []struct {
 			path, want string
