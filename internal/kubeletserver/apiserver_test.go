@@ -1,19 +1,29 @@
 package kubeletserver
 
 import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
@@ -172,4 +182,116 @@ func basePort(t *testing.T, base string) int {
 		t.Fatal(err)
 	}
 	return port
+}
+
+// TestThroughAPIServer runs exec and port-forward the way kubectl does:
+// through a real kube-apiserver, which reaches this server (on a real
+// containerd) with its kubelet client certificate.
+func TestThroughAPIServer(t *testing.T) {
+	api := apiservertest.Start(t, apiservertest.Options{})
+	ctx := t.Context()
+	admin := api.Admin()
+	nodeConfig, err := clientcmd.BuildConfigFromFlags("", api.NodeKubeconfig(t, "node-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeClient, err := kubernetes.NewForConfig(nodeConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, func(cfg *Config, deps *Deps) {
+		cfg.Authentication.X509.ClientCAFile = api.ClientCAFile()
+		cfg.Authentication.Webhook.Enabled = ptr.To(true)
+		cfg.Authorization.Mode = kubeletv1beta1.KubeletAuthorizationModeWebhook
+		deps.Client, deps.Authorizer = nodeClient, nil
+	})
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node, err := admin.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(basePort(t, n.base))
+	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: v1.PodSpec{NodeName: "node-1", Containers: []v1.Container{{Name: "app", Image: helperRef}}}}
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	execURL := admin.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").Name("web").SubResource("exec").
+		VersionedParams(&v1.PodExecOptions{Container: "app", Command: []string{"/helper", "say", "via api", "err", "4"}, Stdout: true, Stderr: true},
+			scheme.ParameterCodec).URL()
+	for _, proto := range []struct {
+		name string
+		ex   func() (remotecommand.Executor, error)
+	}{
+		{"spdy", func() (remotecommand.Executor, error) {
+			return remotecommand.NewSPDYExecutor(api.AdminConfig(), "POST", execURL)
+		}},
+		{"websocket", func() (remotecommand.Executor, error) {
+			return remotecommand.NewWebSocketExecutor(api.AdminConfig(), "GET", execURL.String())
+		}},
+	} {
+		t.Run("exec/"+proto.name, func(t *testing.T) {
+			ex, err := proto.ex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errOut bytes.Buffer
+			err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut})
+			if got := exitCode(err); got != 4 || out.String() != "via api" || errOut.String() != "err" {
+				t.Errorf("exec through the API server = exit %d (%v), %q, %q; want 4, %q, %q", got, err, out.String(), errOut.String(), "via api", "err")
+			}
+		})
+	}
+
+	t.Run("portForward", func(t *testing.T) {
+		u := admin.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").Name("web").SubResource("portforward").URL()
+		tr, up, err := spdy.RoundTripperFor(api.AdminConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, ready := make(chan struct{}), make(chan struct{})
+		var out, errOut bytes.Buffer
+		fw, err := portforward.NewOnAddresses(spdy.NewDialer(up, &http.Client{Transport: tr}, "POST", u), []string{"127.0.0.1"},
+			[]string{"0:" + strconv.Itoa(n.port)}, stop, ready, &out, &errOut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- fw.ForwardPorts() }()
+		defer func() {
+			close(stop)
+			<-done
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			done <- err
+			t.Fatalf("port-forward ended: %v (%s)", err, errOut.String())
+		case <-time.After(20 * time.Second):
+			t.Fatal("port-forward not ready in 20s")
+		}
+		ports, err := fw.GetPorts()
+		if err != nil || len(ports) != 1 {
+			t.Fatalf("ports = %v, %v", ports, err)
+		}
+		conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[0].Local))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.WriteString(conn, "via api\n"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := bufio.NewReader(conn).ReadString('\n'); err != nil || l != "via api\n" {
+			t.Fatalf("echo = %q, %v", l, err)
+		}
+	})
 }

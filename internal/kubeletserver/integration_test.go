@@ -293,7 +293,7 @@ func TestStreaming(t *testing.T) {
 		ex   func(*url.URL) (remotecommand.Executor, error)
 	}{{"spdy", spdyExec}, {"websocket", wsExec}} {
 		t.Run("exec/"+proto.name, func(t *testing.T) {
-			ex, err := proto.ex(n.execURL("stdout=1&stderr=1", "/helper", "say", "to out", "to err", "3"))
+			ex, err := proto.ex(n.execURL("output=1&error=1", "/helper", "say", "to out", "to err", "3"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,7 +306,7 @@ func TestStreaming(t *testing.T) {
 				t.Errorf("stdout, stderr = %q, %q; want %q, %q", out.String(), errOut.String(), "to out", "to err")
 			}
 
-			ex, err = proto.ex(n.execURL("stdin=1&stdout=1", "/helper", "cat"))
+			ex, err = proto.ex(n.execURL("input=1&output=1", "/helper", "cat"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -451,7 +451,7 @@ func TestStreaming(t *testing.T) {
 
 	// Attach to app's output: a connection's line shows up in it.
 	t.Run("attach", func(t *testing.T) {
-		u, _ := url.Parse(n.base + "/attach/default/web/app?stdout=1&stderr=1")
+		u, _ := url.Parse(n.base + "/attach/default/web/app?output=1&error=1")
 		ex, err := remotecommand.NewSPDYExecutor(n.config, "POST", u)
 		if err != nil {
 			t.Fatal(err)
@@ -512,9 +512,9 @@ func TestStreaming(t *testing.T) {
 		for _, tc := range []struct {
 			path, want string
 		}{
-			{"/exec/default/nope/app?command=x&stdout=1", "pod does not exist"},
-			{"/exec/default/web/nope?command=x&stdout=1", `container not found ("nope")`},
-			{"/attach/default/web/nope?stdout=1", "container nope not found in pod web_default"},
+			{"/exec/default/nope/app?command=x&output=1", "pod does not exist"},
+			{"/exec/default/web/nope?command=x&output=1", `container not found ("nope")`},
+			{"/attach/default/web/nope?output=1", "container nope not found in pod web_default"},
 			{"/portForward/default/nope", "pod does not exist"},
 			{"/portForward/default/web/other-uid", "pod not found"},
 			{"/containerLogs/default/web/nope", `container "nope" not found in pod "web"`},
@@ -532,7 +532,7 @@ func TestStreaming(t *testing.T) {
 	// Run ends with an exec session and a followed log still open, and
 	// ends both.
 	t.Run("shutdown", func(t *testing.T) {
-		ex, err := remotecommand.NewSPDYExecutor(n.config, "POST", n.execURL("stdin=1&stdout=1", "/helper", "cat"))
+		ex, err := remotecommand.NewSPDYExecutor(n.config, "POST", n.execURL("input=1&output=1", "/helper", "cat"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -590,7 +590,7 @@ var timestamped = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z `
 // "helper say" in the container, its output and exit code.
 func BenchmarkExec(b *testing.B) {
 	n := startNode(b, nil)
-	u := n.execURL("stdout=1&stderr=1", "/helper", "say", "out", "err", "0")
+	u := n.execURL("output=1&error=1", "/helper", "say", "out", "err", "0")
 	for _, proto := range []struct {
 		name string
 		ex   func() (remotecommand.Executor, error)

@@ -89,8 +89,8 @@ func runningContainer(pod *v1.Pod, name string) string {
 	return runtimeID(st.ContainerID)
 }
 
-// streamOptions are the stdin, stdout, stderr and tty query parameters of
-// exec and attach.
+// streamOptions are the stream query parameters of exec and attach, named as
+// the API server sends them to a kubelet: input, output, error and tty.
 type streamOptions struct {
 	stdin, stdout, stderr, tty bool
 }
@@ -105,7 +105,8 @@ func queryBool(q url.Values, name string) bool {
 // parseStreamOptions reads the stream options of r; with tty, stderr is
 // merged into stdout. At least one stream is needed.
 func parseStreamOptions(q url.Values) (streamOptions, error) {
-	o := streamOptions{stdin: queryBool(q, "stdin"), stdout: queryBool(q, "stdout"), stderr: queryBool(q, "stderr"), tty: queryBool(q, "tty")}
+	o := streamOptions{stdin: queryBool(q, v1.ExecStdinParam), stdout: queryBool(q, v1.ExecStdoutParam),
+		stderr: queryBool(q, v1.ExecStderrParam), tty: queryBool(q, v1.ExecTTYParam)}
 	if o.tty && o.stderr {
 		o.stderr = false
 	}
