@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -285,6 +287,19 @@ func TestSelfSignedCertificate(t *testing.T) {
 	}
 	if !bytes.Equal(first, again) {
 		t.Error("second New made a new certificate; want the first reused")
+	}
+	// Once it expired, a new one is made.
+	later := deps
+	later.Clock = testingclock.NewFakeClock(leaf.NotAfter.Add(time.Hour))
+	if _, err := New(cfg, later); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := os.ReadFile(filepath.Join(dir, selfSignedCert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(first, renewed) {
+		t.Error("New kept an expired certificate")
 	}
 	if v := s1.TLSConfig().MinVersion; v != tls.VersionTLS12 {
 		t.Errorf("MinVersion = %x, want TLS 1.2", v)

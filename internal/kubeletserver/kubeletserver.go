@@ -193,7 +193,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.clock = clock.RealClock{}
 	}
 	var err error
-	if s.tls, err = tlsConfig(cfg, log); err != nil {
+	if s.tls, err = tlsConfig(cfg, log, s.clock.Now()); err != nil {
 		return nil, err
 	}
 	if s.auth, err = newAuth(cfg, deps); err != nil {

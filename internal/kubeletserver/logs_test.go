@@ -350,3 +350,28 @@ func appendTo(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// TestContainerLogsFollowRotation follows the log into the file the runtime
+// rotated it to.
+func TestContainerLogsFollowRotation(t *testing.T) {
+	t.Parallel()
+	f := newLogFixture(t, nil)
+	resp, err := f.c.Get(f.base + "/containerLogs/ns/web/app?follow=true&tailLines=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if l, err := r.ReadString('\n'); err != nil || l != "four\n" {
+		t.Fatalf("first line = %q, %v", l, err)
+	}
+	if err := os.Rename(f.current, f.current+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.current, []byte(line(t0.Add(5*time.Minute), "stdout", "F", "after rotation")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := r.ReadString('\n'); err != nil || l != "after rotation\n" {
+		t.Fatalf("line after rotation = %q, %v", l, err)
+	}
+}

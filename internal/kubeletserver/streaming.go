@@ -2,18 +2,23 @@ package kubeletserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	apiproxy "k8s.io/apiserver/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/cri"
 )
 
 // Runtime is the part of CRI the server uses. Its method set is a subset of
@@ -260,10 +265,24 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 	h.ServeHTTP(w, r)
 }
 
-// streamError answers a failed CRI streaming call with 500 and its error.
+// streamError answers a failed CRI streaming call with its error and the
+// kubelet's status for it (streamStatus).
 func (s *Server) streamError(w http.ResponseWriter, op string, pod *v1.Pod, container string, err error) {
 	s.log.Error("Streaming request failed", "op", op, "pod", pod.Namespace+"/"+pod.Name, "containerName", container, "err", err)
-	writeError(w, http.StatusInternalServerError, err.Error())
+	writeError(w, streamStatus(err), err.Error())
+}
+
+// streamStatus is the HTTP status of a failed CRI streaming call: 404 when
+// the runtime has no such container or sandbox, 429 when it has too many
+// streams in flight, else 500.
+func streamStatus(err error) int {
+	switch {
+	case errors.Is(err, cri.ErrNotFound), status.Code(err) == codes.NotFound:
+		return http.StatusNotFound
+	case status.Code(err) == codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	}
+	return http.StatusInternalServerError
 }
 
 // responder reports proxy errors.

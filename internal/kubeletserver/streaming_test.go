@@ -1,15 +1,21 @@
 package kubeletserver
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodekeeper/nodekeeper/internal/cri"
 )
 
 func TestParseStreamOptions(t *testing.T) {
@@ -89,6 +95,25 @@ func TestSharedPathsAreReadOnly(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusMethodNotAllowed {
 			t.Errorf("%s /pods = %d, want 405", m, resp.StatusCode)
+		}
+	}
+}
+
+func TestStreamStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("cri Exec: %w", cri.ErrNotFound), 404},
+		{status.Error(codes.NotFound, "no such container"), 404},
+		{status.Error(codes.ResourceExhausted, "maximum number of in-flight requests exceeded"), 429},
+		{status.Error(codes.Internal, "boom"), 500},
+		{errors.New("plain"), 500},
+	}
+	for _, tc := range tests {
+		if got := streamStatus(tc.err); got != tc.want {
+			t.Errorf("streamStatus(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
 }

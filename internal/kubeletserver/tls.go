@@ -26,11 +26,11 @@ var tlsVersions = map[string]uint16{
 	"VersionTLS13": tls.VersionTLS13,
 }
 
-// tlsConfig builds the server's TLS configuration: the serving certificate,
+// tlsConfig builds the server's TLS configuration at now: the serving certificate,
 // the minimum version and cipher suites. Client certificates are requested,
 // not required: the authenticator verifies them against the client CA, so a
 // request without one can still authenticate with a token.
-func tlsConfig(cfg Config, log *slog.Logger) (*tls.Config, error) {
+func tlsConfig(cfg Config, log *slog.Logger, now time.Time) (*tls.Config, error) {
 	min, ok := tlsVersions[cfg.TLSMinVersion]
 	if !ok {
 		return nil, fmt.Errorf("kubeletserver: tlsMinVersion %q: want VersionTLS12 or VersionTLS13", cfg.TLSMinVersion)
@@ -39,7 +39,7 @@ func tlsConfig(cfg Config, log *slog.Logger) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cert, err := servingCert(cfg, log, time.Now())
+	cert, err := servingCert(cfg, log, now)
 	if err != nil {
 		return nil, err
 	}
