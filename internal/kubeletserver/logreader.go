@@ -198,6 +198,12 @@ func (lr *logReader) copy(ctx context.Context, f *os.File, w io.Writer) error {
 		if !lr.opts.follow || stopping {
 			return nil
 		}
+		// At the first end of file, and every followStateEvery polls after:
+		// a container that no longer runs writes no more.
+		if polls%followStateEvery == 0 && !lr.running(ctx) {
+			stopping = true // one more read to the end
+			continue
+		}
 		if ticker == nil {
 			ticker = lr.poll(followPoll)
 		}
@@ -217,9 +223,6 @@ func (lr *logReader) copy(ctx context.Context, f *os.File, w io.Writer) error {
 				pending = pending[:0]
 				continue
 			}
-		}
-		if polls%followStateEvery == 0 && !lr.running(ctx) {
-			stopping = true // one more read to the end
 		}
 	}
 }

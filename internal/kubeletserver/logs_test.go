@@ -285,6 +285,7 @@ func TestContainerLogs(t *testing.T) {
 		{p + "?sinceTime=2026-03-01T10:01:01Z", 200, "two\nthree\nfour\n"},
 		{p + "?sinceSeconds=30", 200, "four\n"}, // now is 10:02:30
 		{p + "?previous=true", 200, "old one\nold crash\n"},
+		{p + "?previous=true&follow=true", 200, "old one\nold crash\n"}, // c1 exited: the follow ends
 		{p + "?tailLines=-1", 422, `{"message": "Invalid request."}`},
 		{p + "?follow=x", 400, `{"message": "Unable to decode query."}`},
 		{"/containerLogs/ns/nope/app", 404, `pod "nope" does not exist`},
