@@ -287,7 +287,7 @@ var errAddressInUse = errors.New("address already in use")
 // /readyz. The log is appended to, so a restart's output follows the first.
 func (s *Server) startAPIServer() error {
 	args := append([]string{"--secure-port=" + strconv.Itoa(s.port)}, s.args...)
-	fmt.Fprintf(appender(s.apiLog), "=== apiservertest: %s starting kube-apiserver on port %d\n", time.Now().Format(time.RFC3339Nano), s.port)
+	appendLine(s.apiLog, fmt.Sprintf("=== apiservertest: %s starting kube-apiserver on port %d", time.Now().Format(time.RFC3339Nano), s.port))
 	p, err := startProcess("kube-apiserver", s.binary, args, s.apiLog)
 	if err != nil {
 		return err
@@ -304,22 +304,15 @@ func (s *Server) startAPIServer() error {
 	return nil
 }
 
-// appender opens path for appending; writes to a file that cannot be opened
-// are dropped.
-func appender(path string) io.Writer {
+// appendLine appends line to the file at path; a line that cannot be written
+// is dropped (it only marks the log).
+func appendLine(path, line string) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return io.Discard
+		return
 	}
-	return closingWriter{f}
-}
-
-// closingWriter closes its file after the first write.
-type closingWriter struct{ f *os.File }
-
-func (w closingWriter) Write(b []byte) (int, error) {
-	defer w.f.Close()
-	return w.f.Write(b)
+	defer f.Close()
+	_, _ = f.WriteString(line + "\n")
 }
 
 // waitReady polls url until it answers 200, p exits, or startTimeout passes.
