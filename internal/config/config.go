@@ -83,6 +83,8 @@ var supported = map[string]bool{
 	"port":                      true,
 	"tlsCertFile":               true,
 	"tlsPrivateKeyFile":         true,
+	"tlsMinVersion":             true,
+	"tlsCipherSuites":           true,
 	"authentication":            true,
 	"authorization":             true,
 	"enableDebuggingHandlers":   true,

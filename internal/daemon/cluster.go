@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/kubeletserver"
 	"github.com/nodekeeper/nodekeeper/internal/kubenode"
+	"github.com/nodekeeper/nodekeeper/internal/server"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -113,4 +116,25 @@ func nodeStatus(ctx context.Context, o Options, heartbeat kubernetes.Interface, 
 // runtimeVersioner is the CRI call nodeStatus needs.
 type runtimeVersioner interface {
 	Version(ctx context.Context, apiVersion string) (*runtimeapi.VersionResponse, error)
+}
+
+// kubeletAPI builds the kubelet API server (port 10250 over TLS): the shared
+// reads of the read-only port, and logs, exec, attach and port-forward through
+// the runtime's streaming server, behind the configured authentication and
+// authorization (TokenReview and SubjectAccessReview through client).
+func kubeletAPI(o Options, nodeIP string, shared server.Deps, pods func() []*v1.Pod, rt kubeletserver.Runtime,
+	client kubernetes.Interface, log *slog.Logger) (*kubeletserver.Server, error) {
+	reads, err := server.New(server.Config{}, shared)
+	if err != nil {
+		return nil, err
+	}
+	cfg := kubeletserver.ConfigFrom(&o.Config.Kubelet, o.NodeName, o.RootDir, o.NodeName, []net.IP{net.ParseIP(nodeIP)})
+	cfg.Address = o.Config.Cluster.Address
+	ks, err := kubeletserver.New(cfg, kubeletserver.Deps{
+		Pods: pods, Runtime: rt, Shared: reads.Handler(), Client: client, Logger: log.With("subsystem", "kubelet-api"),
+	})
+	if err != nil {
+		return nil, ConfigError{err}
+	}
+	return ks, nil
 }

@@ -404,18 +404,24 @@ func Run(ctx context.Context, o Options) error {
 			})
 		})
 	}
+	// The HTTP endpoints: the read-only port (plain HTTP, loopback by
+	// default, with the local pods' changes) and, in a cluster, the kubelet
+	// API over TLS (the same reads, logs, exec, attach and port-forward).
+	shared := server.Deps{
+		Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"),
+		Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
+		Configz: func() any {
+			k := o.Config.Kubelet
+			k.APIVersion, k.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
+			return k
+		},
+		Healthz: []server.Check{{Name: "syncloop", Check: func(context.Context) error { return ag.Healthy() }}},
+	}
 	var addr string
 	if ac.ReadOnlyPort != 0 {
-		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, server.Deps{
-			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"), Local: local.Handler(),
-			Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
-			Configz: func() any {
-				k := o.Config.Kubelet
-				k.APIVersion, k.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
-				return k
-			},
-			Healthz: []server.Check{{Name: "syncloop", Check: func(context.Context) error { return ag.Healthy() }}},
-		})
+		deps := shared
+		deps.Local = local.Handler()
+		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, deps)
 		if err != nil {
 			return ConfigError{err}
 		}
@@ -423,6 +429,19 @@ func Run(ctx context.Context, o Options) error {
 		select {
 		case <-srv.Ready():
 			addr = srv.Addr()
+		case <-ctx.Done():
+			return g.Wait()
+		}
+	}
+	if client != nil && o.Config.Cluster.EnableServer {
+		ks, err := kubeletAPI(o, hostIP, shared, ag.Pods, rt, client, log)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return ks.Run(ctx) })
+		select {
+		case <-ks.Ready():
+			log.Info("kubelet API serving", "addr", ks.Addr())
 		case <-ctx.Done():
 			return g.Wait()
 		}

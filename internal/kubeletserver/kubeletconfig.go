@@ -24,5 +24,6 @@ func ConfigFrom(kc *kubeletv1beta1.KubeletConfiguration, nodeName, rootDir, host
 		CertDir: filepath.Join(rootDir, "pki"), Hostname: hostname, NodeIPs: nodeIPs,
 		TLSMinVersion: kc.TLSMinVersion, TLSCipherSuites: kc.TLSCipherSuites,
 		Authentication: kc.Authentication, Authorization: kc.Authorization,
+		DisableDebuggingHandlers: kc.EnableDebuggingHandlers != nil && !*kc.EnableDebuggingHandlers,
 	}
 }

@@ -29,10 +29,12 @@ func TestConfigFrom(t *testing.T) {
 		{"set", kubeletv1beta1.KubeletConfiguration{
 			Address: "10.0.0.5", Port: 11250, TLSCertFile: "/c.crt", TLSPrivateKeyFile: "/c.key", TLSMinVersion: "VersionTLS13",
 			TLSCipherSuites: []string{"TLS_AES_128_GCM_SHA256"}, Authentication: authn, Authorization: authz,
+			EnableDebuggingHandlers: ptr.To(false),
 		}, Config{
 			NodeName: "n1", Address: "10.0.0.5", Port: 11250, TLSCertFile: "/c.crt", TLSPrivateKeyFile: "/c.key",
 			CertDir: "/var/lib/nodekeeper/pki", Hostname: "host", NodeIPs: ips, TLSMinVersion: "VersionTLS13",
 			TLSCipherSuites: []string{"TLS_AES_128_GCM_SHA256"}, Authentication: authn, Authorization: authz,
+			DisableDebuggingHandlers: true,
 		}},
 	}
 	for _, tc := range tests {

@@ -89,6 +89,9 @@ type Config struct {
 	// Run's ctx ends; streaming sessions are cut at once. Zero means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// DisableDebuggingHandlers leaves out logs, exec, attach and
+	// port-forward (the kubelet's enableDebuggingHandlers: false).
+	DisableDebuggingHandlers bool
 }
 
 // ReviewClient is the part of the API client the webhook authenticator and
@@ -334,6 +337,9 @@ func (s *Server) closeConns() {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, m := range []string{"GET", "POST"} {
+		if s.cfg.DisableDebuggingHandlers {
+			break
+		}
 		mux.HandleFunc(m+" /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)

@@ -117,3 +117,29 @@ func TestStreamStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestDebuggingHandlersOff: with enableDebuggingHandlers false, logs, exec,
+// attach and port-forward are not served; the shared reads still are.
+func TestDebuggingHandlersOff(t *testing.T) {
+	t.Parallel()
+	certDir := t.TempDir()
+	s, err := New(Config{NodeName: "n", Address: "127.0.0.1", CertDir: certDir, NodeIPs: loopback, DisableDebuggingHandlers: true,
+		Authentication: kubeletv1beta1.KubeletAuthentication{Webhook: kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(false)},
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(true)}},
+		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow},
+	}, Deps{Pods: noPods, Runtime: fakeRuntime{}, Shared: sharedOK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := runServer(t, s)
+	c := httpsClient(t, certDir, nil)
+	for _, p := range []string{"/containerLogs/ns/p/c", "/exec/ns/p/c?command=ls&output=1", "/attach/ns/p/c?output=1", "/portForward/ns/p"} {
+		// The mux's own 404, not the handlers' "pod not found".
+		if code, body := get(t, c, base+p); code != http.StatusNotFound || body != "404 page not found\n" {
+			t.Errorf("GET %s = %d %q, want the mux's 404 with the debugging handlers off", p, code, body)
+		}
+	}
+	if code, _ := get(t, c, base+"/pods"); code != 200 {
+		t.Errorf("GET /pods = %d, want 200", code)
+	}
+}
