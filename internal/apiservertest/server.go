@@ -50,9 +50,13 @@ func KubeAPIServer(t testing.TB) string {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("skipping the kube-apiserver build in -short mode")
 	}
+	began := time.Now()
 	dir, err := toolbuild.Build(kube)
 	if err != nil {
 		t.Fatalf("build hack/kube: %v", err)
+	}
+	if d := time.Since(began); d > 10*time.Second { // built, or waited for another build
+		t.Logf("kube-apiserver built from hack/kube in %v", d.Round(time.Second))
 	}
 	return filepath.Join(dir, "kube-apiserver")
 }
