@@ -55,6 +55,15 @@ func TestServer(t *testing.T) {
 	admin := s.Admin()
 	nodeA := clientFor(t, s.NodeKubeconfig(t, "node-a"))
 
+	// It reports the version it is built from.
+	v, err := admin.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"v1.36.3", "1", "36"}, []string{v.GitVersion, v.Major, v.Minor}); diff != "" {
+		t.Errorf("server version (-want +got):\n%s", diff)
+	}
+
 	// The namespace "default" is prepared as the controllers would.
 	if _, err := admin.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Errorf("default service account: %v", err)
