@@ -36,6 +36,15 @@
 // ServiceAccount token Secrets, no node lifecycle (taints are never removed,
 // a silent node is never marked NotReady), no garbage collection.
 //
+// What the test TestServer shows of the rules a node meets: it may create
+// its own Node and Lease but not another node's, and update its Node's
+// status; create a mirror pod (annotated kubernetes.io/config.mirror) bound
+// to itself only with an owner reference to its Node; read and list (by
+// spec.nodeName) the pods bound to it; and request a token for such a pod's
+// service account, bound to the pod, only for an audience one of the pod's
+// projected token volumes names (none named: the API server's own, as in
+// the injected kube-api-access volume), never for another node's pod.
+//
 // Accessors: URL, CAFile, CAPEM, Admin (a client-go clientset with the admin
 // token), AdminConfig, AdminKubeconfig (a kubeconfig file), NodeKubeconfig(t,
 // name) (a kubeconfig with a client certificate for system:node:NAME in

@@ -55,6 +55,15 @@ func TestServer(t *testing.T) {
 	admin := s.Admin()
 	nodeA := clientFor(t, s.NodeKubeconfig(t, "node-a"))
 
+	// It reports the version it is built from.
+	v, err := admin.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"v1.36.3", "1", "36"}, []string{v.GitVersion, v.Major, v.Minor}); diff != "" {
+		t.Errorf("server version (-want +got):\n%s", diff)
+	}
+
 	// The namespace "default" is prepared as the controllers would.
 	if _, err := admin.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Errorf("default service account: %v", err)
@@ -91,6 +100,31 @@ func TestServer(t *testing.T) {
 		t.Errorf("node-a creates its Lease: %v", err)
 	}
 
+	// It may update its Node's status.
+	n, err := nodeA.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("node-a reads its Node: %v", err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Test"}}
+	if _, err := nodeA.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("node-a updates its Node's status: %v", err)
+	}
+
+	// It may create a mirror pod bound to itself and owned by its Node, not
+	// a plain pod.
+	mirror := pod("static-node-a", "node-a")
+	mirror.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "hash"}
+	mirror.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID, Controller: ptr.To(true),
+	}}
+	if _, err := nodeA.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, mirror, metav1.CreateOptions{}); err != nil {
+		t.Errorf("node-a creates a mirror pod: %v", err)
+	}
+	_, err = nodeA.CoreV1().Pods(metav1.NamespaceSystem).Create(ctx, pod("plain", "node-a"), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("node-a creates a plain pod: got %v, want Forbidden", err)
+	}
+
 	// The admin may do anything: make a namespace (prepared by Namespace)
 	// and pods bound to either node.
 	s.Namespace(t, "team")
@@ -118,7 +152,7 @@ func TestServer(t *testing.T) {
 	for _, p := range list.Items {
 		names = append(names, p.Namespace+"/"+p.Name)
 	}
-	if diff := cmp.Diff([]string{"team/mine"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"kube-system/static-node-a", "team/mine"}, names); diff != "" {
 		t.Errorf("node-a's pods (-want +got):\n%s", diff)
 	}
 

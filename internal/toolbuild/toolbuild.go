@@ -33,6 +33,9 @@ type Spec struct {
 	KeyFiles []string
 	// CacheName names the cache directory under nodekeeper's user cache.
 	CacheName string
+	// LDFlags is the -ldflags value, such as "-X pkg.name=value" settings
+	// (empty: none).
+	LDFlags string
 	// DefaultCgo leaves CGO_ENABLED to the go command's default (1 where a
 	// C compiler is found) instead of 0, so the build shares the Go build
 	// cache with a plain `go build` in the module; the effective value is
@@ -44,7 +47,7 @@ type Spec struct {
 // the cache lacks them. The build runs with GOWORK=off, -mod=readonly and
 // CGO_ENABLED=0 (unless Spec.DefaultCgo).
 func Build(s Spec) (string, error) {
-	src, err := moduleDir(s.Module)
+	src, err := ModuleDir(s.Module)
 	if err != nil {
 		return "", err
 	}
@@ -64,6 +67,9 @@ func Build(s Spec) (string, error) {
 	fmt.Fprintln(h, runtime.Version(), s.Tags)
 	if cgo != "0" { // keys of the CGO_ENABLED=0 builds stay as they were
 		fmt.Fprintln(h, "CGO_ENABLED="+cgo)
+	}
+	if s.LDFlags != "" {
+		fmt.Fprintln(h, "ldflags", s.LDFlags)
 	}
 	for _, f := range append([]string{"go.mod", "go.sum"}, s.KeyFiles...) {
 		b, err := os.ReadFile(filepath.Join(src, f))
@@ -106,6 +112,9 @@ func Build(s Spec) (string, error) {
 	if s.Tags != "" {
 		args = append(args, "-tags", s.Tags)
 	}
+	if s.LDFlags != "" {
+		args = append(args, "-ldflags", s.LDFlags)
+	}
 	for _, p := range s.Binaries {
 		args = append(args, p)
 	}
@@ -135,9 +144,9 @@ func (s Spec) complete(dir string) bool {
 	return true
 }
 
-// moduleDir returns rel under nodekeeper's root: the first directory with a
+// ModuleDir returns rel under nodekeeper's root: the first directory with a
 // go.mod above the working directory (a test's package directory).
-func moduleDir(rel string) (string, error) {
+func ModuleDir(rel string) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err

@@ -2,8 +2,11 @@ package toolbuild
 
 import (
 	"debug/buildinfo"
+	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestBuildCgo builds a tiny module with and without DefaultCgo: the
@@ -50,5 +53,38 @@ func TestBuildCgo(t *testing.T) {
 	}
 	if dirs[false] == dirs[true] {
 		t.Errorf("CGO_ENABLED=0 and =1 share the cache directory %s", dirs[false])
+	}
+}
+
+// TestBuildLDFlags builds the tiny module with a -X setting: the binary
+// prints it, and the flags are part of the cache key.
+func TestBuildLDFlags(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // os.UserCacheDir
+	spec := Spec{
+		Module:    "internal/toolbuild/testdata/hello",
+		Binaries:  map[string]string{"hello": "."},
+		KeyFiles:  []string{"main.go"},
+		CacheName: "test",
+	}
+	plain, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.LDFlags = "-X main.greeting=hi"
+	dir, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir == plain {
+		t.Errorf("with and without ldflags share the cache directory %s", dir)
+	}
+	for _, tc := range []struct{ dir, want string }{{plain, "hello\n"}, {dir, "hi\n"}} {
+		out, err := exec.Command(filepath.Join(tc.dir, "hello")).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, string(out)); diff != "" {
+			t.Errorf("%s output (-want +got):\n%s", tc.dir, diff)
+		}
 	}
 }

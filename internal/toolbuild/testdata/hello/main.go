@@ -1,4 +1,9 @@
-// Command hello is the program toolbuild's tests build.
+// Command hello is the program toolbuild's tests build. It prints greeting,
+// which a test sets with -ldflags -X.
 package main
 
-func main() { println("hello") }
+import "fmt"
+
+var greeting = "hello"
+
+func main() { fmt.Println(greeting) }
