@@ -49,6 +49,10 @@ type Agent struct {
 	// 0 turns them off.
 	Address      string
 	ReadOnlyPort int32
+	// EnableProfilingHandler serves Go's runtime profiles at /debug/pprof/ on
+	// the plain-HTTP endpoints when they listen on a loopback address; true
+	// unless set (the kubelet's default).
+	EnableProfilingHandler bool
 	// CgroupDriver is "cgroupfs" or "systemd"; CgroupRoot is the cgroup under
 	// which the kubepods hierarchy is made. `run` supports only cgroupfs with
 	// CgroupsPerQOS (RunnableErr says so); explain reads any of them.
@@ -127,25 +131,29 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 			*d.v = d.def
 		}
 	}
+	if k.EnableProfilingHandler == nil {
+		k.EnableProfilingHandler = new(true)
+	}
 	failV1 := false
 	if k.FailCgroupV1 != nil {
 		failV1 = *k.FailCgroupV1
 	}
 	return Agent{
-		StaticPodPath:         k.StaticPodPath,
-		RuntimeEndpoint:       k.ContainerRuntimeEndpoint,
-		ImageServiceEndpoint:  k.ImageServiceEndpoint,
-		PodCIDR:               k.PodCIDR,
-		PodLogsDir:            k.PodLogsDir,
-		Address:               k.Address,
-		ReadOnlyPort:          k.ReadOnlyPort,
-		CgroupDriver:          k.CgroupDriver,
-		CgroupRoot:            k.CgroupRoot,
-		CgroupsPerQOS:         *k.CgroupsPerQOS,
-		SyncFrequency:         k.SyncFrequency.Duration,
-		FileCheckFrequency:    k.FileCheckFrequency.Duration,
-		RuntimeRequestTimeout: k.RuntimeRequestTimeout.Duration,
-		FailCgroupV1:          failV1,
+		StaticPodPath:          k.StaticPodPath,
+		RuntimeEndpoint:        k.ContainerRuntimeEndpoint,
+		ImageServiceEndpoint:   k.ImageServiceEndpoint,
+		PodCIDR:                k.PodCIDR,
+		PodLogsDir:             k.PodLogsDir,
+		Address:                k.Address,
+		ReadOnlyPort:           k.ReadOnlyPort,
+		EnableProfilingHandler: *k.EnableProfilingHandler,
+		CgroupDriver:           k.CgroupDriver,
+		CgroupRoot:             k.CgroupRoot,
+		CgroupsPerQOS:          *k.CgroupsPerQOS,
+		SyncFrequency:          k.SyncFrequency.Duration,
+		FileCheckFrequency:     k.FileCheckFrequency.Duration,
+		RuntimeRequestTimeout:  k.RuntimeRequestTimeout.Duration,
+		FailCgroupV1:           failV1,
 	}, nil
 }
 
