@@ -144,6 +144,22 @@ type pendingCPU struct {
 // and the pods; a pod whose cgroup is gone lacks its cpu and memory.
 // usageNanoCores is the rate since the previous Summary, absent on the first.
 func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	return p.summary(ctx, true)
+}
+
+// NodeSummary is Summary without the pods: Node is the same (the runtime
+// filesystems included), Pods is empty. It reads no pod cgroup, lists no
+// container and measures no log or volume, so the eviction manager's pass
+// (eviction.NodeStatsSource) costs a few files and one CRI call when it
+// needs no pod's stats. The node's usageNanoCores is the rate since the
+// previous Summary or NodeSummary; the pods' rates are kept for the next
+// Summary.
+func (p *Provider) NodeSummary(ctx context.Context) (*statsapi.Summary, error) {
+	return p.summary(ctx, false)
+}
+
+// summary is Summary, with the pods or without.
+func (p *Provider) summary(ctx context.Context, withPods bool) (*statsapi.Summary, error) {
 	s := &summary{now: metav1.NewTime(p.clock.Now()), statfs: map[string]statfsResult{}}
 	node, err := p.nodeStats(s)
 	if err != nil {
@@ -151,14 +167,14 @@ func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	}
 	out := &statsapi.Summary{Node: *node, Pods: []statsapi.PodStats{}}
 	if p.deps.Runtime != nil {
-		if err := p.runtimeStats(ctx, s, out); err != nil {
+		if err := p.runtimeStats(ctx, s, out, withPods); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
 			p.log.Warn("Runtime stats unavailable; the summary has no pods", "err", err)
 		}
 	}
-	p.rates(s)
+	p.rates(s, withPods)
 	return out, nil
 }
 
@@ -274,11 +290,16 @@ func (s *summary) cpu(key string, usage uint64, at time.Time) *statsapi.CPUStats
 
 // rates fills in usageNanoCores from the previous samples and keeps this
 // call's samples for the next. A sample older than the one kept (a
-// concurrent call) is neither rated nor kept.
-func (p *Provider) rates(s *summary) {
+// concurrent call) is neither rated nor kept. A complete call (all) keeps
+// only its own samples, which forgets pods and containers that are gone;
+// a partial one keeps the others' too.
+func (p *Provider) rates(s *summary, all bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	next := make(map[string]cpuSample, len(s.samples))
+	if !all {
+		next = p.prev
+	}
 	for _, c := range s.samples {
 		prev, ok := p.prev[c.key]
 		if ok && !c.sample.at.After(prev.at) {
@@ -320,8 +341,8 @@ type statfsResult struct {
 	err error
 }
 
-// runtimeStats adds the runtime filesystems and the pods.
-func (p *Provider) runtimeStats(ctx context.Context, s *summary, out *statsapi.Summary) error {
+// runtimeStats adds the runtime filesystems and, withPods, the pods.
+func (p *Provider) runtimeStats(ctx context.Context, s *summary, out *statsapi.Summary, withPods bool) error {
 	rt := p.deps.Runtime
 	info, err := rt.ImageFsInfo(ctx)
 	if err != nil {
@@ -334,6 +355,9 @@ func (p *Provider) runtimeStats(ctx context.Context, s *summary, out *statsapi.S
 	}
 	if imageFs != nil {
 		out.Node.Runtime = &statsapi.RuntimeStats{ImageFs: imageFs, ContainerFs: containerFs}
+	}
+	if !withPods {
+		return nil
 	}
 
 	sandboxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
