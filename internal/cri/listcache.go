@@ -51,6 +51,7 @@ type itemCache[T any, PT interface {
 	gen     uint64     // the number of lists decoded
 	items   map[string]*cachedItem[T]
 	scratch [][]byte // an item's fields while it is looked up
+	buf     []byte   // a reply that came in several buffers, joined
 }
 
 // cachedItem is one decoded item, its encoding, the encoding's fields
@@ -62,12 +63,29 @@ type cachedItem[T any] struct {
 	gen    uint64
 }
 
+// decodeBuffers is decode of the reply in data, which it does not keep.
+func (c *itemCache[T, PT]) decodeBuffers(data mem.BufferSlice) ([]*T, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(data) == 1 {
+		return c.decodeLocked(data[0].ReadOnlyData())
+	}
+	c.buf = slices.Grow(c.buf[:0], data.Len())[:data.Len()]
+	data.CopyTo(c.buf)
+	return c.decodeLocked(c.buf)
+}
+
 // decode returns the items of a list response encoded in b, decoding those
 // not in the cache, and leaves the cache holding exactly this list's items.
-// Fields other than the items are skipped, as unknown fields would be.
+// Fields other than the items are skipped, as unknown fields would be. The
+// items keep no reference to b.
 func (c *itemCache[T, PT]) decode(b []byte) ([]*T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.decodeLocked(b)
+}
+
+func (c *itemCache[T, PT]) decodeLocked(b []byte) ([]*T, error) {
 	if c.items == nil {
 		c.items = map[string]*cachedItem[T]{}
 	}
@@ -166,14 +184,16 @@ type listReply[T any, PT interface {
 	items []*T
 }
 
-func (r *listReply[T, PT]) decodeList(b []byte) error {
-	items, err := r.cache.decode(b)
+func (r *listReply[T, PT]) decodeList(data mem.BufferSlice) error {
+	items, err := r.cache.decodeBuffers(data)
 	r.items = items
 	return err
 }
 
 // listDecoder is what listCodec decodes into.
-type listDecoder interface{ decodeList(b []byte) error }
+type listDecoder interface {
+	decodeList(data mem.BufferSlice) error
+}
 
 // listCodec is gRPC's proto codec, but decodes a listDecoder itself, from
 // the reply's buffers before gRPC frees them.
@@ -196,10 +216,7 @@ func (c listCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.proto.Unmarshal(data, v)
 	}
-	if len(data) == 1 {
-		return d.decodeList(data[0].ReadOnlyData())
-	}
-	return d.decodeList(data.Materialize())
+	return d.decodeList(data)
 }
 
 // listCaches are a Client's caches of the unfiltered lists.
