@@ -258,14 +258,7 @@ func (m *Manager) Pass(ctx context.Context) []*v1.Pod {
 // synchronize is one pass of the control loop at now; it returns the pods it
 // evicted.
 func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*v1.Pod {
-	nodeOnly, partial := m.deps.Stats.(NodeStatsSource)
-	var summary *statsapi.Summary
-	var err error
-	if partial {
-		summary, err = nodeOnly.NodeSummary(ctx)
-	} else {
-		summary, err = m.deps.Stats.Summary(ctx)
-	}
+	summary, partial, err := m.nodeSummary(ctx)
 	if err != nil {
 		m.log.Error("Eviction manager: failed to get summary stats", "err", err)
 		return nil
@@ -400,6 +393,17 @@ func ReclaimSteps(s Signal, l DiskLayout) Steps {
 	return Steps{Containers: true, Images: true}
 }
 
+// nodeSummary samples stats for the node-level signals: NodeSummary when
+// the source has it (partial: the pods' stats are missing), else Summary.
+func (m *Manager) nodeSummary(ctx context.Context) (summary *statsapi.Summary, partial bool, err error) {
+	if src, ok := m.deps.Stats.(NodeStatsSource); ok {
+		summary, err = src.NodeSummary(ctx)
+		return summary, true, err
+	}
+	summary, err = m.deps.Stats.Summary(ctx)
+	return summary, false, err
+}
+
 // needPodStats reports whether a pass needs the pods' stats: to rank pods
 // for an actionable threshold, or to check local-storage limits (with
 // localStorage) when a pod has one.
@@ -422,7 +426,7 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, st *state, s Signal) boo
 			m.log.Warn("Eviction manager: node-level reclaim step failed", "signal", string(s), "err", err)
 		}
 	}
-	summary, err := m.deps.Stats.Summary(ctx)
+	summary, _, err := m.nodeSummary(ctx)
 	if err != nil {
 		m.log.Error("Eviction manager: failed to get summary stats after reclaim", "err", err)
 		return false

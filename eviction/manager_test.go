@@ -470,7 +470,10 @@ func TestPodStatsOnlyWhenNeeded(t *testing.T) {
 		localStorage bool
 		pods         []*v1.Pod
 		memAvailable uint64
-		wantSummary  int // full Summaries per pass
+		fsAvailable  uint64 // 50 Gi when 0
+		reclaim      bool   // node-level reclaim frees 45 Gi of nodefs
+		wantNode     int    // NodeSummaries per pass; 1 when 0
+		wantSummary  int    // full Summaries per pass
 		wantKills    []string
 	}{
 		{name: "no pressure, no limits", thresholds: hard, localStorage: true,
@@ -483,13 +486,27 @@ func TestPodStatsOnlyWhenNeeded(t *testing.T) {
 			pods: []*v1.Pod{withEphemeral, withSizeLimit}, memAvailable: gi},
 		{name: "memory pressure", thresholds: hard, localStorage: true,
 			pods: []*v1.Pod{memPod("a", "", 0), memPod("hog", "", 0)}, memAvailable: 50 * mi, wantSummary: 1, wantKills: []string{"hog"}},
+		{name: "disk pressure, node-level reclaim frees enough", thresholds: mustThresholds(t, ThresholdConfig{Hard: map[string]string{"nodefs.available": "10%"}}),
+			pods: []*v1.Pod{memPod("a", "", 0)}, memAvailable: gi, fsAvailable: 5 * gi, reclaim: true, wantNode: 2, wantSummary: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			mem := map[string]uint64{"a": mi, "hog": gi, "limited": 100 * mi, "sized": mi}
-			h := newHarness(t, Config{Thresholds: tc.thresholds, LocalStorageCapacityIsolation: tc.localStorage},
-				nodeState{memAvailable: tc.memAvailable, memWorkingSet: 7 * gi, fsAvailable: 50 * gi, fsCapacity: 100 * gi, podMemory: mem},
-				tc.pods, nil)
+			fs := tc.fsAvailable
+			if fs == 0 {
+				fs = 50 * gi
+			}
+			var h *harness
+			h = newHarness(t, Config{Thresholds: tc.thresholds, LocalStorageCapacityIsolation: tc.localStorage},
+				nodeState{memAvailable: tc.memAvailable, memWorkingSet: 7 * gi, fsAvailable: fs, fsCapacity: 100 * gi, podMemory: mem},
+				tc.pods, func(d *Deps) {
+					if tc.reclaim {
+						d.ContainerGC = gcFunc(func(context.Context) error {
+							h.stats.set(func(s *nodeState) { s.fsAvailable += 45 * gi })
+							return nil
+						})
+					}
+				})
 			src := &nodeStats{fakeStats: h.stats}
 			h.m.deps.Stats = src
 			var kills []string
@@ -499,8 +516,8 @@ func TestPodStatsOnlyWhenNeeded(t *testing.T) {
 			if diff := cmp.Diff(tc.wantKills, kills); diff != "" {
 				t.Errorf("evicted (-want +got):\n%s", diff)
 			}
-			if src.nodeCalls != 1 || src.calls != tc.wantSummary {
-				t.Errorf("NodeSummary called %d times, Summary %d; want 1 and %d", src.nodeCalls, src.calls, tc.wantSummary)
+			if wantNode := max(tc.wantNode, 1); src.nodeCalls != wantNode || src.calls != tc.wantSummary {
+				t.Errorf("NodeSummary called %d times, Summary %d; want %d and %d", src.nodeCalls, src.calls, wantNode, tc.wantSummary)
 			}
 		})
 	}
