@@ -67,6 +67,13 @@ type Deps struct {
 	Pods func() []*v1.Pod
 	// Statfs is unix.Statfs when nil; tests give fixed figures.
 	Statfs func(path string, st *unix.Statfs_t) error
+	// Device returns the ID of the device (filesystem) holding path. One
+	// Summary statfs's each filesystem once, so that the node's, the
+	// runtime's, the logs' and the volumes' figures of one filesystem are
+	// equal, as the eviction manager's layout detection expects. Nil: the
+	// real device (stat's st_dev) when Statfs is nil too; with Statfs given,
+	// every path is taken as its own filesystem.
+	Device func(path string) (uint64, error)
 	// Clock stamps the samples; nil is the real clock.
 	Clock clock.PassiveClock
 }
@@ -79,6 +86,7 @@ type Provider struct {
 	cg     cgroupReader
 	log    *slog.Logger
 	statfs func(string, *unix.Statfs_t) error
+	device func(string) (uint64, error) // nil: by path
 	clock  clock.PassiveClock
 
 	mu   sync.Mutex           // guards prev
@@ -114,8 +122,12 @@ func New(cfg Config, deps Deps) (*Provider, error) {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	p.log = p.log.With("subsystem", "stats")
+	p.device = deps.Device
 	if p.statfs == nil {
 		p.statfs = unix.Statfs
+		if p.device == nil {
+			p.device = statDevice
+		}
 	}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
@@ -127,7 +139,17 @@ func New(cfg Config, deps Deps) (*Provider, error) {
 type summary struct {
 	now     metav1.Time
 	statfs  map[string]statfsResult // by path
+	byDev   map[uint64]statfsResult // by device, where known
 	samples []pendingCPU
+}
+
+// statDevice is the device holding path.
+func statDevice(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Dev, nil
 }
 
 // pendingCPU is a cpu reading whose usageNanoCores is filled in once every
@@ -326,12 +348,27 @@ func (s *summary) statErr(p *Provider, path string) (*unix.Statfs_t, error) {
 	if r, ok := s.statfs[path]; ok {
 		return r.st, r.err
 	}
+	dev, devErr := uint64(0), errors.ErrUnsupported
+	if p.device != nil {
+		dev, devErr = p.device(path)
+		if r, ok := s.byDev[dev]; ok && devErr == nil {
+			s.statfs[path] = r
+			return r.st, r.err
+		}
+	}
 	st := new(unix.Statfs_t)
 	err := p.statfs(path, st)
 	if err != nil {
 		st = nil
 	}
-	s.statfs[path] = statfsResult{st, err}
+	r := statfsResult{st, err}
+	s.statfs[path] = r
+	if devErr == nil && err == nil {
+		if s.byDev == nil {
+			s.byDev = map[uint64]statfsResult{}
+		}
+		s.byDev[dev] = r
+	}
 	return st, err
 }
 

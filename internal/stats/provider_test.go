@@ -570,3 +570,51 @@ func TestNodeSummary(t *testing.T) {
 		t.Errorf("pod usageNanoCores after a NodeSummary: %v, want 5e7 (1 s of cpu over the 20 s since the last Summary)", r)
 	}
 }
+
+// One Summary statfs's each filesystem once: with the image filesystem's
+// mountpoint on RootDir's device, the node's and the runtime's figures are
+// the same sample even while the free space changes between statfs calls,
+// so the eviction manager sees no dedicated image filesystem; on another
+// device it does.
+func TestOneStatfsPerFilesystem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		imageDev uint64
+		want     eviction.DiskLayout
+	}{
+		{"image filesystem on the node's", 1, eviction.NoImageFs},
+		{"image filesystem of its own", 2, eviction.DedicatedImageFs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newPodFixture(t)
+			var calls uint64
+			statfs := func(path string, st *unix.Statfs_t) error {
+				*st = rootStatfs
+				calls++
+				st.Bavail -= calls // the free space shrinks at every call
+				return nil
+			}
+			devs := map[string]uint64{f.rootDir: 1, f.logDir: 1, "/img": tc.imageDev}
+			p, err := New(Config{ProcRoot: "testdata/v1/proc", CgroupFSRoot: "testdata/v1/cgroup", RootDir: f.rootDir, LogDir: f.logDir},
+				Deps{Runtime: f.rt, Statfs: statfs, Clock: clocktesting.NewFakePassiveClock(t0),
+					Device: func(path string) (uint64, error) {
+						if d, ok := devs[path]; ok {
+							return d, nil
+						}
+						return 0, os.ErrNotExist
+					}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := p.NodeSummary(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := eviction.DetectLayout(s); got != tc.want {
+				t.Errorf("layout %v, want %v (node fs available %d, image fs %d)", got, tc.want, *s.Node.Fs.AvailableBytes, *s.Node.Runtime.ImageFs.AvailableBytes)
+			}
+		})
+	}
+}
