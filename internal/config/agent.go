@@ -139,21 +139,22 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		failV1 = *k.FailCgroupV1
 	}
 	return Agent{
-		StaticPodPath:          k.StaticPodPath,
-		RuntimeEndpoint:        k.ContainerRuntimeEndpoint,
-		ImageServiceEndpoint:   k.ImageServiceEndpoint,
-		PodCIDR:                k.PodCIDR,
-		PodLogsDir:             k.PodLogsDir,
-		Address:                k.Address,
-		ReadOnlyPort:           k.ReadOnlyPort,
+		StaticPodPath:         k.StaticPodPath,
+		RuntimeEndpoint:       k.ContainerRuntimeEndpoint,
+		ImageServiceEndpoint:  k.ImageServiceEndpoint,
+		PodCIDR:               k.PodCIDR,
+		PodLogsDir:            k.PodLogsDir,
+		Address:               k.Address,
+		ReadOnlyPort:          k.ReadOnlyPort,
+		CgroupDriver:          k.CgroupDriver,
+		CgroupRoot:            k.CgroupRoot,
+		CgroupsPerQOS:         *k.CgroupsPerQOS,
+		SyncFrequency:         k.SyncFrequency.Duration,
+		FileCheckFrequency:    k.FileCheckFrequency.Duration,
+		RuntimeRequestTimeout: k.RuntimeRequestTimeout.Duration,
+		FailCgroupV1:          failV1,
+
 		EnableProfilingHandler: *k.EnableProfilingHandler,
-		CgroupDriver:           k.CgroupDriver,
-		CgroupRoot:             k.CgroupRoot,
-		CgroupsPerQOS:          *k.CgroupsPerQOS,
-		SyncFrequency:          k.SyncFrequency.Duration,
-		FileCheckFrequency:     k.FileCheckFrequency.Duration,
-		RuntimeRequestTimeout:  k.RuntimeRequestTimeout.Duration,
-		FailCgroupV1:           failV1,
 	}, nil
 }
 

@@ -67,18 +67,19 @@ var supported = map[string]bool{
 	"imageServiceEndpoint":             true,
 	"podPidsLimit":                     true,
 	// The agent's fields (agent.go).
-	"podCIDR":                true,
-	"podLogsDir":             true,
-	"address":                true,
-	"readOnlyPort":           true,
-	"cgroupDriver":           true,
-	"cgroupRoot":             true,
-	"cgroupsPerQOS":          true,
-	"syncFrequency":          true,
-	"fileCheckFrequency":     true,
-	"runtimeRequestTimeout":  true,
-	"failCgroupV1":           true,
-	"enableProfilingHandler": true,
+	"podCIDR":               true,
+	"podLogsDir":            true,
+	"address":               true,
+	"readOnlyPort":          true,
+	"cgroupDriver":          true,
+	"cgroupRoot":            true,
+	"cgroupsPerQOS":         true,
+	"syncFrequency":         true,
+	"fileCheckFrequency":    true,
+	"runtimeRequestTimeout": true,
+	"failCgroupV1":          true,
+
+	"enableProfilingHandler": true, // served by the agent's HTTP endpoints
 }
 
 // enforceKeys are the values the kubelet accepts in enforceNodeAllocatable.

@@ -320,7 +320,8 @@ func Run(ctx context.Context, o Options) error {
 		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, server.Deps{
 			Pods: ag.Pods, Summary: st.Summary, Gatherer: reg, Logger: log.With("subsystem", "http"), Local: local.Handler(),
 			Profiling: ac.EnableProfilingHandler,
-			Node:      func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
+
+			Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
 			Configz: func() any {
 				k := o.Config.Kubelet
 				k.APIVersion, k.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
