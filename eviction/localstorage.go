@@ -119,6 +119,20 @@ func containerEphemeralViolation(pod *v1.Pod, ps *statsapi.PodStats, layout Disk
 	return "", false
 }
 
+// hasLocalStorageLimit reports whether LocalStorageViolations may find pod
+// in violation: it has an ephemeral-storage limit or an emptyDir sizeLimit.
+func hasLocalStorageLimit(pod *v1.Pod) bool {
+	if hasEphemeralLimit(pod) {
+		return true
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && !v.EmptyDir.SizeLimit.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 // hasEphemeralLimit reports whether any container, init container or the pod
 // itself sets an ephemeral-storage limit.
 func hasEphemeralLimit(pod *v1.Pod) bool {

@@ -24,6 +24,18 @@ type StatsSource interface {
 	Summary(ctx context.Context) (*statsapi.Summary, error)
 }
 
+// NodeStatsSource is a StatsSource that can also sample the node-level
+// figures alone, which is far cheaper than a Summary with every pod's stats.
+// A pass given one reads the pods' stats (Summary) only when it needs them:
+// when a threshold is to be reclaimed, or when local-storage isolation is on
+// and an active pod has a local-storage limit.
+type NodeStatsSource interface {
+	StatsSource
+	// NodeSummary returns stats sampled now: Node as Summary fills it, Pods
+	// empty. It is called from the manager's loop only.
+	NodeSummary(ctx context.Context) (*statsapi.Summary, error)
+}
+
 // ContainerGC removes dead containers; the eviction manager calls it to reclaim
 // disk before evicting (the kubelet's DeleteAllUnusedContainers).
 type ContainerGC interface {
@@ -246,7 +258,7 @@ func (m *Manager) Pass(ctx context.Context) []*v1.Pod {
 // synchronize is one pass of the control loop at now; it returns the pods it
 // evicted.
 func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*v1.Pod {
-	summary, err := m.deps.Stats.Summary(ctx)
+	summary, partial, err := m.nodeSummary(ctx)
 	if err != nil {
 		m.log.Error("Eviction manager: failed to get summary stats", "err", err)
 		return nil
@@ -275,11 +287,20 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 	// thresholdsMetGracePeriod).
 	graced := metGracePeriod(met, firstSeen, now)
 	actionable := updatedStats(graced, obs, st.lastObs)
+	pods := m.deps.ActivePods()
+	podStats := summary.Pods
+	if partial && needPodStats(pods, actionable, m.cfg.LocalStorageCapacityIsolation) {
+		full, err := m.deps.Stats.Summary(ctx)
+		if err != nil {
+			m.log.Error("Eviction manager: failed to get summary stats", "err", err)
+			return nil
+		}
+		podStats = full.Pods
+	}
 
 	m.logConditionChanges(m.status.Load().Conditions, conds)
 	st.met, st.firstSeen, st.condObserved, st.lastObs = graced, firstSeen, condObserved, obs
-	pods := m.deps.ActivePods()
-	plan := planPass(passInput{layout: *st.layout, pods: pods, stats: PodStatsFunc(summary.Pods), obs: obs,
+	plan := planPass(passInput{layout: *st.layout, pods: pods, stats: PodStatsFunc(podStats), obs: obs,
 		actionable: actionable, localStorage: m.cfg.LocalStorageCapacityIsolation, maxPodGrace: m.cfg.MaxPodGracePeriod})
 	status := &Status{Time: now, Conditions: conds, ThresholdsMet: met, Observations: obs, Layout: *st.layout}
 	if plan.Target != nil {
@@ -372,6 +393,27 @@ func ReclaimSteps(s Signal, l DiskLayout) Steps {
 	return Steps{Containers: true, Images: true}
 }
 
+// nodeSummary samples stats for the node-level signals: NodeSummary when
+// the source has it (partial: the pods' stats are missing), else Summary.
+func (m *Manager) nodeSummary(ctx context.Context) (summary *statsapi.Summary, partial bool, err error) {
+	if src, ok := m.deps.Stats.(NodeStatsSource); ok {
+		summary, err = src.NodeSummary(ctx)
+		return summary, true, err
+	}
+	summary, err = m.deps.Stats.Summary(ctx)
+	return summary, false, err
+}
+
+// needPodStats reports whether a pass needs the pods' stats: to rank pods
+// for an actionable threshold, or to check local-storage limits (with
+// localStorage) when a pod has one.
+func needPodStats(pods []*v1.Pod, actionable []Threshold, localStorage bool) bool {
+	if _, _, ok := ReclaimTarget(actionable); ok {
+		return true
+	}
+	return localStorage && slices.ContainsFunc(pods, hasLocalStorageLimit)
+}
+
 // reclaimNodeLevel runs the reclaim steps for s; it reports true when, after them,
 // fresh stats show no threshold met any more (minimum reclaim included).
 func (m *Manager) reclaimNodeLevel(ctx context.Context, st *state, s Signal) bool {
@@ -384,7 +426,7 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, st *state, s Signal) boo
 			m.log.Warn("Eviction manager: node-level reclaim step failed", "signal", string(s), "err", err)
 		}
 	}
-	summary, err := m.deps.Stats.Summary(ctx)
+	summary, _, err := m.nodeSummary(ctx)
 	if err != nil {
 		m.log.Error("Eviction manager: failed to get summary stats after reclaim", "err", err)
 		return false

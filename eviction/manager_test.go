@@ -437,3 +437,88 @@ kubelet_evictions{eviction_signal="memory.available"} 1
 		}
 	})
 }
+
+// nodeStats is fakeStats that also samples the node alone (NodeStatsSource).
+type nodeStats struct {
+	*fakeStats
+	nodeCalls int // guarded by fakeStats.mu
+}
+
+func (f *nodeStats) NodeSummary(ctx context.Context) (*statsapi.Summary, error) {
+	s, err := f.Summary(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls--
+	f.nodeCalls++
+	s.Pods = nil
+	return s, err
+}
+
+// With a NodeStatsSource, a pass reads the pods' stats only to rank pods
+// for a threshold or to check local-storage limits that some pod has; the
+// evictions are the same as with the full Summary.
+func TestPodStatsOnlyWhenNeeded(t *testing.T) {
+	t.Parallel()
+	withEphemeral := memPod("limited", "", 0)
+	withEphemeral.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Mi")}
+	withSizeLimit := memPod("sized", "", 0)
+	withSizeLimit.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: new(resource.MustParse("1Gi"))}}}}
+	hard := mustThresholds(t, ThresholdConfig{Hard: map[string]string{"memory.available": "100Mi"}})
+	for _, tc := range []struct {
+		name         string
+		thresholds   []Threshold
+		localStorage bool
+		pods         []*v1.Pod
+		memAvailable uint64
+		fsAvailable  uint64 // 50 Gi when 0
+		reclaim      bool   // node-level reclaim frees 45 Gi of nodefs
+		wantNode     int    // NodeSummaries per pass; 1 when 0
+		wantSummary  int    // full Summaries per pass
+		wantKills    []string
+	}{
+		{name: "no pressure, no limits", thresholds: hard, localStorage: true,
+			pods: []*v1.Pod{memPod("a", "", 0)}, memAvailable: gi},
+		{name: "no pressure, an ephemeral-storage limit", thresholds: hard, localStorage: true,
+			pods: []*v1.Pod{memPod("a", "", 0), withEphemeral}, memAvailable: gi, wantSummary: 1, wantKills: []string{"limited"}},
+		{name: "no pressure, an emptyDir sizeLimit", thresholds: hard, localStorage: true,
+			pods: []*v1.Pod{memPod("a", "", 0), withSizeLimit}, memAvailable: gi, wantSummary: 1},
+		{name: "limits without local-storage isolation", thresholds: hard,
+			pods: []*v1.Pod{withEphemeral, withSizeLimit}, memAvailable: gi},
+		{name: "memory pressure", thresholds: hard, localStorage: true,
+			pods: []*v1.Pod{memPod("a", "", 0), memPod("hog", "", 0)}, memAvailable: 50 * mi, wantSummary: 1, wantKills: []string{"hog"}},
+		{name: "disk pressure, node-level reclaim frees enough", thresholds: mustThresholds(t, ThresholdConfig{Hard: map[string]string{"nodefs.available": "10%"}}),
+			pods: []*v1.Pod{memPod("a", "", 0)}, memAvailable: gi, fsAvailable: 5 * gi, reclaim: true, wantNode: 2, wantSummary: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mem := map[string]uint64{"a": mi, "hog": gi, "limited": 100 * mi, "sized": mi}
+			fs := tc.fsAvailable
+			if fs == 0 {
+				fs = 50 * gi
+			}
+			var h *harness
+			h = newHarness(t, Config{Thresholds: tc.thresholds, LocalStorageCapacityIsolation: tc.localStorage},
+				nodeState{memAvailable: tc.memAvailable, memWorkingSet: 7 * gi, fsAvailable: fs, fsCapacity: 100 * gi, podMemory: mem},
+				tc.pods, func(d *Deps) {
+					if tc.reclaim {
+						d.ContainerGC = gcFunc(func(context.Context) error {
+							h.stats.set(func(s *nodeState) { s.fsAvailable += 45 * gi })
+							return nil
+						})
+					}
+				})
+			src := &nodeStats{fakeStats: h.stats}
+			h.m.deps.Stats = src
+			var kills []string
+			for _, p := range h.m.Pass(t.Context()) {
+				kills = append(kills, p.Name)
+			}
+			if diff := cmp.Diff(tc.wantKills, kills); diff != "" {
+				t.Errorf("evicted (-want +got):\n%s", diff)
+			}
+			if wantNode := max(tc.wantNode, 1); src.nodeCalls != wantNode || src.calls != tc.wantSummary {
+				t.Errorf("NodeSummary called %d times, Summary %d; want %d and %d", src.nodeCalls, src.calls, wantNode, tc.wantSummary)
+			}
+		})
+	}
+}

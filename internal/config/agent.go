@@ -49,6 +49,10 @@ type Agent struct {
 	// 0 turns them off.
 	Address      string
 	ReadOnlyPort int32
+	// EnableProfilingHandler serves Go's runtime profiles at /debug/pprof/ on
+	// the plain-HTTP endpoints when they listen on a loopback address; true
+	// unless set (the kubelet's default).
+	EnableProfilingHandler bool
 	// CgroupDriver is "cgroupfs" or "systemd"; CgroupRoot is the cgroup under
 	// which the kubepods hierarchy is made. `run` supports only cgroupfs with
 	// CgroupsPerQOS (RunnableErr says so); explain reads any of them.
@@ -127,6 +131,9 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 			*d.v = d.def
 		}
 	}
+	if k.EnableProfilingHandler == nil {
+		k.EnableProfilingHandler = new(true)
+	}
 	failV1 := false
 	if k.FailCgroupV1 != nil {
 		failV1 = *k.FailCgroupV1
@@ -146,6 +153,8 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		FileCheckFrequency:    k.FileCheckFrequency.Duration,
 		RuntimeRequestTimeout: k.RuntimeRequestTimeout.Duration,
 		FailCgroupV1:          failV1,
+
+		EnableProfilingHandler: *k.EnableProfilingHandler,
 	}, nil
 }
 

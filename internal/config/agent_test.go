@@ -17,6 +17,7 @@ podCIDR: 10.99.0.0/24
 podLogsDir: /tmp/logs
 address: 0.0.0.0
 readOnlyPort: 0
+enableProfilingHandler: false
 cgroupRoot: /nk
 syncFrequency: 30s
 fileCheckFrequency: 5s

@@ -97,6 +97,7 @@ var supported = map[string]bool{
 	"kubeAPIBurst":              true,
 	"eventRecordQPS":            true,
 	"eventBurst":                true,
+	"enableProfilingHandler":    true, // served on the read-only port
 }
 
 // enforceKeys are the values the kubelet accepts in enforceNodeAllocatable.

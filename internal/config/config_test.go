@@ -81,6 +81,7 @@ func TestDefault(t *testing.T) {
 			CgroupsPerQOS:                    new(true),
 			Address:                          "127.0.0.1",
 			ReadOnlyPort:                     10255,
+			EnableProfilingHandler:           new(true),
 			SyncFrequency:                    metav1.Duration{Duration: time.Minute},
 			FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
 			RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
@@ -118,7 +119,7 @@ func TestDefault(t *testing.T) {
 			KubeAPIQPS: 50, KubeAPIBurst: 100, EventRecordQPS: 50, EventBurst: 100,
 		},
 		Agent: Agent{
-			PodLogsDir: "/var/log/pods", Address: "127.0.0.1", ReadOnlyPort: 10255,
+			PodLogsDir: "/var/log/pods", Address: "127.0.0.1", ReadOnlyPort: 10255, EnableProfilingHandler: true,
 			CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
 			SyncFrequency: time.Minute, FileCheckFrequency: 20 * time.Second, RuntimeRequestTimeout: 2 * time.Minute,
 		},

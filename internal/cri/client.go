@@ -35,6 +35,7 @@ type Client struct {
 	rt      runtimeapi.RuntimeServiceClient
 	img     runtimeapi.ImageServiceClient
 	timeout time.Duration
+	lists   *listCaches // the unfiltered lists' items (listcache.go)
 }
 
 // New returns a client for endpoint, which is "unix:///path/to.sock" or an
@@ -56,11 +57,17 @@ func New(endpoint string, opts Options) (*Client, error) {
 	if t <= 0 {
 		t = DefaultTimeout
 	}
+	codec, err := newListCodec()
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
 	return &Client{
 		conn:    conn,
 		rt:      runtimeapi.NewRuntimeServiceClient(conn),
 		img:     runtimeapi.NewImageServiceClient(conn),
 		timeout: t,
+		lists:   &listCaches{codec: codec},
 	}, nil
 }
 
@@ -145,8 +152,13 @@ func (c *Client) RemovePodSandbox(ctx context.Context, podSandboxID string) erro
 	return err
 }
 
-// ListPodSandbox lists sandboxes, optionally filtered.
+// ListPodSandbox lists sandboxes, optionally filtered. The items of an
+// unfiltered list are shared with other callers (an item listed unchanged
+// is the object an earlier list returned): callers must not modify them.
 func (c *Client) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	if filter == nil {
+		return listAll(ctx, c, "ListPodSandbox", methodListPodSandbox, &runtimeapi.ListPodSandboxRequest{}, &c.lists.sandboxes)
+	}
 	r, err := call(ctx, c, "ListPodSandbox", c.rt.ListPodSandbox, &runtimeapi.ListPodSandboxRequest{Filter: filter})
 	return r.GetItems(), err
 }
@@ -178,8 +190,13 @@ func (c *Client) RemoveContainer(ctx context.Context, containerID string) error 
 	return err
 }
 
-// ListContainers lists containers, optionally filtered.
+// ListContainers lists containers, optionally filtered. The items of an
+// unfiltered list are shared with other callers (an item listed unchanged
+// is the object an earlier list returned): callers must not modify them.
 func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	if filter == nil {
+		return listAll(ctx, c, "ListContainers", methodListContainers, &runtimeapi.ListContainersRequest{}, &c.lists.containers)
+	}
 	r, err := call(ctx, c, "ListContainers", c.rt.ListContainers, &runtimeapi.ListContainersRequest{Filter: filter})
 	return r.GetContainers(), err
 }

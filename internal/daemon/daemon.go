@@ -421,6 +421,7 @@ func Run(ctx context.Context, o Options) error {
 	if ac.ReadOnlyPort != 0 {
 		deps := shared
 		deps.Local = local.Handler()
+		deps.Profiling = ac.EnableProfilingHandler // loopback only
 		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, deps)
 		if err != nil {
 			return ConfigError{err}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +89,11 @@ type Deps struct {
 	Local http.Handler
 	// Logger receives the server's errors; nil discards them.
 	Logger *slog.Logger
+	// Profiling serves Go's runtime profiles under /debug/pprof/ (the
+	// kubelet's enableProfilingHandler), but only when Config.Address is a
+	// loopback IP: on any other address they are refused with 403, since
+	// nothing here is authenticated.
+	Profiling bool
 }
 
 // Server serves the endpoints. Build it with New and run it with Run, once.
@@ -172,6 +178,13 @@ func (s *Server) routes() http.Handler {
 		}
 		mux.Handle("POST /pods", local)
 		mux.Handle("DELETE /pods/{namespace}/{name}", local)
+	}
+	if s.deps.Profiling {
+		profiles := profilingHandler()
+		if !net.ParseIP(s.cfg.Address).IsLoopback() {
+			profiles = http.HandlerFunc(refuseProfiling)
+		}
+		mux.Handle("/debug/pprof/", profiles)
 	}
 	if s.deps.Summary != nil {
 		// The kubelet answers POST here as well.
@@ -303,6 +316,22 @@ func (s *Server) healthzOne(w http.ResponseWriter, r *http.Request) {
 func refuseLocal(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, fmt.Sprintf("%s %s: pods are changed only through the loopback address or the unix socket", r.Method, r.URL.Path),
 		http.StatusForbidden)
+}
+
+// profilingHandler serves net/http/pprof's index, named profiles, cmdline,
+// CPU profile, symbol lookup and execution trace under /debug/pprof/.
+func profilingHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // also the named profiles: heap, goroutine...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func refuseProfiling(w http.ResponseWriter, r *http.Request) {
+	http.Error(w, fmt.Sprintf("%s: profiles are served only on a loopback address", r.URL.Path), http.StatusForbidden)
 }
 
 // pods answers a v1 PodList of Deps.Pods, as the kubelet's read-only /pods.

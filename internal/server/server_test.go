@@ -424,3 +424,44 @@ func TestLocalOnlyOnLoopback(t *testing.T) {
 		}
 	}
 }
+
+// Deps.Profiling serves /debug/pprof/ on a loopback address, refuses it on
+// any other, and without it the path is not served.
+func TestProfiling(t *testing.T) {
+	t.Parallel()
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tt := range []struct {
+		name      string
+		addr      string
+		profiling bool
+		wantCode  int
+		wantBody  string // a substring of each answer
+	}{
+		{"loopback", "127.0.0.1", true, 200, "goroutine"},
+		{"any address", "0.0.0.0", true, 403, "profiles are served only on a loopback address"},
+		{"off", "127.0.0.1", false, 404, "not found"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			base := start(t, Config{Address: tt.addr}, Deps{Profiling: tt.profiling})
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+				code, body := get(base + path)
+				want := tt.wantBody
+				if path == "/debug/pprof/cmdline" && tt.wantCode == 200 {
+					want = "server.test"
+				}
+				if code != tt.wantCode || !strings.Contains(body, want) {
+					t.Errorf("GET %s: %d %.200q, want %d containing %q", path, code, body, tt.wantCode, want)
+				}
+			}
+		})
+	}
+}

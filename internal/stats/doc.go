@@ -49,4 +49,7 @@
 //	                      filesystem's capacity
 //
 // du counts st_blocks × 512 of every entry and one inode per entry, as du does.
+// One Summary statfs's each filesystem (device) once, so every figure of one
+// filesystem is the same sample: the eviction manager tells a dedicated image
+// filesystem from the node's by comparing them.
 package stats

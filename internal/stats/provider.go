@@ -67,6 +67,13 @@ type Deps struct {
 	Pods func() []*v1.Pod
 	// Statfs is unix.Statfs when nil; tests give fixed figures.
 	Statfs func(path string, st *unix.Statfs_t) error
+	// Device returns the ID of the device (filesystem) holding path. One
+	// Summary statfs's each filesystem once, so that the node's, the
+	// runtime's, the logs' and the volumes' figures of one filesystem are
+	// equal, as the eviction manager's layout detection expects. Nil: the
+	// real device (stat's st_dev) when Statfs is nil too; with Statfs given,
+	// every path is taken as its own filesystem.
+	Device func(path string) (uint64, error)
 	// Clock stamps the samples; nil is the real clock.
 	Clock clock.PassiveClock
 }
@@ -79,6 +86,7 @@ type Provider struct {
 	cg     cgroupReader
 	log    *slog.Logger
 	statfs func(string, *unix.Statfs_t) error
+	device func(string) (uint64, error) // nil: by path
 	clock  clock.PassiveClock
 
 	mu   sync.Mutex           // guards prev
@@ -114,8 +122,12 @@ func New(cfg Config, deps Deps) (*Provider, error) {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	p.log = p.log.With("subsystem", "stats")
+	p.device = deps.Device
 	if p.statfs == nil {
 		p.statfs = unix.Statfs
+		if p.device == nil {
+			p.device = statDevice
+		}
 	}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
@@ -127,7 +139,17 @@ func New(cfg Config, deps Deps) (*Provider, error) {
 type summary struct {
 	now     metav1.Time
 	statfs  map[string]statfsResult // by path
+	byDev   map[uint64]statfsResult // by device, where known
 	samples []pendingCPU
+}
+
+// statDevice is the device holding path.
+func statDevice(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Dev, nil
 }
 
 // pendingCPU is a cpu reading whose usageNanoCores is filled in once every
@@ -144,6 +166,22 @@ type pendingCPU struct {
 // and the pods; a pod whose cgroup is gone lacks its cpu and memory.
 // usageNanoCores is the rate since the previous Summary, absent on the first.
 func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {
+	return p.summary(ctx, true)
+}
+
+// NodeSummary is Summary without the pods: Node is the same (the runtime
+// filesystems included), Pods is empty. It reads no pod cgroup, lists no
+// container and measures no log or volume, so the eviction manager's pass
+// (eviction.NodeStatsSource) costs a few files and one CRI call when it
+// needs no pod's stats. The node's usageNanoCores is the rate since the
+// previous Summary or NodeSummary; the pods' rates are kept for the next
+// Summary.
+func (p *Provider) NodeSummary(ctx context.Context) (*statsapi.Summary, error) {
+	return p.summary(ctx, false)
+}
+
+// summary is Summary, with the pods or without.
+func (p *Provider) summary(ctx context.Context, withPods bool) (*statsapi.Summary, error) {
 	s := &summary{now: metav1.NewTime(p.clock.Now()), statfs: map[string]statfsResult{}}
 	node, err := p.nodeStats(s)
 	if err != nil {
@@ -151,14 +189,14 @@ func (p *Provider) Summary(ctx context.Context) (*statsapi.Summary, error) {
 	}
 	out := &statsapi.Summary{Node: *node, Pods: []statsapi.PodStats{}}
 	if p.deps.Runtime != nil {
-		if err := p.runtimeStats(ctx, s, out); err != nil {
+		if err := p.runtimeStats(ctx, s, out, withPods); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
 			p.log.Warn("Runtime stats unavailable; the summary has no pods", "err", err)
 		}
 	}
-	p.rates(s)
+	p.rates(s, withPods)
 	return out, nil
 }
 
@@ -274,11 +312,16 @@ func (s *summary) cpu(key string, usage uint64, at time.Time) *statsapi.CPUStats
 
 // rates fills in usageNanoCores from the previous samples and keeps this
 // call's samples for the next. A sample older than the one kept (a
-// concurrent call) is neither rated nor kept.
-func (p *Provider) rates(s *summary) {
+// concurrent call) is neither rated nor kept. A complete call (all) keeps
+// only its own samples, which forgets pods and containers that are gone;
+// a partial one keeps the others' too.
+func (p *Provider) rates(s *summary, all bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	next := make(map[string]cpuSample, len(s.samples))
+	if !all {
+		next = p.prev
+	}
 	for _, c := range s.samples {
 		prev, ok := p.prev[c.key]
 		if ok && !c.sample.at.After(prev.at) {
@@ -305,12 +348,27 @@ func (s *summary) statErr(p *Provider, path string) (*unix.Statfs_t, error) {
 	if r, ok := s.statfs[path]; ok {
 		return r.st, r.err
 	}
+	dev, devErr := uint64(0), errors.ErrUnsupported
+	if p.device != nil {
+		dev, devErr = p.device(path)
+		if r, ok := s.byDev[dev]; ok && devErr == nil {
+			s.statfs[path] = r
+			return r.st, r.err
+		}
+	}
 	st := new(unix.Statfs_t)
 	err := p.statfs(path, st)
 	if err != nil {
 		st = nil
 	}
-	s.statfs[path] = statfsResult{st, err}
+	r := statfsResult{st, err}
+	s.statfs[path] = r
+	if devErr == nil && err == nil {
+		if s.byDev == nil {
+			s.byDev = map[uint64]statfsResult{}
+		}
+		s.byDev[dev] = r
+	}
 	return st, err
 }
 
@@ -320,8 +378,8 @@ type statfsResult struct {
 	err error
 }
 
-// runtimeStats adds the runtime filesystems and the pods.
-func (p *Provider) runtimeStats(ctx context.Context, s *summary, out *statsapi.Summary) error {
+// runtimeStats adds the runtime filesystems and, withPods, the pods.
+func (p *Provider) runtimeStats(ctx context.Context, s *summary, out *statsapi.Summary, withPods bool) error {
 	rt := p.deps.Runtime
 	info, err := rt.ImageFsInfo(ctx)
 	if err != nil {
@@ -334,6 +392,9 @@ func (p *Provider) runtimeStats(ctx context.Context, s *summary, out *statsapi.S
 	}
 	if imageFs != nil {
 		out.Node.Runtime = &statsapi.RuntimeStats{ImageFs: imageFs, ContainerFs: containerFs}
+	}
+	if !withPods {
+		return nil
 	}
 
 	sandboxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})

@@ -26,9 +26,10 @@ import (
 // The provider satisfies the consumers' interfaces, and the real client and
 // the cri-api fakes satisfy the provider's.
 var (
-	_ eviction.StatsSource = (*Provider)(nil)
-	_ Runtime              = (*cri.Client)(nil)
-	_ Runtime              = fakeRuntime{}
+	_ eviction.StatsSource     = (*Provider)(nil)
+	_ eviction.NodeStatsSource = (*Provider)(nil)
+	_ Runtime                  = (*cri.Client)(nil)
+	_ Runtime                  = fakeRuntime{}
 )
 
 // fakeRuntime joins the cri-api fakes of the runtime and image services.
@@ -506,5 +507,114 @@ func TestPodCgroupV2(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, podCgroup{ps.CPU, ps.Memory, ps.IO, ps.ProcessStats}); diff != "" {
 		t.Errorf("v2 pod cgroup stats (-want +got):\n%s", diff)
+	}
+}
+
+// TestNodeSummary checks that NodeSummary is Summary's node (the runtime
+// filesystems and the node's cpu rate included) without pods, asks the
+// runtime nothing but ImageFsInfo, and keeps the pods' cpu samples, so the
+// next Summary rates them over the time since the previous Summary.
+func TestNodeSummary(t *testing.T) {
+	t.Parallel()
+	f := newPodFixture(t)
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/v1")); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakePassiveClock(t0)
+	p, full := f.provider(t, dir, clk), f.provider(t, dir, clk) // full: Summary only, for comparison
+	for _, pr := range []*Provider{p, full} {
+		if _, err := pr.Summary(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(file, v string) {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.SetTime(t0.Add(10 * time.Second))
+	write("cgroup/cpuacct/cpuacct.usage", "5020000000000")                  // +20 s of cpu in 10 s
+	f.rt.FakeRuntimeService.Called, f.rt.FakeImageService.Called = nil, nil // no call is in flight
+	got, err := p.NodeSummary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rt.FakeRuntimeService.AssertCalls(nil); err != nil {
+		t.Errorf("runtime service: %v", err)
+	}
+	if diff := cmp.Diff([]string{"ImageFsInfo"}, f.rt.FakeImageService.Called); diff != "" {
+		t.Errorf("image service calls (-want +got):\n%s", diff)
+	}
+	want, err := full.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Node, got.Node); diff != "" {
+		t.Errorf("NodeSummary's node (-Summary's +got):\n%s", diff)
+	}
+	if got.Node.CPU.UsageNanoCores == nil || *got.Node.CPU.UsageNanoCores != 2e9 {
+		t.Errorf("node usageNanoCores %v, want 2e9", got.Node.CPU.UsageNanoCores)
+	}
+	if diff := cmp.Diff([]statsapi.PodStats{}, got.Pods); diff != "" {
+		t.Errorf("NodeSummary's pods (-want +got):\n%s", diff)
+	}
+
+	clk.SetTime(t0.Add(20 * time.Second))
+	write("cgroup/cpuacct/kubepods/burstable/pod1111/cpuacct.usage", "2000000000") // +1 s in 20 s
+	next, err := p.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := next.Pods[0].CPU.UsageNanoCores; r == nil || *r != 5e7 {
+		t.Errorf("pod usageNanoCores after a NodeSummary: %v, want 5e7 (1 s of cpu over the 20 s since the last Summary)", r)
+	}
+}
+
+// One Summary statfs's each filesystem once: with the image filesystem's
+// mountpoint on RootDir's device, the node's and the runtime's figures are
+// the same sample even while the free space changes between statfs calls,
+// so the eviction manager sees no dedicated image filesystem; on another
+// device it does.
+func TestOneStatfsPerFilesystem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		imageDev uint64
+		want     eviction.DiskLayout
+	}{
+		{"image filesystem on the node's", 1, eviction.NoImageFs},
+		{"image filesystem of its own", 2, eviction.DedicatedImageFs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newPodFixture(t)
+			var calls uint64
+			statfs := func(path string, st *unix.Statfs_t) error {
+				*st = rootStatfs
+				calls++
+				st.Bavail -= calls // the free space shrinks at every call
+				return nil
+			}
+			devs := map[string]uint64{f.rootDir: 1, f.logDir: 1, "/img": tc.imageDev}
+			p, err := New(Config{ProcRoot: "testdata/v1/proc", CgroupFSRoot: "testdata/v1/cgroup", RootDir: f.rootDir, LogDir: f.logDir},
+				Deps{Runtime: f.rt, Statfs: statfs, Clock: clocktesting.NewFakePassiveClock(t0),
+					Device: func(path string) (uint64, error) {
+						if d, ok := devs[path]; ok {
+							return d, nil
+						}
+						return 0, os.ErrNotExist
+					}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := p.NodeSummary(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := eviction.DetectLayout(s); got != tc.want {
+				t.Errorf("layout %v, want %v (node fs available %d, image fs %d)", got, tc.want, *s.Node.Fs.AvailableBytes, *s.Node.Runtime.ImageFs.AvailableBytes)
+			}
+		})
 	}
 }

@@ -287,7 +287,36 @@ func BenchmarkHundredPods(b *testing.B) {
 		b.ReportMetric(ctrdMem.rss, "containerd-rss-MB")
 		b.ReportMetric(100*(c1-c0).Seconds()/wall.Seconds(), "containerd-cpu-%")
 		b.ReportMetric((load0+load1)/2, "load1")
+		if path := os.Getenv(profileEnv); path != "" {
+			cpuProfile(b, a, path)
+		}
 	})
+}
+
+// profileEnv names a file: when set, BenchmarkHundredPods/Idle, after its
+// measurement, writes a CPU profile of the idle agent over profileSeconds
+// there (from /debug/pprof/profile; read it with `go tool pprof`).
+const (
+	profileEnv     = "NODEKEEPER_BENCH_CPUPROFILE"
+	profileSeconds = 60
+)
+
+// cpuProfile writes a profileSeconds CPU profile of the agent to path.
+func cpuProfile(b *testing.B, a *Agent, path string) {
+	b.Helper()
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", a.URL, profileSeconds))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("CPU profile: %d %v %.200q", resp.StatusCode, err, raw)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("CPU profile of %d s of idle written to %s", profileSeconds, path)
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
