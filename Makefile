@@ -22,7 +22,7 @@ images:
 # skipped package is never a silent "ok".
 test: vet fmt-check
 	@skipped=$$(mktemp); \
-	NODEKEEPER_SKIPPED=$$skipped $(GO) test -race -count=1 -timeout 20m $(PKGS); rc=$$?; \
+	NODEKEEPER_SKIPPED=$$skipped $(GO) test -race -count=1 -timeout 45m $(PKGS); rc=$$?; \
 	if [ -s "$$skipped" ]; then \
 		echo "make test: integration tests SKIPPED on this machine (run as root with containerd, runc and unshare, or bash .ci/run):"; \
 		sort -u "$$skipped" | sed 's/^/  /'; \
