@@ -29,7 +29,7 @@ const clusterNode = "e2e"
 // the node identity (system:node:e2e in system:nodes) under Node,RBAC and
 // NodeRestriction.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	api   *apiservertest.Server
 	agent *Agent
 	admin kubernetes.Interface
@@ -40,7 +40,7 @@ type cluster struct {
 // serves the kubelet API on a free port, trusting the API server's CA for
 // client certificates. Pods the test created in the namespace are deleted
 // (gracefully, through the agent) before the agent stops.
-func startCluster(t *testing.T, opts Options) *cluster {
+func startCluster(t testing.TB, opts Options) *cluster {
 	t.Helper()
 	api := apiservertest.Start(t, apiservertest.Options{})
 	c := &cluster{t: t, api: api, admin: api.Admin(), ns: "e2e"}
