@@ -3,7 +3,10 @@ package daemon
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,18 +53,60 @@ func BridgeName(rootDir string) string {
 }
 
 // capacity is the node's capacity: the CPUs this process may use, the memory,
-// the root directory's filesystem as ephemeral storage. Pods come from maxPods
-// (admission adds it).
+// the root directory's filesystem as ephemeral storage and the pre-allocated
+// huge pages of each size (hugepages-2Mi, hugepages-1Gi, ..., 0 when none).
+// Pods come from maxPods (admission adds it).
 func capacity(rootDir string, memory int64) (v1.ResourceList, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(rootDir, &st); err != nil {
 		return nil, fmt.Errorf("ephemeral-storage capacity of %s: %w", rootDir, err)
 	}
-	return v1.ResourceList{
+	c := v1.ResourceList{
 		v1.ResourceCPU:              *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI),
 		v1.ResourceMemory:           *resource.NewQuantity(memory, resource.BinarySI),
 		v1.ResourceEphemeralStorage: *resource.NewQuantity(int64(st.Blocks)*st.Bsize, resource.BinarySI),
-	}, nil
+	}
+	huge, err := hugePages(hugePagesDir)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(c, huge)
+	return c, nil
+}
+
+// hugePagesDir holds one directory per huge page size.
+const hugePagesDir = "/sys/kernel/mm/hugepages"
+
+// hugePages returns the pre-allocated huge pages under dir (hugepages-<N>kB/
+// nr_hugepages) as the resources hugepages-<size>, in bytes; none when dir
+// does not exist.
+func hugePages(dir string) (v1.ResourceList, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := v1.ResourceList{}
+	for _, e := range entries {
+		kb, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), "hugepages-"), "kB")
+		size, err := strconv.ParseInt(kb, 10, 64)
+		if !ok || err != nil || size <= 0 {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, e.Name(), "nr_hugepages"))
+		if err != nil {
+			return nil, err
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, e.Name(), "nr_hugepages"), err)
+		}
+		pageSize := resource.NewQuantity(size<<10, resource.BinarySI)
+		out[v1.ResourceName(v1.ResourceHugePagesPrefix+pageSize.String())] = *resource.NewQuantity(n*size<<10, resource.BinarySI)
+	}
+	return out, nil
 }
 
 // hostIPv4 is the node's IP as the kubelet picks it without a cloud provider:

@@ -196,6 +196,9 @@ func TestClusterNode(t *testing.T) {
 	if got := n.Status.Capacity[v1.ResourceMemory]; got.Value()>>20 != memory.Value()>>20 {
 		t.Errorf("capacity memory %s, want %s (MemTotal)", got.String(), memory.String())
 	}
+	if _, ok := n.Status.Capacity["hugepages-2Mi"]; !ok {
+		t.Errorf("capacity lacks hugepages-2Mi: %v", n.Status.Capacity)
+	}
 	if got := n.Status.Capacity[v1.ResourcePods]; got.Value() != 110 {
 		t.Errorf("capacity pods %s, want 110", got.String())
 	}
@@ -274,8 +277,10 @@ func TestClusterPod(t *testing.T) {
 	if _, err := c.agent.CRI().ContainerStatus(context.Background(), strings.TrimPrefix(cs.ContainerID, "containerd://"), false); err == nil {
 		t.Errorf("container %s still exists after the pod object was removed", cs.ContainerID)
 	}
-	if len(c.events(c.ns, "web", "Killing")) == 0 {
-		t.Errorf("no Killing event for the deleted pod")
+	for _, reason := range []string{"Pulled", "Created", "Started", "Killing"} {
+		if len(c.events(c.ns, "web", reason)) == 0 {
+			t.Errorf("no %s event for the pod", reason)
+		}
 	}
 }
 
@@ -312,6 +317,11 @@ func TestClusterAPIServerAway(t *testing.T) {
 	c.create(c.apiPod("before", "sleep"))
 	before := c.waitAPIPod("before", "running", 60*time.Second, running)
 	id := before.Status.ContainerStatuses[0].ContainerID
+	// A pod that finishes while the API server is away.
+	finisher := c.apiPod("finisher", "exit", "--after", "10s", "0")
+	finisher.Spec.RestartPolicy = v1.RestartPolicyNever
+	c.create(finisher)
+	c.waitAPIPod("finisher", "running", 60*time.Second, running)
 
 	c.api.Stop(t)
 	gone := time.Now()
@@ -329,6 +339,9 @@ func TestClusterAPIServerAway(t *testing.T) {
 			return false, err.Error()
 		}
 		return l.Spec.RenewTime.After(back), l.Spec.RenewTime.String()
+	})
+	c.waitAPIPod("finisher", "Succeeded (status caught up)", 60*time.Second, func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodSucceeded
 	})
 	c.create(c.apiPod("after", "sleep"))
 	c.waitAPIPod("after", "running", 60*time.Second, running)
@@ -415,4 +428,26 @@ func TestClusterAdmission(t *testing.T) {
 		})
 	}
 	c.waitAPIPod("here", "running", 60*time.Second, running)
+}
+
+// TestClusterAPIServerDownAtStart: an agent started while its API server is
+// down runs its static pods, retries, and registers its Node once the server
+// is up.
+func TestClusterAPIServerDownAtStart(t *testing.T) {
+	api := apiservertest.Start(t, apiservertest.Options{})
+	kubeconfig := api.NodeKubeconfig(t, clusterNode)
+	api.Stop(t)
+	a := StartAgent(t, Options{Args: []string{"--kubeconfig", kubeconfig, "--node-ip", api.AdvertiseAddress().String()},
+		Config: fmt.Sprintf("port: %d\nnodeStatusUpdateFrequency: 2s\n", freePort(t))})
+	a.WriteManifest("web.yaml", webManifest("web", "offline"))
+	a.WaitPod("web-e2e", "running without the API server", running)
+	api.Restart(t)
+	a.Eventually("the Node registered once the API server is up", 90*time.Second, func() (bool, string) {
+		_, err := api.Admin().CoreV1().Nodes().Get(context.Background(), clusterNode, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	a.Eventually("the static pod's mirror pod", 60*time.Second, func() (bool, string) {
+		_, err := api.Admin().CoreV1().Pods("default").Get(context.Background(), "web-e2e", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 }
