@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekeeper/nodekeeper/qos"
 )
 
 // EnvObjects are the API objects one container's environment reads, fetched
@@ -105,6 +107,25 @@ func (m *Manager) fetchEnv(ctx context.Context, pod *v1.Pod, c *v1.Container) (*
 			out.Secrets[name] = s
 		}
 	}
+	services, err := m.services(ctx, pod)
+	if err != nil {
+		if !qos.IsStatic(pod) {
+			return nil, err
+		}
+		// As the kubelet: a static pod does not wait for the API server;
+		// it starts without the service variables it cannot read.
+		m.log.Warn("static pod's container started without service variables", "pod", pod.Namespace+"/"+pod.Name,
+			"containerName", c.Name, "err", err)
+		services = nil
+	}
+	out.ServiceEnv = ServiceEnv(services, pod.Namespace, pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks)
+	return out, nil
+}
+
+// services reads the Services whose variables a container of pod gets: the
+// `kubernetes` Service of the default namespace and, with service links, the
+// pod namespace's.
+func (m *Manager) services(ctx context.Context, pod *v1.Pod) ([]v1.Service, error) {
 	var services []v1.Service
 	master, err := m.api.GetService(ctx, metav1.NamespaceDefault, "kubernetes")
 	switch {
@@ -121,8 +142,7 @@ func (m *Manager) fetchEnv(ctx context.Context, pod *v1.Pod, c *v1.Container) (*
 		}
 		services = append(services, l...)
 	}
-	out.ServiceEnv = ServiceEnv(services, pod.Namespace, pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks)
-	return out, nil
+	return services, nil
 }
 
 // ServiceEnv are the service variables of a container in namespace ns, made

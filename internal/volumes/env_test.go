@@ -152,3 +152,28 @@ func TestEnvObjects(t *testing.T) {
 		t.Errorf("standalone EnvObjects = %v, %v; want nil, nil", o, err)
 	}
 }
+
+// TestEnvObjectsStaticPodWithoutAPI: a static pod's container starts with no
+// service variables when the API server cannot be read (as the kubelet's
+// static pods do not wait for it); an ordinary pod's sync fails.
+func TestEnvObjectsStaticPodWithoutAPI(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newTestManager(t, true)
+	fc := fake.NewClientset()
+	fc.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	m.api = ClientAPI{Client: fc}
+	c := &v1.Container{Name: "app"}
+	static := testPod()
+	static.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+	got, err := m.EnvObjects(context.Background(), static, c)
+	if err != nil || len(got.ServiceEnv) != 0 {
+		t.Errorf("static pod with the API down: %+v, %v; want no service variables and no error", got, err)
+	}
+	ordinary := testPod()
+	ordinary.UID = "uid-ordinary" // no earlier read to fall back on
+	if _, err := m.EnvObjects(context.Background(), ordinary, c); err == nil {
+		t.Errorf("ordinary pod with the API down: no error")
+	}
+}
