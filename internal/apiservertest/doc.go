@@ -17,7 +17,8 @@
 //     holding an admin token (group system:masters);
 //     --authorization-mode=Node,RBAC and
 //     --enable-admission-plugins=NodeRestriction, so a node identity may do
-//     only what a kubelet may; service-account signing keys, issuer and
+//     only what a kubelet may; --watch-cache=false, since with Debian's etcd
+//     3.4 the watch cache never catches up and watches fail; service-account signing keys, issuer and
 //     audiences, so TokenRequest works; and a kubelet client certificate
 //     (user kube-apiserver-kubelet-client, bound to the ClusterRole
 //     system:kubelet-api-admin) that it presents to kubelets for logs, exec
