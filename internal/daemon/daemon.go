@@ -242,7 +242,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	var kubeAPI volumes.API // nil: standalone, no ConfigMap, Secret or token volumes
 	if client != nil {
-		kubeAPI = volumes.ClientAPI{Client: client}
+		// Pods sharing an object (every pod's kube-root-ca.crt) read it
+		// once per TTL, not on each of their syncs.
+		kubeAPI = volumes.NewCachedAPI(volumes.ClientAPI{Client: client}, 0, nil)
 	}
 	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
 	pr, err := podruntime.New(podruntime.Config{

@@ -1,0 +1,69 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	testclock "k8s.io/utils/clock/testing"
+)
+
+// TestCachedAPI: reads of one object within the TTL reach the API once; after
+// the TTL, again; a missing object is kept as missing; other errors are not
+// kept; tokens are never cached.
+func TestCachedAPI(t *testing.T) {
+	t.Parallel()
+	fc := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}, Data: map[string]string{"k": "v1"}})
+	gets := map[string]int{}
+	fail := false
+	fc.PrependReactor("get", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		gets[a.(k8stesting.GetAction).GetName()]++
+		if fail {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
+	c := NewCachedAPI(ClientAPI{Client: fc}, 30*time.Second, clk)
+	ctx := context.Background()
+	for range 3 {
+		if cm, err := c.GetConfigMap(ctx, "ns", "cm"); err != nil || cm.Data["k"] != "v1" {
+			t.Fatalf("GetConfigMap = %v, %v", cm, err)
+		}
+	}
+	if _, err := c.GetConfigMap(ctx, "ns", "gone"); !apierrors.IsNotFound(err) {
+		t.Fatalf("missing ConfigMap: %v", err)
+	}
+	if _, err := c.GetConfigMap(ctx, "ns", "gone"); !apierrors.IsNotFound(err) {
+		t.Fatalf("missing ConfigMap again: %v", err)
+	}
+	if gets["cm"] != 1 || gets["gone"] != 1 {
+		t.Errorf("API reads within the TTL: %v, want one each", gets)
+	}
+	fc.Tracker().Update(v1.SchemeGroupVersion.WithResource("configmaps"),
+		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}, Data: map[string]string{"k": "v2"}}, "ns")
+	clk.SetTime(clk.Now().Add(29 * time.Second))
+	if cm, _ := c.GetConfigMap(ctx, "ns", "cm"); cm.Data["k"] != "v1" {
+		t.Errorf("within the TTL: %q, want the cached v1", cm.Data["k"])
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	if cm, _ := c.GetConfigMap(ctx, "ns", "cm"); cm.Data["k"] != "v2" {
+		t.Errorf("after the TTL: %q, want v2", cm.Data["k"])
+	}
+	fail = true
+	clk.SetTime(clk.Now().Add(time.Minute))
+	if _, err := c.GetConfigMap(ctx, "ns", "cm"); err == nil || apierrors.IsNotFound(err) {
+		t.Fatalf("API down: %v, want its error", err)
+	}
+	fail = false
+	if cm, err := c.GetConfigMap(ctx, "ns", "cm"); err != nil || cm.Data["k"] != "v2" {
+		t.Errorf("after the failure (not kept): %v, %v", cm, err)
+	}
+}
