@@ -2,9 +2,11 @@ package volumes
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +29,9 @@ type CachedAPI struct {
 
 	mu      sync.Mutex
 	entries map[cacheKey]cacheEntry
+	// reads makes concurrent misses of one object (every pod's resync at
+	// once) share one API read.
+	reads singleflight.Group
 }
 
 type cacheKey struct{ kind, namespace, name string }
@@ -62,7 +67,10 @@ func get[T any](c *CachedAPI, key cacheKey, read func() (T, error)) (T, error) {
 		obj, _ := e.obj.(T)
 		return obj, e.err
 	}
-	obj, err := read()
+	v, err, _ := c.reads.Do(fmt.Sprintf("%s/%s/%s", key.kind, key.namespace, key.name), func() (any, error) {
+		return read()
+	})
+	obj, _ := v.(T)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return obj, err
 	}

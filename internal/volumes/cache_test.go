@@ -3,13 +3,16 @@ package volumes
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testclock "k8s.io/utils/clock/testing"
@@ -23,7 +26,7 @@ func TestCachedAPI(t *testing.T) {
 	fc := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}, Data: map[string]string{"k": "v1"}})
 	gets := map[string]int{}
 	fail := false
-	fc.PrependReactor("get", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	fc.PrependReactor("get", "*", func(a k8stesting.Action) (bool, kruntime.Object, error) {
 		gets[a.(k8stesting.GetAction).GetName()]++
 		if fail {
 			return true, nil, errors.New("connection refused")
@@ -66,4 +69,42 @@ func TestCachedAPI(t *testing.T) {
 	if cm, err := c.GetConfigMap(ctx, "ns", "cm"); err != nil || cm.Data["k"] != "v2" {
 		t.Errorf("after the failure (not kept): %v, %v", cm, err)
 	}
+}
+
+// TestCachedAPIConcurrentMisses: many readers missing the same object at once
+// (every pod's resync) share one API read.
+func TestCachedAPIConcurrentMisses(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var reads atomic.Int32
+		c := NewCachedAPI(blockingAPI{release: release, reads: &reads}, time.Minute, nil)
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				if cm, err := c.GetConfigMap(context.Background(), "ns", "cm"); err != nil || cm.Name != "cm" {
+					t.Errorf("GetConfigMap = %v, %v", cm, err)
+				}
+			})
+		}
+		synctest.Wait() // every reader is blocked: on the API or on the shared read
+		close(release)
+		wg.Wait()
+		if n := reads.Load(); n != 1 {
+			t.Errorf("%d API reads for 50 concurrent misses, want 1", n)
+		}
+	})
+}
+
+// blockingAPI answers GetConfigMap once release is closed, counting reads.
+type blockingAPI struct {
+	API
+	release chan struct{}
+	reads   *atomic.Int32
+}
+
+func (b blockingAPI) GetConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
+	b.reads.Add(1)
+	<-b.release
+	return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, nil
 }

@@ -9,8 +9,13 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,15 +57,14 @@ func (c *cluster) runningSeen(ctx context.Context) <-chan string {
 	return out
 }
 
-// apiRequests is the API server's apiserver_request_total, summed over its
-// labels.
-func (c *cluster) apiRequests(b *testing.B) float64 {
+// apiRequests is the API server's apiserver_request_total by label set.
+func (c *cluster) apiRequests(b *testing.B) map[string]float64 {
 	b.Helper()
 	raw, err := c.admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum float64
+	out := map[string]float64{}
 	s := bufio.NewScanner(strings.NewReader(string(raw)))
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
@@ -72,20 +76,69 @@ func (c *cluster) apiRequests(b *testing.B) float64 {
 		if err != nil {
 			b.Fatalf("metrics: %q: %v", line, err)
 		}
-		sum += v
+		out[line[:strings.LastIndexByte(line, ' ')]] += v
 	}
-	return sum
+	return out
+}
+
+// requestDelta is the number of requests between two apiRequests readings,
+// and the label sets that grew most, with their counts.
+func requestDelta(r0, r1 map[string]float64) (float64, []string) {
+	var sum float64
+	var grew []string
+	for k, v := range r1 {
+		if d := v - r0[k]; d > 0 {
+			sum += d
+			grew = append(grew, fmt.Sprintf("%6.0f %s", d, k))
+		}
+	}
+	slices.Sort(grew)
+	slices.Reverse(grew)
+	return sum, grew[:min(len(grew), 8)]
 }
 
 // BenchmarkClusterPods: CreateToRunning creates clusterPodSamples pods one at
 // a time (after one warm-up), each only when the previous one ran, and takes
 // the time from the create call to the API server's watch showing the pod
 // Running (goal: p99 <= 1 s with a local image). Idle then runs 100 pods and
-// measures, over 60 s with nothing else asking the API server anything, the
-// API requests per minute the node makes (the API server's request count, less
-// the benchmark's own two reads), and the agent's RSS and CPU.
+// measures, over 60 s, the API requests per minute the node makes (its
+// identity's lines in the API server's audit log), and the agent's RSS and
+// CPU.
 func BenchmarkClusterPods(b *testing.B) {
-	c := startCluster(b, Options{})
+	// The API server's audit log holds the node's requests, one line each.
+	dir := b.TempDir()
+	policy, audit := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: ["system:node:`+clusterNode+`"]
+- level: None
+`), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	c := startCluster(b, Options{}, "--audit-policy-file="+policy, "--audit-log-path="+audit)
+	nodeRequests := func() []string {
+		raw, err := os.ReadFile(audit)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var kinds []string
+		for line := range bytes.Lines(raw) {
+			var e struct {
+				Verb      string `json:"verb"`
+				ObjectRef struct {
+					Resource, Subresource, Name string
+				} `json:"objectRef"`
+			}
+			if err := json.Unmarshal(line, &e); err != nil {
+				b.Fatalf("audit log: %v", err)
+			}
+			kinds = append(kinds, fmt.Sprintf("%s %s/%s %s", e.Verb, e.ObjectRef.Resource, e.ObjectRef.Subresource, e.ObjectRef.Name))
+		}
+		return kinds
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	seen := c.runningSeen(ctx)
@@ -128,11 +181,24 @@ func BenchmarkClusterPods(b *testing.B) {
 	time.Sleep(15 * time.Second) // the start's status writes settle: the API server's state
 	pid := c.agent.PID()
 	load0 := loadAverage(b)
-	r0, cpu0, t0 := c.apiRequests(b), procCPU(b, pid), time.Now()
+	r0, n0, cpu0, t0 := c.apiRequests(b), nodeRequests(), procCPU(b, pid), time.Now()
 	time.Sleep(time.Minute) // the measured steady state
-	r1, cpu1, t1 := c.apiRequests(b), procCPU(b, pid), time.Now()
+	r1, n1, cpu1, t1 := c.apiRequests(b), nodeRequests(), procCPU(b, pid), time.Now()
 	mem := procRSS(b, pid)
-	perMin := (r1 - r0 - 1) / t1.Sub(t0).Minutes()
+	all, top := requestDelta(r0, r1)
+	perMin := float64(len(n1)-len(n0)) / t1.Sub(t0).Minutes()
+	byKind := map[string]int{}
+	for _, k := range n1[len(n0):] {
+		byKind[k]++
+	}
+	var kinds []string
+	for k, n := range byKind {
+		kinds = append(kinds, fmt.Sprintf("%4d %s", n, k))
+	}
+	slices.Sort(kinds)
+	slices.Reverse(kinds)
+	b.Logf("the node's requests over the minute, by kind:\n%s", strings.Join(kinds[:min(len(kinds), 10)], "\n"))
+	b.Logf("all API requests over the minute (%.0f, the API server's own and the benchmark's included), by kind:\n%s", all, strings.Join(top, "\n"))
 	b.Logf("steady state with 100 API pods: %.1f API requests/min, agent RSS %.1f MB, CPU %.2f %% (load %.1f to %.1f)",
 		perMin, mem.rss, 100*(cpu1-cpu0).Seconds()/t1.Sub(t0).Seconds(), load0, loadAverage(b))
 	b.ReportMetric(perMin, "api-requests/min")

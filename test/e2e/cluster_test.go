@@ -40,9 +40,9 @@ type cluster struct {
 // serves the kubelet API on a free port, trusting the API server's CA for
 // client certificates. Pods the test created in the namespace are deleted
 // (gracefully, through the agent) before the agent stops.
-func startCluster(t testing.TB, opts Options) *cluster {
+func startCluster(t testing.TB, opts Options, apiArgs ...string) *cluster {
 	t.Helper()
-	api := apiservertest.Start(t, apiservertest.Options{})
+	api := apiservertest.Start(t, apiservertest.Options{ExtraArgs: apiArgs})
 	c := &cluster{t: t, api: api, admin: api.Admin(), ns: "e2e"}
 	api.Namespace(t, c.ns)
 	opts.Args = append(opts.Args, "--kubeconfig", api.NodeKubeconfig(t, clusterNode),
@@ -52,6 +52,7 @@ authentication:
   x509:
     clientCAFile: %s
 nodeStatusUpdateFrequency: 2s
+nodeStatusReportFrequency: 5m
 `, freePort(t), api.ClientCAFile())
 	c.agent = StartAgent(t, opts)
 	t.Cleanup(c.deletePods)
