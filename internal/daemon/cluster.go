@@ -91,7 +91,7 @@ func (t teeRecorder) AnnotatedEventf(o apiruntime.Object, ann map[string]string,
 // status and renew its Lease (through the heartbeat client, whose requests
 // time out), the runtime's name and version in its node info.
 func nodeStatus(ctx context.Context, o Options, heartbeat kubernetes.Interface, rt runtimeVersioner, nodeIP string,
-	status func(time.Time) (*v1.Node, error), log *slog.Logger) (*kubenode.Controller, error) {
+	status func(time.Time) (*v1.Node, error), recorder nodeapi.Recorder, log *slog.Logger) (*kubenode.Controller, error) {
 	info, err := kubenode.ReadSystemInfo("")
 	if err != nil {
 		log.Warn("node info incomplete", "err", err) // the files it could read are in info
@@ -106,7 +106,7 @@ func nodeStatus(ctx context.Context, o Options, heartbeat kubernetes.Interface, 
 		NodeName: o.NodeName, NodeIP: nodeIP, RegisterWithTaints: c.RegisterWithTaints, KubeletPort: c.Port,
 		SystemInfo: info, Version: o.Version, StatusUpdateFrequency: c.NodeStatusUpdateFrequency,
 		StatusReportFrequency: c.NodeStatusReportFrequency, LeaseDurationSeconds: c.NodeLeaseDurationSeconds,
-	}, kubenode.Deps{Client: heartbeat, Status: status, Logger: log.With("subsystem", "node-status")})
+	}, kubenode.Deps{Client: heartbeat, Status: status, Recorder: recorder, Logger: log.With("subsystem", "node-status")})
 	if err != nil {
 		return nil, ConfigError{err}
 	}

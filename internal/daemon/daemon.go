@@ -317,7 +317,7 @@ func Run(ctx context.Context, o Options) error {
 	if client != nil {
 		kn, err = nodeStatus(ctx, o, heartbeat, rt, hostIP, func(now time.Time) (*v1.Node, error) {
 			return n.Object(o.NodeName, ag.Healthy(), now)
-		}, log)
+		}, recorder, log)
 		if err != nil {
 			return err
 		}

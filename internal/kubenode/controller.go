@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,8 @@ import (
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // Defaults of the Config fields left zero: the kubelet's.
@@ -106,6 +109,10 @@ type Deps struct {
 	// fails more than once in a row (the kubelet closes its client's
 	// connections there). It is called from the lease goroutine.
 	OnRepeatedHeartbeatFailure func()
+	// Recorder, when set, gets the node's events: Starting when Run
+	// starts, and one event per condition whose status a write changed
+	// (NodeReady, NodeHasDiskPressure, ...), as the kubelet records them.
+	Recorder nodeapi.Recorder
 }
 
 // Controller keeps the Node and its Lease. Its methods are safe for
@@ -230,6 +237,9 @@ type state struct {
 // returns nil when ctx ends, after its goroutines have.
 func (c *Controller) Run(ctx context.Context) error {
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(c.log.Handler()))
+	if c.deps.Recorder != nil {
+		c.deps.Recorder.Eventf(nodeapi.NodeRef(c.cfg.NodeName), v1.EventTypeNormal, "Starting", "Starting kubelet.")
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var st state
@@ -285,6 +295,7 @@ func (c *Controller) register(ctx context.Context, st *state) bool {
 	switch {
 	case err == nil:
 		c.log.Info("Registered the node")
+		c.recordTransitions(nil, created)
 		c.setNode(st, created)
 		st.lastReport = now
 		return true
@@ -311,6 +322,7 @@ func (c *Controller) register(ctx context.Context, st *state) bool {
 		}
 		node = updated
 	}
+	c.recordTransitions(existing, node)
 	c.setNode(st, node)
 	st.lastReport = time.Time{} // the kubelet writes its status at once after a restart
 	return true
@@ -351,6 +363,7 @@ func (c *Controller) syncStatus(ctx context.Context, st *state) {
 		}
 		updated, _, err := nodeutil.PatchNodeStatus(c.deps.Client.CoreV1(), types.NodeName(c.cfg.NodeName), st.node, node)
 		if err == nil {
+			c.recordTransitions(st.node, updated)
 			c.setNode(st, updated)
 			st.lastReport = now
 			return
@@ -395,4 +408,39 @@ func (c *Controller) setLeaseOwner(l *coordinationv1.Lease) error {
 	}
 	l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: c.cfg.NodeName, UID: *uid}}
 	return nil
+}
+
+// conditionEvents are the kubelet's event reasons for a node condition's
+// status: [type][true, false].
+var conditionEvents = map[v1.NodeConditionType][2]string{
+	v1.NodeReady:          {"NodeReady", "NodeNotReady"},
+	v1.NodeMemoryPressure: {"NodeHasInsufficientMemory", "NodeHasSufficientMemory"},
+	v1.NodeDiskPressure:   {"NodeHasDiskPressure", "NodeHasNoDiskPressure"},
+	v1.NodePIDPressure:    {"NodeHasInsufficientPID", "NodeHasSufficientPID"},
+}
+
+// recordTransitions records an event for each condition of written whose
+// status differs from old's (every condition when old is nil), with the
+// kubelet's reason and message.
+func (c *Controller) recordTransitions(old, written *v1.Node) {
+	if c.deps.Recorder == nil {
+		return
+	}
+	for _, nc := range written.Status.Conditions {
+		reasons, ok := conditionEvents[nc.Type]
+		if !ok {
+			continue
+		}
+		if old != nil {
+			i := slices.IndexFunc(old.Status.Conditions, func(o v1.NodeCondition) bool { return o.Type == nc.Type })
+			if i >= 0 && old.Status.Conditions[i].Status == nc.Status {
+				continue
+			}
+		}
+		reason := reasons[1]
+		if nc.Status == v1.ConditionTrue {
+			reason = reasons[0]
+		}
+		c.deps.Recorder.Eventf(nodeapi.NodeRef(c.cfg.NodeName), v1.EventTypeNormal, reason, "Node %s status is now: %s", c.cfg.NodeName, reason)
+	}
 }

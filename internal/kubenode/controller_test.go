@@ -135,11 +135,40 @@ func (r *recorder) all() []request {
 
 // harness runs a controller on a fake clientset inside a synctest bubble.
 type harness struct {
-	cs   *fake.Clientset
-	rec  *recorder
-	src  *source
-	ctrl *Controller
-	stop func()
+	cs     *fake.Clientset
+	rec    *recorder
+	src    *source
+	ctrl   *Controller
+	events *eventLog
+	stop   func()
+}
+
+// eventLog is a nodeapi.Recorder keeping "reason: message" lines.
+type eventLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *eventLog) Event(_ kruntime.Object, _, reason, message string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, reason+": "+message)
+}
+
+func (l *eventLog) Eventf(o kruntime.Object, typ, reason, format string, args ...any) {
+	l.Event(o, typ, reason, fmt.Sprintf(format, args...))
+}
+
+func (l *eventLog) AnnotatedEventf(o kruntime.Object, _ map[string]string, typ, reason, format string, args ...any) {
+	l.Eventf(o, typ, reason, format, args...)
+}
+
+func (l *eventLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lines
+	l.lines = nil
+	return out
 }
 
 func testConfig() Config {
@@ -154,10 +183,11 @@ func testConfig() Config {
 
 func start(t *testing.T, cfg Config, objs ...kruntime.Object) *harness {
 	t.Helper()
-	h := &harness{cs: fake.NewClientset(objs...), rec: &recorder{start: time.Now()}, src: &source{}}
+	h := &harness{cs: fake.NewClientset(objs...), rec: &recorder{start: time.Now()}, src: &source{}, events: &eventLog{}}
 	h.rec.install(h.cs)
 	var err error
-	h.ctrl, err = New(cfg, Deps{Client: h.cs, Status: h.src.status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	h.ctrl, err = New(cfg, Deps{Client: h.cs, Status: h.src.status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Recorder: h.events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,6 +612,35 @@ func TestForbiddenRegistrationLogged(t *testing.T) {
 		<-done
 		if !strings.Contains(logs.String(), "is not allowed to set the following labels: node-role.kubernetes.io/worker") {
 			t.Errorf("log does not say why the Node was refused:\n%s", logs.String())
+		}
+	})
+}
+
+// TestNodeEvents: Starting when Run starts, an event per condition at
+// registration, then one per condition whose status a write changed, with
+// the kubelet's reasons and message.
+func TestNodeEvents(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, testConfig())
+		defer h.stop()
+		synctest.Wait()
+		want := []string{"Starting: Starting kubelet.",
+			"NodeHasSufficientMemory: Node n1 status is now: NodeHasSufficientMemory",
+			"NodeReady: Node n1 status is now: NodeReady"}
+		if diff := cmp.Diff(want, h.events.take()); diff != "" {
+			t.Errorf("events at registration (-want +got):\n%s", diff)
+		}
+		time.Sleep(30 * time.Second) // heartbeats only: no event
+		synctest.Wait()
+		if got := h.events.take(); len(got) != 0 {
+			t.Errorf("events without a change: %q", got)
+		}
+		h.src.set(func(s *source) { s.pressure = true })
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"NodeHasInsufficientMemory: Node n1 status is now: NodeHasInsufficientMemory"}, h.events.take()); diff != "" {
+			t.Errorf("events after memory pressure (-want +got):\n%s", diff)
 		}
 	})
 }

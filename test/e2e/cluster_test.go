@@ -214,6 +214,12 @@ func TestClusterNode(t *testing.T) {
 	}) {
 		t.Errorf("addresses %v lack InternalIP %s", n.Status.Addresses, c.api.AdvertiseAddress())
 	}
+	// The node's events, as the kubelet's.
+	for _, reason := range []string{"Starting", "NodeReady", "NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"} {
+		c.agent.Eventually("node event "+reason, 30*time.Second, func() (bool, string) {
+			return len(c.events("default", clusterNode, reason)) > 0, "none"
+		})
+	}
 	// The Lease renews (every 10 s).
 	lease, err := c.admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), clusterNode, metav1.GetOptions{})
 	if err != nil {
@@ -378,6 +384,9 @@ func TestClusterEviction(t *testing.T) {
 	c.agent.Eventually("no memory pressure at start", 60*time.Second, c.conditionIs(v1.NodeMemoryPressure, v1.ConditionFalse))
 	c.create(c.apiPod("hog", "alloc", "700"))
 	c.agent.Eventually("MemoryPressure in the API", 60*time.Second, c.conditionIs(v1.NodeMemoryPressure, v1.ConditionTrue))
+	c.agent.Eventually("a NodeHasInsufficientMemory event", 30*time.Second, func() (bool, string) {
+		return len(c.events("default", clusterNode, "NodeHasInsufficientMemory")) > 0, "none"
+	})
 	p := c.waitAPIPod("hog", "Failed/Evicted", 60*time.Second, func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted"
 	})
