@@ -16,8 +16,11 @@ images:
 
 # test runs everything CI runs: vet, a gofmt check and the race-enabled test suite.
 # The timeout leaves room for the first run on a fresh machine, which builds
-# containerd 1.7 and the third-party device plugins from hack/ (2-3 min each).
-# Integration tests that cannot run here (no root, containerd, runc or unshare)
+# containerd 1.7 and the third-party device plugins from hack/ (2-3 min each)
+# and kube-apiserver from hack/kube (7-14 min); every package waiting on a
+# build counts the wait against its own timeout.
+# Integration tests that cannot run here (no root, containerd, runc, unshare
+# or etcd)
 # skip, unless CI=true, where they fail; each skip is listed at the end, so a
 # skipped package is never a silent "ok".
 test: vet fmt-check
