@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 func testPod(vols ...v1.Volume) *v1.Pod {
@@ -298,7 +300,7 @@ func TestSetUpStandalone(t *testing.T) {
 func TestSetUpTmpfs(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
+		integration.Require(t, "mounting a tmpfs needs root")
 	}
 	m, _, _ := newTestManager(t, false, secret("creds", map[string]string{"pass": "s3cret"}),
 		configMap("cfg", map[string]string{"k": "v"}))

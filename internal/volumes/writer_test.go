@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 // seen is what a container would see in a volume directory: every visible
@@ -148,7 +150,7 @@ func TestWriteAtomic(t *testing.T) {
 func TestWriteAtomicFSGroup(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		t.Skip("chown needs root")
+		integration.Require(t, "chown needs root")
 	}
 	dir := t.TempDir()
 	gid := int64(2000)
