@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
@@ -132,8 +133,6 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-	// client-go logs through klog: into the same log.
-	klog.SetSlogLogger(logger.With("subsystem", "client-go"))
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
 	}
@@ -151,6 +150,13 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		if _, err := os.Stat(f.kubeconfig); err != nil {
 			return badInput(fmt.Errorf("--kubeconfig: %v", err))
 		}
+		if _, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig); err != nil {
+			return badInput(fmt.Errorf("--kubeconfig %s: %v", f.kubeconfig, err))
+		}
+		// client-go logs through klog: into the same log. klog is
+		// process-wide, so this is set only once the agent is about to
+		// talk to a cluster, never by a run that ends in a usage error.
+		klog.SetSlogLogger(logger.With("subsystem", "client-go"))
 	}
 	opts := daemon.Options{Config: cfg, RootDir: f.rootDir, NodeName: name, ImageDirs: f.imageDirs, Logger: logger,
 		OOMScoreAdj: &oomScore, Kubeconfig: f.kubeconfig, NodeIP: f.nodeIP, Version: versionString()}
