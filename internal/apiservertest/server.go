@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,53 +30,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
-
-// kubeSpec is the build of kube-apiserver from hack/kube. CGO_ENABLED is
-// left to the go command so a plain `go build` in hack/kube warms the same
-// build cache; the version the binary reports (/version, its emulation
-// version) is the module's k8s.io/kubernetes version, set as the release
-// build sets it.
-func kubeSpec() (toolbuild.Spec, error) {
-	dir, err := toolbuild.ModuleDir("hack/kube")
-	if err != nil {
-		return toolbuild.Spec{}, err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if err != nil {
-		return toolbuild.Spec{}, err
-	}
-	v, err := requiredVersion(b, "k8s.io/kubernetes")
-	if err != nil {
-		return toolbuild.Spec{}, fmt.Errorf("hack/kube/go.mod: %w", err)
-	}
-	const pkg = "k8s.io/component-base/version"
-	major, minor, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
-	minor, _, _ = strings.Cut(minor, ".")
-	return toolbuild.Spec{
-		Module:     "hack/kube",
-		Binaries:   map[string]string{"kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver"},
-		CacheName:  "kube",
-		DefaultCgo: true,
-		LDFlags: fmt.Sprintf("-X %s.gitVersion=%s -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitTreeState=clean",
-			pkg, v, pkg, major, pkg, minor, pkg),
-	}, nil
-}
-
-// requiredVersion returns the version go.mod requires of module.
-func requiredVersion(gomod []byte, module string) (string, error) {
-	for line := range strings.Lines(string(gomod)) {
-		f := strings.Fields(line)
-		if len(f) > 0 && f[0] == "require" {
-			f = f[1:]
-		}
-		if len(f) >= 2 && f[0] == module && strings.HasPrefix(f[1], "v") {
-			return f[1], nil
-		}
-	}
-	return "", fmt.Errorf("no requirement of %s", module)
-}
 
 // KubeAPIServer returns the path of kube-apiserver, built from hack/kube
 // (k8s.io/kubernetes v1.36.3) once per machine (see internal/toolbuild:
@@ -88,7 +43,7 @@ func KubeAPIServer(t testing.TB) string {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("skipping the kube-apiserver build in -short mode")
 	}
-	spec, err := kubeSpec()
+	spec, err := kubebuild.APIServer()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,9 @@ type Spec struct {
 	// Binaries maps each output name to its package path (a module path, or
 	// a path relative to the module such as "./kubeletcheckpoint").
 	Binaries map[string]string
+	// Tests maps each output name to a package whose test binary is built
+	// (go test -c), such as the node e2e suite.
+	Tests map[string]string
 	// Tags are the build tags, space-separated.
 	Tags string
 	// KeyFiles are further files of the module, beside go.mod and go.sum,
@@ -108,21 +111,31 @@ func Build(s Spec) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"build", "-o", tmp + string(os.PathSeparator)}
+	var flags []string
 	if s.Tags != "" {
-		args = append(args, "-tags", s.Tags)
+		flags = append(flags, "-tags", s.Tags)
 	}
 	if s.LDFlags != "" {
-		args = append(args, "-ldflags", s.LDFlags)
+		flags = append(flags, "-ldflags", s.LDFlags)
 	}
-	for _, p := range s.Binaries {
-		args = append(args, p)
+	var builds [][]string
+	if len(s.Binaries) > 0 {
+		args := append([]string{"build", "-o", tmp + string(os.PathSeparator)}, flags...)
+		for _, p := range s.Binaries {
+			args = append(args, p)
+		}
+		builds = append(builds, args)
 	}
-	cmd := exec.Command(GoTool(), args...)
-	cmd.Dir = src
-	cmd.Env = env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("in %s: go %s: %w\n%s", s.Module, strings.Join(args, " "), err, out)
+	for name, p := range s.Tests {
+		builds = append(builds, append(append([]string{"test", "-c", "-o", filepath.Join(tmp, name)}, flags...), p))
+	}
+	for _, args := range builds {
+		cmd := exec.Command(GoTool(), args...)
+		cmd.Dir = src
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("in %s: go %s: %w\n%s", s.Module, strings.Join(args, " "), err, out)
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil { // an incomplete earlier attempt
 		return "", err
@@ -133,15 +146,28 @@ func Build(s Spec) (string, error) {
 	return dir, nil
 }
 
-// complete reports whether dir holds every binary of s.
+// complete reports whether dir holds every binary and test binary of s.
 func (s Spec) complete(dir string) bool {
-	for name := range s.Binaries {
+	for name := range s.outputs() {
 		st, err := os.Stat(filepath.Join(dir, name))
 		if err != nil || st.Mode()&0o111 == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// outputs yields the names of every binary s builds.
+func (s Spec) outputs() func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for _, m := range []map[string]string{s.Binaries, s.Tests} {
+			for name := range m {
+				if !yield(name) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // ModuleDir returns rel under nodekeeper's root: the first directory with a

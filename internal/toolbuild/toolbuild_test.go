@@ -2,8 +2,10 @@ package toolbuild
 
 import (
 	"debug/buildinfo"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -86,5 +88,43 @@ func TestBuildLDFlags(t *testing.T) {
 		if diff := cmp.Diff(tc.want, string(out)); diff != "" {
 			t.Errorf("%s output (-want +got):\n%s", tc.dir, diff)
 		}
+	}
+}
+
+// TestBuildTests builds a test binary (go test -c) beside a program, with the
+// spec's ldflags: it runs the module's test, and both outputs are in the
+// directory Build returns.
+func TestBuildTests(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // os.UserCacheDir
+	spec := Spec{
+		Module:    "internal/toolbuild/testdata/hello",
+		Binaries:  map[string]string{"hello": "."},
+		Tests:     map[string]string{"hello.test": "."},
+		KeyFiles:  []string{"main.go", "main_test.go"},
+		CacheName: "test",
+		// A package main under test has its import path, not "main".
+		LDFlags: "-X main.greeting=hey -X example.com/hello.greeting=hey",
+	}
+	dir, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(dir, "hello.test"), "-test.v", "-test.run", "TestGreeting").CombinedOutput()
+	if err != nil {
+		t.Fatalf("hello.test: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "greeting: hey") || !strings.Contains(string(out), "--- PASS: TestGreeting") {
+		t.Errorf("hello.test output lacks the test's log with the ldflags value:\n%s", out)
+	}
+	if out, err := exec.Command(filepath.Join(dir, "hello")).Output(); err != nil || string(out) != "hey\n" {
+		t.Errorf("the program beside the test binary: %q, %v; want \"hey\\n\"", out, err)
+	}
+	spec.Tests["other.test"] = "."
+	again, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(again, "other.test")); err != nil {
+		t.Errorf("a spec naming one more test binary: %v", err)
 	}
 }
