@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build images test vet fmt-check fuzz bench clean
+.PHONY: all build images test vet fmt-check fuzz bench clean conformance
 
 all: build
 
@@ -38,6 +38,19 @@ vet:
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+# conformance runs the Kubernetes node e2e suite (e2e_node.test of hack/kube's
+# release) against the real kubelet, then against nodekeeper, on one containerd,
+# and writes docs/conformance.md. Default: the core subset (test/conformance/specs.go);
+# FOCUS=regexp runs other specs, AGENTS=nodekeeper one agent, PROCS=n sets ginkgo's
+# parallelism. Needs root; builds kubelet, e2e_node.test, ginkgo and agnhost from
+# hack/kube first (cached; 5-15 min cold).
+FOCUS ?=
+AGENTS ?= kubelet,nodekeeper
+PROCS ?= 4
+conformance:
+	$(GO) run ./test/conformance run -agents $(AGENTS) -procs $(PROCS) $(if $(FOCUS),-focus '$(FOCUS)')
+	$(GO) run ./test/conformance report
 
 # bench runs the benchmarks recorded in docs/benchmarks.md.
 bench:

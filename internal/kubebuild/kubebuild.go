@@ -22,11 +22,11 @@ func APIServer() (toolbuild.Spec, error) {
 	return spec("kube", map[string]string{"kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver"}, nil)
 }
 
-// Node is the build of the kubelet and of the node e2e suite's test binary,
-// e2e_node.test.
+// Node is the build of the kubelet, of the node e2e suite's test binary
+// e2e_node.test, and of the ginkgo command that runs it in parallel.
 func Node() (toolbuild.Spec, error) {
 	return spec("kube-node",
-		map[string]string{"kubelet": "k8s.io/kubernetes/cmd/kubelet"},
+		map[string]string{"kubelet": "k8s.io/kubernetes/cmd/kubelet", "ginkgo": "github.com/onsi/ginkgo/v2/ginkgo"},
 		map[string]string{"e2e_node.test": "k8s.io/kubernetes/test/e2e_node"})
 }
 

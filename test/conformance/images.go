@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+)
+
+// buildImages writes the OCI tarballs the runs import into dir: nodekeeper's
+// pause image (containerd's sandbox image) and the stand-ins of the suite's
+// e2e test images.
+func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(dir, "pause.bin")
+	cmd := exec.CommandContext(ctx, toolbuild.GoTool(), "build", "-o", bin, "./images/pause")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./images/pause: %w\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	pause := filepath.Join(dir, "pause.tar")
+	if _, err := ocibuild.WriteFile(pause, ocibuild.PauseImage(b)); err != nil {
+		return nil, err
+	}
+	return []string{pause}, nil
+}

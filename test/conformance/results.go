@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodekeeper/nodekeeper/internal/cri"
+)
+
+// results are one agent's outcomes, by spec, over every run so far: a run
+// replaces the outcomes of the specs it ran and keeps the others.
+type results struct {
+	Agent string
+	// Took is the last run's wall time (not stored per spec).
+	Took  time.Duration     `json:"-"`
+	Specs map[string]result `json:"specs"`
+}
+
+// result is one spec's outcome in its latest run.
+type result struct {
+	State    string        `json:"state"` // passed, failed, skipped, pending, panicked, timedout, interrupted
+	Took     time.Duration `json:"took"`
+	Message  string        `json:"message,omitempty"` // the failure's first line
+	Run      string        `json:"run"`               // date of the run, RFC 3339
+	Revision string        `json:"revision,omitempty"`
+}
+
+func (r results) count(state string) int {
+	n := 0
+	for _, s := range r.Specs {
+		if s.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+// ginkgoReport is the part of ginkgo's JSON report read here.
+type ginkgoReport []struct {
+	SpecReports []struct {
+		ContainerHierarchyTexts []string
+		LeafNodeText            string
+		LeafNodeType            string
+		State                   string
+		RunTime                 time.Duration
+		Failure                 *struct{ Message string }
+	}
+}
+
+// specName is a spec's full text as ginkgo's focus matches it.
+func specName(containers []string, leaf string) string {
+	return strings.Join(append(slices.Clone(containers), leaf), " ")
+}
+
+// readReport reads ginkgo's JSON report: the specs that ran (or were
+// skipped by a skip in the suite itself), not the ones the filters left out.
+func readReport(path string) (results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return results{}, fmt.Errorf("ginkgo report: %w", err)
+	}
+	var rep ginkgoReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return results{}, fmt.Errorf("ginkgo report %s: %w", path, err)
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	rev := revision()
+	res := results{Specs: map[string]result{}}
+	for _, suite := range rep {
+		for _, s := range suite.SpecReports {
+			if s.LeafNodeType != "It" || s.State == "skipped" && s.Failure == nil && s.RunTime == 0 {
+				continue // filtered out: not run
+			}
+			r := result{State: s.State, Took: s.RunTime.Round(time.Second), Run: now, Revision: rev}
+			if s.Failure != nil {
+				r.Message, _, _ = strings.Cut(strings.TrimSpace(s.Failure.Message), "\n")
+				if len(r.Message) > 300 {
+					r.Message = r.Message[:300] + "..."
+				}
+			}
+			res.Specs[specName(s.ContainerHierarchyTexts, s.LeafNodeText)] = r
+		}
+	}
+	return res, nil
+}
+
+// mergeResults stores res over the results already in path.
+func mergeResults(path string, res results) error {
+	old, err := loadResults(path)
+	if err != nil {
+		return err
+	}
+	if old.Specs == nil {
+		old.Specs = map[string]result{}
+	}
+	old.Agent = res.Agent
+	for k, v := range res.Specs {
+		old.Specs[k] = v
+	}
+	b, err := json.MarshalIndent(old, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// loadResults reads the results in path; a missing file is no results.
+func loadResults(path string) (results, error) {
+	var r results
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// revision is nodekeeper's git revision, "" outside a work tree.
+func revision() string {
+	out, err := gitOutput("rev-parse", "--short", "HEAD")
+	if err != nil {
+		return ""
+	}
+	if st, err := gitOutput("status", "--porcelain", "--untracked-files=no"); err == nil && st != "" {
+		out += "+changes"
+	}
+	return out
+}
+
+// clearPods stops and removes every pod sandbox of the runtime at endpoint:
+// an agent's run starts without the previous agent's pods.
+func clearPods(ctx context.Context, endpoint string) error {
+	c, err := cri.New(endpoint, cri.Options{Timeout: 2 * time.Minute})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pods, err := c.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if err := c.StopPodSandbox(ctx, p.Id); err != nil {
+			return err
+		}
+		if err := c.RemovePodSandbox(ctx, p.Id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A ginkgo JSON report with a passed, a failed, a filtered-out and a
+// suite-skipped spec, as ginkgo 2.28 writes them.
+const reportJSON = `[{"SpecReports":[
+ {"ContainerHierarchyTexts":["[sig-node] Probing container"],"LeafNodeText":"should be restarted","LeafNodeType":"It","State":"passed","RunTime":61000000000},
+ {"ContainerHierarchyTexts":["[sig-node] Pods"],"LeafNodeText":"should get a host IP","LeafNodeType":"It","State":"failed","RunTime":3200000000,"Failure":{"Message":"Timed out after 120s.\nExpected\n  <bool>: false"}},
+ {"ContainerHierarchyTexts":["[sig-node] Swap"],"LeafNodeText":"with swap","LeafNodeType":"It","State":"skipped","RunTime":0},
+ {"ContainerHierarchyTexts":["[sig-node] AppArmor"],"LeafNodeText":"loads","LeafNodeType":"It","State":"skipped","RunTime":1000000,"Failure":{"Message":"Only supported for node OS distro [gci ubuntu]"}},
+ {"ContainerHierarchyTexts":null,"LeafNodeText":"","LeafNodeType":"SynchronizedBeforeSuite","State":"passed","RunTime":6000000000}
+]}]`
+
+func TestReadReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(reportJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := readReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for name, r := range res.Specs {
+		got[name] = r.State + " " + r.Took.String() + " " + r.Message
+	}
+	want := map[string]string{
+		"[sig-node] Probing container should be restarted": "passed 1m1s ",
+		"[sig-node] Pods should get a host IP":             "failed 3s Timed out after 120s.",
+		"[sig-node] AppArmor loads":                        "skipped 0s Only supported for node OS distro [gci ubuntu]",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+}
+
+// TestMergeResults: a run replaces the outcomes of the specs it ran and keeps
+// the others'.
+func TestMergeResults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubelet.json")
+	first := results{Agent: "kubelet", Specs: map[string]result{"a": {State: "failed"}, "b": {State: "passed"}}}
+	second := results{Agent: "kubelet", Specs: map[string]result{"a": {State: "passed", Took: time.Second}}}
+	for _, r := range []results{first, second} {
+		if err := mergeResults(path, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := loadResults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := results{Agent: "kubelet", Specs: map[string]result{"a": {State: "passed", Took: time.Second}, "b": {State: "passed"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("merged (-want +got):\n%s", diff)
+	}
+}
+
+// TestWriteReport: the document lists every spec of the set, a gap (passes
+// on the kubelet, not on nodekeeper) and what has not run.
+func TestWriteReport(t *testing.T) {
+	all := []string{"x passes on both", "y a gap", "z not run"}
+	res := map[string]results{
+		"kubelet":    {Specs: map[string]result{"x passes on both": {State: "passed"}, "y a gap": {State: "passed"}}},
+		"nodekeeper": {Specs: map[string]result{"x passes on both": {State: "passed"}, "y a gap": {State: "failed", Message: "timed | out"}}},
+	}
+	var buf bytes.Buffer
+	writeReport(&buf, "v1.36.3", all, res)
+	doc := buf.String()
+	for _, want := range []string{
+		"| kubelet | 2 | 0 | 0 | 1 |",
+		"| nodekeeper | 1 | 1 | 0 | 1 |",
+		"- y a gap: failed: timed \\| out",
+		"| z not run | not run | not run |",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("report lacks %q:\n%s", want, doc)
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodekeeper/nodekeeper/internal/containerd"
+	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
+	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+)
+
+// podCIDR is the pod network of the containerd both agents use: the one the
+// suite's default kubelet configuration names.
+const podCIDR = "10.100.0.0/24"
+
+// agents are the programs the suite can run as its kubelet.
+var agents = []string{"kubelet", "nodekeeper"}
+
+type runOptions struct {
+	agents  []string
+	focus   []string
+	skip    []string
+	procs   int
+	work    string
+	results string
+	labels  string
+	timeout time.Duration
+	flakes  int
+}
+
+func runCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var o runOptions
+	agentList := fs.String("agents", strings.Join(agents, ","), "the agents to run the suite against, in order")
+	fs.Func("focus", "a regular expression of specs to run (repeatable; default: the core subset)", func(s string) error {
+		o.focus = append(o.focus, s)
+		return nil
+	})
+	fs.Func("skip", "a regular expression of specs to skip, besides the machine's skips (repeatable)", func(s string) error {
+		o.skip = append(o.skip, s)
+		return nil
+	})
+	fs.IntVar(&o.procs, "procs", 4, "ginkgo processes running specs in parallel")
+	fs.StringVar(&o.work, "work", "/tmp/nkconf", "work directory (containerd state, logs; short: it holds unix sockets)")
+	fs.StringVar(&o.results, "results", "test/conformance/results", "directory of the per-agent results the report reads")
+	fs.DurationVar(&o.timeout, "timeout", 90*time.Minute, "the suite's time limit, per agent")
+	fs.StringVar(&o.labels, "labels", "NodeConformance", "ginkgo label filter (e.g. 'Feature:Eviction' with a matching -focus)")
+	fs.IntVar(&o.flakes, "flake-attempts", 1, "attempts per spec")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	for a := range strings.SplitSeq(*agentList, ",") {
+		if !slices.Contains(agents, a) {
+			return usageError{fmt.Errorf("-agents: unknown agent %q: want kubelet or nodekeeper", a)}
+		}
+		o.agents = append(o.agents, a)
+	}
+	if len(o.focus) == 0 {
+		o.focus = coreFocus
+	}
+	if o.procs < 1 {
+		return usageError{fmt.Errorf("-procs %d: want at least 1", o.procs)}
+	}
+	return run(ctx, o)
+}
+
+func run(ctx context.Context, o runOptions) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the node e2e suite runs pods and cgroups as root: run as root")
+	}
+	root, err := toolbuild.ModuleDir(".")
+	if err != nil {
+		return err
+	}
+	if o.results, err = filepath.Abs(filepath.Join(root, o.results)); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.work, 0o755); err != nil {
+		return err
+	}
+	bins, err := buildAll(ctx, log, root, o.work)
+	if err != nil {
+		return err
+	}
+	guard, err := snapshotCgroups()
+	if err != nil {
+		return err
+	}
+
+	// One containerd for both agents, as on a node where the kubelet is
+	// replaced by nodekeeper.
+	cctx, stopContainerd := context.WithCancel(ctx)
+	defer stopContainerd()
+	m, err := containerd.New(containerd.Config{
+		StateDir: filepath.Join(o.work, "containerd"), SandboxImage: ocibuild.PauseRef,
+		PodCIDR: podCIDR, CNIBridge: "nkconf0", Logger: log.With("subsystem", "containerd"),
+	})
+	if err != nil {
+		return err
+	}
+	cdone := make(chan error, 1)
+	go func() { cdone <- m.Run(cctx) }()
+	defer func() { stopContainerd(); <-cdone }()
+	select {
+	case <-m.Ready():
+	case err := <-cdone:
+		return fmt.Errorf("containerd: %v (log: %s)", err, m.LogPath())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	imported, err := m.ImportFiles(ctx, bins.images...)
+	if err != nil {
+		return fmt.Errorf("import the e2e images: %w", err)
+	}
+	log.Info("images imported", "count", len(imported))
+
+	for _, agent := range o.agents {
+		if err := clearPods(ctx, m.Endpoint()); err != nil {
+			return fmt.Errorf("before the %s run: %w", agent, err)
+		}
+		res, err := runSuite(ctx, log, o, bins, agent, m.Endpoint())
+		if err != nil {
+			return fmt.Errorf("%s: %w", agent, err)
+		}
+		if err := guard.check(); err != nil {
+			return fmt.Errorf("after the %s run: %w", agent, err)
+		}
+		if err := mergeResults(filepath.Join(o.results, agent+".json"), res); err != nil {
+			return err
+		}
+		log.Info("suite done", "agent", agent, "passed", res.count("passed"), "failed", res.count("failed"),
+			"skipped", res.count("skipped"), "took", res.Took.Round(time.Second))
+	}
+	return clearPods(ctx, m.Endpoint())
+}
+
+// binaries are what a run needs built.
+type binaries struct {
+	kubelet, e2eNode, ginkgo, nodekeeper string
+	images                               []string // OCI image tarballs to import
+}
+
+// buildAll builds (or finds cached) the kubelet, e2e_node.test, ginkgo,
+// agnhost and nodekeeper, and writes the image tarballs under work.
+func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binaries, error) {
+	var b binaries
+	node, err := kubebuild.Node()
+	if err != nil {
+		return b, err
+	}
+	agn, err := kubebuild.Agnhost()
+	if err != nil {
+		return b, err
+	}
+	for _, s := range []toolbuild.Spec{node, agn} {
+		began := time.Now()
+		log.Info("building from hack/kube (cached after the first time; 5-15 min cold)", "cache", s.CacheName)
+		dir, err := toolbuild.Build(s)
+		if err != nil {
+			return b, err
+		}
+		log.Info("built", "cache", s.CacheName, "dir", dir, "took", time.Since(began).Round(time.Second))
+		if s.CacheName == node.CacheName {
+			b.kubelet, b.e2eNode, b.ginkgo = filepath.Join(dir, "kubelet"), filepath.Join(dir, "e2e_node.test"), filepath.Join(dir, "ginkgo")
+		} else {
+			agnhost := filepath.Join(dir, "agnhost")
+			imgs, err := buildImages(ctx, root, filepath.Join(work, "images"), agnhost)
+			if err != nil {
+				return b, err
+			}
+			b.images = imgs
+		}
+	}
+	b.nodekeeper = filepath.Join(work, "bin", "nodekeeper")
+	cmd := exec.CommandContext(ctx, toolbuild.GoTool(), "build", "-o", b.nodekeeper, "./cmd/nodekeeper")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return b, fmt.Errorf("go build ./cmd/nodekeeper: %w\n%s", err, out)
+	}
+	return b, nil
+}
+
+// runSuite runs the suite with agent as its kubelet and returns its results.
+func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, agent, endpoint string) (results, error) {
+	dir := filepath.Join(o.work, agent)
+	if err := os.RemoveAll(dir); err != nil {
+		return results{}, err
+	}
+	binDir, runDir, out := filepath.Join(dir, "bin"), filepath.Join(dir, "run"), filepath.Join(dir, "out")
+	for _, d := range []string{binDir, runDir, out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return results{}, err
+		}
+	}
+	kubelet := filepath.Join(binDir, "kubelet")
+	switch agent {
+	case "kubelet":
+		if err := os.Symlink(b.kubelet, kubelet); err != nil {
+			return results{}, err
+		}
+	case "nodekeeper":
+		script := fmt.Sprintf("#!/bin/sh\n# The node e2e suite starts this as its kubelet.\nexec %s run \"$@\"\n", b.nodekeeper)
+		if err := os.WriteFile(kubelet, []byte(script), 0o755); err != nil {
+			return results{}, err
+		}
+	}
+	// ginkgo runs a compiled suite in the suite's directory, and the suite
+	// writes its kubeconfig and kubelet config into its working directory.
+	suite := filepath.Join(runDir, "e2e_node.test")
+	if err := os.Symlink(b.e2eNode, suite); err != nil {
+		return results{}, err
+	}
+	base := filepath.Join(runDir, "base-kubelet-config.yaml")
+	if err := os.WriteFile(base, []byte(baseKubeletConfig), 0o644); err != nil {
+		return results{}, err
+	}
+	path, err := pathWithout(filepath.Join(dir, "path"), "systemd-run", "systemctl")
+	if err != nil {
+		return results{}, err
+	}
+	report := filepath.Join(out, "report.json")
+	args := []string{
+		"--procs", fmt.Sprint(o.procs), "--no-color", "--timeout", o.timeout.String(),
+		"--label-filter", o.labels,
+		"--json-report", filepath.Base(report), "--output-dir", out, // the report's name is relative to the output dir "--flake-attempts", fmt.Sprint(o.flakes),
+	}
+	for _, f := range o.focus {
+		args = append(args, "--focus", f)
+	}
+	for _, s := range append(skipRegexps(), o.skip...) {
+		args = append(args, "--skip", s)
+	}
+	args = append(args, suite, "--",
+		"--k8s-bin-dir", binDir,
+		"--container-runtime-endpoint", endpoint,
+		"--prepull-images=false",
+		"--kubelet-config-file", base,
+		// Without these the suite moves every process of the machine's root
+		// cgroup into /system, and the container runtime into /docker-daemon.
+		"--kubelet-flags=--system-cgroups= --kubelet-cgroups= --runtime-cgroups=",
+		"--report-dir", out,
+	)
+	cmd := exec.CommandContext(ctx, b.ginkgo, args...)
+	cmd.Dir = runDir
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	logFile, err := os.Create(filepath.Join(out, "ginkgo.log"))
+	if err != nil {
+		return results{}, err
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.WaitDelay = time.Minute
+	log.Info("running the node e2e suite", "agent", agent, "log", logFile.Name(), "procs", o.procs)
+	began := time.Now()
+	runErr := cmd.Run()
+	took := time.Since(began)
+	res, err := readReport(report)
+	if err != nil {
+		if runErr != nil {
+			return results{}, fmt.Errorf("ginkgo: %v (see %s); %w", runErr, logFile.Name(), err)
+		}
+		return results{}, err
+	}
+	res.Took = took
+	res.Agent = agent
+	// ginkgo exits non-zero when a spec failed: that is a result, not an
+	// error. An interrupted or timed-out suite is an error.
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// baseKubeletConfig is the base configuration the suite amends for each
+// agent: cgroup v1 is what this machine has.
+const baseKubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupRoot: /
+podCIDR: ` + podCIDR + `
+`
+
+// pathWithout makes dir a directory of links to every program on $PATH except
+// the named ones, and returns it as a PATH value. The suite starts the kubelet
+// through systemd-run when it finds it, as a unit of the machine's systemd.
+func pathWithout(dir string, omit ...string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for d := range strings.SplitSeq(os.Getenv("PATH"), string(os.PathListSeparator)) {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if slices.Contains(omit, e.Name()) {
+				continue
+			}
+			link := filepath.Join(dir, e.Name())
+			if _, err := os.Lstat(link); err == nil {
+				continue // an earlier PATH entry has it
+			}
+			if err := os.Symlink(filepath.Join(d, e.Name()), link); err != nil {
+				return "", err
+			}
+		}
+	}
+	return dir, nil
+}
+
+// cgroupGuard records the cgroups of processes this program did not start,
+// so a run that moved them is caught.
+type cgroupGuard map[int][]byte
+
+func snapshotCgroups() (cgroupGuard, error) {
+	g := cgroupGuard{}
+	for _, pid := range []int{1, os.Getppid(), os.Getpid()} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			return nil, err
+		}
+		g[pid] = b
+	}
+	return g, nil
+}
+
+func (g cgroupGuard) check() error {
+	for pid, want := range g {
+		got, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			continue // gone
+		}
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("process %d was moved to other cgroups:\n%s\nwas:\n%s", pid, got, want)
+		}
+	}
+	return nil
+}

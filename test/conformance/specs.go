@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os/exec"
+	"regexp"
+	"strings"
+)
+
+// coreFocus is the subset `make conformance` runs when no focus is given:
+// the [NodeConformance] specs of probes, the container runtime, lifecycle
+// hooks, init and sidecar containers, pods, mirror pods and device plugins.
+var coreFocus = []string{
+	`Probing container`,
+	`Container Runtime`,
+	`Container Lifecycle Hook`,
+	`InitContainer`,
+	`SidecarContainers`,
+	`\[sig-node\] Pods should`,
+	`MirrorPod`,
+	`Device Plugin`,
+}
+
+// machineSkip is a spec this machine cannot run, whichever agent runs it.
+type machineSkip struct {
+	re     string // matched against the spec's full text
+	reason string
+}
+
+// machineSkips are the specs that need hardware or kernel features this
+// machine kind lacks.
+var machineSkips = []machineSkip{}
+
+func skipRegexps() []string {
+	var out []string
+	for _, s := range machineSkips {
+		out = append(out, s.re)
+	}
+	return out
+}
+
+// bothFail explains specs that fail on the real kubelet here too.
+type bothFail struct {
+	re     *regexp.Regexp
+	reason string
+}
+
+var bothFails = []bothFail{}
+
+// bothFailReason returns why spec fails on both agents here, "" if unknown.
+func bothFailReason(spec string) string {
+	for _, b := range bothFails {
+		if b.re.MatchString(spec) {
+			return b.reason
+		}
+	}
+	return ""
+}
+
+func gitOutput(args ...string) (string, error) {
+	out, err := exec.Command("git", args...).Output()
+	return strings.TrimSpace(string(out)), err
+}
