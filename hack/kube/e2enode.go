@@ -3,7 +3,7 @@
 // Package kube only records, for go mod tidy, the packages the node e2e test
 // binary (k8s.io/kubernetes/test/e2e_node, built with go test -c) imports from
 // its test files: tidy keeps go.sum entries for the main module's imports but
-// not for a dependency's tests. Regenerate with ./e2enode-imports.sh.
+// not for a dependency's tests. README.md says how to regenerate it.
 package kube
 
 import (
