@@ -72,7 +72,6 @@ func spec(name string, bins, tests map[string]string) (toolbuild.Spec, error) {
 		Module:     Module,
 		Binaries:   bins,
 		Tests:      tests,
-		KeyFiles:   []string{"e2enode.go"},
 		CacheName:  name,
 		DefaultCgo: true,
 		LDFlags: fmt.Sprintf("-X %s.gitVersion=%s -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitTreeState=clean",
