@@ -232,7 +232,7 @@ func standIns(o Options) ([]standIn, error) {
 	}
 	pause := []ocibuild.File{{Path: "/pause", Mode: 0o755, Data: agnhost}}
 	pauseEntry := []string{"/pause", "pause"}
-	pauseDiffers := "/pause is agnhost's pause subcommand, not the C pause program"
+	pauseDiffers := "/pause is agnhost's pause subcommand (exits 2 on SIGTERM, not 0), not the C pause program"
 	if o.Pause != "" {
 		bin, err := os.ReadFile(o.Pause)
 		if err != nil {
@@ -376,16 +376,11 @@ func withPasswd(files []ocibuild.File, extraPasswd, extraGroup []string) []ocibu
 // busyboxUserland is the base of most stand-ins: /bin/busybox with a symlink
 // per applet, bash with its libraries, and the usual directories.
 func busyboxUserland(o Options) ([]ocibuild.File, error) {
-	bin, err := os.ReadFile(o.Busybox)
-	if err != nil {
-		return nil, err
-	}
 	out, err := exec.Command(o.Busybox, "--list").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s --list: %w", o.Busybox, err)
 	}
 	files := []ocibuild.File{
-		{Path: "/bin/busybox", Mode: 0o755, Data: bin},
 		{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
 		{Path: "/root", Mode: fs.ModeDir | 0o700},
 		{Path: "/home", Mode: fs.ModeDir | 0o755},
@@ -400,6 +395,10 @@ func busyboxUserland(o Options) ([]ocibuild.File, error) {
 			continue
 		}
 		files = append(files, ocibuild.File{Path: "/bin/" + name, Mode: fs.ModeSymlink, Link: "busybox"})
+	}
+	// busybox-static needs no libraries; a dynamic busybox gets its own.
+	if files, err = addDynamic(files, o.Busybox, "/bin/busybox"); err != nil {
+		return nil, err
 	}
 	return addDynamic(files, o.Bash, "/bin/bash")
 }
