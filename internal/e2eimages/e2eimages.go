@@ -245,7 +245,7 @@ func standIns(o Options) ([]standIn, error) {
 	busybox := func(ref string) standIn {
 		return standIn{
 			img: ocibuild.Image{Ref: ref, Files: withPasswd(userland, nil, nil), Cmd: []string{"sh"}, Env: []string{defaultPath}},
-			differs: "Debian's busybox-static 1.35 with its applets linked in /bin, plus Debian's bash and its libraries, " +
+			differs: "Debian's busybox-static with its applets linked in /bin, plus Debian's bash and its libraries, " +
 				"instead of upstream busybox " + strings.TrimSuffix(ref[strings.LastIndex(ref, ":")+1:], "-1") + " (no bash)",
 		}
 	}
@@ -275,8 +275,8 @@ func standIns(o Options) ([]standIn, error) {
 		return standIn{
 			img: ocibuild.Image{Ref: ref, Files: merge(files, nginx),
 				Cmd: []string{"nginx", "-g", "daemon off;"}, Env: []string{defaultPath}},
-			differs: "Debian's nginx 1.22 and its libraries (no dynamic modules) on the busybox-static userland, " +
-				"serving /usr/share/nginx/html on :80 with a minimal nginx.conf; no entrypoint script; stop signal SIGTERM, not SIGQUIT",
+			differs: "Debian's nginx (1.22 on bookworm) and its libraries (no dynamic modules) on the busybox-static userland, " +
+				"serving /usr/share/nginx/html on IPv4 :80 only with a minimal nginx.conf; no entrypoint script; stop signal SIGTERM, not SIGQUIT",
 		}
 	}
 	return []standIn{
@@ -443,7 +443,6 @@ http {
 
     server {
         listen 80;
-        listen [::]:80;
         server_name localhost;
         location / {
             root /usr/share/nginx/html;

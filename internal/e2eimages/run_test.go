@@ -174,7 +174,7 @@ func get(t *testing.T, url string) string {
 // TestStandInsRun imports the stand-ins into a private containerd and runs
 // them over CRI the way the e2e tests do.
 func TestStandInsRun(t *testing.T) {
-	integration.Require(t, hostWhy(Options{Agnhost: "/bin/sh"}))
+	integration.Require(t, hostWhy(fakeHost(t)))
 	for _, bin := range []string{"bridge", "host-local", "loopback", "portmap"} {
 		if _, err := os.Stat(filepath.Join("/usr/lib/cni", bin)); err != nil {
 			if _, err := os.Stat(filepath.Join("/opt/cni/bin", bin)); err != nil {
