@@ -35,6 +35,7 @@ const (
 	NonRootRef     = "registry.k8s.io/e2e-test-images/nonroot:1.5"
 	NonewprivsRef  = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 	IpcUtilsRef    = "registry.k8s.io/e2e-test-images/ipc-utils:1.4"
+	GlibcDNSRef    = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
 	PauseRef       = "registry.k8s.io/pause:3.10.2"
 )
 
@@ -72,6 +73,9 @@ type Options struct {
 	// IpcUtils is the directory holding util-linux's ipcs, ipcmk and ipcrm;
 	// default /usr/bin.
 	IpcUtils string
+	// Hostname is Debian's glibc hostname program (package hostname), whose
+	// "hostname -f" resolves through /etc/hosts; default /bin/hostname.
+	Hostname string
 }
 
 // withDefaults fills the empty host paths.
@@ -86,6 +90,7 @@ func (o Options) withDefaults() Options {
 	def(&o.Nginx, "/usr/sbin/nginx")
 	def(&o.MimeTypes, "/etc/nginx/mime.types")
 	def(&o.IpcUtils, "/usr/bin")
+	def(&o.Hostname, "/bin/hostname")
 	return o
 }
 
@@ -134,6 +139,7 @@ func Required(opts Options) []Need {
 	for _, name := range ipcTools {
 		check(filepath.Join(o.IpcUtils, name), "util-linux", true)
 	}
+	check(o.Hostname, "hostname", true)
 	if _, err := exec.LookPath("ldd"); err != nil {
 		missing = append(missing, Need{Path: "ldd", Package: "libc-bin"})
 	}
@@ -230,6 +236,11 @@ func standIns(o Options) ([]standIn, error) {
 			return nil, err
 		}
 	}
+	// Debian's hostname replaces busybox's applet (merge keeps the first).
+	dns, err := addDynamic([]ocibuild.File{{Path: "/etc/nsswitch.conf", Data: []byte(nsswitch)}}, o.Hostname, "/bin/hostname")
+	if err != nil {
+		return nil, err
+	}
 	pause := []ocibuild.File{{Path: "/pause", Mode: 0o755, Data: agnhost}}
 	pauseEntry := []string{"/pause", "pause"}
 	pauseDiffers := "/pause is agnhost's pause subcommand (exits 2 on SIGTERM, not 0), not the C pause program"
@@ -302,6 +313,12 @@ func standIns(o Options) ([]standIn, error) {
 			img: ocibuild.Image{Ref: IpcUtilsRef, Files: merge(withPasswd(userland, nil, nil), ipc),
 				Cmd: []string{"sh"}, Env: []string{defaultPath}},
 			differs: "Debian's util-linux ipcs, ipcmk and ipcrm with their libraries on the busybox-static userland instead of Alpine",
+		},
+		{
+			img: ocibuild.Image{Ref: GlibcDNSRef, Files: merge(dns, withPasswd(userland, nil, nil)),
+				Cmd: []string{"sh"}, Env: []string{defaultPath}},
+			differs: "Debian's glibc hostname (with its libraries and an nsswitch.conf of files then dns) on the busybox-static userland " +
+				"instead of debian:bookworm-slim with dnsutils; no dig, nslookup is busybox's, no coredns",
 		},
 		{
 			img:     ocibuild.Image{Ref: PauseRef, Files: pause, Entrypoint: pauseEntry, User: "65535:65535"},
@@ -423,6 +440,10 @@ func nginxFiles(o Options) ([]ocibuild.File, error) {
 	}
 	return addDynamic(files, o.Nginx, "/usr/sbin/nginx")
 }
+
+// nsswitch is the glibc-dns-testing stand-in's /etc/nsswitch.conf: names
+// resolve through /etc/hosts first, as on Debian.
+const nsswitch = "passwd: files\ngroup: files\nhosts: files dns\n"
 
 // nginxConf is the stand-in's /etc/nginx/nginx.conf.
 const nginxConf = `user nginx;

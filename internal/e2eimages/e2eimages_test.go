@@ -234,7 +234,7 @@ func TestBuild(t *testing.T) {
 			t.Errorf("%s written to %s, want it in %s", img.Ref, img.Path, dir)
 		}
 	}
-	want := []string{BusyboxRef, BusyboxPrevRef, AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, IpcUtilsRef, PauseRef}
+	want := []string{BusyboxRef, BusyboxPrevRef, AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, IpcUtilsRef, GlibcDNSRef, PauseRef}
 	if diff := cmp.Diff(want, refs); diff != "" {
 		t.Fatalf("refs (-want +got):\n%s", diff)
 	}
@@ -285,6 +285,11 @@ func TestBuild(t *testing.T) {
 		NonRootRef:    {cmd: []string{"sh"}, user: "1234", entries: userland},
 		NonewprivsRef: {cmd: []string{"nnp", "nonewprivs"}, entries: with(map[string]entry{"usr/local/bin/nnp": {tar.TypeReg, 0o4755, ""}})},
 		IpcUtilsRef:   {cmd: []string{"sh"}, entries: with(map[string]entry{"usr/bin/ipcs": {tar.TypeReg, 0o755, ""}, "usr/bin/ipcmk": {tar.TypeReg, 0o755, ""}})},
+		GlibcDNSRef: {
+			cmd:      []string{"sh"},
+			entries:  with(map[string]entry{"bin/hostname": {tar.TypeReg, 0o755, ""}}),
+			contains: map[string]string{"etc/nsswitch.conf": "hosts: files dns\n"},
+		},
 		PauseRef: {
 			entrypoint: []string{"/pause"}, user: "65535:65535",
 			entries:  map[string]entry{"pause": {tar.TypeReg, 0o755, ""}},

@@ -302,6 +302,22 @@ func TestStandInsRun(t *testing.T) {
 		}
 	})
 
+	t.Run("glibc-dns-testing", func(t *testing.T) {
+		// The kubelet mounts a hosts file naming the pod's FQDN; hostname -f
+		// finds it there, as the "Hostname of Pod" tests expect.
+		pod := s.runPod(t, "web", false)
+		hosts := filepath.Join(c.Dir, "web-hosts")
+		if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n10.9.9.9 web.sub.default.svc.cluster.local web\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		id := s.container(t, pod, "fqdn", GlibcDNSRef, []string{"sh", "-c", "echo $(hostname)';'$(hostname -f)';'"}, func(cfg *runtimeapi.ContainerConfig) {
+			cfg.Mounts = []*runtimeapi.Mount{{ContainerPath: "/etc/hosts", HostPath: hosts}}
+		})
+		if got := s.logs(t, pod, id, "fqdn"); !strings.Contains(got, " stdout F web;web.sub.default.svc.cluster.local;") {
+			t.Errorf("log %q, want web;web.sub.default.svc.cluster.local;", got)
+		}
+	})
+
 	t.Run("pause", func(t *testing.T) {
 		id := s.container(t, host, "pause", PauseRef, nil, nil)
 		st, err := c.CRI.ContainerStatus(t.Context(), id, false)
