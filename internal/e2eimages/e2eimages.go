@@ -20,7 +20,6 @@ import (
 	"strings"
 
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
 
 // The references of the stand-ins, as the e2e suite of Kubernetes v1.36.3
@@ -342,17 +341,6 @@ func merge(base, more []ocibuild.File) []ocibuild.File {
 		}
 	}
 	return out
-}
-
-// AgnhostSpec is the toolbuild build of a static agnhost from hack/kube, for
-// Options.Agnhost: toolbuild.Build(AgnhostSpec()) returns the directory
-// holding "agnhost".
-func AgnhostSpec() toolbuild.Spec {
-	return toolbuild.Spec{
-		Module:    "hack/kube",
-		Binaries:  map[string]string{"agnhost": "k8s.io/kubernetes/test/images/agnhost"},
-		CacheName: "agnhost",
-	}
 }
 
 // passwd and group are the accounts of the upstream busybox image.

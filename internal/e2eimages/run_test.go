@@ -19,6 +19,16 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
 
+// agnhostSpec is the toolbuild build of a static agnhost from hack/kube
+// (main's internal/kubebuild.Agnhost names the same build).
+func agnhostSpec() toolbuild.Spec {
+	return toolbuild.Spec{
+		Module:    "hack/kube",
+		Binaries:  map[string]string{"agnhost": "k8s.io/kubernetes/test/images/agnhost"},
+		CacheName: "agnhost",
+	}
+}
+
 // agnhostBinary builds agnhost from hack/kube (once per machine, cached by
 // toolbuild) or ends t: skipped in -short mode outside CI, failed if the
 // build fails.
@@ -27,7 +37,7 @@ func agnhostBinary(t *testing.T) string {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("skipping the agnhost build in -short mode")
 	}
-	dir, err := toolbuild.Build(AgnhostSpec())
+	dir, err := toolbuild.Build(agnhostSpec())
 	if err != nil {
 		t.Fatalf("build agnhost: %v", err)
 	}
@@ -220,8 +230,8 @@ func TestStandInsRun(t *testing.T) {
 		}
 	})
 
-	t.Run("busybox default command", func(t *testing.T) {
-		// The image's command is sh; with a command of its own it exits 0.
+	t.Run("busybox logs", func(t *testing.T) {
+		// A container that runs a command and exits, its output in the CRI log.
 		id := s.container(t, host, "once", BusyboxRef, []string{"sh", "-c", "echo ran once"}, nil)
 		if got := s.logs(t, host, id, "once"); !strings.Contains(got, " stdout F ran once") {
 			t.Errorf("log %q, want the line ran once", got)
