@@ -73,10 +73,14 @@ type File struct {
 	// a leading slash is optional. Parent directories are added as needed.
 	Path string
 	// Mode holds the permission bits (0 means 0o644 for a file, 0o755 for a
-	// directory) and fs.ModeDir for a directory.
+	// directory, 0o777 for a symlink), fs.ModeDir for a directory and
+	// fs.ModeSymlink for a symbolic link.
 	Mode fs.FileMode
-	// Data is a regular file's content; a directory has none.
+	// Data is a regular file's content; a directory or symlink has none.
 	Data []byte
+	// Link is a symlink's target, absolute or relative to its directory, e.g.
+	// "busybox" for /bin/sh; only a symlink has one.
+	Link string
 }
 
 // Image is what Write builds.
@@ -240,14 +244,20 @@ func layerTar(files []File) ([]byte, error) {
 		if f.Mode.IsDir() && len(f.Data) > 0 {
 			return nil, fmt.Errorf("Files[%d].Path %q: a directory with data", i, f.Path)
 		}
-		if f.Mode&^(fs.ModeDir|fs.ModePerm|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid) != 0 {
-			return nil, fmt.Errorf("Files[%d].Mode %v: only regular files and directories", i, f.Mode)
+		if f.Mode&^(fs.ModeDir|fs.ModeSymlink|fs.ModePerm|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid) != 0 || f.Mode&fs.ModeDir != 0 && f.Mode&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("Files[%d].Mode %v: only regular files, directories and symlinks", i, f.Mode)
 		}
-		entries[name] = File{Path: f.Path, Mode: f.Mode, Data: f.Data}
+		if symlink := f.Mode&fs.ModeSymlink != 0; symlink != (f.Link != "") {
+			return nil, fmt.Errorf("Files[%d].Path %q: want Link set exactly for a symlink (mode %v, link %q)", i, f.Path, f.Mode, f.Link)
+		}
+		if f.Link != "" && len(f.Data) > 0 {
+			return nil, fmt.Errorf("Files[%d].Path %q: a symlink with data", i, f.Path)
+		}
+		entries[name] = File{Path: f.Path, Mode: f.Mode, Data: f.Data, Link: f.Link}
 		for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
 			if p, ok := entries[dir]; ok {
 				if !p.Mode.IsDir() {
-					return nil, fmt.Errorf("Files[%d].Path %q: its parent %q is a file", i, f.Path, dir)
+					return nil, fmt.Errorf("Files[%d].Path %q: its parent %q is not a directory", i, f.Path, dir)
 				}
 				continue
 			}
@@ -264,8 +274,11 @@ func layerTar(files []File) ([]byte, error) {
 	for _, name := range names {
 		f := entries[name]
 		h := &tar.Header{Name: name, Size: int64(len(f.Data)), ModTime: epoch, Typeflag: tar.TypeReg, Mode: tarMode(f.Mode, 0o644), Format: tar.FormatPAX}
-		if f.Mode.IsDir() {
+		switch {
+		case f.Mode.IsDir():
 			h.Name, h.Typeflag, h.Mode = name+"/", tar.TypeDir, tarMode(f.Mode, 0o755)
+		case f.Link != "":
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, f.Link, tarMode(f.Mode, 0o777)
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, err

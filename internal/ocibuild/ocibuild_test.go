@@ -189,9 +189,13 @@ func TestWriteRejects(t *testing.T) {
 		{"unclean", Image{Ref: "r", Files: []File{{Path: "a//b"}}}, `image r: Files[0].Path "a//b": want a clean path inside the image`},
 		{"root", Image{Ref: "r", Files: []File{{Path: "/"}}}, `image r: Files[0].Path "/": want a clean path inside the image`},
 		{"twice", Image{Ref: "r", Files: []File{{Path: "a"}, {Path: "/a"}}}, `image r: Files[1].Path "/a": named twice`},
-		{"under a file", Image{Ref: "r", Files: []File{{Path: "a"}, {Path: "a/b"}}}, `image r: Files[1].Path "a/b": its parent "a" is a file`},
+		{"under a file", Image{Ref: "r", Files: []File{{Path: "a"}, {Path: "a/b"}}}, `image r: Files[1].Path "a/b": its parent "a" is not a directory`},
+		{"under a symlink", Image{Ref: "r", Files: []File{{Path: "a", Mode: fs.ModeSymlink, Link: "b"}, {Path: "a/b"}}}, `image r: Files[1].Path "a/b": its parent "a" is not a directory`},
 		{"dir with data", Image{Ref: "r", Files: []File{{Path: "d", Mode: fs.ModeDir, Data: []byte("x")}}}, `image r: Files[0].Path "d": a directory with data`},
-		{"symlink", Image{Ref: "r", Files: []File{{Path: "l", Mode: fs.ModeSymlink}}}, `image r: Files[0].Mode L---------: only regular files and directories`},
+		{"pipe", Image{Ref: "r", Files: []File{{Path: "p", Mode: fs.ModeNamedPipe}}}, `image r: Files[0].Mode p---------: only regular files, directories and symlinks`},
+		{"symlink without link", Image{Ref: "r", Files: []File{{Path: "l", Mode: fs.ModeSymlink}}}, `image r: Files[0].Path "l": want Link set exactly for a symlink (mode L---------, link "")`},
+		{"link on a file", Image{Ref: "r", Files: []File{{Path: "l", Link: "x"}}}, `image r: Files[0].Path "l": want Link set exactly for a symlink (mode ----------, link "x")`},
+		{"symlink with data", Image{Ref: "r", Files: []File{{Path: "l", Mode: fs.ModeSymlink, Link: "x", Data: []byte("d")}}}, `image r: Files[0].Path "l": a symlink with data`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -221,6 +225,58 @@ func TestWriteExplicitDirAfterChild(t *testing.T) {
 	}
 	_, modes := readTar(t, files[blobPath(manifest.Layers[0].Digest)])
 	if diff := cmp.Diff(map[string]int64{"d/": 0o700, "d/f": 0o644}, modes); diff != "" {
+		t.Errorf("layer entries (-want +got):\n%s", diff)
+	}
+}
+
+// A symlink is written as a tar symlink entry with its target, 0o777 unless
+// told otherwise.
+func TestWriteSymlink(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	img := Image{Ref: "r", Files: []File{
+		{Path: "/bin/busybox", Mode: 0o755, Data: []byte("bb")},
+		{Path: "/bin/sh", Mode: fs.ModeSymlink, Link: "busybox"},
+		{Path: "/usr/bin/env", Mode: fs.ModeSymlink | 0o755, Link: "/bin/busybox"},
+	}}
+	if _, err := Write(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := readTar(t, buf.Bytes())
+	var index ocispec.Index
+	var manifest ocispec.Manifest
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(files[blobPath(index.Manifests[0].Digest)], &manifest); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		Type byte
+		Mode int64
+		Link string
+	}
+	got := map[string]entry{}
+	tr := tar.NewReader(bytes.NewReader(files[blobPath(manifest.Layers[0].Digest)]))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h.Name] = entry{h.Typeflag, h.Mode, h.Linkname}
+	}
+	want := map[string]entry{
+		"bin/":        {tar.TypeDir, 0o755, ""},
+		"bin/busybox": {tar.TypeReg, 0o755, ""},
+		"bin/sh":      {tar.TypeSymlink, 0o777, "busybox"},
+		"usr/":        {tar.TypeDir, 0o755, ""},
+		"usr/bin/":    {tar.TypeDir, 0o755, ""},
+		"usr/bin/env": {tar.TypeSymlink, 0o755, "/bin/busybox"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("layer entries (-want +got):\n%s", diff)
 	}
 }
