@@ -16,18 +16,9 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
 	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
-
-// agnhostSpec is the toolbuild build of a static agnhost from hack/kube
-// (main's internal/kubebuild.Agnhost names the same build).
-func agnhostSpec() toolbuild.Spec {
-	return toolbuild.Spec{
-		Module:    "hack/kube",
-		Binaries:  map[string]string{"agnhost": "k8s.io/kubernetes/test/images/agnhost"},
-		CacheName: "agnhost",
-	}
-}
 
 // agnhostBinary builds agnhost from hack/kube (once per machine, cached by
 // toolbuild) or ends t: skipped in -short mode outside CI, failed if the
@@ -37,7 +28,11 @@ func agnhostBinary(t *testing.T) string {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("skipping the agnhost build in -short mode")
 	}
-	dir, err := toolbuild.Build(agnhostSpec())
+	spec, err := kubebuild.Agnhost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := toolbuild.Build(spec)
 	if err != nil {
 		t.Fatalf("build agnhost: %v", err)
 	}

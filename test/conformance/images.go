@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/nodekeeper/nodekeeper/internal/e2eimages"
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
@@ -33,5 +34,17 @@ func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, erro
 	if _, err := ocibuild.WriteFile(pause, ocibuild.PauseImage(b)); err != nil {
 		return nil, err
 	}
-	return []string{pause}, nil
+	opts := e2eimages.Options{Agnhost: agnhost, Pause: bin}
+	if need := e2eimages.Required(opts); len(need) > 0 {
+		return nil, fmt.Errorf("the e2e image stand-ins need host programs: %s", e2eimages.InstallCommand(need))
+	}
+	imgs, err := e2eimages.Build(filepath.Join(dir, "e2e"), opts)
+	if err != nil {
+		return nil, err
+	}
+	paths := []string{pause}
+	for _, im := range imgs {
+		paths = append(paths, im.Path)
+	}
+	return paths, nil
 }
