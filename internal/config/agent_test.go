@@ -23,6 +23,8 @@ syncFrequency: 30s
 fileCheckFrequency: 5s
 runtimeRequestTimeout: 1m
 failCgroupV1: true
+healthzBindAddress: 0.0.0.0
+healthzPort: 0
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +33,7 @@ failCgroupV1: true
 		StaticPodPath: "/etc/nk/manifests", RuntimeEndpoint: "unix:///run/x.sock", PodCIDR: "10.99.0.0/24",
 		PodLogsDir: "/tmp/logs", Address: "0.0.0.0", ReadOnlyPort: 0, CgroupDriver: "cgroupfs", CgroupRoot: "/nk",
 		CgroupsPerQOS: true, SyncFrequency: 30 * time.Second, FileCheckFrequency: 5 * time.Second,
-		RuntimeRequestTimeout: time.Minute, FailCgroupV1: true,
+		RuntimeRequestTimeout: time.Minute, FailCgroupV1: true, HealthzBindAddress: "0.0.0.0", HealthzPort: 0,
 	}
 	if diff := cmp.Diff(want, c.Agent); diff != "" {
 		t.Errorf("Agent (-want +got):\n%s", diff)
