@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -198,6 +199,9 @@ func (a Agent) RunnableErr(file string) error {
 		return fieldError(file, "cgroupDriver", a.CgroupDriver, "not supported by nodekeeper run yet; use cgroupfs")
 	case !a.CgroupsPerQOS:
 		return fieldError(file, "cgroupsPerQOS", "false", "not supported by nodekeeper run: pods always get QoS cgroups")
+	case a.ImageServiceEndpoint != "" && a.ImageServiceEndpoint != a.RuntimeEndpoint:
+		return fieldError(file, "imageServiceEndpoint", a.ImageServiceEndpoint,
+			fmt.Sprintf("nodekeeper run pulls images through the runtime endpoint (%q): leave it empty or the same", a.RuntimeEndpoint))
 	}
 	return nil
 }

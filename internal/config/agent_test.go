@@ -60,6 +60,8 @@ func TestAgentFieldErrors(t *testing.T) {
 		{"address not an IP", "address: localhost\n", []string{"address", `"localhost"`}},
 		{"readOnlyPort out of range", "readOnlyPort: 70000\n", []string{"readOnlyPort", `"70000"`}},
 		{"negative syncFrequency", "syncFrequency: -1s\n", []string{"syncFrequency", `"-1s"`}},
+		{"healthzBindAddress not an IP", "healthzBindAddress: localhost\n", []string{"healthzBindAddress", `"localhost"`}},
+		{"healthzPort out of range", "healthzPort: -1\n", []string{"healthzPort", `"-1"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -83,6 +85,8 @@ func TestAgentRunnable(t *testing.T) {
 	for _, tc := range []struct{ data, want string }{
 		{"cgroupDriver: systemd\n", `cgroupDriver: "systemd"`},
 		{"cgroupsPerQOS: false\n", `cgroupsPerQOS: "false"`},
+		{"imageServiceEndpoint: unix:///img.sock\n", `imageServiceEndpoint: "unix:///img.sock"`},
+		{"containerRuntimeEndpoint: unix:///a.sock\nimageServiceEndpoint: unix:///img.sock\n", `imageServiceEndpoint: "unix:///img.sock"`},
 	} {
 		c, err := Parse("k.yaml", []byte(header+tc.data))
 		if err != nil {
