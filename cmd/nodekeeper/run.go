@@ -46,7 +46,8 @@ func newRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use: "run [--config FILE] [--config-dir DIR] [--root-dir DIR] [--hostname-override NAME] [--container-runtime-endpoint URL] " +
-			"[--pod-manifest-path PATH] [--kubeconfig FILE] [--node-ip IP] [--image-dir DIR]... [--v N] [--status-interval D] [--oom-score-adj N]",
+			"[--pod-manifest-path PATH] [--kubeconfig FILE] [--node-ip IP] [--image-dir DIR]... [--v N] [--status-interval D] [--oom-score-adj N] " +
+			"[--image-service-endpoint URL] [--feature-gates NAME=BOOL,...]... [--system-cgroups CG] [--kubelet-cgroups CG] [--runtime-cgroups CG]",
 		Short: "Run the node agent: static pods through containerd, with the node-level managers",
 		Long: `run starts the node agent. Without a containerRuntimeEndpoint it starts and manages
 its own containerd under the root directory, imports the image tarballs in
