@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // writeTree writes files (path relative to dir → content) and returns dir.
@@ -333,4 +335,75 @@ func TestParseFeatureGates(t *testing.T) {
 			wantEq(t, "gates", tc.want, got)
 		})
 	}
+}
+
+// TestLoadSourcesNodeE2EDropIns: the two drop-in files of the node e2e
+// suite's "Kubelet Config ... should merge kubelet configs correctly" test
+// (test/e2e_node/kubelet_config_dir_test.go, which needs systemd to restart
+// the kubelet), merged over the harness's configuration, give what that test
+// expects of /configz: the base configuration with exactly these changes.
+func TestLoadSourcesNodeE2EDropIns(t *testing.T) {
+	t.Parallel()
+	const file = "testdata/e2e-node-kubelet-config.yaml"
+	dir := writeTree(t, t.TempDir(), map[string]string{
+		"10-kubelet.conf": header + `port: 10255
+readOnlyPort: 10257
+clusterDNS: [192.168.1.10]
+systemReserved: {memory: 1Gi}
+authorization: {mode: Webhook, webhook: {cacheAuthorizedTTL: 5m, cacheUnauthorizedTTL: 30s}}
+staticPodURLHeader:
+  kubelet-api-support: ["Authorization: 234APSDFA", "X-Custom-Header: 123"]
+  custom-static-pod: ["Authorization: 223EWRWER", "X-Custom-Header: 456"]
+shutdownGracePeriodByPodPriority:
+- {priority: 1, shutdownGracePeriodSeconds: 60}
+- {priority: 2, shutdownGracePeriodSeconds: 45}
+- {priority: 3, shutdownGracePeriodSeconds: 30}
+featureGates: {PodAndContainerStatsFromCRI: true}
+`,
+		"20-kubelet.conf": header + `clusterDNS: [192.168.1.1, 192.168.1.5, 192.168.1.8]
+port: 8080
+cpuManagerReconcilePeriod: 1s
+systemReserved: {memory: 2Gi}
+authorization: {mode: Webhook, webhook: {cacheAuthorizedTTL: 6m, cacheUnauthorizedTTL: 40s}}
+staticPodURLHeader:
+  kubelet-api-support: ["Authorization: 8945AFSG1", "X-Custom-Header: 987"]
+  custom-static-pod: ["Authorization: 223EWRWER", "X-Custom-Header: 345"]
+shutdownGracePeriodByPodPriority:
+- {priority: 1, shutdownGracePeriodSeconds: 19}
+- {priority: 2, shutdownGracePeriodSeconds: 41}
+- {priority: 6, shutdownGracePeriodSeconds: 30}
+featureGates: {KubeletServiceAccountTokenForCredentialProviders: true, PodAndContainerStatsFromCRI: false, DynamicResourceAllocation: true}
+`,
+	})
+	base, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := LoadSources(Sources{File: file, DropInDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := base.Kubelet
+	want.Port = 8080
+	want.ReadOnlyPort = 10257
+	want.SystemReserved = map[string]string{"memory": "2Gi"}
+	want.ClusterDNS = []string{"192.168.1.1", "192.168.1.5", "192.168.1.8"}
+	want.CPUManagerReconcilePeriod.Duration = time.Second
+	want.StaticPodURLHeader = map[string][]string{
+		"kubelet-api-support": {"Authorization: 8945AFSG1", "X-Custom-Header: 987"},
+		"custom-static-pod":   {"Authorization: 223EWRWER", "X-Custom-Header: 345"},
+	}
+	want.ShutdownGracePeriodByPodPriority = []kubeletv1beta1.ShutdownGracePeriodByPodPriority{
+		{Priority: 1, ShutdownGracePeriodSeconds: 19}, {Priority: 2, ShutdownGracePeriodSeconds: 41}, {Priority: 6, ShutdownGracePeriodSeconds: 30},
+	}
+	want.Authorization.Mode = "Webhook"
+	want.Authorization.Webhook.CacheAuthorizedTTL.Duration = 6 * time.Minute
+	want.Authorization.Webhook.CacheUnauthorizedTTL.Duration = 40 * time.Second
+	want.FeatureGates = map[string]bool{
+		"PodAndContainerStatsFromCRI": false, "DynamicResourceAllocation": true, "KubeletServiceAccountTokenForCredentialProviders": true,
+	}
+	wantEq(t, "merged KubeletConfiguration", want, merged.Kubelet)
+	wantEq(t, "Agent.ReadOnlyPort", int32(10257), merged.Agent.ReadOnlyPort)
+	wantEq(t, "Cluster.Port", int32(8080), merged.Cluster.Port)
+	wantEq(t, "SystemReserved memory", "2Gi", merged.SystemReserved.Memory().String())
 }
