@@ -208,9 +208,8 @@ func build(base *layer, dropIns []layer, f Flags) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		var err2 error
-		if merged, err2 = defaultEvictionHardBeforeMerge(merged, raw); err2 != nil {
-			return nil, invalid(l.name, "%v", err2)
+		if merged, err = defaultEvictionHardBeforeMerge(merged, raw); err != nil {
+			return nil, invalid(l.name, "%v", err)
 		}
 		patch, _ := json.Marshal(raw)
 		if merged, err = jsonpatch.MergePatch(merged, patch); err != nil {
@@ -247,7 +246,11 @@ func build(base *layer, dropIns []layer, f Flags) (*Config, error) {
 	}
 	c.File = name
 	c.Agent.RuntimeCgroups = f.RuntimeCgroups
-	c.Warnings = warnings(name, c, raw, origin)
+	order := []string{name} // the files in the order they were merged
+	for _, l := range dropIns {
+		order = append(order, l.name)
+	}
+	c.Warnings = warnings(name, order, c, raw, origin)
 	return c, nil
 }
 
@@ -279,13 +282,12 @@ func topField(path string) string {
 	return path
 }
 
-// warnings lists, one line each: per file, the fields it sets that
-// nodekeeper ignores; the containerfs thresholds; the cgroups nodekeeper
+// warnings lists, one line each: per file (in order, the merge order), the
+// fields it sets last that nodekeeper ignores; the containerfs thresholds; the cgroups nodekeeper
 // does not move processes into; the feature gates it does not act on.
-func warnings(name string, c *Config, raw map[string]json.RawMessage, origin map[string]string) []string {
+func warnings(name string, order []string, c *Config, raw map[string]json.RawMessage, origin map[string]string) []string {
 	var out []string
 	byFile := map[string][]string{}
-	var files []string // in the order they were merged: the file, then the drop-ins
 	for _, key := range slices.Sorted(maps.Keys(raw)) {
 		if supported[key] || isNull(raw[key]) {
 			continue
@@ -294,23 +296,12 @@ func warnings(name string, c *Config, raw map[string]json.RawMessage, origin map
 		if o, ok := origin[key]; ok {
 			file = o
 		}
-		if byFile[file] == nil {
-			files = append(files, file)
-		}
 		byFile[file] = append(byFile[file], key)
 	}
-	slices.SortStableFunc(files, func(a, b string) int {
-		switch {
-		case a == name:
-			return -1
-		case b == name:
-			return 1
+	for _, file := range order {
+		if keys := byFile[file]; len(keys) > 0 {
+			out = append(out, fmt.Sprintf("%s: fields not supported by nodekeeper and ignored: %s", file, strings.Join(keys, ", ")))
 		}
-		return strings.Compare(a, b)
-	})
-	for _, file := range files {
-		out = append(out, fmt.Sprintf("%s: fields not supported by nodekeeper and ignored: %s",
-			file, strings.Join(byFile[file], ", ")))
 	}
 	if derived := derivedThresholdFields(c.Kubelet); len(derived) > 0 {
 		out = append(out, fmt.Sprintf("%s: %s: containerfs thresholds are derived from nodefs or imagefs; the configured values are ignored, as in the kubelet",

@@ -167,6 +167,17 @@ func TestLoadSourcesMerge(t *testing.T) {
 				}, c.Warnings)
 			},
 		},
+		{
+			name:    "warnings follow the merge order, the walk's",
+			base:    header,
+			dropIns: map[string]string{"a.conf": header + "clusterDNS: [10.0.0.10]\n", "a/x.conf": header + "serializeImagePulls: false\n"},
+			check: func(t *testing.T, c *Config) {
+				wantEq(t, "Warnings", []string{
+					"DIR/a/x.conf: fields not supported by nodekeeper and ignored: serializeImagePulls",
+					"DIR/a.conf: fields not supported by nodekeeper and ignored: clusterDNS",
+				}, c.Warnings)
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
