@@ -23,6 +23,7 @@ require (
 
 require (
 	golang.org/x/sync v0.24.0
+	gopkg.in/evanphx/json-patch.v4 v4.13.0
 	k8s.io/apiserver v0.37.2
 	k8s.io/client-go v0.37.2
 )
@@ -67,7 +68,6 @@ require (
 	golang.org/x/term v0.46.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	k8s.io/streaming v0.37.2 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -33,13 +35,19 @@ type runFlags struct {
 	verbosity, oomScoreAdj                         int
 	imageDirs                                      []string
 	statusEvery                                    time.Duration
+	// The kubelet's flags that nodekeeper accepts with their meaning, for
+	// the node e2e harness, which starts the kubelet with them.
+	configDir, imageEndpoint                      string
+	systemCgroups, kubeletCgroups, runtimeCgroups string
+	featureGates                                  []string
 }
 
 func newRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use: "run [--config FILE] [--root-dir DIR] [--hostname-override NAME] [--container-runtime-endpoint URL] " +
-			"[--pod-manifest-path PATH] [--kubeconfig FILE] [--node-ip IP] [--image-dir DIR]... [--v N] [--status-interval D] [--oom-score-adj N]",
+		Use: "run [--config FILE] [--config-dir DIR] [--root-dir DIR] [--hostname-override NAME] [--container-runtime-endpoint URL] " +
+			"[--pod-manifest-path PATH] [--kubeconfig FILE] [--node-ip IP] [--image-dir DIR]... [--v N] [--status-interval D] [--oom-score-adj N] " +
+			"[--image-service-endpoint URL] [--feature-gates NAME=BOOL,...]... [--system-cgroups CG] [--kubelet-cgroups CG] [--runtime-cgroups CG]",
 		Short: "Run the node agent: static pods through containerd, with the node-level managers",
 		Long: `run starts the node agent. Without a containerRuntimeEndpoint it starts and manages
 its own containerd under the root directory, imports the image tarballs in
@@ -50,14 +58,23 @@ them. With --kubeconfig it joins the cluster of that API server as the Node
 NAME (--hostname-override): it registers the Node and renews its Lease, runs
 the pods bound to it, writes their status, creates mirror pods for its static
 pods and serves the kubelet API on port 10250. While it runs it prints the
-pods' table on stdout when it changes.`,
+pods' table on stdout when it changes. It serves GET /healthz on
+healthzBindAddress:healthzPort (127.0.0.1:10248) once its sync loop has
+listed the runtime. It accepts the kubelet's --feature-gates,
+--system-cgroups, --kubelet-cgroups and --runtime-cgroups, with a warning:
+it acts on no feature gate and moves no process into those cgroups.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annotationDaemon: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAgent(cmd.Context(), cmd, f)
 		},
 	}
-	fl := cmd.Flags()
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// register defines run's flags on fl, setting f's fields.
+func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.config, "config", "", "KubeletConfiguration file (the kubelet's --config)")
 	fl.StringVar(&f.rootDir, "root-dir", daemon.DefaultRootDir, "state directory (the kubelet's --root-dir)")
 	fl.StringVar(&f.hostname, "hostname-override", "", "node name instead of the host name")
@@ -69,39 +86,76 @@ pods' table on stdout when it changes.`,
 	fl.StringArrayVar(&f.imageDirs, "image-dir", nil, "directory of OCI or docker image tarballs to import at start (repeatable)")
 	fl.IntVar(&f.oomScoreAdj, "oom-score-adj", daemon.DefaultOOMScoreAdj, "the agent's own oom_score_adj, in [-1000, 1000] (overrides oomScoreAdj; lowering it needs CAP_SYS_RESOURCE: refused, it is a warning)")
 	fl.DurationVar(&f.statusEvery, "status-interval", 2*time.Second, "how often to check the pods' table and print it when it changed; 0 prints none")
-	return cmd
+	fl.StringVar(&f.configDir, "config-dir", "", "drop-in directory: its *.conf KubeletConfiguration files are merged over --config in lexical order (the kubelet's --config-dir)")
+	fl.StringVar(&f.imageEndpoint, "image-service-endpoint", "", "CRI image endpoint (overrides imageServiceEndpoint); nodekeeper uses the runtime endpoint's, so it must be empty or the same")
+	fl.StringArrayVar(&f.featureGates, "feature-gates", nil, "Name=true|false,... (the kubelet's --feature-gates, merged over featureGates); accepted, nodekeeper acts on none")
+	fl.StringVar(&f.systemCgroups, "system-cgroups", "", "the kubelet's --system-cgroups (overrides systemCgroups); accepted, nodekeeper moves no process")
+	fl.StringVar(&f.kubeletCgroups, "kubelet-cgroups", "", "the kubelet's --kubelet-cgroups (overrides kubeletCgroups); accepted, nodekeeper moves no process")
+	fl.StringVar(&f.runtimeCgroups, "runtime-cgroups", "", "the kubelet's --runtime-cgroups; accepted, nodekeeper moves no process")
+}
+
+// loadRunConfig loads the configuration from --config, --config-dir and the
+// flags that override its fields, and checks that run can use it. Its errors
+// are usage errors but for a file that exists and cannot be read.
+func loadRunConfig(flags *pflag.FlagSet, f runFlags) (*config.Config, error) {
+	str := func(name, v string) *string {
+		if flags.Changed(name) {
+			return &v
+		}
+		return nil
+	}
+	src := config.Sources{File: f.config, DropInDir: f.configDir, Flags: config.Flags{
+		ContainerRuntimeEndpoint: str("container-runtime-endpoint", f.endpoint),
+		ImageServiceEndpoint:     str("image-service-endpoint", f.imageEndpoint),
+		SystemCgroups:            str("system-cgroups", f.systemCgroups),
+		KubeletCgroups:           str("kubelet-cgroups", f.kubeletCgroups),
+		RuntimeCgroups:           f.runtimeCgroups,
+	}}
+	if flags.Changed("pod-manifest-path") {
+		p, err := filepath.Abs(f.manifests)
+		if err != nil {
+			return nil, badInput(fmt.Errorf("--pod-manifest-path %q: %v", f.manifests, err))
+		}
+		src.Flags.PodManifestPath = &p
+	}
+	if flags.Changed("feature-gates") {
+		src.Flags.FeatureGates = map[string]bool{}
+		for _, v := range f.featureGates {
+			gates, err := config.ParseFeatureGates(v)
+			if err != nil {
+				return nil, badInput(fmt.Errorf("--feature-gates: %v", err))
+			}
+			maps.Copy(src.Flags.FeatureGates, gates)
+		}
+	}
+	cfg, err := config.LoadSources(src)
+	if err != nil {
+		if errors.Is(err, config.ErrInvalid) || errors.Is(err, os.ErrNotExist) {
+			return nil, badInput(err)
+		}
+		return nil, err
+	}
+	file := f.config
+	if file == "" {
+		file = "(defaults)"
+	}
+	if err := cfg.Agent.RunnableErr(file); err != nil {
+		return nil, badInput(err)
+	}
+	return cfg, nil
 }
 
 // runAgent loads the configuration, applies the flags and runs the agent.
 func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
-	cfg := config.Default()
-	if f.config != "" {
-		var err error
-		if cfg, err = config.Load(f.config); err != nil {
-			if errors.Is(err, config.ErrInvalid) || errors.Is(err, os.ErrNotExist) {
-				return badInput(err)
-			}
-			return err
-		}
+	cfg, err := loadRunConfig(cmd.Flags(), f)
+	if err != nil {
+		return err
 	}
 	file := f.config
 	if file == "" {
 		file = "(defaults)"
 	}
 	flags := cmd.Flags()
-	if flags.Changed("container-runtime-endpoint") {
-		cfg.Agent.RuntimeEndpoint = f.endpoint
-	}
-	if flags.Changed("pod-manifest-path") {
-		p, err := filepath.Abs(f.manifests)
-		if err != nil {
-			return badInput(fmt.Errorf("--pod-manifest-path %q: %v", f.manifests, err))
-		}
-		cfg.Agent.StaticPodPath = p
-	}
-	if err := cfg.Agent.RunnableErr(file); err != nil {
-		return badInput(err)
-	}
 	oomScore := daemon.DefaultOOMScoreAdj
 	switch {
 	case flags.Changed("oom-score-adj"):
@@ -136,6 +190,9 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
 	}
+	for _, p := range cfg.SkippedDropIns {
+		logger.Debug("Skipped a file of the drop-in directory: not named *"+config.DropInSuffix, "file", p)
+	}
 	if os.Getenv("GOGC") == "" {
 		// A node agent stays small on the node it manages: the Go heap may
 		// grow to 1.5x the live heap rather than 2x (idle with 100 pods:
@@ -165,7 +222,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 			go printStatus(ctx, cmd.OutOrStdout(), r.Pods, f.statusEvery)
 		}
 	}
-	err := daemon.Run(ctx, opts)
+	err = daemon.Run(ctx, opts)
 	var bad daemon.ConfigError
 	if errors.As(err, &bad) {
 		return badInput(err)

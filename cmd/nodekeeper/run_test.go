@@ -7,7 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekeeper/nodekeeper/internal/config"
 )
 
 // TestRunBadInput: configuration and flag errors end `run` before it starts
@@ -37,6 +41,11 @@ func TestRunBadInput(t *testing.T) {
 		{"bad node IP", []string{"--node-ip", "10.1.2"}, []string{"--node-ip", `"10.1.2"`}},
 		{"missing kubeconfig", []string{"--kubeconfig", filepath.Join(dir, "kc")}, []string{"--kubeconfig", filepath.Join(dir, "kc")}},
 		{"malformed kubeconfig", []string{"--kubeconfig", write("kubeconfig", "clusters: [\n")}, []string{"--kubeconfig", "kubeconfig"}},
+		{"bad feature gate", []string{"--feature-gates", "A=maybe"}, []string{"--feature-gates", `"A=maybe"`}},
+		{"missing drop-in directory", []string{"--config-dir", filepath.Join(dir, "nodir")}, []string{"nodir"}},
+		{"bad drop-in", []string{"--config-dir", dropInDir(t, dir, "maxPods: -3\n")}, []string{"50-bad.conf", "maxPods", `"-3"`}},
+		{"other image endpoint", []string{"--container-runtime-endpoint", "unix:///a.sock", "--image-service-endpoint", "unix:///b.sock"},
+			[]string{"imageServiceEndpoint", `"unix:///b.sock"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -80,4 +89,95 @@ func TestRunRootDirLocked(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("the refused agent left %d entries in the root dir, want only the lock", len(entries))
 	}
+}
+
+// TestRunKubeletFlags: every flag the node e2e harness passes the kubelet is
+// accepted by run with the kubelet's meaning.
+func TestRunKubeletFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	conf := filepath.Join(dir, "kubelet-config")
+	dropIns := filepath.Join(dir, "kubelet.conf.d")
+	for name, body := range map[string]string{
+		conf: head + "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\nsystemCgroups: /system\nkubeletCgroups: /kubelet\n" +
+			"featureGates: {A: true}\nmaxPods: 50\n",
+		filepath.Join(dropIns, "10-pods.conf"): head + "maxPods: 60\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := []string{"--config", conf}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, c *config.Config)
+	}{
+		{"config file alone", base, func(t *testing.T, c *config.Config) {
+			wantField(t, "MaxPods", int32(50), c.MaxPods)
+			wantField(t, "SystemCgroups", "/system", c.Agent.SystemCgroups)
+		}},
+		{"--config-dir", append([]string{"--config-dir", dropIns}, base...), func(t *testing.T, c *config.Config) {
+			wantField(t, "MaxPods", int32(60), c.MaxPods)
+		}},
+		{"--system-cgroups= --kubelet-cgroups= empty the fields", append(base, "--system-cgroups=", "--kubelet-cgroups="), func(t *testing.T, c *config.Config) {
+			wantField(t, "cgroups", [2]string{}, [2]string{c.Agent.SystemCgroups, c.Agent.KubeletCgroups})
+			wantField(t, "Kubelet.SystemCgroups", "", c.Kubelet.SystemCgroups)
+		}},
+		{"--runtime-cgroups", append(base, "--runtime-cgroups=/docker-daemon"), func(t *testing.T, c *config.Config) {
+			wantField(t, "RuntimeCgroups", "/docker-daemon", c.Agent.RuntimeCgroups)
+		}},
+		{"--feature-gates merged over featureGates", append(base, "--feature-gates", "B=true,A=false", "--feature-gates=C=true"), func(t *testing.T, c *config.Config) {
+			wantField(t, "FeatureGates", map[string]bool{"A": false, "B": true, "C": true}, c.Agent.FeatureGates)
+		}},
+		{"--container-runtime-endpoint and --image-service-endpoint", append(base, "--container-runtime-endpoint", "unix:///run/x.sock",
+			"--image-service-endpoint", "unix:///run/x.sock"), func(t *testing.T, c *config.Config) {
+			wantField(t, "endpoints", [2]string{"unix:///run/x.sock", "unix:///run/x.sock"}, [2]string{c.Agent.RuntimeEndpoint, c.Agent.ImageServiceEndpoint})
+		}},
+		{"--pod-manifest-path made absolute", append(base, "--pod-manifest-path", "manifests"), func(t *testing.T, c *config.Config) {
+			wd, _ := os.Getwd()
+			wantField(t, "StaticPodPath", filepath.Join(wd, "manifests"), c.Agent.StaticPodPath)
+		}},
+		{"the harness's other flags", append(base, "--kubeconfig", "./kubeconfig", "--root-dir", "/var/lib/kubelet", "--v", "4",
+			"--hostname-override", "h2"), func(t *testing.T, c *config.Config) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var f runFlags
+			fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			f.register(fl)
+			if err := fl.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			c, err := loadRunConfig(fl, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func wantField[T any](t *testing.T, what string, want, got T) {
+	t.Helper()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+// dropInDir makes a drop-in directory under dir holding 50-bad.conf with body.
+func dropInDir(t *testing.T, dir, body string) string {
+	t.Helper()
+	d := filepath.Join(dir, "conf.d")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "50-bad.conf"), []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -28,6 +29,9 @@ const (
 	// kubelet's traditional read-only port 10255 so `nodekeeper get pods`
 	// finds it. An explicit 0 turns it off.
 	defaultReadOnlyPort = 10255
+	// defaultHealthzBindAddress and defaultHealthzPort are the kubelet's.
+	defaultHealthzBindAddress = "127.0.0.1"
+	defaultHealthzPort        = 10248
 )
 
 // Agent holds the resolved fields `nodekeeper run` uses beyond the managers'.
@@ -66,6 +70,18 @@ type Agent struct {
 	// FailCgroupV1 refuses to start on a cgroup v1 host (nodekeeper's default is
 	// false: it supports cgroup v1).
 	FailCgroupV1 bool
+	// HealthzBindAddress and HealthzPort are where GET /healthz is served on
+	// its own (the kubelet's 127.0.0.1:10248); port 0 turns it off.
+	HealthzBindAddress string
+	HealthzPort        int32
+	// SystemCgroups, KubeletCgroups (fields and flags) and RuntimeCgroups
+	// (the --runtime-cgroups flag only) are accepted as the kubelet's, but
+	// nodekeeper moves no process into them: set, they are reported in
+	// Config.Warnings.
+	SystemCgroups, KubeletCgroups, RuntimeCgroups string
+	// FeatureGates are featureGates with --feature-gates merged over them.
+	// nodekeeper acts on none: set, they are reported in Config.Warnings.
+	FeatureGates map[string]bool
 }
 
 // resolveAgent defaults and validates the agent's fields of k in place and
@@ -134,6 +150,18 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 	if k.EnableProfilingHandler == nil {
 		k.EnableProfilingHandler = new(true)
 	}
+	if k.HealthzBindAddress == "" {
+		k.HealthzBindAddress = defaultHealthzBindAddress
+	}
+	if net.ParseIP(k.HealthzBindAddress) == nil {
+		return fail("healthzBindAddress", k.HealthzBindAddress, "not an IP address")
+	}
+	if k.HealthzPort == nil {
+		k.HealthzPort = new(int32(defaultHealthzPort))
+	}
+	if p := *k.HealthzPort; p < 0 || p > 65535 {
+		return fail("healthzPort", strconv.Itoa(int(p)), "must be between 0 and 65535")
+	}
 	failV1 := false
 	if k.FailCgroupV1 != nil {
 		failV1 = *k.FailCgroupV1
@@ -153,6 +181,11 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		FileCheckFrequency:    k.FileCheckFrequency.Duration,
 		RuntimeRequestTimeout: k.RuntimeRequestTimeout.Duration,
 		FailCgroupV1:          failV1,
+		HealthzBindAddress:    k.HealthzBindAddress,
+		HealthzPort:           *k.HealthzPort,
+		SystemCgroups:         k.SystemCgroups,
+		KubeletCgroups:        k.KubeletCgroups,
+		FeatureGates:          k.FeatureGates,
 
 		EnableProfilingHandler: *k.EnableProfilingHandler,
 	}, nil
@@ -166,6 +199,9 @@ func (a Agent) RunnableErr(file string) error {
 		return fieldError(file, "cgroupDriver", a.CgroupDriver, "not supported by nodekeeper run yet; use cgroupfs")
 	case !a.CgroupsPerQOS:
 		return fieldError(file, "cgroupsPerQOS", "false", "not supported by nodekeeper run: pods always get QoS cgroups")
+	case a.ImageServiceEndpoint != "" && a.ImageServiceEndpoint != a.RuntimeEndpoint:
+		return fieldError(file, "imageServiceEndpoint", a.ImageServiceEndpoint,
+			fmt.Sprintf("nodekeeper run pulls images through the runtime endpoint (%q): leave it empty or the same", a.RuntimeEndpoint))
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ syncFrequency: 30s
 fileCheckFrequency: 5s
 runtimeRequestTimeout: 1m
 failCgroupV1: true
+healthzBindAddress: 0.0.0.0
+healthzPort: 0
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +33,7 @@ failCgroupV1: true
 		StaticPodPath: "/etc/nk/manifests", RuntimeEndpoint: "unix:///run/x.sock", PodCIDR: "10.99.0.0/24",
 		PodLogsDir: "/tmp/logs", Address: "0.0.0.0", ReadOnlyPort: 0, CgroupDriver: "cgroupfs", CgroupRoot: "/nk",
 		CgroupsPerQOS: true, SyncFrequency: 30 * time.Second, FileCheckFrequency: 5 * time.Second,
-		RuntimeRequestTimeout: time.Minute, FailCgroupV1: true,
+		RuntimeRequestTimeout: time.Minute, FailCgroupV1: true, HealthzBindAddress: "0.0.0.0", HealthzPort: 0,
 	}
 	if diff := cmp.Diff(want, c.Agent); diff != "" {
 		t.Errorf("Agent (-want +got):\n%s", diff)
@@ -58,6 +60,8 @@ func TestAgentFieldErrors(t *testing.T) {
 		{"address not an IP", "address: localhost\n", []string{"address", `"localhost"`}},
 		{"readOnlyPort out of range", "readOnlyPort: 70000\n", []string{"readOnlyPort", `"70000"`}},
 		{"negative syncFrequency", "syncFrequency: -1s\n", []string{"syncFrequency", `"-1s"`}},
+		{"healthzBindAddress not an IP", "healthzBindAddress: localhost\n", []string{"healthzBindAddress", `"localhost"`}},
+		{"healthzPort out of range", "healthzPort: -1\n", []string{"healthzPort", `"-1"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -81,6 +85,8 @@ func TestAgentRunnable(t *testing.T) {
 	for _, tc := range []struct{ data, want string }{
 		{"cgroupDriver: systemd\n", `cgroupDriver: "systemd"`},
 		{"cgroupsPerQOS: false\n", `cgroupsPerQOS: "false"`},
+		{"imageServiceEndpoint: unix:///img.sock\n", `imageServiceEndpoint: "unix:///img.sock"`},
+		{"containerRuntimeEndpoint: unix:///a.sock\nimageServiceEndpoint: unix:///img.sock\n", `imageServiceEndpoint: "unix:///img.sock"`},
 	} {
 		c, err := Parse("k.yaml", []byte(header+tc.data))
 		if err != nil {

@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +77,14 @@ var supported = map[string]bool{
 	"fileCheckFrequency":    true,
 	"runtimeRequestTimeout": true,
 	"failCgroupV1":          true,
+	"healthzBindAddress":    true,
+	"healthzPort":           true,
+	"oomScoreAdj":           true, // the agent's own, set by nodekeeper run
+	// Accepted with a warning when set (sources.go): nodekeeper moves no
+	// process into these cgroups and acts on no feature gate.
+	"systemCgroups":  true,
+	"kubeletCgroups": true,
+	"featureGates":   true,
 	// A cluster node's fields (cluster.go).
 	"enableServer":              true,
 	"port":                      true,
@@ -130,9 +137,14 @@ type Config struct {
 	// Cluster holds the fields `nodekeeper run --kubeconfig` uses.
 	Cluster Cluster
 	// Warnings names every field set in the file that nodekeeper does not support
-	// and ignores (one entry), and the containerfs thresholds, which are ignored as
-	// the kubelet ignores them (one entry).
+	// and ignores (one entry per file: the configuration file, then each drop-in
+	// that sets one), the containerfs thresholds, which are ignored as the
+	// kubelet ignores them (one entry), the systemCgroups, kubeletCgroups and
+	// --runtime-cgroups set (one entry) and the feature gates set (one entry).
 	Warnings []string
+	// SkippedDropIns are the files of the drop-in directory that are not
+	// named *.conf, which LoadSources skips.
+	SkippedDropIns []string
 }
 
 // Load reads, decodes, defaults and validates the configuration file at path.
@@ -140,43 +152,16 @@ type Config struct {
 // errors.Is(err, fs.ErrNotExist) works); every problem with its content wraps
 // ErrInvalid and names the file, the field and the value.
 func Load(path string) (*Config, error) {
-	data, err := inputs.ReadFile(context.Background(), path, inputs.DefaultMaxInputSize)
+	data, err := readConfig(path)
 	if err != nil {
-		if tl := (*inputs.TooLargeError)(nil); errors.As(err, &tl) {
-			return nil, invalidInput{err} // too large: "FILE: larger than the input size limit ..."
-		}
-		return nil, fmt.Errorf("load kubelet configuration: %w", err)
+		return nil, err
 	}
 	return Parse(path, data)
 }
 
 // Parse is Load for data already read; name is used in errors and as Config.File.
 func Parse(name string, data []byte) (*Config, error) {
-	kc, raw, err := decode(name, data)
-	if err != nil {
-		return nil, err
-	}
-	c, err := resolve(name, kc, raw)
-	if err != nil {
-		return nil, err
-	}
-	c.File = name
-	var ignored []string
-	for key, r := range raw {
-		if !supported[key] && !isNull(r) {
-			ignored = append(ignored, key)
-		}
-	}
-	if len(ignored) > 0 {
-		slices.Sort(ignored)
-		c.Warnings = []string{fmt.Sprintf("%s: fields not supported by nodekeeper and ignored: %s",
-			name, strings.Join(ignored, ", "))}
-	}
-	if derived := derivedThresholdFields(c.Kubelet); len(derived) > 0 {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %s: containerfs thresholds are derived from nodefs or imagefs; the configured values are ignored, as in the kubelet",
-			name, strings.Join(derived, ", ")))
-	}
-	return c, nil
+	return build(&layer{name: name, data: data}, nil, Flags{})
 }
 
 // derivedThresholdFields names the containerfs entries of the eviction maps.
@@ -226,8 +211,22 @@ func (e invalidInput) Is(target error) bool { return target == ErrInvalid }
 // fieldError returns an error of class ErrInvalid naming field and value, in the
 // same form as eviction.FieldError.
 func fieldError(file, field, value, reason string) error {
-	return invalid(file, "%s: %q: %s", field, value, reason)
+	return &fieldErr{file: file, field: field, value: value, reason: reason}
 }
+
+// fieldErr is an error of class ErrInvalid about one field's value. file is
+// where the value came from: when drop-in files or flags are merged over the
+// file, LoadSources names the one that last set the field.
+type fieldErr struct {
+	file, field, value, reason string
+	cause                      error // the *eviction.FieldError it comes from, or nil
+}
+
+func (e *fieldErr) Error() string {
+	return fmt.Sprintf("%s: %v: %s: %q: %s", e.file, ErrInvalid, e.field, e.value, e.reason)
+}
+func (e *fieldErr) Is(target error) bool { return target == ErrInvalid }
+func (e *fieldErr) Unwrap() error        { return e.cause }
 
 // decode turns YAML or JSON into a KubeletConfiguration, strictly (package
 // decode: the rule every input shares). It also returns the file's top-level
@@ -408,6 +407,9 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 		EnforceNodeAllocatable: k.EnforceNodeAllocatable,
 	})
 	if err != nil {
+		if fe := (*eviction.FieldError)(nil); errors.As(err, &fe) {
+			return nil, &fieldErr{file: name, field: fe.Field, value: fe.Value, reason: fe.Reason, cause: err}
+		}
 		return nil, fmt.Errorf("%s: %w: %w", name, ErrInvalid, err)
 	}
 	if err := checkThresholdRange(name, k); err != nil {

@@ -95,6 +95,8 @@ func TestDefault(t *testing.T) {
 				CacheAuthorizedTTL: metav1.Duration{Duration: 5 * time.Minute}, CacheUnauthorizedTTL: metav1.Duration{Duration: 30 * time.Second},
 			}},
 			EnableDebuggingHandlers:   new(true),
+			HealthzBindAddress:        "127.0.0.1",
+			HealthzPort:               new(int32(10248)),
 			NodeStatusUpdateFrequency: metav1.Duration{Duration: 10 * time.Second},
 			NodeStatusReportFrequency: metav1.Duration{Duration: 5 * time.Minute},
 			NodeLeaseDurationSeconds:  40,
@@ -122,6 +124,7 @@ func TestDefault(t *testing.T) {
 			PodLogsDir: "/var/log/pods", Address: "127.0.0.1", ReadOnlyPort: 10255, EnableProfilingHandler: true,
 			CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
 			SyncFrequency: time.Minute, FileCheckFrequency: 20 * time.Second, RuntimeRequestTimeout: 2 * time.Minute,
+			HealthzBindAddress: "127.0.0.1", HealthzPort: 10248,
 		},
 		Eviction: eviction.Config{
 			Thresholds:                    defaultHardThresholds(),
@@ -322,7 +325,7 @@ func TestLoadWarnings(t *testing.T) {
 			file: "testdata/kubeadm.yaml",
 			want: []string{"testdata/kubeadm.yaml: fields not supported by nodekeeper and ignored: " +
 				"clusterDNS, clusterDomain, cpuManagerReconcilePeriod, " +
-				"healthzBindAddress, healthzPort, httpCheckFrequency, logging, memorySwap, rotateCertificates, " +
+				"httpCheckFrequency, logging, memorySwap, rotateCertificates, " +
 				"shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, " +
 				"volumeStatsAggPeriod"},
 		},

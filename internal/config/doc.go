@@ -40,6 +40,17 @@
 //	                                  containerd (the kubelet defaults it to
 //	                                  containerd's socket)
 //	imageServiceEndpoint              kept as written; empty means the runtime's
+//	healthzBindAddress, healthzPort   127.0.0.1, 10248; port 0 turns it off (defaults.go)
+//	systemCgroups, kubeletCgroups     none; accepted, but nodekeeper moves no process
+//	                                  into them (a warning when set)
+//	featureGates                      none; nodekeeper acts on none (a warning when set)
+//
+// LoadSources adds the kubelet's other two sources: the drop-in directory
+// (--config-dir), whose *.conf files are merged over the file in lexical
+// order as JSON merge patches (cmd/kubelet/app/server.go,
+// mergeKubeletConfigurations: over the file's defaulted evictionHard), and the
+// command-line flags that set a field, which win over both. An error names
+// the file or the flag that set the field last.
 //
 // Validation follows the kubelet's (pkg/kubelet/apis/config/validation and
 // pkg/kubelet/eviction/helpers.go): thresholds as eviction.ParseThresholds

@@ -419,6 +419,15 @@ func Run(ctx context.Context, o Options) error {
 		},
 		Healthz: []server.Check{{Name: "syncloop", Check: func(context.Context) error { return ag.Healthy() }}},
 	}
+	// The kubelet's healthz port (127.0.0.1:10248): what the node e2e
+	// harness and kubeadm poll. A taken port is logged and retried.
+	if ac.HealthzPort != 0 {
+		hz, err := newHealthz(ac.HealthzBindAddress, int(ac.HealthzPort), shared.Healthz, 0, log.With("subsystem", "healthz"))
+		if err != nil {
+			return ConfigError{err}
+		}
+		g.Go(func() error { return hz.Run(ctx) })
+	}
 	var addr string
 	if ac.ReadOnlyPort != 0 {
 		deps := shared
