@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,8 +84,8 @@ func run(ctx context.Context, o runOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.results, err = filepath.Abs(filepath.Join(root, o.results)); err != nil {
-		return err
+	if !filepath.IsAbs(o.results) {
+		o.results = filepath.Join(root, o.results)
 	}
 	if err := os.MkdirAll(o.work, 0o755); err != nil {
 		return err
@@ -248,7 +249,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 		"--kubelet-config-file", base,
 		// Without these the suite moves every process of the machine's root
 		// cgroup into /system, and the container runtime into /docker-daemon.
-		"--kubelet-flags=--system-cgroups= --kubelet-cgroups= --runtime-cgroups=",
+		"--kubelet-flags=--system-cgroups= --kubelet-cgroups= --runtime-cgroups= --root-dir="+filepath.Join(dir, "root"),
 		"--report-dir", out,
 	)
 	cmd := exec.CommandContext(ctx, b.ginkgo, args...)
@@ -261,6 +262,9 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	defer logFile.Close()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.WaitDelay = time.Minute
+	if err := portsFree(suitePorts...); err != nil {
+		return results{}, err
+	}
 	log.Info("running the node e2e suite", "agent", agent, "log", logFile.Name(), "procs", o.procs)
 	began := time.Now()
 	runErr := cmd.Run()
@@ -274,12 +278,32 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	}
 	res.Took = took
 	res.Agent = agent
+	if len(res.Specs) == 0 {
+		return res, fmt.Errorf("no spec ran (see %s): %v", logFile.Name(), runErr)
+	}
 	// ginkgo exits non-zero when a spec failed: that is a result, not an
 	// error. An interrupted or timed-out suite is an error.
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// suitePorts are the fixed ports of the suite's services and its kubelet:
+// kube-apiserver, healthz, the kubelet API and its read-only port.
+var suitePorts = []int{6443, 10248, 10250, 10255}
+
+// portsFree fails naming the first of ports something listens on, on
+// loopback: the suite would fail to start, or talk to someone else's server.
+func portsFree(ports ...int) error {
+	for _, p := range ports {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			return fmt.Errorf("port %d is taken (the suite needs %v free): %w", p, ports, err)
+		}
+		l.Close()
+	}
+	return nil
 }
 
 // baseKubeletConfig is the base configuration the suite amends for each
