@@ -146,6 +146,7 @@ podLogsDir: %s
 cgroupRoot: %s
 podCIDR: %s
 readOnlyPort: %d
+healthzPort: 0
 fileCheckFrequency: 2s
 %s`, a.Manifests, a.Logs, a.CgroupRoot, a.PodCIDR, port, opts.Config)
 	if err := os.WriteFile(a.ConfigPath, []byte(cfg), 0o644); err != nil {
