@@ -8,6 +8,7 @@ package ocibuild
 import (
 	"archive/tar"
 	"bytes"
+	_ "crypto/sha256" // go-digest's SHA-256 is crypto's registered hash
 	"encoding/json"
 	"errors"
 	"fmt"
