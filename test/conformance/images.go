@@ -15,36 +15,36 @@ import (
 // buildImages writes the OCI tarballs the runs import into dir: nodekeeper's
 // pause image (containerd's sandbox image) and the stand-ins of the suite's
 // e2e test images.
-func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, error) {
+func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, []e2eimages.Image, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	bin := filepath.Join(dir, "pause.bin")
 	cmd := exec.CommandContext(ctx, toolbuild.GoTool(), "build", "-o", bin, "./images/pause")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./images/pause: %w\n%s", err, out)
+		return nil, nil, fmt.Errorf("go build ./images/pause: %w\n%s", err, out)
 	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pause := filepath.Join(dir, "pause.tar")
 	if _, err := ocibuild.WriteFile(pause, ocibuild.PauseImage(b)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts := e2eimages.Options{Agnhost: agnhost, Pause: bin}
 	if need := e2eimages.Required(opts); len(need) > 0 {
-		return nil, fmt.Errorf("the e2e image stand-ins need host programs: %s", e2eimages.InstallCommand(need))
+		return nil, nil, fmt.Errorf("the e2e image stand-ins need host programs: %s", e2eimages.InstallCommand(need))
 	}
 	imgs, err := e2eimages.Build(filepath.Join(dir, "e2e"), opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	paths := []string{pause}
 	for _, im := range imgs {
 		paths = append(paths, im.Path)
 	}
-	return paths, nil
+	return paths, imgs, nil
 }

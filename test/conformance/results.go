@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/e2eimages"
 )
 
 // results are one agent's outcomes, by spec, over every run so far: a run
@@ -128,6 +129,44 @@ func loadResults(path string) (results, error) {
 		return r, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// standIn is one stand-in image as the report lists it.
+type standIn struct {
+	Ref     string `json:"ref"`
+	Differs string `json:"differs"`
+}
+
+// writeStandIns records the stand-in images of the run for the report.
+func writeStandIns(path string, imgs []e2eimages.Image) error {
+	var list []standIn
+	for _, im := range imgs {
+		list = append(list, standIn{Ref: im.Ref, Differs: im.Differs})
+	}
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// readStandIns reads what writeStandIns wrote; a missing file is none.
+func readStandIns(path string) ([]standIn, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var list []standIn
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return list, nil
 }
 
 // revision is nodekeeper's git revision, "" outside a work tree.

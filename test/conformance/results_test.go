@@ -74,13 +74,14 @@ func TestWriteReport(t *testing.T) {
 		"nodekeeper": {Specs: map[string]result{"x passes on both": {State: "passed"}, "y a gap": {State: "failed", Message: "timed | out"}}},
 	}
 	var buf bytes.Buffer
-	writeReport(&buf, "v1.36.3", all, res)
+	writeReport(&buf, "v1.36.3", all, res, []standIn{{Ref: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", Differs: "Debian busybox"}})
 	doc := buf.String()
 	for _, want := range []string{
 		"| kubelet | 2 | 0 | 0 | 1 |",
 		"| nodekeeper | 1 | 1 | 0 | 1 |",
 		"- y a gap: failed: timed \\| out",
 		"| z not run | not run | not run |",
+		"| registry.k8s.io/e2e-test-images/busybox:1.37.0-1 | Debian busybox |",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)

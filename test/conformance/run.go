@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
+	"github.com/nodekeeper/nodekeeper/internal/e2eimages"
 	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
@@ -94,6 +95,9 @@ func run(ctx context.Context, o runOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := writeStandIns(filepath.Join(o.results, "images.json"), bins.standIns); err != nil {
+		return err
+	}
 	guard, err := snapshotCgroups()
 	if err != nil {
 		return err
@@ -150,6 +154,7 @@ func run(ctx context.Context, o runOptions) error {
 type binaries struct {
 	kubelet, e2eNode, ginkgo, nodekeeper string
 	images                               []string // OCI image tarballs to import
+	standIns                             []e2eimages.Image
 }
 
 // buildAll builds (or finds cached) the kubelet, e2e_node.test, ginkgo,
@@ -176,11 +181,11 @@ func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binarie
 			b.kubelet, b.e2eNode, b.ginkgo = filepath.Join(dir, "kubelet"), filepath.Join(dir, "e2e_node.test"), filepath.Join(dir, "ginkgo")
 		} else {
 			agnhost := filepath.Join(dir, "agnhost")
-			imgs, err := buildImages(ctx, root, filepath.Join(work, "images"), agnhost)
+			paths, imgs, err := buildImages(ctx, root, filepath.Join(work, "images"), agnhost)
 			if err != nil {
 				return b, err
 			}
-			b.images = imgs
+			b.images, b.standIns = paths, imgs
 		}
 	}
 	b.nodekeeper = filepath.Join(work, "bin", "nodekeeper")
