@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/e2eimages"
@@ -132,6 +135,9 @@ func run(ctx context.Context, o runOptions) error {
 
 	for _, agent := range o.agents {
 		if err := clearPods(ctx, m.Endpoint()); err != nil {
+			return fmt.Errorf("before the %s run: %w", agent, err)
+		}
+		if err := cleanKubeletRoot(kubeletRoot); err != nil {
 			return fmt.Errorf("before the %s run: %w", agent, err)
 		}
 		res, err := runSuite(ctx, log, o, bins, agent, m.Endpoint())
@@ -254,7 +260,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 		"--kubelet-config-file", base,
 		// Without these the suite moves every process of the machine's root
 		// cgroup into /system, and the container runtime into /docker-daemon.
-		"--kubelet-flags=--system-cgroups= --kubelet-cgroups= --runtime-cgroups= --root-dir="+filepath.Join(dir, "root"),
+		"--kubelet-flags=--system-cgroups= --kubelet-cgroups= --runtime-cgroups=",
 		"--report-dir", out,
 	)
 	cmd := exec.CommandContext(ctx, b.ginkgo, args...)
@@ -292,6 +298,61 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// kubeletRoot is the suite's --root-dir for its kubelet. Specs use paths
+// under it directly (the device-plugin and pod-resources sockets), so both
+// agents run on it, each from a clean directory.
+const kubeletRoot = "/var/lib/kubelet"
+
+// rootMarker, in kubeletRoot, says the directory is this program's to clean.
+const rootMarker = ".nodekeeper-conformance"
+
+// cleanKubeletRoot empties dir for the next agent: it unmounts what the last
+// one mounted beneath it (volumes) and removes its files. A dir that exists
+// without rootMarker belongs to someone else, a kubelet of this machine: it is
+// left alone and the run refused.
+func cleanKubeletRoot(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	case len(entries) > 0 && !slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == rootMarker }):
+		return fmt.Errorf("%s exists and was not made by this program (no %s in it): the suite's kubelet uses it; move it away first", dir, rootMarker)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var under []string
+	for line := range strings.Lines(string(mounts)) {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			under = append(under, f[4])
+		}
+	}
+	slices.SortFunc(under, func(a, b string) int { return len(b) - len(a) }) // deepest first
+	for _, m := range under {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", m, err)
+		}
+	}
+	entries, err = os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != rootMarker {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, rootMarker), []byte("made by nodekeeper's test/conformance; emptied before each run\n"), 0o644)
 }
 
 // suitePorts are the fixed ports of the suite's services and its kubelet:
