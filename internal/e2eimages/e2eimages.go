@@ -72,6 +72,9 @@ type Options struct {
 	// IpcUtils is the directory holding util-linux's ipcs, ipcmk and ipcrm;
 	// default /usr/bin.
 	IpcUtils string
+	// Curl is the host's curl, copied with its libraries into the agnhost
+	// images (specs' exec hooks call it there); default /usr/bin/curl.
+	Curl string
 	// Hostname is Debian's glibc hostname program (package hostname), whose
 	// "hostname -f" resolves through /etc/hosts; default /bin/hostname.
 	Hostname string
@@ -90,6 +93,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MimeTypes, "/etc/nginx/mime.types")
 	def(&o.IpcUtils, "/usr/bin")
 	def(&o.Hostname, "/bin/hostname")
+	def(&o.Curl, "/usr/bin/curl")
 	return o
 }
 
@@ -139,6 +143,7 @@ func Required(opts Options) []Need {
 		check(filepath.Join(o.IpcUtils, name), "util-linux", true)
 	}
 	check(o.Hostname, "hostname", true)
+	check(o.Curl, "curl", true)
 	if _, err := exec.LookPath("ldd"); err != nil {
 		missing = append(missing, Need{Path: "ldd", Package: "libc-bin"})
 	}
@@ -240,6 +245,10 @@ func standIns(o Options) ([]standIn, error) {
 	if err != nil {
 		return nil, err
 	}
+	curl, err := addDynamic(nil, o.Curl, "/usr/bin/curl")
+	if err != nil {
+		return nil, err
+	}
 	pause := []ocibuild.File{{Path: "/pause", Mode: 0o755, Data: agnhost}}
 	pauseEntry := []string{"/pause", "pause"}
 	pauseDiffers := "/pause is agnhost's pause subcommand (exits 2 on SIGTERM, not 0), not the C pause program"
@@ -269,11 +278,12 @@ func standIns(o Options) ([]standIn, error) {
 			ocibuild.File{Path: "/uploads", Mode: fs.ModeDir | 0o755},
 			ocibuild.File{Path: "/home/user-defined-in-image", Mode: fs.ModeDir | 0o755},
 		)
-		differs := "agnhost v1.36.3 built from source on the busybox-static userland (with bash) instead of Alpine; " +
-			"no curl, dig, iproute2, iperf, netcat-openbsd, coredns, porter certificates or fake registry"
+		files = merge(files, curl)
+		differs := "agnhost v1.36.3 built from source on the busybox-static userland (with bash and Debian's curl) instead of Alpine; " +
+			"no dig, iproute2, iperf, netcat-openbsd, coredns, porter certificates or fake registry"
 		if ref == AgnhostPrevRef {
-			differs = "the same agnhost binary as agnhost:2.63.0 (not 2.55), on the busybox-static userland; " +
-				"no curl, dig, iproute2, iperf, netcat-openbsd, coredns, porter certificates or fake registry"
+			differs = "the same agnhost binary as agnhost:2.63.0 (not 2.55), on the busybox-static userland with Debian's curl; " +
+				"no dig, iproute2, iperf, netcat-openbsd, coredns, porter certificates or fake registry"
 		}
 		return standIn{
 			img:     ocibuild.Image{Ref: ref, Files: files, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{defaultPath}},

@@ -243,6 +243,10 @@ func TestStandInsRun(t *testing.T) {
 			if got := s.exec(t, id, "sh", "-c", "cat /etc/group | grep group-defined-in-image; ls -l /agnhost-2"); !strings.Contains(got, "50000") || !strings.Contains(got, "-> agnhost") {
 				t.Errorf("%s: printed %q", ref, got)
 			}
+			// The lifecycle-hook specs' exec hooks curl the handler pod.
+			if got := s.exec(t, id, "sh", "-c", fmt.Sprintf("curl -s http://127.0.0.1:%d/echo?msg=from-curl", port)); got != "from-curl" {
+				t.Errorf("%s: curl in the container printed %q, want the echo", ref, got)
+			}
 		}
 	})
 
