@@ -131,7 +131,8 @@ func kubeletAPI(o Options, nodeIP string, shared server.Deps, pods func() []*v1.
 	cfg := kubeletserver.ConfigFrom(&o.Config.Kubelet, o.NodeName, o.RootDir, o.NodeName, []net.IP{net.ParseIP(nodeIP)})
 	cfg.Address = o.Config.Cluster.Address
 	ks, err := kubeletserver.New(cfg, kubeletserver.Deps{
-		Pods: pods, Runtime: rt, Shared: reads.Handler(), Client: client, Logger: log.With("subsystem", "kubelet-api"),
+		Pods: pods, Runtime: rt, Shared: reads.Handler(), Logger: log.With("subsystem", "kubelet-api"),
+		TokenReviews: client.AuthenticationV1().TokenReviews(), SubjectAccessReviews: client.AuthorizationV1().SubjectAccessReviews(),
 	})
 	if err != nil {
 		return nil, ConfigError{err}
