@@ -10,7 +10,7 @@
 // 15 MB of the agent's 80 MB, most of it paged in. The interfaces here have
 // the method signatures of client-go's typed interfaces, so a
 // kubernetes.Interface's clients (and client-go's fake clientset, in tests)
-// satisfy them; see kubeclienttest.
+// satisfy them; see package clientgo.
 package kubeclient
 
 import (

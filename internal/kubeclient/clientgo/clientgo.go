@@ -1,7 +1,8 @@
-// Package kubeclienttest adapts a client-go kubernetes.Interface (a real
-// clientset or client-go's fake) to kubeclient.Interface, for tests. The
-// agent itself never imports it: it links every API group.
-package kubeclienttest
+// Package clientgo adapts a client-go kubernetes.Interface (a real
+// clientset, or client-go's fake in tests) to kubeclient.Interface.
+// Importing it links every API group of client-go's scheme: the agent's
+// binary should not, once nothing else needs client-go's clientset.
+package clientgo
 
 import (
 	"k8s.io/client-go/kubernetes"
@@ -9,10 +10,18 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 )
 
-// Wrap returns k as a kubeclient.Interface; the clients are k's.
+// Wrap returns k as a kubeclient.Interface; the clients are k's. When k
+// says it cannot serve watch-list requests (client-go's fake does), so
+// does the result, for cache.ToListWatcherWithWatchListSemantics.
 func Wrap(k kubernetes.Interface) kubeclient.Interface { return wrapped{k} }
 
 type wrapped struct{ k kubernetes.Interface }
+
+// IsWatchListSemanticsUnSupported reports k's answer, false if it has none.
+func (w wrapped) IsWatchListSemanticsUnSupported() bool {
+	u, ok := w.k.(interface{ IsWatchListSemanticsUnSupported() bool })
+	return ok && u.IsWatchListSemanticsUnSupported()
+}
 
 func (w wrapped) Nodes() kubeclient.NodeInterface            { return w.k.CoreV1().Nodes() }
 func (w wrapped) Pods(ns string) kubeclient.PodInterface     { return w.k.CoreV1().Pods(ns) }
