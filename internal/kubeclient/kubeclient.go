@@ -6,8 +6,9 @@
 //
 // client-go's kubernetes.Clientset would do the same, but importing it (or
 // any of its typed packages, informers or listers) registers every API group
-// of k8s.io/api in its scheme, which links them all into the binary: about
-// 15 MB of the agent's 80 MB, most of it paged in. The interfaces here have
+// of k8s.io/api in its scheme, which links them all into the binary (with
+// discovery and OpenAPI): 33 MB of the agent's 81 MB binary when measured,
+// much of it paged in. The interfaces here have
 // the method signatures of client-go's typed interfaces, so a
 // kubernetes.Interface's clients (and client-go's fake clientset, in tests)
 // satisfy them; see package clientgo.
@@ -183,44 +184,55 @@ func NewForConfig(cfg *rest.Config) (*Clientset, error) {
 	return cs, nil
 }
 
+// newOf returns a constructor of empty T.
 func newOf[T any]() func() *T { return func() *T { return new(T) } }
 
+// Nodes implements Interface.
 func (c *Clientset) Nodes() NodeInterface {
 	return gentype.NewClient("nodes", c.core, c.params, "", newOf[corev1.Node]())
 }
 
+// Pods implements Interface.
 func (c *Clientset) Pods(namespace string) PodInterface {
 	return gentype.NewClientWithList("pods", c.core, c.params, namespace, newOf[corev1.Pod](), newOf[corev1.PodList]())
 }
 
+// Events implements Interface.
 func (c *Clientset) Events(namespace string) EventInterface {
 	return gentype.NewClient("events", c.core, c.params, namespace, newOf[corev1.Event]())
 }
 
+// ConfigMaps implements Interface.
 func (c *Clientset) ConfigMaps(namespace string) ConfigMapInterface {
 	return gentype.NewClient("configmaps", c.core, c.params, namespace, newOf[corev1.ConfigMap]())
 }
 
+// Secrets implements Interface.
 func (c *Clientset) Secrets(namespace string) SecretInterface {
 	return gentype.NewClient("secrets", c.core, c.params, namespace, newOf[corev1.Secret]())
 }
 
+// Services implements Interface.
 func (c *Clientset) Services(namespace string) ServiceInterface {
 	return gentype.NewClientWithList("services", c.core, c.params, namespace, newOf[corev1.Service](), newOf[corev1.ServiceList]())
 }
 
+// ServiceAccounts implements Interface.
 func (c *Clientset) ServiceAccounts(namespace string) ServiceAccountInterface {
 	return serviceAccounts{c: c, namespace: namespace}
 }
 
+// Leases implements Interface.
 func (c *Clientset) Leases(namespace string) LeaseInterface {
 	return gentype.NewClient("leases", c.coordination, c.params, namespace, newOf[coordinationv1.Lease]())
 }
 
+// TokenReviews implements Interface.
 func (c *Clientset) TokenReviews() TokenReviewInterface {
 	return gentype.NewClient("tokenreviews", c.authn, c.params, "", newOf[authenticationv1.TokenReview]())
 }
 
+// SubjectAccessReviews implements Interface.
 func (c *Clientset) SubjectAccessReviews() SubjectAccessReviewInterface {
 	return gentype.NewClient("subjectaccessreviews", c.authz, c.params, "", newOf[authorizationv1.SubjectAccessReview]())
 }
@@ -232,6 +244,7 @@ type serviceAccounts struct {
 	namespace string
 }
 
+// CreateToken implements ServiceAccountInterface.
 func (s serviceAccounts) CreateToken(ctx context.Context, name string, tr *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error) {
 	out := &authenticationv1.TokenRequest{}
 	err := s.c.core.Post().Namespace(s.namespace).Resource("serviceaccounts").Name(name).SubResource("token").

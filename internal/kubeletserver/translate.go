@@ -29,8 +29,8 @@ import (
 // 1.30, through the API server) speak protocols the CRI runtime's streaming
 // server does not: this file bridges them to the runtime's SPDY. This is our
 // own code rather than k8s.io/apiserver/pkg/util/proxy, which would link
-// client-go's informers and with them every API group (about 15 MB of the
-// binary).
+// client-go's informers and with them every API group (see
+// internal/kubeclient).
 
 // Channel numbers of the exec/attach channel protocol.
 const (
