@@ -20,6 +20,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/agent"
 	"github.com/nodekeeper/nodekeeper/internal/apiservertest"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 )
 
@@ -172,7 +173,7 @@ func TestWithTheAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{NodeName: nodeName}, Deps{Client: nodeClient, Agent: ag, Logger: log})
+	s, err := New(Config{NodeName: nodeName}, Deps{Client: clientgo.Wrap(nodeClient), Agent: ag, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

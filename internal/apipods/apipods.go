@@ -28,11 +28,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	informers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 )
 
 // Source is the agent's name for the API server's pods, and the value of
@@ -75,7 +77,7 @@ type Config struct {
 // Deps are the syncer's collaborators.
 type Deps struct {
 	// Client talks to the API server as the node. Required.
-	Client kubernetes.Interface
+	Client Client
 	// Agent runs the pods. Required.
 	Agent Agent
 	// Clock times the full status pass; nil is the real clock.
@@ -84,12 +86,19 @@ type Deps struct {
 	Logger *slog.Logger
 }
 
+// Client is the part of the API client the syncer uses;
+// kubeclient.Interface implements it.
+type Client interface {
+	Pods(namespace string) kubeclient.PodInterface
+	Nodes() kubeclient.NodeInterface
+}
+
 // Syncer is the pod informer, the source that feeds the agent and the
 // status, deletion and mirror-pod writer. Create it with New and run it
 // with Run.
 type Syncer struct {
 	cfg    Config
-	client kubernetes.Interface
+	client Client
 	agent  Agent
 	clock  clock.WithTicker
 	log    *slog.Logger
@@ -134,8 +143,19 @@ func New(cfg Config, deps Deps) (*Syncer, error) {
 		skipped: map[string]string{},
 	}
 	selector := fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-	s.informer = informers.NewFilteredPodInformer(deps.Client, metav1.NamespaceAll, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.FieldSelector = selector })
+	pods := deps.Client.Pods(metav1.NamespaceAll)
+	// A client that says it cannot serve watch-list (client-go's fake, in
+	// tests) is listed and watched the old way.
+	s.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return pods.Watch(ctx, o)
+		},
+	}, deps.Client), &v1.Pod{}, 0, cache.Indexers{})
 	// The cache keeps no managed fields: nothing here reads them.
 	if err := s.informer.SetTransform(func(obj any) (any, error) {
 		if p, ok := obj.(*v1.Pod); ok {

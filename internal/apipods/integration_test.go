@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekeeper/nodekeeper/internal/apiservertest"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/internal/podsource"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
@@ -82,7 +83,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	ag := newFakeAgent()
 	log, _ := testLogger(t)
-	s, err := New(Config{NodeName: nodeName, StatusPeriod: time.Second}, Deps{Client: nodeClient, Agent: ag, Logger: log})
+	s, err := New(Config{NodeName: nodeName, StatusPeriod: time.Second}, Deps{Client: clientgo.Wrap(nodeClient), Agent: ag, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (s *Syncer) mirrorTarget(ctx context.Context, st *statusState, p, cur *v1.P
 	if err != nil {
 		return nil
 	}
-	_, err = s.client.CoreV1().Pods(p.Namespace).Create(ctx, mirrorPod(p, s.cfg.NodeName, uid), metav1.CreateOptions{})
+	_, err = s.client.Pods(p.Namespace).Create(ctx, mirrorPod(p, s.cfg.NodeName, uid), metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		s.log.Info("Created mirror pod", "pod", nodeapi.PodName(p), "podUID", p.UID)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -56,7 +57,7 @@ func TestSourceDeliversTheNodesPods(t *testing.T) {
 	client := fake.NewClientset(apiPod("web", "u1"), mirror("etcd-node1", "m1", "h1"), noCtrs, other)
 	ag := newFakeAgent()
 	log, logs := testLogger(t)
-	s, err := New(Config{NodeName: node}, Deps{Client: client, Agent: ag, Logger: log})
+	s, err := New(Config{NodeName: node}, Deps{Client: clientgo.Wrap(client), Agent: ag, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestCheckPod(t *testing.T) {
 func TestAgentPodsDoesNotModifyTheCache(t *testing.T) {
 	t.Parallel()
 	log, _ := testLogger(t)
-	s, err := New(Config{NodeName: node}, Deps{Client: fake.NewClientset(), Agent: newFakeAgent(), Logger: log})
+	s, err := New(Config{NodeName: node}, Deps{Client: clientgo.Wrap(fake.NewClientset()), Agent: newFakeAgent(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func (s *Syncer) writeStatus(ctx context.Context, st *statusState, target, p *v1
 	if last, ok := st.written[target.UID]; ok && !full && equality.Semantic.DeepEqual(last, want) {
 		return true
 	}
-	pods := s.client.CoreV1().Pods(target.Namespace)
+	pods := s.client.Pods(target.Namespace)
 	obj := target
 	for attempt := 1; ; attempt++ {
 		upd := obj.DeepCopy()
@@ -240,7 +240,7 @@ func (s *Syncer) writeStatus(ctx context.Context, st *statusState, target, p *v1
 func (s *Syncer) deletePod(ctx context.Context, st *statusState, obj *v1.Pod, why string) bool {
 	grace := int64(0)
 	uid := obj.UID
-	err := s.client.CoreV1().Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{
+	err := s.client.Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	switch {
@@ -322,7 +322,7 @@ func (s *Syncer) nodeUID(ctx context.Context, st *statusState) (types.UID, error
 	if st.nodeUID != "" {
 		return st.nodeUID, nil
 	}
-	n, err := s.client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
+	n, err := s.client.Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
 		if !st.nodeErr && ctx.Err() == nil {
 			s.log.Info("Mirror pods wait for the Node object", "node", s.cfg.NodeName, "err", err)

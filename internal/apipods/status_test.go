@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 )
 
 // newTestSyncer returns a syncer over a fake clientset holding objs (plus
@@ -28,7 +30,7 @@ func newTestSyncer(t *testing.T, ag *fakeAgent, objs ...*v1.Pod) (*Syncer, *fake
 	}
 	client := fake.NewClientset(ros...)
 	log, _ := testLogger(t)
-	s, err := New(Config{NodeName: node}, Deps{Client: client, Agent: ag, Logger: log})
+	s, err := New(Config{NodeName: node}, Deps{Client: clientgo.Wrap(client), Agent: ag, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,15 +9,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/kubeletserver"
 	"github.com/nodekeeper/nodekeeper/internal/kubenode"
 	"github.com/nodekeeper/nodekeeper/internal/server"
@@ -32,7 +32,7 @@ const eventComponent = "kubelet"
 // configuration's rate limits, speaking protobuf as the kubelet does. A
 // timeout bounds each request (0: none, as watches need); the kubelet's
 // heartbeat client has one of nodeStatusUpdateFrequency.
-func newClient(kubeconfig string, c config.Cluster, version string, timeout time.Duration) (*kubernetes.Clientset, error) {
+func newClient(kubeconfig string, c config.Cluster, version string, timeout time.Duration) (*kubeclient.Clientset, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", kubeconfig, err)
@@ -45,7 +45,7 @@ func newClient(kubeconfig string, c config.Cluster, version string, timeout time
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	rc.Timeout = timeout
 	rc.UserAgent = fmt.Sprintf("nodekeeper/%s (%s/%s)", version, runtime.GOOS, runtime.GOARCH)
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubeclient.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", kubeconfig, err)
 	}
@@ -55,15 +55,35 @@ func newClient(kubeconfig string, c config.Cluster, version string, timeout time
 // clusterRecorder returns a recorder that sends events to the API server
 // (rate-limited by eventRecordQPS and eventBurst, aggregated as client-go
 // does) and also logs them, and the function that flushes and stops it.
-func clusterRecorder(client kubernetes.Interface, nodeName string, c config.Cluster, log nodeapi.LogRecorder) (nodeapi.Recorder, func()) {
+func clusterRecorder(client kubeclient.Interface, nodeName string, c config.Cluster, log nodeapi.LogRecorder) (nodeapi.Recorder, func()) {
 	opts := record.CorrelatorOptions{QPS: float32(c.EventRecordQPS), BurstSize: int(c.EventBurst)}
 	if c.EventRecordQPS == 0 {
 		opts.QPS, opts.BurstSize = 1e6, 1e6 // eventRecordQPS 0: no limit
 	}
 	b := record.NewBroadcaster(record.WithCorrelatorOptions(opts))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: eventComponent, Host: nodeName})
+	b.StartRecordingToSink(eventSink{client})
+	scheme, err := kubeclient.NewScheme()
+	if err != nil { // the scheme's types are fixed: a programmer's error
+		panic(fmt.Sprintf("kubeclient scheme: %v", err))
+	}
+	rec := b.NewRecorder(scheme, v1.EventSource{Component: eventComponent, Host: nodeName})
 	return teeRecorder{rec, log}, b.Shutdown
+}
+
+// eventSink writes the broadcaster's events to their namespaces (client-go's
+// EventSinkImpl, over a kubeclient).
+type eventSink struct{ client kubeclient.Interface }
+
+func (s eventSink) Create(e *v1.Event) (*v1.Event, error) {
+	return s.client.Events(e.Namespace).Create(context.Background(), e, metav1.CreateOptions{})
+}
+
+func (s eventSink) Update(e *v1.Event) (*v1.Event, error) {
+	return s.client.Events(e.Namespace).Update(context.Background(), e, metav1.UpdateOptions{})
+}
+
+func (s eventSink) Patch(e *v1.Event, data []byte) (*v1.Event, error) {
+	return s.client.Events(e.Namespace).Patch(context.Background(), e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }
 
 // teeRecorder records each event with both recorders.
@@ -90,7 +110,7 @@ func (t teeRecorder) AnnotatedEventf(o apiruntime.Object, ann map[string]string,
 // nodeStatus is the Node controller's duty: register the Node, keep its
 // status and renew its Lease (through the heartbeat client, whose requests
 // time out), the runtime's name and version in its node info.
-func nodeStatus(ctx context.Context, o Options, heartbeat kubernetes.Interface, rt runtimeVersioner, nodeIP string,
+func nodeStatus(ctx context.Context, o Options, heartbeat kubenode.Client, rt runtimeVersioner, nodeIP string,
 	status func(time.Time) (*v1.Node, error), recorder nodeapi.Recorder, log *slog.Logger) (*kubenode.Controller, error) {
 	info, err := kubenode.ReadSystemInfo("")
 	if err != nil {
@@ -123,7 +143,7 @@ type runtimeVersioner interface {
 // the runtime's streaming server, behind the configured authentication and
 // authorization (TokenReview and SubjectAccessReview through client).
 func kubeletAPI(o Options, nodeIP string, shared server.Deps, pods func() []*v1.Pod, rt kubeletserver.Runtime,
-	client kubernetes.Interface, log *slog.Logger) (*kubeletserver.Server, error) {
+	client kubeclient.Interface, log *slog.Logger) (*kubeletserver.Server, error) {
 	reads, err := server.New(server.Config{}, shared)
 	if err != nil {
 		return nil, err
@@ -131,7 +151,8 @@ func kubeletAPI(o Options, nodeIP string, shared server.Deps, pods func() []*v1.
 	cfg := kubeletserver.ConfigFrom(&o.Config.Kubelet, o.NodeName, o.RootDir, o.NodeName, []net.IP{net.ParseIP(nodeIP)})
 	cfg.Address = o.Config.Cluster.Address
 	ks, err := kubeletserver.New(cfg, kubeletserver.Deps{
-		Pods: pods, Runtime: rt, Shared: reads.Handler(), Client: client, Logger: log.With("subsystem", "kubelet-api"),
+		Pods: pods, Runtime: rt, Shared: reads.Handler(), Logger: log.With("subsystem", "kubelet-api"),
+		TokenReviews: client.TokenReviews(), SubjectAccessReviews: client.SubjectAccessReviews(),
 	})
 	if err != nil {
 		return nil, ConfigError{err}

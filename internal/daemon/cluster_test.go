@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -28,7 +29,7 @@ func TestClusterRecorder(t *testing.T) {
 	}
 	defer w.Stop()
 	var logs bytes.Buffer
-	rec, stop := clusterRecorder(client, "n1", config.Default().Cluster,
+	rec, stop := clusterRecorder(clientgo.Wrap(client), "n1", config.Default().Cluster,
 		nodeapi.LogRecorder{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"}}
 	rec.Eventf(pod, v1.EventTypeWarning, "Evicted", "The node was low on resource: %s.", "memory")

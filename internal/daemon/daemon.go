@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/devicemanager"
@@ -34,6 +33,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/kubenode"
 	"github.com/nodekeeper/nodekeeper/internal/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/node"
@@ -127,7 +127,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// In a cluster: the API client, and the heartbeat client of the Node's
 	// status and Lease, whose requests time out.
-	var client, heartbeat *kubernetes.Clientset // nil: standalone
+	var client, heartbeat *kubeclient.Clientset // nil: standalone
 	if o.Kubeconfig != "" {
 		if client, err = newClient(o.Kubeconfig, o.Config.Cluster, o.Version, 0); err != nil {
 			return ConfigError{err}

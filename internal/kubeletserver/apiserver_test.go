@@ -71,7 +71,8 @@ func TestAgainstAPIServer(t *testing.T) {
 			Webhook: kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(true)},
 		},
 		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook},
-	}, Deps{Pods: func() []*v1.Pod { return []*v1.Pod{local} }, Runtime: rt, Shared: sharedOK, Client: nodeClient, Logger: testLogger(t)})
+	}, Deps{Pods: func() []*v1.Pod { return []*v1.Pod{local} }, Runtime: rt, Shared: sharedOK, TokenReviews: nodeClient.AuthenticationV1().TokenReviews(),
+		SubjectAccessReviews: nodeClient.AuthorizationV1().SubjectAccessReviews(), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,8 @@ func TestThroughAPIServer(t *testing.T) {
 		cfg.Authentication.X509.ClientCAFile = api.ClientCAFile()
 		cfg.Authentication.Webhook.Enabled = ptr.To(true)
 		cfg.Authorization.Mode = kubeletv1beta1.KubeletAuthorizationModeWebhook
-		deps.Client, deps.Authorizer = nodeClient, nil
+		deps.TokenReviews, deps.SubjectAccessReviews = nodeClient.AuthenticationV1().TokenReviews(), nodeClient.AuthorizationV1().SubjectAccessReviews()
+		deps.Authorizer = nil
 	})
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

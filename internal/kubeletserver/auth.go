@@ -9,15 +9,13 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
 )
 
 // The kubelet's defaults for the authentication and authorization fields.
@@ -28,6 +26,13 @@ const (
 	webhookTokenReviewTimeout  = 10 * time.Second
 	authorizationModeWebhook   = kubeletv1beta1.KubeletAuthorizationModeWebhook
 	authorizationModeAlwaysAll = kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow
+)
+
+// Cache sizes: at most this many tokens and authorization answers are
+// remembered.
+const (
+	tokenCacheSize = 4096
+	sarCacheSize   = 8192
 )
 
 // webhookBackoff is the retry policy of TokenReview and SubjectAccessReview
@@ -43,64 +48,58 @@ type auth struct {
 }
 
 // newAuth builds the authenticator and authorizer that cfg describes, or
-// takes deps' when set.
-func newAuth(cfg Config, deps Deps) (*auth, error) {
+// takes deps' when set; clk times the caches and the client CA reload.
+func newAuth(cfg Config, deps Deps, clk clock.WithTicker, log *slog.Logger) (*auth, error) {
 	a := &auth{authn: deps.Authenticator, authz: deps.Authorizer}
 	if a.authn == nil {
 		authn := cfg.Authentication
-		c := authenticatorfactory.DelegatingAuthenticatorConfig{
-			Anonymous:           &apiserverapi.AnonymousAuthConfig{Enabled: authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled},
-			CacheTTL:            defaultAuthnCacheTTL,
-			WebhookRetryBackoff: &webhookBackoff,
+		ra := requestAuth{anonymous: authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled}
+		if f := authn.X509.ClientCAFile; f != "" {
+			x, err := newX509Auth(f, clk, log)
+			if err != nil {
+				return nil, fmt.Errorf("kubeletserver: authentication.x509.clientCAFile %q: %w", f, err)
+			}
+			ra.methods = append(ra.methods, x)
+			a.runs = append(a.runs, x.Run)
 		}
 		if authn.Webhook.Enabled == nil || *authn.Webhook.Enabled {
-			if deps.Client == nil {
-				return nil, errors.New("kubeletserver: authentication.webhook.enabled is true but there is no API server client (Deps.Client)")
+			if deps.TokenReviews == nil {
+				return nil, errors.New("kubeletserver: authentication.webhook.enabled is true but there is no API server client (Deps.TokenReviews)")
 			}
-			c.TokenAccessReviewClient = deps.Client.AuthenticationV1()
-			c.TokenAccessReviewTimeout = webhookTokenReviewTimeout
+			ttl := defaultAuthnCacheTTL
 			if d := authn.Webhook.CacheTTL.Duration; d != 0 {
 				if d < 0 {
 					return nil, fmt.Errorf("kubeletserver: authentication.webhook.cacheTTL %v: negative", d)
 				}
-				c.CacheTTL = d
+				ttl = d
 			}
+			tokens := &tokenAuth{client: deps.TokenReviews, timeout: webhookTokenReviewTimeout, backoff: webhookBackoff,
+				cache: newTTLCache[[32]byte, tokenResult](clk, ttl, tokenCacheSize)}
+			ra.methods = append(ra.methods, bearerAuth{tokens}, wsProtocolAuth{tokens})
 		}
-		if f := authn.X509.ClientCAFile; f != "" {
-			ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", f)
-			if err != nil {
-				return nil, fmt.Errorf("kubeletserver: authentication.x509.clientCAFile %q: %w", f, err)
-			}
-			c.ClientCertificateCAContentProvider = ca
-			a.runs = append(a.runs, func(ctx context.Context) { ca.Run(ctx, 1) })
+		if len(ra.methods) == 0 && !ra.anonymous {
+			return nil, errors.New("kubeletserver: no authentication method configured (x509, webhook or anonymous)")
 		}
-		var err error
-		if a.authn, _, err = c.New(); err != nil {
-			return nil, fmt.Errorf("kubeletserver: authenticator: %w", err)
-		}
+		a.authn = ra
 	}
 	if a.authz == nil {
 		switch mode := cfg.Authorization.Mode; mode {
 		case authorizationModeAlwaysAll:
-			a.authz = authorizerfactory.NewAlwaysAllowAuthorizer()
+			a.authz = alwaysAllow{}
 		case authorizationModeWebhook, "":
-			if deps.Client == nil {
-				return nil, errors.New("kubeletserver: authorization.mode Webhook needs an API server client (Deps.Client)")
+			if deps.SubjectAccessReviews == nil {
+				return nil, errors.New("kubeletserver: authorization.mode Webhook needs an API server client (Deps.SubjectAccessReviews)")
 			}
 			w := cfg.Authorization.Webhook
-			c := authorizerfactory.DelegatingAuthorizerConfig{
-				SubjectAccessReviewClient: deps.Client.AuthorizationV1(),
-				AllowCacheTTL:             defaultAuthorizedCacheTTL,
-				DenyCacheTTL:              defaultUnauthorizedTTL,
-				WebhookRetryBackoff:       &webhookBackoff,
-			}
+			sa := &sarAuth{client: deps.SubjectAccessReviews, backoff: webhookBackoff,
+				allowTTL: defaultAuthorizedCacheTTL, denyTTL: defaultUnauthorizedTTL}
 			for _, f := range []struct {
 				name string
 				d    time.Duration
 				dst  *time.Duration
 			}{
-				{"cacheAuthorizedTTL", w.CacheAuthorizedTTL.Duration, &c.AllowCacheTTL},
-				{"cacheUnauthorizedTTL", w.CacheUnauthorizedTTL.Duration, &c.DenyCacheTTL},
+				{"cacheAuthorizedTTL", w.CacheAuthorizedTTL.Duration, &sa.allowTTL},
+				{"cacheUnauthorizedTTL", w.CacheUnauthorizedTTL.Duration, &sa.denyTTL},
 			} {
 				if f.d < 0 {
 					return nil, fmt.Errorf("kubeletserver: authorization.webhook.%s %v: negative", f.name, f.d)
@@ -109,10 +108,8 @@ func newAuth(cfg Config, deps Deps) (*auth, error) {
 					*f.dst = f.d
 				}
 			}
-			var err error
-			if a.authz, err = c.New(); err != nil {
-				return nil, fmt.Errorf("kubeletserver: authorizer: %w", err)
-			}
+			sa.cache = newTTLCache[string, authorizationv1.SubjectAccessReviewStatus](clk, 0, sarCacheSize)
+			a.authz = sa
 		default:
 			return nil, fmt.Errorf("kubeletserver: authorization.mode %q: want Webhook or AlwaysAllow", mode)
 		}

@@ -53,6 +53,10 @@ func TestRequestAttributes(t *testing.T) {
 		{"configz", "GET", "/configz", "get", []string{"configz", "proxy"}},
 		{"statsfoo is not stats", "GET", "/statsfoo", "get", []string{"proxy"}},
 		{"spec", "GET", "/spec/", "get", []string{"proxy"}},
+		{"checkpoint", "POST", "/checkpoint/ns/p/c", "create", []string{"checkpoint"}},
+		{"statusz", "GET", "/statusz", "get", []string{"statusz"}},
+		{"flagz is configz", "GET", "/flagz", "get", []string{"configz"}},
+		{"pods below", "GET", "/pods/x", "get", []string{"pods", "proxy"}},
 		{"put", "PUT", "/x", "update", []string{"proxy"}},
 		{"patch", "PATCH", "/x", "patch", []string{"proxy"}},
 		{"delete", "DELETE", "/x", "delete", []string{"proxy"}},
@@ -195,7 +199,8 @@ func reviewAPI(t *testing.T, token func(string) authenticationv1.TokenReviewStat
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	// JSON: the handlers above decode JSON (client-go defaults to protobuf).
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +229,8 @@ func TestWebhook(t *testing.T) {
 	})
 	certDir := t.TempDir()
 	s, err := New(Config{NodeName: "node-1", Address: "127.0.0.1", CertDir: certDir, NodeIPs: loopback},
-		Deps{Pods: noPods, Runtime: fakeRuntime{}, Shared: sharedOK, Client: client, Logger: testLogger(t)})
+		Deps{Pods: noPods, Runtime: fakeRuntime{}, Shared: sharedOK, TokenReviews: client.AuthenticationV1().TokenReviews(),
+			SubjectAccessReviews: client.AuthorizationV1().SubjectAccessReviews(), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +361,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			tc.change(&cfg)
 			deps := Deps{Pods: noPods, Runtime: fakeRuntime{}}
 			if tc.client {
-				deps.Client = kubernetes.New(nil)
+				c := kubernetes.New(nil)
+				deps.TokenReviews, deps.SubjectAccessReviews = c.AuthenticationV1().TokenReviews(), c.AuthorizationV1().SubjectAccessReviews()
 			}
 			_, err := New(cfg, deps)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {

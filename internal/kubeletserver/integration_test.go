@@ -317,6 +317,20 @@ func TestStreaming(t *testing.T) {
 			if out.String() != "hello\nworld\n" {
 				t.Errorf("cat's stdout = %q, want its stdin", out.String())
 			}
+
+			// On a terminal, with a resize.
+			ex, err = proto.ex(n.execURL("output=1&tty=1", "/helper", "say", "on a tty", "", "5"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Reset()
+			sizes := make(chan remotecommand.TerminalSize, 1)
+			sizes <- remotecommand.TerminalSize{Width: 100, Height: 30}
+			close(sizes)
+			err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Tty: true, TerminalSizeQueue: sizeQueue(sizes)})
+			if got := exitCode(err); got != 5 || !strings.Contains(out.String(), "on a tty") {
+				t.Errorf("tty exec = exit %d (%v), %q; want 5 and the output", got, err, out.String())
+			}
 		})
 	}
 

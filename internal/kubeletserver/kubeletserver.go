@@ -6,11 +6,15 @@
 // and the read-only endpoints (/pods, /stats/summary, /metrics, /healthz,
 // /configz) shared with internal/server.
 //
-// Authentication and authorization are k8s.io/apiserver's delegating
-// authenticator (x509 client certificates, TokenReview, anonymous) and
-// authorizer (SubjectAccessReview, or AlwaysAllow); the request attributes
-// are the kubelet's: resource "nodes", the node's name, a subresource by
-// path and the verb by method.
+// Authentication is by x509 client certificate (against a client CA bundle
+// file, reloaded when it changes), by bearer token (a TokenReview, cached),
+// or anonymous; authorization by SubjectAccessReview (cached) or
+// AlwaysAllow. The request attributes are the kubelet's: resource "nodes",
+// the node's name, a subresource by path and the verb by method. This is
+// our own small code on k8s.io/api's review types, not k8s.io/apiserver's
+// delegating authenticator and authorizer, whose dependencies (CEL,
+// OpenTelemetry, OpenAPI, component-base metrics) would add about 10 MB to
+// the agent's binary.
 package kubeletserver
 
 import (
@@ -28,8 +32,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 )
@@ -94,13 +96,6 @@ type Config struct {
 	DisableDebuggingHandlers bool
 }
 
-// ReviewClient is the part of the API client the webhook authenticator and
-// authorizer use; kubernetes.Interface implements it.
-type ReviewClient interface {
-	AuthenticationV1() authenticationv1.AuthenticationV1Interface
-	AuthorizationV1() authorizationv1.AuthorizationV1Interface
-}
-
 // Deps are the server's collaborators. Functions are called per request,
 // from the request's goroutine, and must be safe for concurrent use.
 type Deps struct {
@@ -115,10 +110,11 @@ type Deps struct {
 	// /healthz/NAME) and /configz, after this server authorized the request:
 	// internal/server's Handler. Nil leaves those paths unserved.
 	Shared http.Handler
-	// Client is the API server client for the TokenReviews and
-	// SubjectAccessReviews of webhook authentication and authorization;
-	// needed only when one of them is enabled.
-	Client ReviewClient
+	// TokenReviews and SubjectAccessReviews are the API server's, for
+	// webhook authentication and authorization; each is needed only when
+	// its webhook is enabled.
+	TokenReviews         TokenReviewer
+	SubjectAccessReviews SubjectAccessReviewer
 	// Authenticator and Authorizer, when set, replace the ones Config
 	// describes (tests, or an embedding with its own policy).
 	Authenticator authenticator.Request
@@ -199,7 +195,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if s.tls, err = tlsConfig(cfg, log, s.clock.Now()); err != nil {
 		return nil, err
 	}
-	if s.auth, err = newAuth(cfg, deps); err != nil {
+	if s.auth, err = newAuth(cfg, deps, s.clock, log); err != nil {
 		return nil, err
 	}
 	s.router = s.routes()

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
-	apiproxy "k8s.io/apiserver/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/cri"
@@ -242,11 +241,11 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 		s.streamError(w, "port-forward", pod, "", fmt.Errorf("runtime streaming URL %q: %w", resp.GetUrl(), err))
 		return
 	}
-	var h http.Handler = proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{s})
 	if tunnel {
-		h = apiproxy.NewTunnelingHandler(h)
+		s.tunnelPortForward(w, r, u)
+		return
 	}
-	h.ServeHTTP(w, r)
+	proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{s}).ServeHTTP(w, r)
 }
 
 // proxyStream proxies the upgraded connection of r to the runtime's
@@ -258,11 +257,11 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("runtime streaming URL %q: %v", rawURL, err))
 		return
 	}
-	var h http.Handler = proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{s})
 	if wsstream.IsWebSocketRequestWithStreamCloseProtocol(r) {
-		h = apiproxy.NewStreamTranslatorHandler(u, nil, 0, apiproxy.Options{Stdin: opts.stdin, Stdout: opts.stdout, Stderr: opts.stderr, Tty: opts.tty})
+		s.translateStream(w, r, u, opts)
+		return
 	}
-	h.ServeHTTP(w, r)
+	proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{s}).ServeHTTP(w, r)
 }
 
 // streamError answers a failed CRI streaming call with its error and the

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekeeper/nodekeeper/internal/apiservertest"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 )
 
 // counter counts the requests through a client, by method and path.
@@ -69,7 +70,7 @@ func nodeClient(t *testing.T, srv *apiservertest.Server, name string) (kubernete
 // runController runs a controller until the returned stop is called.
 func runController(t *testing.T, cfg Config, client kubernetes.Interface, src *source) (*Controller, func()) {
 	t.Helper()
-	c, err := New(cfg, Deps{Client: client, Status: src.status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	c, err := New(cfg, Deps{Client: clientgo.Wrap(client), Status: src.status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

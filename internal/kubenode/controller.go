@@ -28,12 +28,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-helpers/apimachinery/lease"
-	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -89,12 +87,19 @@ type Config struct {
 	LeaseDurationSeconds int32
 }
 
+// Client is the part of the API client the controller uses;
+// kubeclient.Interface implements it.
+type Client interface {
+	Nodes() kubeclient.NodeInterface
+	Leases(namespace string) kubeclient.LeaseInterface
+}
+
 // Deps are the controller's collaborators.
 type Deps struct {
 	// Client talks to the API server as the node. Required. Give it a
 	// request timeout (the kubelet uses StatusUpdateFrequency for its
 	// heartbeat client): the status patch does not follow Run's context.
-	Client kubernetes.Interface
+	Client Client
 	// Status returns the node's status at now: capacity, allocatable and
 	// the conditions (internal/node's Object). It is called from Run's
 	// goroutine only. Required.
@@ -102,8 +107,8 @@ type Deps struct {
 	// Clock times the status loop and stamps the Lease; nil is the real
 	// clock.
 	Clock clock.WithTicker
-	// Logger receives the controller's logs, and the lease controller's
-	// (through klog's context logger); nil discards them.
+	// Logger receives the controller's logs and the Lease renewer's; nil
+	// discards them.
 	Logger *slog.Logger
 	// OnRepeatedHeartbeatFailure, when set, is called when a Lease renewal
 	// fails more than once in a row (the kubelet closes its client's
@@ -290,7 +295,7 @@ func (c *Controller) register(ctx context.Context, st *state) bool {
 		return false
 	}
 	initial := c.cfg.initialNode(src, now)
-	nodes := c.deps.Client.CoreV1().Nodes()
+	nodes := c.deps.Client.Nodes()
 	created, err := nodes.Create(ctx, initial, metav1.CreateOptions{})
 	switch {
 	case err == nil:
@@ -315,7 +320,7 @@ func (c *Controller) register(ctx context.Context, st *state) bool {
 	c.log.Info("Node was previously registered; adopting it")
 	node, changed := adopt(existing, initial)
 	if changed {
-		updated, _, err := nodeutil.PatchNodeStatus(c.deps.Client.CoreV1(), types.NodeName(c.cfg.NodeName), existing, node)
+		updated, err := patchNodeStatus(ctx, c.deps.Client.Nodes(), existing, node)
 		if err != nil {
 			c.log.Error("Unable to reconcile the existing Node", "err", err)
 			return false
@@ -350,7 +355,7 @@ func (c *Controller) syncStatus(ctx context.Context, st *state) {
 	}
 	for try := 0; try < 2; try++ {
 		if try > 0 {
-			fresh, err := c.deps.Client.CoreV1().Nodes().Get(ctx, c.cfg.NodeName, metav1.GetOptions{})
+			fresh, err := c.deps.Client.Nodes().Get(ctx, c.cfg.NodeName, metav1.GetOptions{})
 			if err != nil {
 				c.handleStatusError(st, fmt.Errorf("get node: %w", err))
 				return
@@ -361,7 +366,7 @@ func (c *Controller) syncStatus(ctx context.Context, st *state) {
 		if !changed && now.Sub(st.lastReport) < c.cfg.StatusReportFrequency {
 			return
 		}
-		updated, _, err := nodeutil.PatchNodeStatus(c.deps.Client.CoreV1(), types.NodeName(c.cfg.NodeName), st.node, node)
+		updated, err := patchNodeStatus(ctx, c.deps.Client.Nodes(), st.node, node)
 		if err == nil {
 			c.recordTransitions(st.node, updated)
 			c.setNode(st, updated)
@@ -386,13 +391,16 @@ func (c *Controller) handleStatusError(st *state, err error) {
 	c.log.Error("Unable to update the node's status; will retry", "after", c.cfg.StatusUpdateFrequency, "err", err)
 }
 
-// leaseController returns the kubelet's lease controller (component-helpers)
-// for the node's Lease in kube-node-lease, owned by the Node.
-func (c *Controller) leaseController() lease.Controller {
+// leaseController returns the renewer of the node's Lease in
+// kube-node-lease, owned by the Node, renewed every quarter of its duration.
+func (c *Controller) leaseController() *leaseRenewer {
 	d := time.Duration(c.cfg.LeaseDurationSeconds) * time.Second
-	return lease.NewController(c.clock, c.deps.Client, c.cfg.NodeName, c.cfg.LeaseDurationSeconds,
-		c.deps.OnRepeatedHeartbeatFailure, time.Duration(float64(d)*leaseRenewFraction),
-		c.cfg.NodeName, v1.NamespaceNodeLease, c.setLeaseOwner)
+	return &leaseRenewer{
+		client: c.deps.Client.Leases(v1.NamespaceNodeLease), clock: c.clock,
+		name: c.cfg.NodeName, namespace: v1.NamespaceNodeLease, holder: c.cfg.NodeName,
+		durationSeconds: c.cfg.LeaseDurationSeconds, interval: time.Duration(float64(d) * leaseRenewFraction),
+		setOwner: c.setLeaseOwner, onRepeatedFailure: c.deps.OnRepeatedHeartbeatFailure, log: c.log,
+	}
 }
 
 // setLeaseOwner makes the Node the Lease's owner, so that deleting the Node

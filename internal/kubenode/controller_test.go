@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 )
 
 // quantities compares resource quantities by value.
@@ -186,7 +188,7 @@ func start(t *testing.T, cfg Config, objs ...kruntime.Object) *harness {
 	h := &harness{cs: fake.NewClientset(objs...), rec: &recorder{start: time.Now()}, src: &source{}, events: &eventLog{}}
 	h.rec.install(h.cs)
 	var err error
-	h.ctrl, err = New(cfg, Deps{Client: h.cs, Status: h.src.status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	h.ctrl, err = New(cfg, Deps{Client: clientgo.Wrap(h.cs), Status: h.src.status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Recorder: h.events})
 	if err != nil {
 		t.Fatal(err)
@@ -455,7 +457,7 @@ func TestRetryWhileServerErrors(t *testing.T) {
 		cs := fake.NewClientset()
 		rec := &recorder{start: time.Now(), fail: func(k8stesting.Action) error { return down }}
 		rec.install(cs)
-		c, err := New(testConfig(), Deps{Client: cs, Status: (&source{}).status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		c, err := New(testConfig(), Deps{Client: clientgo.Wrap(cs), Status: (&source{}).status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -543,14 +545,14 @@ func TestNewRejects(t *testing.T) {
 		want string
 	}{
 		{"no client", func(*Config) {}, Deps{Status: src}, "kubenode: Client and Status are required"},
-		{"bad name", func(c *Config) { c.NodeName = "N_1" }, Deps{Client: cs, Status: src}, `kubenode: node name "N_1": `},
-		{"bad ip", func(c *Config) { c.NodeIP = "10.0.0" }, Deps{Client: cs, Status: src}, `kubenode: node IP "10.0.0" is not an IP address`},
-		{"loopback ip", func(c *Config) { c.NodeIP = "127.0.0.1" }, Deps{Client: cs, Status: src},
+		{"bad name", func(c *Config) { c.NodeName = "N_1" }, Deps{Client: clientgo.Wrap(cs), Status: src}, `kubenode: node name "N_1": `},
+		{"bad ip", func(c *Config) { c.NodeIP = "10.0.0" }, Deps{Client: clientgo.Wrap(cs), Status: src}, `kubenode: node IP "10.0.0" is not an IP address`},
+		{"loopback ip", func(c *Config) { c.NodeIP = "127.0.0.1" }, Deps{Client: clientgo.Wrap(cs), Status: src},
 			`kubenode: node IP "127.0.0.1": a loopback address, which a node may not report`},
-		{"bad label", func(c *Config) { c.Labels = map[string]string{"a": "b c"} }, Deps{Client: cs, Status: src}, `kubenode: node label "a" value "b c": `},
-		{"bad taint", func(c *Config) { c.RegisterWithTaints = []v1.Taint{{Key: "k", Effect: "Never"}} }, Deps{Client: cs, Status: src},
+		{"bad label", func(c *Config) { c.Labels = map[string]string{"a": "b c"} }, Deps{Client: clientgo.Wrap(cs), Status: src}, `kubenode: node label "a" value "b c": `},
+		{"bad taint", func(c *Config) { c.RegisterWithTaints = []v1.Taint{{Key: "k", Effect: "Never"}} }, Deps{Client: clientgo.Wrap(cs), Status: src},
 			`kubenode: registerWithTaints[0].effect "Never": not NoSchedule, PreferNoSchedule or NoExecute`},
-		{"negative frequency", func(c *Config) { c.StatusUpdateFrequency = -time.Second }, Deps{Client: cs, Status: src},
+		{"negative frequency", func(c *Config) { c.StatusUpdateFrequency = -time.Second }, Deps{Client: clientgo.Wrap(cs), Status: src},
 			"kubenode: nodeStatusUpdateFrequency -1s: negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -600,7 +602,7 @@ func TestForbiddenRegistrationLogged(t *testing.T) {
 		}}
 		rec.install(cs)
 		var logs syncBuffer
-		c, err := New(testConfig(), Deps{Client: cs, Status: (&source{}).status, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		c, err := New(testConfig(), Deps{Client: clientgo.Wrap(cs), Status: (&source{}).status, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}

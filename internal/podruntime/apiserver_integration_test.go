@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodekeeper/nodekeeper/internal/apiservertest"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/internal/volumes"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -62,7 +63,7 @@ func TestIntegrationRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := testLogger(t)
-	if n.m, err = New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}, KubeAPI: volumes.ClientAPI{Client: client}}); err != nil {
+	if n.m, err = New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}, KubeAPI: volumes.ClientAPI{Client: clientgo.Wrap(client)}}); err != nil {
 		t.Fatal(err)
 	}
 	n.runUntil(t, pod, "Running", running1)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/internal/volumes"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -53,7 +54,7 @@ func TestIntegrationAPIVolumes(t *testing.T) {
 	n := startNode(t)
 	client := fakeCluster()
 	logger := testLogger(t)
-	m, err := New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}, KubeAPI: volumes.ClientAPI{Client: client}})
+	m, err := New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}, KubeAPI: volumes.ClientAPI{Client: clientgo.Wrap(client)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestIntegrationMissingConfigMap(t *testing.T) {
 	client := fakeCluster()
 	logger := testLogger(t)
 	rec := &eventLog{}
-	m, err := New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: rec, KubeAPI: volumes.ClientAPI{Client: client}})
+	m, err := New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: rec, KubeAPI: volumes.ClientAPI{Client: clientgo.Wrap(client)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 )
 
 // API is what the volumes and the environment read from the API server. A
@@ -28,10 +29,19 @@ type API interface {
 	ListServices(ctx context.Context, namespace string) ([]v1.Service, error)
 }
 
-// ClientAPI is API over a clientset. Its NotFound errors name the kind in
+// Client is the part of the API client ClientAPI uses;
+// kubeclient.Interface implements it.
+type Client interface {
+	ConfigMaps(namespace string) kubeclient.ConfigMapInterface
+	Secrets(namespace string) kubeclient.SecretInterface
+	ServiceAccounts(namespace string) kubeclient.ServiceAccountInterface
+	Services(namespace string) kubeclient.ServiceInterface
+}
+
+// ClientAPI is API over a client. Its NotFound errors name the kind in
 // the singular, as the kubelet's do (`configmap "x" not found`).
 type ClientAPI struct {
-	Client kubernetes.Interface
+	Client Client
 }
 
 var _ API = ClientAPI{}
@@ -46,31 +56,31 @@ func notFound(err error, resource, name string) error {
 
 // GetConfigMap implements API.
 func (c ClientAPI) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	cm, err := c.Client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	cm, err := c.Client.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	return cm, notFound(err, "configmap", name)
 }
 
 // GetSecret implements API.
 func (c ClientAPI) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
-	s, err := c.Client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	s, err := c.Client.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 	return s, notFound(err, "secret", name)
 }
 
 // CreateToken implements API.
 func (c ClientAPI) CreateToken(ctx context.Context, namespace, name string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
-	tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, req.DeepCopy(), metav1.CreateOptions{})
+	tr, err := c.Client.ServiceAccounts(namespace).CreateToken(ctx, name, req.DeepCopy(), metav1.CreateOptions{})
 	return tr, notFound(err, "serviceaccount", name)
 }
 
 // GetService implements API.
 func (c ClientAPI) GetService(ctx context.Context, namespace, name string) (*v1.Service, error) {
-	s, err := c.Client.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+	s, err := c.Client.Services(namespace).Get(ctx, name, metav1.GetOptions{})
 	return s, notFound(err, "service", name)
 }
 
 // ListServices implements API.
 func (c ClientAPI) ListServices(ctx context.Context, namespace string) ([]v1.Service, error) {
-	l, err := c.Client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	l, err := c.Client.Services(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 )
 
 // TestCachedAPI: reads of one object within the TTL reach the API once; after
@@ -34,7 +36,7 @@ func TestCachedAPI(t *testing.T) {
 		return false, nil, nil
 	})
 	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
-	c := NewCachedAPI(ClientAPI{Client: fc}, 30*time.Second, clk)
+	c := NewCachedAPI(ClientAPI{Client: clientgo.Wrap(fc)}, 30*time.Second, clk)
 	ctx := context.Background()
 	for range 3 {
 		if cm, err := c.GetConfigMap(ctx, "ns", "cm"); err != nil || cm.Data["k"] != "v1" {

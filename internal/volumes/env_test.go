@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 )
 
 func service(ns, name, ip string, ports ...v1.ServicePort) v1.Service {
@@ -127,7 +129,7 @@ func TestEnvObjects(t *testing.T) {
 	// after TearDown there are none.
 	c2, _, _ := newTestManager(t, true)
 	fc := fake.NewClientset(&ks)
-	c2.api = ClientAPI{Client: fc}
+	c2.api = ClientAPI{Client: clientgo.Wrap(fc)}
 	if _, err := c2.EnvObjects(context.Background(), pod, c); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func TestEnvObjectsStaticPodWithoutAPI(t *testing.T) {
 	fc.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
 	})
-	m.api = ClientAPI{Client: fc}
+	m.api = ClientAPI{Client: clientgo.Wrap(fc)}
 	c := &v1.Container{Name: "app"}
 	static := testPod()
 	static.Annotations = map[string]string{"kubernetes.io/config.source": "file"}

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient/clientgo"
 )
 
 func testPod(vols ...v1.Volume) *v1.Pod {
@@ -46,7 +47,7 @@ func newTestManager(t *testing.T, onDisk bool, objs ...runtime.Object) (*Manager
 		}
 	}
 	m, err := New(Config{PodsDir: filepath.Join(t.TempDir(), "pods"), MemoryCapacity: 1 << 30, OnDisk: onDisk},
-		Deps{API: ClientAPI{Client: c}, Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		Deps{API: ClientAPI{Client: clientgo.Wrap(c)}, Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
