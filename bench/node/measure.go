@@ -12,6 +12,7 @@ package node
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,4 +113,42 @@ func Table(figs []Figure) string {
 		fmt.Fprintf(&b, "| %s | %.4g | %.4g | %.3g |\n", f.Name, f.Kubelet, f.Nodekeeper, f.Ratio())
 	}
 	return b.String()
+}
+
+// reclaimKlog is the kubelet's eviction decision in its klog text log
+// ("I1124 09:26:51.663981   28401 eviction_manager.go:NNN] ..."), local time
+// without a year.
+var reclaimKlog = regexp.MustCompile(`(?m)^[IWE](\d{4} \d{2}:\d{2}:\d{2}\.\d{6})\s+\d+ \S+\] "Eviction manager: attempting to reclaim"`)
+
+// reclaimSlog is nodekeeper's, in its slog text log.
+var reclaimSlog = regexp.MustCompile(`(?m)^time=(\S+) level=\w+ msg="Eviction manager: attempting to reclaim"`)
+
+// Decisions are the instants of the eviction decisions ("attempting to
+// reclaim") in an agent's log, the kubelet's klog format or nodekeeper's
+// slog one, in log order. A klog line has no year: it is year's, in loc.
+func Decisions(log string, year int, loc *time.Location) []time.Time {
+	var out []time.Time
+	for _, m := range reclaimKlog.FindAllStringSubmatch(log, -1) {
+		at, err := time.ParseInLocation("0102 15:04:05.000000", m[1], loc)
+		if err == nil {
+			out = append(out, at.AddDate(year, 0, 0))
+		}
+	}
+	for _, m := range reclaimSlog.FindAllStringSubmatch(log, -1) {
+		if at, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// FirstAtOrAfter is the first of times at or after t, at the logs'
+// millisecond precision (a log line may be stamped up to 1 ms before t).
+func FirstAtOrAfter(times []time.Time, t time.Time) (time.Time, bool) {
+	for _, at := range times {
+		if !at.Before(t.Truncate(time.Millisecond)) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }

@@ -109,3 +109,55 @@ func TestFigure(t *testing.T) {
 		t.Errorf("Table (-want +got):\n%s", diff)
 	}
 }
+
+func TestDecisions(t *testing.T) {
+	kubelet := `I1124 09:26:51.663981   28401 kubelet.go:3499] "Creating a mirror pod for static pod" pod="default/x"
+I1124 09:26:52.000100   28401 eviction_manager.go:377] "Eviction manager: attempting to reclaim" resourceName="memory"
+W1124 09:26:53.5   28401 other.go:1] "Eviction manager: attempting to reclaim" malformed time
+I1124 09:27:02.250000   28401 eviction_manager.go:377] "Eviction manager: attempting to reclaim" resourceName="memory"
+`
+	nk := `time=2026-11-24T09:26:51.100Z level=INFO msg="pod started"
+time=2026-11-24T09:26:51.120Z level=WARN msg="Eviction manager: attempting to reclaim" resourceName=memory signal=allocatableMemory.available
+`
+	utc := time.UTC
+	tests := []struct {
+		name, log string
+		want      []time.Time
+	}{
+		{"kubelet klog", kubelet, []time.Time{
+			time.Date(2026, 11, 24, 9, 26, 52, 100000, utc), time.Date(2026, 11, 24, 9, 27, 2, 250000000, utc)}},
+		{"nodekeeper slog", nk, []time.Time{time.Date(2026, 11, 24, 9, 26, 51, 120000000, utc)}},
+		{"none", "I1124 09:26:51.663981   1 x.go:1] \"Eviction manager: pods ranked\"\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, Decisions(tt.log, 2026, utc)); diff != "" {
+				t.Errorf("Decisions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFirstAtOrAfter(t *testing.T) {
+	base := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	times := []time.Time{base, base.Add(time.Second), base.Add(2 * time.Second)}
+	tests := []struct {
+		name   string
+		t      time.Time
+		want   time.Time
+		wantOK bool
+	}{
+		{"exact", base.Add(time.Second), base.Add(time.Second), true},
+		{"within the log's millisecond", base.Add(time.Second + 400*time.Microsecond), base.Add(time.Second), true},
+		{"next", base.Add(1500 * time.Millisecond), base.Add(2 * time.Second), true},
+		{"none after", base.Add(3 * time.Second), time.Time{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := FirstAtOrAfter(times, tt.t)
+			if !got.Equal(tt.want) || ok != tt.wantOK {
+				t.Errorf("FirstAtOrAfter(%v) = %v, %v; want %v, %v", tt.t, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
