@@ -137,6 +137,7 @@ func (e *env) measure(b *testing.B, name string, w sizes) agentResult {
 	}
 	time.Sleep(w.settle) // the removals settle
 	r.cpu0, r.rss0 = a.idle(b, w.window)
+	b.Logf("%s: manifest→started one at a time %v; idle with 0 pods: %.2f%% CPU, %.1f MiB", name, r.single, r.cpu0, r.rss0)
 
 	// Many at once.
 	placed := map[string]time.Time{}
@@ -152,12 +153,15 @@ func (e *env) measure(b *testing.B, name string, w sizes) agentResult {
 	}
 	time.Sleep(w.settle) // the start's work settles: the steady state
 	r.cpu100, r.rss100 = a.idle(b, w.window)
+	b.Logf("%s: %d at once p50 %v p99 %v; idle with them: %.2f%% CPU, %.1f MiB", name, w.pods,
+		Percentile(r.many, 50), Percentile(r.many, 99), r.cpu100, r.rss100)
 
 	// The same number of pods, probed.
 	for i := range w.pods {
 		a.remove(b, fmt.Sprintf("many%d.yaml", i))
 	}
 	e.waitGone(b, a, names, 10*time.Minute)
+	time.Sleep(w.settle) // the removals finish
 	names = names[:0]
 	for i := range w.pods {
 		pod := fmt.Sprintf("probed%d", i)

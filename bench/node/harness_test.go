@@ -274,6 +274,7 @@ podLogsDir: %s
 containerRuntimeEndpoint: %s
 cgroupRoot: /%s
 oomScoreAdj: 0
+maxPods: 250
 authentication:
   anonymous: {enabled: true}
   webhook: {enabled: false}
