@@ -2,11 +2,15 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,7 +74,8 @@ rules:
 		n0, t0 := auditLines(b, audit), time.Now()
 		time.Sleep(2 * w.window) // the measured steady state
 		n1, t1 := auditLines(b, audit), time.Now()
-		r.perMin = float64(n1-n0) / t1.Sub(t0).Minutes()
+		r.perMin = float64(len(n1)-len(n0)) / t1.Sub(t0).Minutes()
+		b.Logf("%s: the node's requests in the window, by kind:\n%s", name, byKind(n1[len(n0):]))
 		c.deletePods()
 		a.stop(b)
 		c.forgetNode()
@@ -95,27 +100,44 @@ rules:
 	b.Logf("load average %s\n%s", loadAverage(), Table(figs))
 }
 
-// auditLines counts the node's requests in the audit log (the policy logs
-// only the node's user, one line per request).
-func auditLines(b *testing.B, path string) int {
+// auditLines lists the node's requests in the audit log (the policy logs
+// only the node's user, one line per request) as "VERB RESOURCE/SUBRESOURCE".
+func auditLines(b *testing.B, path string) []string {
 	b.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := 0
+	var out []string
 	for line := range bytes.Lines(raw) {
 		var ev struct {
-			User struct{ Username string } `json:"user"`
+			User      struct{ Username string } `json:"user"`
+			Verb      string                    `json:"verb"`
+			ObjectRef struct{ Resource, Subresource string }
 		}
 		if err := json.Unmarshal(line, &ev); err != nil {
 			b.Fatalf("audit log %s: %v", path, err)
 		}
 		if ev.User.Username == nodeUser {
-			n++
+			out = append(out, ev.Verb+" "+ev.ObjectRef.Resource+"/"+ev.ObjectRef.Subresource)
 		}
 	}
-	return n
+	return out
+}
+
+// byKind counts requests by kind, most first, one "N KIND" per line.
+func byKind(reqs []string) string {
+	n := map[string]int{}
+	for _, r := range reqs {
+		n[r]++
+	}
+	kinds := slices.Collect(maps.Keys(n))
+	slices.SortFunc(kinds, func(x, y string) int { return cmp.Or(n[y]-n[x], strings.Compare(x, y)) })
+	var sb strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&sb, "%6d %s\n", n[k], k)
+	}
+	return sb.String()
 }
 
 // clusterRun is one agent's run against the API server.

@@ -161,3 +161,11 @@ func TestFirstAtOrAfter(t *testing.T) {
 		})
 	}
 }
+
+func TestByKind(t *testing.T) {
+	got := byKind([]string{"update leases/", "patch pods/status", "update leases/", "get nodes/", "patch pods/status", "update leases/"})
+	want := "     3 update leases/\n     2 patch pods/status\n     1 get nodes/\n"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("byKind (-want +got):\n%s", diff)
+	}
+}
