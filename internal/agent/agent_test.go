@@ -173,6 +173,12 @@ func TestRemovedPodIsKilledThenRemoved(t *testing.T) {
 		if !a.IsPodDeleted("u1") || a.IsPodTerminated("u1") {
 			t.Errorf("right after removal: deleted %v terminated %v, want true false", a.IsPodDeleted("u1"), a.IsPodTerminated("u1"))
 		}
+		// While it is being stopped it is in the table, but no longer
+		// active: admission does not count it (as the kubelet's pod manager
+		// drops a removed pod at once).
+		if got := phases(a.ActivePods()); len(got) != 0 || len(a.Pods()) != 1 {
+			t.Errorf("while the removed pod stops: active %v, table %d pods; want none active, 1 in the table", got, len(a.Pods()))
+		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		want := []string{"sync default/web", "sync default/web", "kill default/web", "remove default/web"}

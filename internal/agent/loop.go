@@ -778,7 +778,10 @@ func (l *loop) publish() {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
 	})
 	for _, p := range s.pods {
-		if e := l.pods[p.UID]; !e.rejected && e.state != stateTerminated {
+		// A pod no source wants is not active while it is being stopped: as
+		// in the kubelet, whose pod manager drops it at once, admission no
+		// longer counts it (a static pod replaced by another).
+		if e := l.pods[p.UID]; !e.rejected && !e.removed && e.state != stateTerminated {
 			s.active = append(s.active, p)
 		}
 	}

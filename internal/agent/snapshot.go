@@ -37,8 +37,9 @@ type podView struct {
 func (a *Agent) Pods() []*v1.Pod { return a.snap.Load().pods }
 
 // ActivePods returns the pods admitted and not yet terminated, with their
-// current status (pods being killed included until they stopped). The pods
-// are shared: callers must not modify them.
+// current status (pods being killed included until they stopped, unless no
+// source wants them any more). The pods are shared: callers must not modify
+// them.
 func (a *Agent) ActivePods() []*v1.Pod { return a.snap.Load().active }
 
 // IsPodDeleted reports whether the pod is gone: no source wants it any more,
