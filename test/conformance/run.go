@@ -141,14 +141,16 @@ func run(ctx context.Context, o runOptions) error {
 			return fmt.Errorf("before the %s run: %w", agent, err)
 		}
 		res, err := runSuite(ctx, log, o, bins, agent, m.Endpoint())
+		if len(res.Specs) > 0 {
+			if err := mergeResults(filepath.Join(o.results, agent+".json"), res); err != nil {
+				return err
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", agent, err)
 		}
 		if err := guard.check(); err != nil {
 			return fmt.Errorf("after the %s run: %w", agent, err)
-		}
-		if err := mergeResults(filepath.Join(o.results, agent+".json"), res); err != nil {
-			return err
 		}
 		log.Info("suite done", "agent", agent, "passed", res.count("passed"), "failed", res.count("failed"),
 			"skipped", res.count("skipped"), "took", res.Took.Round(time.Second))
@@ -272,7 +274,10 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	}
 	defer logFile.Close()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.WaitDelay = time.Minute
+	// Interrupted, ginkgo stops the specs, runs their cleanup and writes
+	// its report: what ran is kept.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 3 * time.Minute
 	if err := portsFree(suitePorts...); err != nil {
 		return results{}, err
 	}
