@@ -767,10 +767,7 @@ func etcHostsMount(in containerInput, mounts []*runtimeapi.Mount) (*runtimeapi.M
 	} else {
 		b.WriteString("# Kubernetes-managed hosts file.\n")
 		b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
-		name := pod.Name
-		if pod.Spec.Hostname != "" {
-			name = pod.Spec.Hostname
-		}
+		name := podHostname(pod)
 		if pod.Spec.Subdomain != "" {
 			name = fmt.Sprintf("%s.%s.%s.svc.cluster.local\t%s", name, pod.Spec.Subdomain, pod.Namespace, name)
 		}

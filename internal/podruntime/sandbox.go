@@ -87,10 +87,7 @@ func sandboxConfig(pod *v1.Pod, attempt uint32, logsRoot string, resolv []byte, 
 		},
 	}
 	if !pod.Spec.HostNetwork {
-		cfg.Hostname = pod.Name
-		if pod.Spec.Hostname != "" {
-			cfg.Hostname = pod.Spec.Hostname
-		}
+		cfg.Hostname = podHostname(pod)
 	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		lsc := cfg.Linux.SecurityContext
@@ -281,4 +278,21 @@ func readResolvConf(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read host DNS config: %w", err)
 	}
 	return b, nil
+}
+
+// maxHostname is the longest hostname the kernel takes (a DNS label).
+const maxHostname = 63
+
+// podHostname is the pod's hostname, as the kubelet sets it: spec.hostname,
+// else the pod's name cut to 63 bytes without a trailing '-' or '.' (a
+// generated name is often longer: sethostname would refuse it).
+func podHostname(pod *v1.Pod) string {
+	if pod.Spec.Hostname != "" {
+		return pod.Spec.Hostname
+	}
+	name := pod.Name
+	if len(name) > maxHostname {
+		name = strings.TrimRight(name[:maxHostname], "-.")
+	}
+	return name
 }

@@ -1,6 +1,7 @@
 package podruntime
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -121,6 +122,10 @@ func TestSandboxHostname(t *testing.T) {
 		{"pod name", func(*v1.Pod) {}, "web"},
 		{"spec.hostname", func(p *v1.Pod) { p.Spec.Hostname = "h" }, "h"},
 		{"host network keeps the node's", func(p *v1.Pod) { p.Spec.HostNetwork = true }, ""},
+		{"a long (generated) name is cut to 63 bytes",
+			func(p *v1.Pod) { p.Name = "termination-message-container" + "a8272c37-c3c1-4f6b-825a-76412b3c7138" },
+			"termination-message-containera8272c37-c3c1-4f6b-825a-76412b3c71"},
+		{"cut at a dash", func(p *v1.Pod) { p.Name = strings.Repeat("a", 62) + "-bcd" }, strings.Repeat("a", 62)},
 	} {
 		cfg, err := sandboxConfig(testPod(tc.mut), 0, "/logs", nil, "")
 		if err != nil {
