@@ -194,7 +194,7 @@ func (s *Syncer) writeStatus(ctx context.Context, st *statusState, target, p *v1
 		st.norm[p.UID] = n
 	}
 	ours := n.status
-	want := mergeStatus(target.Status, ours)
+	want := mergeStatus(target.Status, ours, target.Spec.ReadinessGates)
 	if equality.Semantic.DeepEqual(want, target.Status) {
 		st.written[target.UID] = want
 		return true
@@ -227,7 +227,7 @@ func (s *Syncer) writeStatus(ctx context.Context, st *statusState, target, p *v1
 			return false
 		}
 		obj = fresh
-		want = mergeStatus(fresh.Status, ours)
+		want = mergeStatus(fresh.Status, ours, fresh.Spec.ReadinessGates)
 		if equality.Semantic.DeepEqual(want, fresh.Status) {
 			st.written[target.UID] = want
 			return true
@@ -270,9 +270,10 @@ var kubeletConditions = []v1.PodConditionType{
 // does not own and ours does not set; the server's other fields (nominated
 // node, resource claim statuses, resize, observed generation). A terminal
 // phase on the server stays (the API server refuses to leave it), and the
-// server's QoS class, once set, stays (it is immutable). mergeStatus does
-// not modify its arguments.
-func mergeStatus(server, ours v1.PodStatus) v1.PodStatus {
+// server's QoS class, once set, stays (it is immutable). The pod is Ready
+// only when its containers are and every readiness gate's condition is True.
+// mergeStatus does not modify its arguments.
+func mergeStatus(server, ours v1.PodStatus, gates []v1.PodReadinessGate) v1.PodStatus {
 	out := *server.DeepCopy()
 	o := ours.DeepCopy()
 	out.Phase, out.Reason, out.Message = o.Phase, o.Reason, o.Message
@@ -292,10 +293,34 @@ func mergeStatus(server, ours v1.PodStatus) v1.PodStatus {
 		conds = append(conds, *c.DeepCopy())
 	}
 	out.Conditions = conds
+	gateReady(out.Conditions, gates)
 	if terminal(server.Phase) && !terminal(o.Phase) {
 		out.Phase = server.Phase
 	}
 	return out
+}
+
+// gateReady turns a True PodReady condition in conds False when a readiness
+// gate's condition is missing or not True, with the kubelet's reason and
+// message.
+func gateReady(conds []v1.PodCondition, gates []v1.PodReadinessGate) {
+	i := slices.IndexFunc(conds, func(c v1.PodCondition) bool { return c.Type == v1.PodReady })
+	if i < 0 || conds[i].Status != v1.ConditionTrue || len(gates) == 0 {
+		return
+	}
+	var unready []string
+	for _, g := range gates {
+		j := slices.IndexFunc(conds, func(c v1.PodCondition) bool { return c.Type == g.ConditionType })
+		switch {
+		case j < 0:
+			unready = append(unready, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
+		case conds[j].Status != v1.ConditionTrue:
+			unready = append(unready, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, conds[j].Status))
+		}
+	}
+	if len(unready) > 0 {
+		conds[i].Status, conds[i].Reason, conds[i].Message = v1.ConditionFalse, "ReadinessGatesNotReady", strings.Join(unready, ", ")
+	}
 }
 
 func terminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }

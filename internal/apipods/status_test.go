@@ -101,11 +101,11 @@ func TestPass(t *testing.T) {
 		},
 		{
 			name: "prompt pass skips a status written before", cached: []*v1.Pod{web}, pods: []*v1.Pod{withStatus(web, running())},
-			setup: func(_ *fakeAgent, st *statusState) { st.written["u1"] = mergeStatus(web.Status, normalize(running())) },
+			setup: func(_ *fakeAgent, st *statusState) { st.written["u1"] = mergeStatus(web.Status, normalize(running()), nil) },
 		},
 		{
 			name: "full pass rewrites it when the server differs", cached: []*v1.Pod{web}, pods: []*v1.Pod{withStatus(web, running())}, full: true,
-			setup: func(_ *fakeAgent, st *statusState) { st.written["u1"] = mergeStatus(web.Status, normalize(running())) },
+			setup: func(_ *fakeAgent, st *statusState) { st.written["u1"] = mergeStatus(web.Status, normalize(running()), nil) },
 			want:  []string{"update pods/status default/web"},
 		},
 		{
@@ -299,6 +299,7 @@ func TestMergeStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		server, ours v1.PodStatus
+		gates        []v1.PodReadinessGate
 		want         v1.PodStatus
 	}{
 		{
@@ -326,6 +327,23 @@ func TestMergeStatus(t *testing.T) {
 			want:   v1.PodStatus{Phase: v1.PodFailed},
 		},
 		{
+			name:   "readiness gates: one missing, one False: not Ready",
+			server: v1.PodStatus{Conditions: []v1.PodCondition{{Type: "example.com/b", Status: v1.ConditionFalse}}},
+			ours:   v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready}},
+			gates:  []v1.PodReadinessGate{{ConditionType: "example.com/a"}, {ConditionType: "example.com/b"}},
+			want: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+				{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "ReadinessGatesNotReady",
+					Message: `corresponding condition of pod readiness gate "example.com/a" does not exist., the status of pod readiness gate "example.com/b" is not "True", but False`},
+				{Type: "example.com/b", Status: v1.ConditionFalse}}},
+		},
+		{
+			name:   "readiness gates all True: Ready",
+			server: v1.PodStatus{Conditions: []v1.PodCondition{{Type: "example.com/a", Status: v1.ConditionTrue}}},
+			ours:   v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready}},
+			gates:  []v1.PodReadinessGate{{ConditionType: "example.com/a"}},
+			want:   v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready, {Type: "example.com/a", Status: v1.ConditionTrue}}},
+		},
+		{
 			name:   "the server's QoS class stays",
 			server: v1.PodStatus{QOSClass: v1.PodQOSGuaranteed},
 			ours:   v1.PodStatus{QOSClass: v1.PodQOSBurstable},
@@ -334,7 +352,7 @@ func TestMergeStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.want, mergeStatus(tc.server, tc.ours)); diff != "" {
+			if diff := cmp.Diff(tc.want, mergeStatus(tc.server, tc.ours, tc.gates)); diff != "" {
 				t.Errorf("mergeStatus (-want +got):\n%s", diff)
 			}
 		})
