@@ -101,12 +101,16 @@ func TestPass(t *testing.T) {
 		},
 		{
 			name: "prompt pass skips a status written before", cached: []*v1.Pod{web}, pods: []*v1.Pod{withStatus(web, running())},
-			setup: func(_ *fakeAgent, st *statusState) { st.written["u1"] = mergeStatus(web.Status, normalize(running()), nil) },
+			setup: func(_ *fakeAgent, st *statusState) {
+				st.written["u1"] = mergeStatus(web.Status, normalize(running()), nil)
+			},
 		},
 		{
 			name: "full pass rewrites it when the server differs", cached: []*v1.Pod{web}, pods: []*v1.Pod{withStatus(web, running())}, full: true,
-			setup: func(_ *fakeAgent, st *statusState) { st.written["u1"] = mergeStatus(web.Status, normalize(running()), nil) },
-			want:  []string{"update pods/status default/web"},
+			setup: func(_ *fakeAgent, st *statusState) {
+				st.written["u1"] = mergeStatus(web.Status, normalize(running()), nil)
+			},
+			want: []string{"update pods/status default/web"},
 		},
 		{
 			name: "admission rejection is written", cached: []*v1.Pod{web}, pods: []*v1.Pod{withStatus(web, rejected)},
