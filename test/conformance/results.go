@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -90,6 +91,18 @@ func readReport(path string) (results, error) {
 		}
 	}
 	return res, nil
+}
+
+// failedFocus is a focus matching exactly the specs of r that did not pass.
+func failedFocus(r results) []string {
+	var out []string
+	for name, res := range r.Specs {
+		if res.State != "passed" && res.State != "skipped" {
+			out = append(out, "^"+regexp.QuoteMeta(name)+"$")
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // mergeResults stores res over the results already in path.

@@ -88,3 +88,16 @@ func TestWriteReport(t *testing.T) {
 		}
 	}
 }
+
+func TestFailedFocus(t *testing.T) {
+	r := results{Specs: map[string]result{
+		"[sig-node] Pods should get a host IP [NodeConformance]": {State: "failed"},
+		"[sig-node] Probing container should be restarted":       {State: "passed"},
+		"[sig-node] AppArmor loads":                              {State: "skipped"},
+		"[sig-node] X (y) works":                                 {State: "interrupted"},
+	}}
+	want := []string{`^\[sig-node\] Pods should get a host IP \[NodeConformance\]$`, `^\[sig-node\] X \(y\) works$`}
+	if diff := cmp.Diff(want, failedFocus(r)); diff != "" {
+		t.Errorf("focus (-want +got):\n%s", diff)
+	}
+}

@@ -61,6 +61,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.timeout, "timeout", 90*time.Minute, "the suite's time limit, per agent")
 	fs.StringVar(&o.labels, "labels", "NodeConformance", "ginkgo label filter (e.g. 'Feature:Eviction' with a matching -focus)")
 	fs.IntVar(&o.flakes, "flake-attempts", 1, "attempts per spec")
+	rerun := fs.Bool("rerun-failed", false, "run the specs whose latest result (of the first agent) is not passed, instead of -focus")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -69,6 +70,24 @@ func runCmd(ctx context.Context, args []string) error {
 			return usageError{fmt.Errorf("-agents: unknown agent %q: want kubelet or nodekeeper", a)}
 		}
 		o.agents = append(o.agents, a)
+	}
+	if *rerun {
+		root, err := toolbuild.ModuleDir(".")
+		if err != nil {
+			return err
+		}
+		dir := o.results
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(root, dir)
+		}
+		prev, err := loadResults(filepath.Join(dir, o.agents[0]+".json"))
+		if err != nil {
+			return err
+		}
+		o.focus = failedFocus(prev)
+		if len(o.focus) == 0 {
+			return usageError{fmt.Errorf("-rerun-failed: no spec of %s failed", o.agents[0])}
+		}
 	}
 	if len(o.focus) == 0 {
 		o.focus = coreFocus
