@@ -180,9 +180,9 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		return nil
 	})
-	// The static pod gone: its mirror pod is deleted.
+	// The static pod gone and stopped: its mirror pod is deleted.
 	ag.mu.Lock()
-	ag.deleted["hash-1"] = true
+	ag.deleted["hash-1"], ag.terminated["hash-1"] = true, true
 	ag.mu.Unlock()
 	ag.setPods(withStatus(big, rejected), withStatus(web, runningStatus))
 	eventually(t, 30*time.Second, "mirror pod deleted", func() error {

@@ -19,10 +19,12 @@ import (
 // cached pod of p's name, if any) is kept when it is p's current mirror;
 // a stale one (another hash, or being deleted) is deleted (and recorded in
 // gone) and a new one is created in a later pass; a missing one is created.
-// A static pod its source dropped gets none.
+// A static pod its source dropped keeps its mirror, with its status, until it
+// has stopped (as the kubelet: through its grace period), and gets no new one.
 func (s *Syncer) mirrorTarget(ctx context.Context, st *statusState, p, cur *v1.Pod, gone map[types.UID]bool) *v1.Pod {
 	hash := p.Annotations[podsource.ConfigHashAnnotation]
-	if s.agent.IsPodDeleted(string(p.UID)) || hash == "" {
+	removed := s.agent.IsPodDeleted(string(p.UID))
+	if hash == "" || removed && s.agent.IsPodTerminated(string(p.UID)) {
 		return nil
 	}
 	if cur != nil {
@@ -37,6 +39,9 @@ func (s *Syncer) mirrorTarget(ctx context.Context, st *statusState, p, cur *v1.P
 				gone[cur.UID] = true
 			}
 		}
+		return nil
+	}
+	if removed {
 		return nil
 	}
 	uid, err := s.nodeUID(ctx, st)

@@ -139,12 +139,12 @@ func (s *Syncer) pass(ctx context.Context, st *statusState, full bool) {
 			}
 		}
 	}
-	// Mirror pods whose static pod is gone.
+	// Mirror pods whose static pod is gone and stopped.
 	for _, c := range cached {
 		if !qos.IsMirror(c) || gone[c.UID] {
 			continue
 		}
-		if s.agent.IsPodDeleted(c.Annotations[qos.ConfigMirrorAnnotation]) {
+		if h := c.Annotations[qos.ConfigMirrorAnnotation]; s.agent.IsPodDeleted(h) && s.agent.IsPodTerminated(h) {
 			if s.deletePod(ctx, st, c, "Deleting mirror pod of a static pod that is gone") {
 				gone[c.UID] = true
 			}

@@ -158,8 +158,22 @@ func TestPass(t *testing.T) {
 		{
 			name:   "mirror whose static pod is gone is deleted",
 			cached: []*v1.Pod{mirror("etcd-node1", "m1", "h1")},
-			setup:  func(a *fakeAgent, _ *statusState) { a.deleted["h1"] = true },
+			setup:  func(a *fakeAgent, _ *statusState) { a.deleted["h1"], a.terminated["h1"] = true, true },
 			want:   []string{"delete pods kube-system/etcd-node1"},
+		},
+		{
+			// As the kubelet: the mirror pod stays, with the pod's status,
+			// through the static pod's grace period.
+			name:   "mirror kept while its removed static pod stops",
+			cached: []*v1.Pod{mirror("etcd-node1", "m1", "h1")},
+			pods:   []*v1.Pod{staticPod("etcd-node1", "h1", running())},
+			setup:  func(a *fakeAgent, _ *statusState) { a.deleted["h1"] = true },
+			want:   []string{"update pods/status kube-system/etcd-node1"},
+		},
+		{
+			name:  "no new mirror for a removed static pod that stops",
+			pods:  []*v1.Pod{staticPod("etcd-node1", "h1", running())},
+			setup: func(a *fakeAgent, _ *statusState) { a.deleted["h1"] = true },
 		},
 		{
 			name:   "mirror kept while the agent does not know its static pod yet",
