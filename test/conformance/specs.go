@@ -29,7 +29,7 @@ type machineSkip struct {
 // machineSkips are the specs that need hardware or kernel features this
 // machine kind lacks.
 var machineSkips = []machineSkip{
-	{`Container Runtime blackbox test when running a container with a new image \[Serial\] should be able to pull image \\[NodeConformance\\]`,
+	{`Container Runtime blackbox test when running a container with a new image \[Serial\] should be able to pull image \[NodeConformance\]`,
 		"pulls agnhost from registry.k8s.io with imagePullPolicy Always; no registry on the internet is reachable from this machine kind (it stalled the kubelet's run for minutes)"},
 }
 
