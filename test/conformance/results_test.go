@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,23 @@ func TestFailedFocus(t *testing.T) {
 	want := []string{`^\[sig-node\] Pods should get a host IP \[NodeConformance\]$`, `^\[sig-node\] X \(y\) works$`}
 	if diff := cmp.Diff(want, failedFocus(r)); diff != "" {
 		t.Errorf("focus (-want +got):\n%s", diff)
+	}
+}
+
+// TestMachineSkips: every skip is a valid regular expression with a reason,
+// and the registry-pull skip matches that spec's full text.
+func TestMachineSkips(t *testing.T) {
+	pull := "[sig-node] Container Runtime blackbox test when running a container with a new image [Serial] should be able to pull image [NodeConformance]"
+	matched := false
+	for _, s := range machineSkips {
+		re, err := regexp.Compile(s.re)
+		if err != nil || s.reason == "" {
+			t.Errorf("skip %q: %v, reason %q", s.re, err, s.reason)
+			continue
+		}
+		matched = matched || re.MatchString(pull)
+	}
+	if !matched {
+		t.Errorf("no skip matches %q", pull)
 	}
 }
