@@ -16,12 +16,14 @@ import (
 // DefaultCacheTTL is how long CachedAPI keeps an object it read.
 const DefaultCacheTTL = 30 * time.Second
 
-// CachedAPI is an API whose reads (ConfigMaps, Secrets, Services, a
-// namespace's Services) are kept for a TTL per object, as the kubelet's
-// TTL-based object cache does: the pods of a node that share an object (every
-// pod's kube-root-ca.crt) read it once per TTL, not on each pod sync. A
-// missing object is kept as missing for the TTL too. Tokens pass through (the
-// token cache keeps them). All methods may be called from any goroutine.
+// CachedAPI is an API whose reads of ConfigMaps and Secrets are kept for a
+// TTL per object, as the kubelet's TTL-based object cache does: the pods of a
+// node that share an object (every pod's kube-root-ca.crt) read it once per
+// TTL, not on each pod sync. A missing object is kept as missing for the TTL
+// too. Services pass through: they are read only when a container starts (its
+// service environment), and a Service created just before the pod must be in
+// it, as the kubelet's Service informer has it. Tokens pass through (the token
+// cache keeps them). All methods may be called from any goroutine.
 type CachedAPI struct {
 	api   API
 	ttl   time.Duration
@@ -100,18 +102,14 @@ func (c *CachedAPI) GetSecret(ctx context.Context, namespace, name string) (*v1.
 	})
 }
 
-// GetService implements API.
+// GetService implements API: never cached.
 func (c *CachedAPI) GetService(ctx context.Context, namespace, name string) (*v1.Service, error) {
-	return get(c, cacheKey{"service", namespace, name}, func() (*v1.Service, error) {
-		return c.api.GetService(ctx, namespace, name)
-	})
+	return c.api.GetService(ctx, namespace, name)
 }
 
-// ListServices implements API.
+// ListServices implements API: never cached.
 func (c *CachedAPI) ListServices(ctx context.Context, namespace string) ([]v1.Service, error) {
-	return get(c, cacheKey{"services", namespace, ""}, func() ([]v1.Service, error) {
-		return c.api.ListServices(ctx, namespace)
-	})
+	return c.api.ListServices(ctx, namespace)
 }
 
 // CreateToken implements API: never cached.

@@ -73,6 +73,27 @@ func TestCachedAPI(t *testing.T) {
 	}
 }
 
+// TestCachedAPIServicesFresh: a Service created right after a list is in the
+// next list (a pod's service environment sees a Service made just before it).
+func TestCachedAPIServicesFresh(t *testing.T) {
+	t.Parallel()
+	fc := fake.NewClientset()
+	c := NewCachedAPI(ClientAPI{Client: clientgo.Wrap(fc)}, time.Hour, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	ctx := context.Background()
+	if svcs, err := c.ListServices(ctx, "ns"); err != nil || len(svcs) != 0 {
+		t.Fatalf("ListServices = %v, %v; want none", svcs, err)
+	}
+	if _, err := fc.CoreV1().Services("ns").Create(ctx, &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fooservice"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if svcs, err := c.ListServices(ctx, "ns"); err != nil || len(svcs) != 1 {
+		t.Errorf("ListServices after a create = %v, %v; want the new Service", svcs, err)
+	}
+	if _, err := c.GetService(ctx, "ns", "fooservice"); err != nil {
+		t.Errorf("GetService after a create: %v", err)
+	}
+}
+
 // TestCachedAPIConcurrentMisses: many readers missing the same object at once
 // (every pod's resync) share one API read.
 func TestCachedAPIConcurrentMisses(t *testing.T) {
