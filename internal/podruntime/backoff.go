@@ -26,6 +26,10 @@ type backoffKey struct {
 type backoffEntry struct {
 	delay time.Duration
 	last  time.Time
+	// spec is the container's hash (containerHash) a crash back-off was
+	// counted for: a container whose spec changed (a new image) starts over,
+	// as the kubelet keys its back-off by the container's hash.
+	spec string
 }
 
 // inBackoff reports whether an event at eventTime (a container's finish, a

@@ -21,11 +21,11 @@ func TestBackoff(t *testing.T) {
 		wantDelay time.Duration // of nextBackoff(entry, ok, event)
 	}{
 		{name: "first exit restarts at once", event: t0, now: t0, wantDelay: 10 * time.Second},
-		{name: "second exit waits 10s", entry: backoffEntry{10 * time.Second, t0}, ok: true, event: t0.Add(time.Second), now: t0.Add(3 * time.Second), wantIn: true, wantLeft: 8 * time.Second, wantDelay: 20 * time.Second},
-		{name: "back-off over", entry: backoffEntry{10 * time.Second, t0}, ok: true, event: t0.Add(time.Second), now: t0.Add(11 * time.Second), wantDelay: 20 * time.Second},
-		{name: "doubling stops at 5m", entry: backoffEntry{160 * time.Second, t0}, ok: true, event: t0.Add(time.Minute), now: t0.Add(time.Minute), wantIn: true, wantLeft: 160 * time.Second, wantDelay: 5 * time.Minute},
-		{name: "at 5m stays 5m", entry: backoffEntry{5 * time.Minute, t0}, ok: true, event: t0.Add(time.Minute), now: t0.Add(time.Minute), wantIn: true, wantLeft: 5 * time.Minute, wantDelay: 5 * time.Minute},
-		{name: "ran over 10 minutes: reset", entry: backoffEntry{5 * time.Minute, t0}, ok: true, event: t0.Add(10*time.Minute + time.Second), now: t0.Add(10*time.Minute + time.Second), wantDelay: 10 * time.Second},
+		{name: "second exit waits 10s", entry: backoffEntry{delay: 10 * time.Second, last: t0}, ok: true, event: t0.Add(time.Second), now: t0.Add(3 * time.Second), wantIn: true, wantLeft: 8 * time.Second, wantDelay: 20 * time.Second},
+		{name: "back-off over", entry: backoffEntry{delay: 10 * time.Second, last: t0}, ok: true, event: t0.Add(time.Second), now: t0.Add(11 * time.Second), wantDelay: 20 * time.Second},
+		{name: "doubling stops at 5m", entry: backoffEntry{delay: 160 * time.Second, last: t0}, ok: true, event: t0.Add(time.Minute), now: t0.Add(time.Minute), wantIn: true, wantLeft: 160 * time.Second, wantDelay: 5 * time.Minute},
+		{name: "at 5m stays 5m", entry: backoffEntry{delay: 5 * time.Minute, last: t0}, ok: true, event: t0.Add(time.Minute), now: t0.Add(time.Minute), wantIn: true, wantLeft: 5 * time.Minute, wantDelay: 5 * time.Minute},
+		{name: "ran over 10 minutes: reset", entry: backoffEntry{delay: 5 * time.Minute, last: t0}, ok: true, event: t0.Add(10*time.Minute + time.Second), now: t0.Add(10*time.Minute + time.Second), wantDelay: 10 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

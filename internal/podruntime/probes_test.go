@@ -333,3 +333,49 @@ func TestSyncPodRestartsSidecarOnProbeFailure(t *testing.T) {
 		t.Errorf("sidecar restart count %d, want 1", n)
 	}
 }
+
+// TestSyncPodBackoffKeyedBySpec: a container whose spec changed while it was
+// in back-off starts at once.
+func TestSyncPodBackoffKeyedBySpec(t *testing.T) {
+	t.Parallel()
+	probes := &fakeProbes{failed: map[string]prober.ProbeType{}}
+	f, _ := newProbeFixture(t, probes)
+	pod := testPod()
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	probes.set(func(p *fakeProbes) { p.failed["app"] = prober.Liveness })
+	// First probe kill: restarted at once (no earlier exit).
+	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+		t.Fatalf("first probe restart: %+v", res)
+	}
+	f.calls()
+	// Second, right away: the earlier exit has no back-off entry yet, so
+	// it starts, and the back-off (10s) begins.
+	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+		t.Fatalf("second probe restart: %+v", res)
+	}
+	if diff := cmp.Diff([]string{"StopContainer", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("second probe restart (-want +got):\n%s", diff)
+	}
+	// Third, within the back-off: killed, but not started.
+	res := f.sync(t, pod)
+	if res.Err != nil || res.RetryAfter <= 0 {
+		t.Fatalf("third probe restart in back-off: %+v, want a RetryAfter", res)
+	}
+	if diff := cmp.Diff([]string{"StopContainer", "RemoveContainer"}, f.calls()); diff != "" {
+		t.Errorf("third probe restart (-want +got):\n%s", diff)
+	}
+	// The same container with another spec (a new image) is a new back-off,
+	// as the kubelet keys its back-off by the container's hash: it starts at
+	// once; the old spec is still in its back-off.
+	updated := pod.DeepCopy()
+	updated.Spec.Containers[0].Env = append(updated.Spec.Containers[0].Env, v1.EnvVar{Name: "NEW", Value: "1"})
+	probes.set(func(p *fakeProbes) { delete(p.failed, "app") })
+	if res := f.sync(t, updated); res.Err != nil || res.RetryAfter != 0 {
+		t.Fatalf("changed spec in the old spec's back-off: %+v, want a start", res)
+	}
+	if calls := f.calls(); !slices.Contains(calls, "StartContainer") {
+		t.Errorf("changed spec in the old spec's back-off: calls %v, want a start", calls)
+	}
+}

@@ -42,8 +42,18 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 		}
 	}
 	m.mu.Unlock()
-	acts := computeActions(pod, status, now, func(name string) (backoffEntry, bool) { e, ok := crash[name]; return e, ok })
-	m.probeRestarts(pod, status, now, &acts, func(name string) (backoffEntry, bool) { e, ok := crash[name]; return e, ok })
+	specs := make(map[string]string, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			specs[cs[i].Name] = containerHash(&cs[i])
+		}
+	}
+	backoff := func(name string) (backoffEntry, bool) {
+		e, ok := crash[name]
+		return e, ok && e.spec == specs[name]
+	}
+	acts := computeActions(pod, status, now, backoff)
+	m.probeRestarts(pod, status, now, &acts, backoff)
 	waiting := make(map[string]v1.ContainerStateWaiting, len(acts.waiting)+len(acts.start))
 	for name, w := range acts.waiting {
 		waiting[name] = w
@@ -302,9 +312,12 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 	if !a.prevFinished.IsZero() {
 		// A restart: the next exit waits longer.
 		key := backoffKey{uid: pod.UID, name: c.Name}
+		spec := containerHash(c)
 		m.mu.Lock()
 		e, ok := m.crash[key]
-		m.crash[key] = nextBackoff(e, ok, a.prevFinished)
+		next := nextBackoff(e, ok && e.spec == spec, a.prevFinished)
+		next.spec = spec
+		m.crash[key] = next
 		m.mu.Unlock()
 	}
 	if err := m.rt.StartContainer(ctx, id); err != nil {
