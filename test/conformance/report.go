@@ -114,10 +114,10 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 		"nodekeeper, one after the other on one containerd. How to run it: README, \"Conformance\".\n\n", version)
 
 	fmt.Fprintf(w, "## Summary\n\n%d specs carry the NodeConformance label.\n\n", len(all))
-	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | not run yet | last run |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | not run yet | last run | nodekeeper revision of the last run |\n|---|---|---|---|---|---|---|\n")
 	for _, a := range agents {
 		var passed, failed, skipped, notRun int
-		last := ""
+		last, rev := "", ""
 		for _, name := range all {
 			r, ok := res[a].Specs[name]
 			switch {
@@ -131,10 +131,10 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 				failed++
 			}
 			if ok && r.Run > last {
-				last = r.Run
+				last, rev = r.Run, r.Revision
 			}
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s |\n", a, passed, failed, skipped, notRun, last)
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s | %s |\n", a, passed, failed, skipped, notRun, last, rev)
 	}
 
 	var gaps []string
