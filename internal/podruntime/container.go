@@ -4,11 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -380,6 +383,19 @@ func containerEnv(in containerInput) ([]*runtimeapi.KeyValue, error) {
 				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
 			}
 			val = v
+		case e.ValueFrom.FileKeyRef != nil:
+			ref := e.ValueFrom.FileKeyRef
+			v, ok, err := fileKeyValue(in, ref)
+			if err != nil {
+				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
+			}
+			if !ok {
+				if isTrue(ref.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("container %q: env[%d] %s: key %s not found in env file %s of volume %s", c.Name, i, e.Name, ref.Key, ref.Path, ref.VolumeName)
+			}
+			val = v
 		case in.env == nil:
 			return nil, fmt.Errorf("container %q: env[%d] %s: valueFrom needs ConfigMaps or Secrets, %s", c.Name, i, e.Name, noAPIServer)
 		case e.ValueFrom.ConfigMapKeyRef != nil:
@@ -537,6 +553,56 @@ func resourceFieldValue(in containerInput, ref *v1.ResourceFieldSelector) (strin
 }
 
 // emptyDirPath is the host directory of the pod's emptyDir volume name.
+// fileKeyValue reads ref's key from an env file in one of the pod's emptyDir
+// volumes (the EnvFiles feature: an init container writes the file), and
+// reports whether the file and key exist.
+func fileKeyValue(in containerInput, ref *v1.FileKeySelector) (string, bool, error) {
+	i := slices.IndexFunc(in.pod.Spec.Volumes, func(v v1.Volume) bool { return v.Name == ref.VolumeName })
+	if i < 0 || in.pod.Spec.Volumes[i].EmptyDir == nil {
+		return "", false, fmt.Errorf("fileKeyRef volume %q: not an emptyDir volume of the pod", ref.VolumeName)
+	}
+	if filepath.IsAbs(ref.Path) || !filepath.IsLocal(ref.Path) {
+		return "", false, fmt.Errorf("fileKeyRef path %q: want a relative path inside the volume", ref.Path)
+	}
+	b, err := os.ReadFile(filepath.Join(emptyDirPath(in.podsDir, string(in.pod.UID), ref.VolumeName), ref.Path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	env, err := parseEnvFile(string(b))
+	if err != nil {
+		return "", false, fmt.Errorf("env file %s of volume %s: %w", ref.Path, ref.VolumeName, err)
+	}
+	v, ok := env[ref.Key]
+	return v, ok, nil
+}
+
+// parseEnvFile parses KEY=VALUE lines: blank lines and lines starting with
+// '#' are skipped, space around the key and value is trimmed, and a value in
+// single or double quotes loses them.
+func parseEnvFile(s string) (map[string]string, error) {
+	env := map[string]string{}
+	for n, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("line %d: want KEY=VALUE, got %q", n+1, line)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '\'' || v[0] == '"') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
 func emptyDirPath(podsDir, uid, name string) string {
 	return filepath.Join(podsDir, uid, "volumes", "kubernetes.io~empty-dir", name)
 }

@@ -343,3 +343,65 @@ func TestVerifyNonRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerEnvFileKeyRef: an env file an init container wrote into an
+// emptyDir volume feeds fileKeyRef variables (the EnvFiles feature), quotes
+// stripped; a missing key is an error unless optional; a volume that is not
+// an emptyDir is refused.
+func TestContainerEnvFileKeyRef(t *testing.T) {
+	t.Parallel()
+	podsDir := t.TempDir()
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.Volumes = []v1.Volume{
+			{Name: "config", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+			{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/tmp"}}},
+		}
+	})
+	dir := emptyDirPath(podsDir, string(pod.UID), "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.env"), []byte("# written by an init container\nCONFIG_1='value1'\n\n CONFIG_2 = \"value 2\"\nCONFIG_3=a=b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := func(vol, path, key string, optional bool) v1.EnvVar {
+		return v1.EnvVar{Name: key, ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: vol, Path: path, Key: key, Optional: &optional}}}
+	}
+	pod.Spec.Containers[0].Env = []v1.EnvVar{
+		ref("config", "config.env", "CONFIG_1", false),
+		ref("config", "config.env", "CONFIG_2", false),
+		ref("config", "config.env", "CONFIG_3", false),
+		ref("config", "config.env", "MISSING", true),
+		ref("config", "absent.env", "X", true),
+	}
+	env, err := containerEnv(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: podsDir, memCapacity: 1 << 30, cpus: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range env {
+		got[kv.Key] = string(kv.Value)
+	}
+	for k, want := range map[string]string{"CONFIG_1": "value1", "CONFIG_2": "value 2", "CONFIG_3": "a=b"} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q", k, got[k], want)
+		}
+	}
+	if _, ok := got["MISSING"]; ok {
+		t.Error("an optional missing key is set")
+	}
+	for _, tc := range []struct {
+		env  v1.EnvVar
+		want string
+	}{
+		{ref("config", "config.env", "MISSING", false), "key MISSING not found in env file config.env of volume config"},
+		{ref("host", "x.env", "X", false), `fileKeyRef volume "host": not an emptyDir volume`},
+		{ref("config", "../x.env", "X", false), `fileKeyRef path "../x.env"`},
+	} {
+		pod.Spec.Containers[0].Env = []v1.EnvVar{tc.env}
+		_, err := containerEnv(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: podsDir, memCapacity: 1 << 30, cpus: 1})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.env.ValueFrom.FileKeyRef, err, tc.want)
+		}
+	}
+}
