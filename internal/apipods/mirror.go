@@ -18,7 +18,8 @@ import (
 // the object its status goes to, or nil when there is none yet: cur (the
 // cached pod of p's name, if any) is kept when it is p's current mirror;
 // a stale one (another hash, or being deleted) is deleted (and recorded in
-// gone) and a new one is created in a later pass; a missing one is created.
+// gone) once the static pod it mirrors has stopped, and a new one is created
+// in a later pass; a missing one is created.
 // A static pod its source dropped keeps its mirror, with its status, until it
 // has stopped (as the kubelet: through its grace period), and gets no new one.
 func (s *Syncer) mirrorTarget(ctx context.Context, st *statusState, p, cur *v1.Pod, gone map[types.UID]bool) *v1.Pod {
@@ -34,6 +35,10 @@ func (s *Syncer) mirrorTarget(ctx context.Context, st *statusState, p, cur *v1.P
 			return nil
 		case cur.Annotations[qos.ConfigMirrorAnnotation] == hash && cur.DeletionTimestamp == nil:
 			return cur
+		case cur.DeletionTimestamp == nil && !s.agent.IsPodTerminated(cur.Annotations[qos.ConfigMirrorAnnotation]):
+			// The mirror of the static pod p replaces (a changed manifest),
+			// which is still stopping: it stays, with that pod's status,
+			// through its grace period, as the kubelet keeps it.
 		case !gone[cur.UID]:
 			if s.deletePod(ctx, st, cur, "Deleting outdated mirror pod") {
 				gone[cur.UID] = true

@@ -146,9 +146,16 @@ func TestPass(t *testing.T) {
 			want: []string{"update pods/status kube-system/etcd-node1"},
 		},
 		{
-			name:   "mirror of another hash is deleted",
+			name:   "mirror of another hash is deleted once its static pod stopped",
 			cached: []*v1.Pod{mirror("etcd-node1", "m1", "old")}, pods: []*v1.Pod{staticPod("etcd-node1", "h1", running())},
-			want: []string{"delete pods kube-system/etcd-node1"},
+			setup: func(a *fakeAgent, _ *statusState) { a.terminated["old"] = true },
+			want:  []string{"delete pods kube-system/etcd-node1"},
+		},
+		{
+			// A changed manifest: the old static pod's mirror stays through
+			// its grace period.
+			name:   "mirror of a replaced static pod that still stops is kept",
+			cached: []*v1.Pod{mirror("etcd-node1", "m1", "old")}, pods: []*v1.Pod{staticPod("etcd-node1", "h1", running())},
 		},
 		{
 			name:   "mirror being deleted is deleted at once",
