@@ -269,6 +269,9 @@ func logTail(path string, lines int, maxBytes int64) string {
 		all = append(all, partial.String()+"\n")
 		partial.Reset()
 	}
+	if partial.Len() > 0 { // output that ended without a newline ("echo -n DONE")
+		all = append(all, partial.String())
+	}
 	if len(all) > lines {
 		all = all[len(all)-lines:]
 	}

@@ -161,6 +161,14 @@ func TestLogTail(t *testing.T) {
 	if got, want := logTail(p, 80, 7), "\nthree\n"; got != want {
 		t.Errorf("logTail bytes = %q, want %q", got, want)
 	}
+	// Output that ends without a newline is a last partial line: kept as it is.
+	q := filepath.Join(t.TempDir(), "1.log")
+	if err := os.WriteFile(q, []byte("2026-01-01T00:00:00Z stdout P DONE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := logTail(q, 80, 2048), "DONE"; got != want {
+		t.Errorf("logTail of a last partial line = %q, want %q", got, want)
+	}
 	st := &runtimeapi.ContainerStatus{ExitCode: 1, LogPath: p, Annotations: map[string]string{annoTermMsgPolicy: "FallbackToLogsOnError"}}
 	if got := terminationMessage(st); got != "one\ntwo\nthree\n" {
 		t.Errorf("fallback message = %q", got)
