@@ -17,13 +17,11 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	DefaultDir              = "/var/lib/kubelet/device-plugins"
-	DefaultStopGracePeriod  = 5 * time.Minute
-	DefaultDialTimeout      = 10 * time.Second
-	DefaultAllocateTimeout  = 30 * time.Second
-	DefaultPreStartTimeout  = 30 * time.Second
-	DefaultReconnectBackoff = 100 * time.Millisecond
-	DefaultMaxReconnect     = 10 * time.Second
+	DefaultDir             = "/var/lib/kubelet/device-plugins"
+	DefaultStopGracePeriod = 5 * time.Minute
+	DefaultDialTimeout     = 10 * time.Second
+	DefaultAllocateTimeout = 30 * time.Second
+	DefaultPreStartTimeout = 30 * time.Second
 	// DefaultMaxListAndWatchMessage bounds one ListAndWatch message from a
 	// plugin (gRPC's own default is 4 MiB). A device costs its ID plus a few
 	// bytes of framing, and a topology entry a few more: 100,000 devices with
@@ -52,14 +50,9 @@ type Config struct {
 	AllocateTimeout time.Duration
 	// PreStartTimeout bounds each PreStartContainer RPC.
 	PreStartTimeout time.Duration
-	// ReconnectBackoff is the first wait (on Deps.Clock) before re-dialling
-	// a plugin whose ListAndWatch stream ended; it doubles up to
-	// MaxReconnectBackoff.
-	ReconnectBackoff    time.Duration
-	MaxReconnectBackoff time.Duration
 	// MaxListAndWatchMessage is the largest ListAndWatch message, in bytes,
 	// accepted from a plugin. A larger one ends the stream; the resource's
-	// devices stay unhealthy and the stream is re-dialled with back-off.
+	// devices stay unhealthy until the plugin registers again.
 	MaxListAndWatchMessage int
 }
 
@@ -91,8 +84,6 @@ func (c Config) withDefaults() (Config, error) {
 		set(&c.DialTimeout, DefaultDialTimeout, "dialTimeout"),
 		set(&c.AllocateTimeout, DefaultAllocateTimeout, "allocateTimeout"),
 		set(&c.PreStartTimeout, DefaultPreStartTimeout, "preStartTimeout"),
-		set(&c.ReconnectBackoff, DefaultReconnectBackoff, "reconnectBackoff"),
-		set(&c.MaxReconnectBackoff, DefaultMaxReconnect, "maxReconnectBackoff"),
 	)
 }
 

@@ -10,8 +10,7 @@
 // restarts in the kubelet's own checkpoint file, kubelet_internal_checkpoint,
 // which the kubelet and nodekeeper can read from each other.
 //
-// Beyond the kubelet, a ListAndWatch stream that drops is re-dialled while the
-// plugin's socket exists, and the Allocate RPC has a timeout so that a hung
+// Beyond the kubelet, the Allocate RPC has a timeout so that a hung
 // plugin fails one admission instead of blocking all of them. Each container
 // also carries its device IDs in the AnnotationDevices annotation: when the
 // checkpoint is unreadable, Run rebuilds the assignments of the runtime's

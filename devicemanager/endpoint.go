@@ -55,13 +55,11 @@ func dialPlugin(socket string, maxRecv int) (*grpc.ClientConn, error) {
 }
 
 // runEndpoint connects to a registering plugin, answers its registration,
-// then follows its ListAndWatch stream until the endpoint is replaced or
-// removed or ctx ends. When the stream ends the resource's devices become
-// unhealthy; while the plugin's socket exists the stream is re-dialled with
-// back-off. The back-off restarts from ReconnectBackoff only after a stream
-// that delivered a device list and lasted longer than MaxReconnectBackoff, so
-// a plugin whose list is refused every time (too large) is re-dialled less
-// and less often.
+// then follows its ListAndWatch stream until the stream ends, the endpoint is
+// replaced or removed, or ctx ends. As with the kubelet, a stream that ends is
+// not re-dialled: the resource's devices are unhealthy from then on (and the
+// resource leaves Capacity StopGracePeriod later) until the plugin registers
+// again.
 func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 	res := r.req.GetResourceName()
 	socket := filepath.Join(m.cfg.Dir, r.req.GetEndpoint())
@@ -83,7 +81,7 @@ func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 	opts, err := client.GetDevicePluginOptions(octx, &pluginapi.Empty{}, grpc.WaitForReady(true))
 	ocancel()
 	if err != nil {
-		r.reply <- fmt.Errorf("get options of device plugin %q at %s: %w", res, socket, err)
+		r.reply <- fmt.Errorf("failed to get device plugin options of %q at %s: %w", res, socket, err)
 		return
 	}
 	if opts == nil {
@@ -96,51 +94,30 @@ func (m *Manager) runEndpoint(ctx context.Context, r registration) {
 		"getPreferredAllocationAvailable", opts.GetGetPreferredAllocationAvailable())
 	r.reply <- nil
 
-	backoff := m.cfg.ReconnectBackoff
-	for {
-		start := m.clock.Now()
-		received, err := m.watch(ctx, ep, client)
-		if ctx.Err() != nil {
-			return
-		}
-		m.stopped(ep, m.clock.Now())
-		if status.Code(errors.Unwrap(err)) == codes.ResourceExhausted {
-			m.logOversized(log, res, err)
-		} else {
-			log.Info("Device plugin stream ended; its devices are unhealthy", "err", err)
-		}
-		if received && m.clock.Since(start) > m.cfg.MaxReconnectBackoff {
-			backoff = m.cfg.ReconnectBackoff
-		}
-		if !isSocket(socket) {
-			log.Info("Device plugin socket is gone; waiting for the plugin to register again")
-			return
-		}
-		t := m.clock.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
-		backoff = min(2*backoff, m.cfg.MaxReconnectBackoff)
-		log.Info("Re-dialling device plugin")
+	err = m.watch(ctx, ep, client)
+	if ctx.Err() != nil {
+		return
 	}
+	m.stopped(ep, m.clock.Now())
+	if status.Code(errors.Unwrap(err)) == codes.ResourceExhausted {
+		m.logOversized(log, res, err)
+		return
+	}
+	log.Info("Device plugin stream ended; its devices are unhealthy until the plugin registers again", "err", err)
 }
 
-// watch runs one ListAndWatch stream and applies every message; received
-// reports whether at least one message arrived.
-func (m *Manager) watch(ctx context.Context, ep *endpoint, client pluginapi.DevicePluginClient) (received bool, err error) {
+// watch runs the ListAndWatch stream and applies every message until the
+// stream ends.
+func (m *Manager) watch(ctx context.Context, ep *endpoint, client pluginapi.DevicePluginClient) error {
 	stream, err := client.ListAndWatch(ctx, &pluginapi.Empty{})
 	if err != nil {
-		return false, fmt.Errorf("list and watch: %w", err)
+		return fmt.Errorf("list and watch: %w", err)
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			return received, fmt.Errorf("list and watch: %w", err)
+			return fmt.Errorf("list and watch: %w", err)
 		}
-		received = true
 		m.updateDevices(ep, resp.GetDevices())
 	}
 }
@@ -159,7 +136,7 @@ func (m *Manager) logOversized(log *slog.Logger, res string, err error) {
 		level = slog.LevelError
 	}
 	log.Log(context.Background(), level,
-		"Device plugin's device list is larger than the largest accepted message; its devices stay unhealthy and the stream is re-dialled with back-off",
+		"Device plugin's device list is larger than the largest accepted message; its devices stay unhealthy until the plugin registers again",
 		"maxBytes", m.cfg.MaxListAndWatchMessage, "err", err)
 }
 

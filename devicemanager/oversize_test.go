@@ -2,6 +2,7 @@ package devicemanager
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -40,15 +41,23 @@ func TestListAndWatchLargerThanGRPCDefault(t *testing.T) {
 	env.waitCounts(res, counts{n, n})
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
+// syncBuffer is a bytes.Buffer safe for concurrent writes that wakes
+// waitLog after every write.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{}
 }
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{written: make(chan struct{}, 1)} }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	select {
+	case b.written <- struct{}{}:
+	default:
+	}
 	return b.b.Write(p)
 }
 
@@ -58,43 +67,47 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
+// waitLog waits until cond holds for what has been logged so far.
+func (b *syncBuffer) waitLog(t *testing.T, what string, cond func(string) bool) {
+	t.Helper()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for !cond(b.String()) {
+		select {
+		case <-b.written:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s in the log", what)
+		}
+	}
+}
+
 // TestListAndWatchOversized: a list larger than MaxListAndWatchMessage
-// leaves the resource at no allocatable devices, is logged at ERROR once
-// with the resource name, and the re-dial backs off exponentially on the
-// Manager's clock instead of spinning.
+// leaves the resource at no allocatable devices and is logged at ERROR once
+// with the resource name, also when the plugin registers again with the same
+// list; a registration whose list fits is taken.
 func TestListAndWatchOversized(t *testing.T) {
 	t.Parallel()
-	const backoff = time.Hour // never reached on the real clock during the test
-	clk := newTimerClock()
-	var logs syncBuffer
+	logs := newSyncBuffer()
 	env := startManagerLogged(t, "", Config{
 		MaxListAndWatchMessage: 64 << 10,
-		ReconnectBackoff:       backoff,
-		MaxReconnectBackoff:    8 * backoff,
 		StopGracePeriod:        1000 * time.Hour,
-	}, clk, &logs)
+	}, nil, logs)
 	const res = "example.com/huge"
 	stub := env.plugin("p.sock", res, longIDs(1000, 100), nil, plugintest.Funcs{})
-	if n := <-stub.Watches(); n != 1 {
-		t.Fatalf("first stream number %d", n)
-	}
-	for i, wait := range []time.Duration{backoff, 2 * backoff, 4 * backoff, 8 * backoff, 8 * backoff} {
-		clk.waitTimer(t, wait)
-		select {
-		case n := <-stub.Watches():
-			t.Fatalf("stream %d opened before the %v back-off passed", n, wait)
-		default:
-		}
-		clk.Step(wait)
-		select {
-		case n := <-stub.Watches():
-			if n != i+2 {
-				t.Fatalf("stream number %d after back-off, want %d", n, i+2)
-			}
-		case <-time.After(waitLimit):
-			t.Fatalf("manager did not re-dial the plugin after the %v back-off", wait)
+	register := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := stub.Register(ctx, env.socket(), res); err != nil {
+			t.Fatal(err)
 		}
 	}
+	oversized := func(n int) func(string) bool {
+		return func(log string) bool { return strings.Count(log, "larger than the largest accepted message") == n }
+	}
+	logs.waitLog(t, "the oversized list", oversized(1))
+	register()
+	logs.waitLog(t, "the second oversized list", oversized(2))
 	if got := env.counts()[res]; got.Allocatable != 0 {
 		t.Errorf("%s allocatable = %d, want 0", res, got.Allocatable)
 	}
@@ -108,9 +121,7 @@ func TestListAndWatchOversized(t *testing.T) {
 		t.Errorf("ERROR lines = %q, want one naming %s and ResourceExhausted", errs, res)
 	}
 
-	// A list that fits is taken at the next re-dial.
-	clk.waitTimer(t, 8*backoff)
 	stub.SetDevices(devices(pluginapi.Healthy, "a", "b"))
-	clk.Step(8 * backoff)
+	register()
 	env.waitCounts(res, counts{2, 2})
 }

@@ -1,6 +1,7 @@
 package devicemanager
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -136,7 +137,7 @@ func TestRegisterRejected(t *testing.T) {
 		{
 			name:    "unreachable endpoint",
 			req:     &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "nothing.sock", ResourceName: "example.com/none"},
-			wantMsg: `get options of device plugin "example.com/none"`,
+			wantMsg: `failed to get device plugin options of "example.com/none"`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,9 +224,15 @@ func TestDeviceStateFollowsListAndWatch(t *testing.T) {
 	}
 }
 
-func TestStreamDropReconnects(t *testing.T) {
+// TestStreamEndNotRedialled: as with the kubelet, a ListAndWatch stream
+// that ends leaves the resource's devices unhealthy and is not re-dialled,
+// however long the socket stays; the plugin's next registration opens the
+// next stream and its devices are healthy again.
+func TestStreamEndNotRedialled(t *testing.T) {
 	t.Parallel()
-	env := startManager(t, "", Config{ReconnectBackoff: 10 * time.Millisecond})
+	clk := newTimerClock()
+	logs := newSyncBuffer()
+	env := startManagerLogged(t, "", Config{StopGracePeriod: 24 * time.Hour}, clk, logs)
 	const res = "example.com/dev"
 	stub := env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
 	env.waitCounts(res, counts{2, 2})
@@ -233,53 +240,30 @@ func TestStreamDropReconnects(t *testing.T) {
 		t.Fatalf("first stream number %d", n)
 	}
 	stub.DropStreams()
+	env.waitCounts(res, counts{2, 0})
+	// The log line is the endpoint goroutine's last act.
+	logs.waitLog(t, "the stream-ended line", func(log string) bool {
+		return strings.Contains(log, "Device plugin stream ended")
+	})
+	clk.Step(time.Hour)
 	select {
 	case n := <-stub.Watches():
-		if n != 2 {
-			t.Fatalf("stream number %d after drop, want 2", n)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("manager did not re-dial the plugin")
+		t.Fatalf("stream %d opened without a registration", n)
+	default:
 	}
-	stub.SetDevices(devices(pluginapi.Healthy, "a", "b", "c"))
-	env.waitCounts(res, counts{3, 3})
-}
+	if got := env.counts()[res]; got != (counts{2, 0}) {
+		t.Fatalf("%s = %+v after an hour, want {2 0}", res, got)
+	}
 
-// TestReconnectBackoffOnClock: a plugin whose stream ended while its socket
-// stays is re-dialled when the back-off has passed on the Manager's clock, not
-// before, and the back-off doubles while streams keep ending at once.
-func TestReconnectBackoffOnClock(t *testing.T) {
-	t.Parallel()
-	const backoff = time.Hour // never reached on the real clock during the test
-	clk := newTimerClock()
-	env := startManagerOn(t, "", Config{ReconnectBackoff: backoff, MaxReconnectBackoff: 4 * backoff, StopGracePeriod: 24 * time.Hour}, clk)
-	const res = "example.com/dev"
-	stub := env.plugin("p.sock", res, devices(pluginapi.Healthy, "a", "b"), nil, plugintest.Funcs{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := stub.Register(ctx, env.socket(), res); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-stub.Watches(); n != 2 {
+		t.Fatalf("stream number %d after registering again, want 2", n)
+	}
 	env.waitCounts(res, counts{2, 2})
-	if n := <-stub.Watches(); n != 1 {
-		t.Fatalf("first stream number %d", n)
-	}
-	for i, wait := range []time.Duration{backoff, 2 * backoff} {
-		stub.DropStreams()
-		env.waitCounts(res, counts{2, 0})
-		clk.waitTimer(t, wait)
-		clk.Step(wait - time.Millisecond)
-		select {
-		case n := <-stub.Watches():
-			t.Fatalf("stream %d opened before the %v back-off passed", n, wait)
-		default:
-		}
-		clk.Step(time.Millisecond)
-		select {
-		case n := <-stub.Watches():
-			if n != i+2 {
-				t.Fatalf("stream number %d after back-off, want %d", n, i+2)
-			}
-		case <-time.After(waitLimit):
-			t.Fatalf("manager did not re-dial the plugin after the %v back-off", wait)
-		}
-		env.waitCounts(res, counts{2, 2})
-	}
 }
 
 // TestPluginGoneRemovedAfterGracePeriod runs on a fake clock: a resource whose
