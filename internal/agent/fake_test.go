@@ -100,12 +100,14 @@ func (m *memRuntime) log(s string) {
 func (m *memRuntime) sync(_ context.Context, pod *v1.Pod, _ *podruntime.PodStatus) podruntime.Result {
 	m.log("sync " + podName(pod))
 	m.mu.Lock()
-	_, ok := m.pods[pod.UID]
-	if !ok {
+	p, ok := m.pods[pod.UID]
+	// A pod that is absent or was stopped gets a new sandbox and containers.
+	fresh := !ok || p.Sandboxes[0].State != runtimeapi.PodSandboxState_SANDBOX_READY
+	if fresh {
 		m.creates++
 	}
 	m.mu.Unlock()
-	if !ok {
+	if fresh {
 		var names []string
 		for _, c := range pod.Spec.Containers {
 			names = append(names, c.Name)

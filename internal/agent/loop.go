@@ -31,7 +31,8 @@ const (
 	// stateTerminating: its containers are to be stopped (killed on request,
 	// dropped by its source, finished under its restartPolicy, or an orphan).
 	stateTerminating
-	// stateTerminated: stopped (or rejected) and never restarted.
+	// stateTerminated: stopped (or rejected); started again only when a source
+	// gives back a removed pod (see revive).
 	stateTerminated
 )
 
@@ -70,6 +71,9 @@ type entry struct {
 	// abort, while a sync is in flight, is closed to cancel it (the pod is
 	// to stop).
 	abort chan struct{}
+	// keep, while a kill-and-remove is in flight, is closed when the pod's
+	// source gives it back: the worker then leaves its stopped containers.
+	keep chan struct{}
 	// needSync asks for a sync as soon as the pod can have one; op is the
 	// worker operation it counts as.
 	needSync bool
@@ -103,6 +107,9 @@ type work struct {
 	grace  *int64
 	// abort, for a sync, cancels the runtime call when closed.
 	abort <-chan struct{}
+	// keep, for a kill-and-remove, turns it into a kill when closed before
+	// the kill has ended.
+	keep <-chan struct{}
 }
 
 type workKind int
@@ -371,9 +378,14 @@ func (l *loop) setPods(u sourceUpdate) {
 		switch {
 		case e == nil:
 			added = append(added, p)
+		case e.removed && e.state == stateTerminated && !e.busy && l.givenAgain(e) != nil:
+			l.revive(e)
+		case e.removed && e.keep != nil && l.givenAgain(e) != nil:
+			close(e.keep) // being stopped: revived once stopped (see result)
+			e.keep = nil
 		case e.pod == nil || e.removed:
-			// An orphan or a removed pod being stopped: given again once it
-			// left the table (see drop).
+			// An orphan, or a removed pod being stopped or removed: given
+			// again once it left the table (see drop).
 		case e.source != u.source:
 			l.a.log.Error("Pod given by two sources; keeping the first", "pod", nodeapi.PodName(p), "podUID", p.UID,
 				"source", u.source, "firstSource", e.source)
@@ -571,7 +583,7 @@ func (l *loop) result(r result) {
 		return
 	}
 	now := l.a.clock.Now()
-	e.busy, e.dirty, e.abort = false, true, nil
+	e.busy, e.dirty, e.abort, e.keep = false, true, nil, nil
 	e.minRelist = l.relistStarted + 1
 	l.relistSoon()
 	name := joinName(e.runtimeNamespace(), e.name())
@@ -602,6 +614,9 @@ func (l *loop) result(r result) {
 		e.backoff, e.syncAt = 0, time.Time{}
 		l.reply(e, nil)
 		if r.kind == workKill {
+			if l.givenAgain(e) != nil {
+				l.revive(e)
+			}
 			return
 		}
 		fallthrough
@@ -633,6 +648,29 @@ func (l *loop) reply(e *entry, err error) {
 type pendingReply struct {
 	done chan error
 	err  error
+}
+
+// givenAgain returns the pod that e's source gives again after removing it,
+// or nil: the same UID, which for a static pod is the same manifest put back.
+// Only a pod removed with no final status of its own (not rejected, evicted,
+// preempted or deleted) qualifies.
+func (l *loop) givenAgain(e *entry) *v1.Pod {
+	if !e.removed || e.pod == nil || e.final != nil || e.rejected || e.deleting {
+		return nil
+	}
+	return l.desired[e.source][e.uid]
+}
+
+// revive starts again a removed pod that has stopped and that its source
+// gives again, as the kubelet restarts a static pod whose manifest was
+// removed and put back: its exited containers stay, so their restart counts
+// go on from them.
+func (l *loop) revive(e *entry) {
+	e.pod = l.givenAgain(e)
+	e.removed, e.grace = false, nil
+	e.setState(stateActive)
+	e.needSync, e.op, e.syncAt, e.backoff = true, opSync, time.Time{}, 0
+	l.a.log.Info("Starting again a pod its source gave back", "pod", nodeapi.PodName(e.pod), "podUID", e.uid)
 }
 
 // drop deletes a removed pod from the table and ends its worker. A source
@@ -717,9 +755,13 @@ func (l *loop) dispatch(now time.Time) {
 			l.wg.Go(func() { l.a.runWorker(l.ctx, uid, in, l.results) })
 		}
 		e.busy, e.needSync, e.syncAt = true, false, time.Time{}
-		if w.kind == workSync {
+		switch w.kind {
+		case workSync:
 			e.abort = make(chan struct{})
 			w.abort = e.abort
+		case workKillRemove:
+			e.keep = make(chan struct{})
+			w.keep = e.keep
 		}
 		e.worker <- w // never blocks: the worker is idle and the inbox has room
 	}
@@ -742,7 +784,7 @@ func (l *loop) next(e *entry, now time.Time, stopping map[string]bool) (work, bo
 			return work{}, false
 		}
 		kind := workKill
-		if e.removed {
+		if e.removed && l.givenAgain(e) == nil {
 			kind = workKillRemove
 		}
 		return work{kind: kind, op: opKill, pod: e.pod, status: e.runtime, grace: e.grace}, true
@@ -834,7 +876,10 @@ func (a *Agent) runWorker(ctx context.Context, uid types.UID, in <-chan work, ou
 			if w.status != nil {
 				r.killErr = a.rt.KillPod(ctx, w.pod, w.status, w.grace)
 			}
-			if r.killErr == nil && w.kind == workKillRemove && w.status != nil {
+			if w.kind == workKillRemove && isClosed(w.keep) {
+				r.kind = workKill // given back while it stopped
+			}
+			if r.killErr == nil && r.kind == workKillRemove && w.status != nil {
 				r.removeErr = a.rt.RemovePod(ctx, w.status)
 			}
 		case workRemove:
@@ -850,6 +895,15 @@ func (a *Agent) runWorker(ctx context.Context, uid types.UID, in <-chan work, ou
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

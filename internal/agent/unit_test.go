@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -226,6 +227,57 @@ func TestPodGivenAgainWhileRemovedStartsAfresh(t *testing.T) {
 		}
 		if mem.creates != 2 || seen[2] != nil {
 			t.Errorf("given again: %d sandboxes created, first sync after removal saw %v; want 2 and none", mem.creates, seen[2])
+		}
+		if diff := cmp.Diff(map[string]v1.PodPhase{"default/web": v1.PodRunning}, phases(a.ActivePods())); diff != "" {
+			t.Errorf("active (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestPodGivenBackWhileStoppingRestartsInPlace: a removed pod given back by
+// its source before it has stopped (a static pod's manifest deleted and
+// written again) is stopped, not removed, then started again on its own
+// runtime state, so its restart counts go on (node e2e: "MirrorPod ... should
+// successfully recreate when file is removed and recreated").
+func TestPodGivenBackWhileStoppingRestartsInPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		var seen []*podruntime.PodStatus
+		sync := rt.syncPodF
+		rt.syncPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+			seen = append(seen, st)
+			return sync(ctx, pod, st)
+		}
+		kill := rt.killPodF
+		rt.killPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, grace *int64) error {
+			time.Sleep(2 * time.Second)
+			return kill(ctx, pod, st, grace)
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		p := testPod("web", "u1", 0)
+		for _, set := range [][]*v1.Pod{{p}, nil, {p}} {
+			if err := a.SetPods(t.Context(), "file", set); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		calls := mem.callLog()
+		k := slices.Index(calls, "kill default/web")
+		if k < 0 || slices.Index(calls[k+1:], "kill default/web") >= 0 || !slices.Contains(calls[k+1:], "sync default/web") {
+			t.Errorf("calls = %q, want syncs, one kill, then syncs again", calls)
+		}
+		if mem.creates != 2 {
+			t.Errorf("%d sandboxes created, want 2 (the first, and one after the kill)", mem.creates)
+		}
+		if slices.Contains(calls, "remove default/web") {
+			t.Errorf("calls = %q: the pod given back was removed from the runtime", calls)
+		}
+		if last := seen[len(seen)-1]; last == nil {
+			t.Error("the syncs after the pod came back saw no runtime state of it")
 		}
 		if diff := cmp.Diff(map[string]v1.PodPhase{"default/web": v1.PodRunning}, phases(a.ActivePods())); diff != "" {
 			t.Errorf("active (-want +got):\n%s", diff)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -221,6 +222,7 @@ type problem struct {
 func (f *File) sync(ctx context.Context, st *scanState, w *watcher, sink func([]*v1.Pod)) {
 	if w != nil {
 		f.ensureWatches(st, w)
+		f.sendRemovals(st, w.takeRemoved(), sink)
 	}
 	pods, keys, problems, ok := f.scan(ctx, st)
 	if ctx.Err() != nil {
@@ -230,6 +232,31 @@ func (f *File) sync(ctx context.Context, st *scanState, w *watcher, sink func([]
 	if !ok && st.sentOnce {
 		return // keep the last set until the path can be read again
 	}
+	f.send(st, pods, keys, sink)
+}
+
+// sendRemovals sends the last set without the pods of the files removed
+// since the last scan, as the kubelet sees every removal: a manifest deleted
+// and written again before this scan stops its pods, and the scan then gives
+// them back (see the agent's revive), instead of the two changes cancelling.
+func (f *File) sendRemovals(st *scanState, removed []string, sink func([]*v1.Pod)) {
+	if !st.sentOnce {
+		return
+	}
+	kept := maps.Clone(st.files)
+	for _, file := range removed {
+		delete(kept, file)
+	}
+	if len(kept) == len(st.files) {
+		return
+	}
+	pods, keys, _ := collect(slices.Sorted(maps.Keys(kept)), kept)
+	f.send(st, pods, keys, sink)
+}
+
+// send gives sink pods, the set whose keys are keys, if it differs from the
+// last set sent.
+func (f *File) send(st *scanState, pods []*v1.Pod, keys []string, sink func([]*v1.Pod)) {
 	if st.sentOnce && slices.Equal(keys, st.sent) {
 		return
 	}
@@ -311,8 +338,6 @@ func (f *File) scan(ctx context.Context, st *scanState) (pods []*v1.Pod, keys []
 	}
 
 	results := make(map[string]*fileResult, len(files))
-	from := map[string]string{}       // namespace/name -> the file of the pod that has it
-	fromUID := map[types.UID]string{} // UID -> the file of the pod that has it
 	for _, file := range files {
 		r, perr := f.readFile(ctx, st, file)
 		if perr != nil {
@@ -326,9 +351,30 @@ func (f *File) scan(ctx context.Context, st *scanState) (pods []*v1.Pod, keys []
 			continue
 		}
 		results[file] = r
-		for _, err := range r.errs {
-			problems = append(problems, problem{key: "pod\x00" + file + "\x00" + hex.EncodeToString(r.sum[:]) + "\x00" + err.Error(),
-				err: err, obj: nodeapi.NodeRef(f.nodeName), reason: ReasonInvalidManifest})
+	}
+	st.files = results
+	pods, keys, dups := collect(files, results)
+	for _, file := range files {
+		if r := results[file]; r != nil {
+			for _, err := range r.errs {
+				problems = append(problems, problem{key: "pod\x00" + file + "\x00" + hex.EncodeToString(r.sum[:]) + "\x00" + err.Error(),
+					err: err, obj: nodeapi.NodeRef(f.nodeName), reason: ReasonInvalidManifest})
+			}
+		}
+	}
+	return pods, keys, append(problems, dups...), true
+}
+
+// collect is the set of pods that the files' results give, in file order,
+// with a problem for each pod whose namespace and name, or UID, an earlier
+// pod has.
+func collect(files []string, results map[string]*fileResult) (pods []*v1.Pod, keys []string, problems []problem) {
+	from := map[string]string{}       // namespace/name -> the file of the pod that has it
+	fromUID := map[types.UID]string{} // UID -> the file of the pod that has it
+	for _, file := range files {
+		r := results[file]
+		if r == nil {
+			continue
 		}
 		for i, p := range r.pods {
 			name := p.Namespace + "/" + p.Name
@@ -350,8 +396,7 @@ func (f *File) scan(ctx context.Context, st *scanState) (pods []*v1.Pod, keys []
 			keys = append(keys, r.keys[i])
 		}
 	}
-	st.files = results
-	return pods, keys, problems, true
+	return pods, keys, problems
 }
 
 // readFile returns the pods of file, parsing it only when its content changed

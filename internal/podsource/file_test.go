@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -540,5 +541,70 @@ func TestNewFile(t *testing.T) {
 	}
 	if f.path != "/etc/kubernetes/manifests" || f.period != DefaultPeriod || f.maxSize != 256<<20 {
 		t.Errorf("defaults: path %q period %v size %d", f.path, f.period, f.maxSize)
+	}
+}
+
+// TestFileRemovedAndWrittenAgain: a manifest deleted and written again before
+// the source rescans is seen as a removal, then as the same pod again (same
+// UID), as the kubelet sees it; the two changes do not cancel out.
+func TestFileRemovedAndWrittenAgain(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	web := filepath.Join(dir, "web.yaml")
+	write(t, web, manifest("web", "x:1"))
+	f, err := NewFile(FileConfig{Path: dir, NodeName: "node"}, FileDeps{
+		Clock:    clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Recorder: &recorder{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := make(chan []*v1.Pod, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		first := true
+		done <- f.Run(ctx, func(pods []*v1.Pod) {
+			if first {
+				// Run's goroutine waits here: both changes happen before it
+				// can rescan.
+				first = false
+				if err := os.Remove(web); err != nil {
+					t.Error(err)
+				}
+				if err := writeFile(web, manifest("web", "x:1")); err != nil {
+					t.Error(err)
+				}
+			}
+			sets <- pods
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	next := func() []*v1.Pod {
+		t.Helper()
+		select {
+		case s := <-sets:
+			return s
+		case <-time.After(wait):
+			t.Fatalf("no pod set sent within %v", wait)
+			return nil
+		}
+	}
+	before := next()
+	if got := names(before); !slices.Equal(got, []string{"default/web-node"}) {
+		t.Fatalf("first set %v", got)
+	}
+	if got := names(next()); len(got) != 0 {
+		t.Fatalf("set after the removal %v, want none", got)
+	}
+	after := next()
+	if got := names(after); !slices.Equal(got, []string{"default/web-node"}) || after[0].UID != before[0].UID {
+		t.Fatalf("set after the manifest came back %v (UID %s), want default/web-node with UID %s", got, after[0].UID, before[0].UID)
 	}
 }

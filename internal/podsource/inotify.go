@@ -3,8 +3,10 @@ package podsource
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -32,6 +34,9 @@ type watcher struct {
 	// events matter for ("" for every name that does not start with ".").
 	// Guarded by mu.
 	filters map[int32]filter
+	// removed holds the paths deleted or moved away since takeRemoved last
+	// ran. Guarded by mu.
+	removed map[string]bool
 }
 
 type filter struct{ dir, name string }
@@ -41,7 +46,7 @@ func newWatcher() (*watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	return &watcher{f: os.NewFile(uintptr(fd), "inotify"), filters: map[int32]filter{}}, nil
+	return &watcher{f: os.NewFile(uintptr(fd), "inotify"), filters: map[int32]filter{}, removed: map[string]bool{}}, nil
 }
 
 // add watches dir; only events about name matter ("" for every name not
@@ -135,10 +140,25 @@ func (w *watcher) matters(buf []byte) bool {
 					continue
 				}
 			}
+			if ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 && ev.Mask&unix.IN_ISDIR == 0 {
+				w.removed[filepath.Join(f.dir, name)] = true
+			}
 			found = true
 		}
 	}
 	return found
+}
+
+// takeRemoved returns the paths deleted or moved away since its last call.
+func (w *watcher) takeRemoved() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.removed) == 0 {
+		return nil
+	}
+	out := slices.Sorted(maps.Keys(w.removed))
+	clear(w.removed)
+	return out
 }
 
 // close stops run and releases the descriptor.
