@@ -718,6 +718,14 @@ func (l *loop) refresh(now time.Time) {
 			l.terminate(e)
 			e.dirty = false
 		}
+		if e.state == stateActive && e.final == nil {
+			if at, ok := activeDeadline(e.pod, st); ok && !now.Before(at) {
+				l.deadlineExceeded(e)
+				st = withFinal(st, *e.final)
+			} else if ok && (e.syncAt.IsZero() || at.Before(e.syncAt)) {
+				e.syncAt = at // a sync then, whose result brings the pod here again
+			}
+		}
 		if !e.startObserved && st.Phase == v1.PodRunning {
 			e.startObserved = true
 			l.a.m.startDuration.WithLabelValues().Observe(now.Sub(e.firstSeen).Seconds())
@@ -727,6 +735,33 @@ func (l *loop) refresh(now time.Time) {
 		e.view = &podView{pod: &p, deleted: e.removed, terminated: e.state == stateTerminated, cleanedUp: !hasRunning(e.runtime)}
 		l.changed = true
 	}
+}
+
+// The kubelet's reason and message for a pod past its activeDeadlineSeconds.
+const (
+	reasonDeadlineExceeded  = "DeadlineExceeded"
+	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
+// activeDeadline is when pod, with status st, has been active for its
+// spec.activeDeadlineSeconds, counted from its start time, as the kubelet
+// does; ok is false without a deadline or a start time.
+func activeDeadline(pod *v1.Pod, st v1.PodStatus) (at time.Time, ok bool) {
+	d := pod.Spec.ActiveDeadlineSeconds
+	if d == nil || st.StartTime == nil || st.StartTime.IsZero() {
+		return time.Time{}, false
+	}
+	return st.StartTime.Add(time.Duration(*d) * time.Second), true
+}
+
+// deadlineExceeded stops a pod past its active deadline: phase Failed with
+// the kubelet's reason and message, and its event.
+func (l *loop) deadlineExceeded(e *entry) {
+	e.final = &v1.PodStatus{Phase: v1.PodFailed, Reason: reasonDeadlineExceeded, Message: messageDeadlineExceeded}
+	l.a.rec.Eventf(e.pod, v1.EventTypeNormal, reasonDeadlineExceeded, messageDeadlineExceeded)
+	l.a.log.Info("Killing pod past its active deadline", "pod", nodeapi.PodName(e.pod), "podUID", e.uid,
+		"activeDeadlineSeconds", *e.pod.Spec.ActiveDeadlineSeconds)
+	l.terminate(e)
 }
 
 // dispatch hands every idle pod its next work item, if any.

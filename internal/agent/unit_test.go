@@ -350,3 +350,68 @@ func TestKillCancelsSyncInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestActiveDeadlineStopsPod: a pod is stopped when it has been active for
+// its activeDeadlineSeconds since its start time, not before, with the
+// kubelet's phase, reason, message and event, and stays stopped; a deadline
+// lowered on a running pod takes effect (node e2e: "Pods should allow
+// activeDeadlineSeconds to be updated").
+func TestActiveDeadlineStopsPod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		started := time.Now()
+		rt.podStatusF = func(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus {
+			s := memPodStatus(pod, st, now)
+			if st != nil {
+				s.StartTime = &metav1.Time{Time: started}
+			}
+			return s
+		}
+		ev := &events{}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt, Recorder: ev})
+		stop := start(t, a)
+		defer stop()
+		p := testPod("web", "u1", 0)
+		p.Spec.RestartPolicy = v1.RestartPolicyAlways
+		long := int64(3600)
+		p.Spec.ActiveDeadlineSeconds = &long
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{p}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if st, _ := a.GetPodStatus("u1"); st.Phase != v1.PodRunning || slices.Contains(mem.callLog(), "kill default/web") {
+			t.Fatalf("before the deadline: phase %s, calls %q", st.Phase, mem.callLog())
+		}
+
+		q := p.DeepCopy()
+		short := int64(30)
+		q.Spec.ActiveDeadlineSeconds = &short
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{q}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(started.Add(30*time.Second)) - time.Millisecond)
+		synctest.Wait()
+		if slices.Contains(mem.callLog(), "kill default/web") {
+			t.Fatalf("killed before the deadline: calls %q", mem.callLog())
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		want := v1.PodStatus{Phase: v1.PodFailed, Reason: "DeadlineExceeded", Message: "Pod was active on the node longer than the specified deadline"}
+		got, _ := a.GetPodStatus("u1")
+		if got.Phase != want.Phase || got.Reason != want.Reason || got.Message != want.Message {
+			t.Errorf("after the deadline: %s %q %q, want %s %q %q", got.Phase, got.Reason, got.Message, want.Phase, want.Reason, want.Message)
+		}
+		ev.mu.Lock()
+		gotEvents := slices.Clone(ev.got)
+		ev.mu.Unlock()
+		if !slices.Contains(gotEvents, "Normal DeadlineExceeded "+want.Message) {
+			t.Errorf("no DeadlineExceeded event")
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if calls := mem.callLog(); calls[len(calls)-1] != "kill default/web" || a.IsPodTerminated("u1") == false {
+			t.Errorf("after the deadline: calls %q, terminated %v; want the kill last and the pod terminated", calls, a.IsPodTerminated("u1"))
+		}
+	})
+}
