@@ -18,7 +18,8 @@ import (
 // any update makes it recompute the pod's status (the pod runtime reads
 // started and ready from the prober, hence the Ready and ContainersReady
 // conditions), and a liveness or startup Failure of an active pod makes it
-// sync the pod, in which the pod runtime restarts that container.
+// sync the pod, in which the pod runtime restarts that container; so does a
+// startup Success (containers waiting for a sidecar to start can start).
 type Prober interface {
 	AddPod(pod *v1.Pod) error
 	StopLivenessAndStartup(pod *v1.Pod)
@@ -66,10 +67,16 @@ func (l *loop) probeUpdate(u prober.Update) {
 		return
 	}
 	e.dirty = true
-	if u.Result == prober.Failure && u.ProbeType != prober.Readiness && e.state == stateActive {
+	if e.state != stateActive {
+		return
+	}
+	switch {
+	case u.Result == prober.Failure && u.ProbeType != prober.Readiness:
 		l.a.log.Info("Container failed its probe; restarting it", "pod", nodeapi.PodName(e.pod), "podUID", e.uid,
 			"container", u.ContainerName, "probeType", u.ProbeType, "containerID", u.ContainerID)
 		e.needSync = true
+	case u.Result == prober.Success && u.ProbeType == prober.Startup:
+		e.needSync = true // a started sidecar lets the next containers start
 	}
 }
 

@@ -95,6 +95,14 @@ func TestProbesFollowPodsAndResultsReachTheLoop(t *testing.T) {
 		if got := countSyncs(mem.callLog()); got != syncs+1 {
 			t.Errorf("a liveness failure made %d syncs, want 1", got-syncs)
 		}
+		// A startup success syncs the pod too (what waited for a sidecar to
+		// start can start).
+		liveness <- prober.Update{PodUID: "u1", ContainerName: "c", ContainerID: "x://c2", ProbeType: prober.Startup, Result: prober.Success}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := countSyncs(mem.callLog()); got != syncs+2 {
+			t.Errorf("a startup success made %d syncs, want 1", got-syncs-1)
+		}
 		// An update for an unknown pod is ignored.
 		liveness <- prober.Update{PodUID: "nope", ProbeType: prober.Liveness, Result: prober.Failure}
 

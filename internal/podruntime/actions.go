@@ -2,6 +2,7 @@ package podruntime
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -99,7 +100,11 @@ func crashLoopMessage(delay time.Duration, pod *v1.Pod, name string) string {
 
 // computeActions decides what a sync of pod does, given its runtime status
 // (nil: none), the crash-loop back-off of each of its containers and now.
-func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(name string) (backoffEntry, bool)) podActions {
+// started reports whether a running sidecar has started (its startup probe
+// succeeded, or it has none); the next init container, or the containers,
+// wait for it. A nil started counts every running sidecar as started.
+func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(name string) (backoffEntry, bool),
+	started func(c *v1.Container, cs *runtimeapi.ContainerStatus) bool) podActions {
 	acts := podActions{waiting: map[string]v1.ContainerStateWaiting{}}
 	changed, attempt, sbID := sandboxChanged(pod, status)
 	acts.attempt, acts.sandboxID = attempt, sbID
@@ -142,13 +147,15 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 		return inSandbox(status, name, sbID)
 	}
 
-	// Init containers in order: sidecars count once started, a regular one
+	// Init containers in order: a sidecar counts once started, a regular one
 	// must exit 0 before the next.
 	initDone := true
+	initialized := slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool { return cur(c.Name) != nil })
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := cur(c.Name)
 		if isSidecar(c) {
+			running := false
 			switch {
 			case cs == nil:
 				start(c)
@@ -156,11 +163,19 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 				if cs.GetAnnotations()[annoContainerHash] != containerHash(c) {
 					acts.kill = append(acts.kill, killAction{id: cs.Id, name: c.Name, reason: "Container spec hash changed"})
 					start(c)
+				} else {
+					running = true
 				}
 			default:
 				start(c)
 			}
-			continue
+			// Once a container of the sandbox exists the pod was initialized:
+			// a sidecar restarting then holds nothing up, as with the kubelet.
+			if initialized || running && (started == nil || started(c, cs)) {
+				continue
+			}
+			initDone = false
+			break
 		}
 		if cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0 {
 			continue

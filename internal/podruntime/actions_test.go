@@ -111,6 +111,7 @@ func TestComputeActions(t *testing.T) {
 		status  *PodStatus
 		backoff map[string]backoffEntry
 		now     time.Duration
+		started func(*v1.Container, *runtimeapi.ContainerStatus) bool
 		want    actSummary
 	}{
 		{name: "new pod: sandbox and container", status: nil,
@@ -121,8 +122,21 @@ func TestComputeActions(t *testing.T) {
 			want: actSummary{SandboxID: "s1"}},
 		{name: "first init running: wait", mut: []func(*v1.Pod){withInit}, status: status(ready, ctr("c1", i1, "s1", 0, 1, running(1))),
 			want: actSummary{SandboxID: "s1", InitPhase: true}},
-		{name: "first init done: sidecar and second init start", mut: []func(*v1.Pod){withInit}, status: status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2))),
-			want: actSummary{SandboxID: "s1", InitPhase: true, Start: []string{"side/0", "i2/0"}}},
+		{name: "first init done: the sidecar starts, the second init waits for it", mut: []func(*v1.Pod){withInit}, status: status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2))),
+			want: actSummary{SandboxID: "s1", InitPhase: true, Start: []string{"side/0"}}},
+		{name: "sidecar running, startup probe not passed: wait", mut: []func(*v1.Pod){withInit},
+			status:  status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 0, 3, running(3))),
+			started: func(*v1.Container, *runtimeapi.ContainerStatus) bool { return false },
+			want:    actSummary{SandboxID: "s1", InitPhase: true}},
+		{name: "sidecar started: the second init starts", mut: []func(*v1.Pod){withInit},
+			status:  status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 0, 3, running(3))),
+			started: func(c *v1.Container, cs *runtimeapi.ContainerStatus) bool { return c.Name == "side" && cs.Id == "c2" },
+			want:    actSummary{SandboxID: "s1", InitPhase: true, Start: []string{"i2/0"}}},
+		{name: "initialized pod: a sidecar not started holds nothing up", mut: []func(*v1.Pod){withInit},
+			status:  status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 1, 3, running(3)), ctr("c3", i2, "s1", 0, 4, exited(0, 4, 5)), ctr("c4", app, "s1", 0, 6, exited(1, 6, 7))),
+			now:     time.Minute,
+			started: func(*v1.Container, *runtimeapi.ContainerStatus) bool { return false },
+			want:    actSummary{SandboxID: "s1", Start: []string{"app/1+backoff"}}},
 		{name: "init done, sidecar running: containers start", mut: []func(*v1.Pod){withInit},
 			status: status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 0, 3, running(3)), ctr("c3", i2, "s1", 0, 4, exited(0, 4, 5))),
 			want:   actSummary{SandboxID: "s1", Start: []string{"app/0"}}},
@@ -185,7 +199,7 @@ func TestComputeActions(t *testing.T) {
 			if bo == nil {
 				bo = noBackoff
 			}
-			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(tc.now), func(n string) (backoffEntry, bool) { e, ok := bo[n]; return e, ok })
+			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(tc.now), func(n string) (backoffEntry, bool) { e, ok := bo[n]; return e, ok }, tc.started)
 			if diff := cmp.Diff(tc.want, summarize(got)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -58,6 +58,24 @@ func (in statusInput) withProbes(cs v1.ContainerStatus, initCtr bool) v1.Contain
 	return st.ContainerStatuses[0]
 }
 
+// sidecarStarted reports whether the running sidecar c (its runtime status
+// cs) has started: it has no startup probe, or the probe succeeded.
+func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.ContainerStatus) bool {
+	if m.probes == nil || c.StartupProbe == nil {
+		return true
+	}
+	m.mu.Lock()
+	runtimeName := m.runtimeName
+	m.mu.Unlock()
+	st := v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{{
+		Name: c.Name, ContainerID: runtimeName + "://" + cs.Id,
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{}},
+	}}}
+	m.probes.UpdatePodStatus(pod, &st)
+	s := st.InitContainerStatuses[0].Started
+	return s != nil && *s
+}
+
 // probeRestarts adds to acts the running containers of the current sandbox
 // whose liveness or startup probe failed (see Probes): a kill each, and a
 // start unless the restartPolicy is Never or the crash-loop back-off of the

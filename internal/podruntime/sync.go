@@ -52,7 +52,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 		e, ok := crash[name]
 		return e, ok && e.spec == specs[name]
 	}
-	acts := computeActions(pod, status, now, backoff)
+	acts := computeActions(pod, status, now, backoff, func(c *v1.Container, cs *runtimeapi.ContainerStatus) bool {
+		return m.sidecarStarted(pod, c, cs)
+	})
 	m.probeRestarts(pod, status, now, &acts, backoff)
 	waiting := make(map[string]v1.ContainerStateWaiting, len(acts.waiting)+len(acts.start))
 	for name, w := range acts.waiting {

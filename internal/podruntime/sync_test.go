@@ -418,8 +418,10 @@ func TestKillAndRemovePod(t *testing.T) {
 		p.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/v"}}
 	})
-	if res := f.sync(t, pod); res.Err != nil {
-		t.Fatal(res.Err)
+	for range 2 { // the sidecar, then (once it runs) the container
+		if res := f.sync(t, pod); res.Err != nil {
+			t.Fatal(res.Err)
+		}
 	}
 	f.calls()
 	f.events.take()
