@@ -1,7 +1,9 @@
 // Package pressure wakes the eviction manager as soon as memory or disk
 // crosses an eviction threshold, instead of at its next periodic pass. It uses
 // the kernel's notifications where the machine has them — a memory-usage
-// threshold eventfd on a cgroup v1 memory cgroup (cgroup.event_control), the
+// threshold eventfd on a cgroup v1 memory cgroup (cgroup.event_control),
+// armed at the working-set mark plus the cgroup's inactive file pages and
+// re-armed as they change, the
 // memory.events file of a cgroup v2 cgroup, a PSI trigger on
 // /proc/pressure/memory — and polls where it has none: the memory usage file
 // and, always, statfs of the watched filesystems (both cheap). It only wakes:
@@ -37,6 +39,11 @@ const DefaultPSITrigger = "some 150000 2000000"
 // used where no notification is available.
 const DefaultPollPeriod = time.Second
 
+// DefaultRearmPeriod is the default of Config.RearmPeriod: the eviction
+// manager's default monitoring interval, at which the kubelet re-arms its
+// memory threshold notifiers.
+const DefaultRearmPeriod = 10 * time.Second
+
 // DefaultMinWakeInterval is the default of Config.MinWakeInterval.
 const DefaultMinWakeInterval = 100 * time.Millisecond
 
@@ -52,12 +59,15 @@ const (
 	MechanismStatfsPoll     = "statfs-poll"
 )
 
-// MemoryWatch is a memory cgroup whose usage is watched.
+// MemoryWatch is a memory cgroup whose working set is watched.
 type MemoryWatch struct {
 	// Cgroup is the cgroup's path in the memory hierarchy ("/" is the root).
 	Cgroup string
-	// Usage is the usage in bytes at which to wake: the capacity (or limit)
-	// less the hard eviction threshold.
+	// Usage is the working set in bytes at which to wake: the capacity (or
+	// limit) less the hard eviction threshold. The kernel notifies on usage,
+	// which also counts the inactive file pages that the working set leaves
+	// out, so the notifier arms usage at Usage plus the cgroup's inactive
+	// file pages, as the kubelet does, and re-arms every RearmPeriod.
 	Usage uint64
 }
 
@@ -84,6 +94,9 @@ type Config struct {
 	Disk []DiskWatch
 	// PollPeriod is the period of the polls; zero is DefaultPollPeriod.
 	PollPeriod time.Duration
+	// RearmPeriod is how often the memory marks are moved to the cgroups'
+	// current inactive file pages; zero is DefaultRearmPeriod.
+	RearmPeriod time.Duration
 	// MinWakeInterval spaces the wakes kernel notifications cause: one that
 	// comes sooner after the last wake is held until the interval is over,
 	// and merged with any others then (none is lost). Usage hovering at a
@@ -125,7 +138,26 @@ type Notifier struct {
 	// below is, per disk watch, whether the last poll found it below its mark;
 	// only Run's poll goroutine touches it.
 	below []bool
-	once  sync.Once
+	// memcg are the memory watches armed as v1 usage thresholds. Their
+	// fields other than fd are Run's ticker goroutine's.
+	memcg []*memcgWatch
+	// rearmFD wakes pollFDs to take the descriptors of re-armed thresholds
+	// from swaps (by index in fds), guarded by mu.
+	rearmFD int
+	mu      sync.Mutex
+	swaps   map[int]memcgFDs
+	version cgroups.Version
+	// onRearm, when set (tests), is called after each re-arm round.
+	onRearm func()
+	once    sync.Once
+}
+
+// memcgWatch is a memory watch armed as a v1 usage threshold.
+type memcgWatch struct {
+	dir   string // the cgroup's directory
+	base  uint64 // MemoryWatch.Usage
+	armed uint64 // the usage threshold registered
+	fd    int    // index in Notifier.fds
 }
 
 type notifyFD struct {
@@ -137,8 +169,10 @@ type notifyFD struct {
 
 type polledMemory struct {
 	file  string
-	usage uint64
-	over  bool // the last poll found usage at or over the mark
+	stat  string // the cgroup's memory.stat, for its inactive file pages
+	base  uint64 // MemoryWatch.Usage
+	usage uint64 // base plus the inactive file pages at the last re-arm
+	over  bool   // the last poll found usage at or over the mark
 }
 
 // New sets up the notifications cfg asks for. A notification the machine
@@ -160,6 +194,12 @@ func New(cfg Config, deps Deps) (*Notifier, error) {
 	if cfg.PollPeriod == 0 {
 		cfg.PollPeriod = DefaultPollPeriod
 	}
+	if cfg.RearmPeriod < 0 {
+		return nil, fmt.Errorf("pressure: re-arm period %v: must not be negative", cfg.RearmPeriod)
+	}
+	if cfg.RearmPeriod == 0 {
+		cfg.RearmPeriod = DefaultRearmPeriod
+	}
 	if cfg.MinWakeInterval == 0 {
 		cfg.MinWakeInterval = DefaultMinWakeInterval
 	}
@@ -178,7 +218,8 @@ func New(cfg Config, deps Deps) (*Notifier, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Notifier{cfg: cfg, deps: deps, log: deps.Logger.With("subsystem", "pressure"), below: make([]bool, len(cfg.Disk))}
+	n := &Notifier{cfg: cfg, deps: deps, log: deps.Logger.With("subsystem", "pressure"), below: make([]bool, len(cfg.Disk)),
+		rearmFD: -1, swaps: map[int]memcgFDs{}}
 	for i, w := range cfg.Memory {
 		if w.Cgroup == "" || w.Usage == 0 {
 			return nil, fmt.Errorf("pressure: memory watch %d: cgroup %q usage %d: want a cgroup and a usage", i, w.Cgroup, w.Usage)
@@ -194,6 +235,7 @@ func New(cfg Config, deps Deps) (*Notifier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pressure: %w", err)
 		}
+		n.version = layout.Version
 		for _, w := range cfg.Memory {
 			n.watchMemory(layout, w)
 		}
@@ -228,16 +270,19 @@ func (n *Notifier) Mechanisms() []string { return append([]string(nil), n.mechs.
 // v2 memory.events file, else the poll of the usage file.
 func (n *Notifier) watchMemory(l cgroups.Layout, w MemoryWatch) {
 	dir := l.Dir("memory", w.Cgroup)
+	stat := filepath.Join(dir, "memory.stat")
+	mark := w.Usage + inactiveFile(stat, l.Version)
 	if l.Version == cgroups.V1 {
 		usage := filepath.Join(dir, "memory.usage_in_bytes")
-		fd, err := memcgThreshold(dir, w.Usage)
+		fd, err := memcgThreshold(dir, mark)
 		if err == nil {
+			n.memcg = append(n.memcg, &memcgWatch{dir: dir, base: w.Usage, armed: mark, fd: len(n.fds)})
 			n.fds = append(n.fds, notifyFD{fd: fd.event, events: unix.POLLIN, what: "memcg " + w.Cgroup, closer: []int{fd.usage}})
 			n.addMech(MechanismMemcgThreshold)
 			return
 		}
 		n.log.Warn("memcg usage threshold unavailable; polling usage", "cgroup", dir, "err", err)
-		n.polled = append(n.polled, polledMemory{file: usage, usage: w.Usage})
+		n.polled = append(n.polled, polledMemory{file: usage, stat: stat, base: w.Usage, usage: mark})
 		return
 	}
 	events := filepath.Join(dir, "memory.events")
@@ -249,7 +294,85 @@ func (n *Notifier) watchMemory(l cgroups.Layout, w MemoryWatch) {
 	}
 	// memory.events changes only on high, max and OOM events: usage is
 	// polled too.
-	n.polled = append(n.polled, polledMemory{file: filepath.Join(dir, "memory.current"), usage: w.Usage})
+	n.polled = append(n.polled, polledMemory{file: filepath.Join(dir, "memory.current"), stat: stat, base: w.Usage, usage: mark})
+}
+
+// inactiveFile is the inactive file pages of a memory cgroup, in bytes, from
+// its memory.stat (v1: total_inactive_file, which counts its descendants;
+// v2: inactive_file); 0 when unreadable, which arms at the working-set mark
+// itself (an early wake at worst).
+func inactiveFile(stat string, v cgroups.Version) uint64 {
+	key := "inactive_file"
+	if v == cgroups.V1 {
+		key = "total_inactive_file"
+	}
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		k, val, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && k == key {
+			n, err := strconv.ParseUint(val, 10, 64)
+			if err != nil {
+				return 0
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// rearm moves every memory mark to its cgroup's current inactive file pages:
+// a polled mark at once, a v1 threshold by registering a new one, handed to
+// pollFDs (which closes the old one) through swaps. A registration the
+// kernel refuses keeps the old threshold.
+func (n *Notifier) rearm() {
+	for i := range n.polled {
+		p := &n.polled[i]
+		p.usage = p.base + inactiveFile(p.stat, n.version)
+	}
+	for _, w := range n.memcg {
+		mark := w.base + inactiveFile(filepath.Join(w.dir, "memory.stat"), cgroups.V1)
+		if mark == w.armed {
+			continue
+		}
+		fd, err := memcgThreshold(w.dir, mark)
+		if err != nil {
+			n.log.Warn("re-arming the memcg usage threshold failed; keeping the old one", "cgroup", w.dir, "err", err)
+			continue
+		}
+		w.armed = mark
+		n.mu.Lock()
+		if old, ok := n.swaps[w.fd]; ok { // not taken yet
+			unix.Close(old.event)
+			unix.Close(old.usage)
+		}
+		n.swaps[w.fd] = fd
+		n.mu.Unlock()
+		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+		_, _ = unix.Write(n.rearmFD, one)
+	}
+	if n.onRearm != nil {
+		n.onRearm()
+	}
+}
+
+// takeSwaps puts the re-armed thresholds in place of the old ones, in fds
+// and in pfds (offset is the index in pfds of fds[0]), and closes the old.
+func (n *Notifier) takeSwaps(pfds []unix.PollFd, offset int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, fd := range n.swaps {
+		f := &n.fds[i]
+		unix.Close(f.fd)
+		for _, c := range f.closer {
+			unix.Close(c)
+		}
+		f.fd, f.closer = fd.event, []int{fd.usage}
+		pfds[offset+i].Fd = int32(fd.event)
+	}
+	clear(n.swaps)
 }
 
 type memcgFDs struct{ event, usage int }
@@ -306,6 +429,11 @@ func (n *Notifier) Run(ctx context.Context) error {
 			return fmt.Errorf("pressure: eventfd: %w", err)
 		}
 		defer unix.Close(cancelFD)
+		if len(n.memcg) > 0 {
+			if n.rearmFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+				return fmt.Errorf("pressure: eventfd: %w", err)
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -319,33 +447,38 @@ func (n *Notifier) Run(ctx context.Context) error {
 			wg.Wait()
 		}()
 	}
-	if len(n.polled) == 0 && len(n.cfg.Disk) == 0 {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-errc:
-			return err
-		}
+	var pollC, rearmC <-chan time.Time
+	if len(n.polled) > 0 || len(n.cfg.Disk) > 0 {
+		t := n.deps.Clock.NewTicker(n.cfg.PollPeriod)
+		defer t.Stop()
+		pollC = t.C()
+		n.poll()
 	}
-	t := n.deps.Clock.NewTicker(n.cfg.PollPeriod)
-	defer t.Stop()
-	n.poll()
+	if len(n.polled) > 0 || len(n.memcg) > 0 {
+		t := n.deps.Clock.NewTicker(n.cfg.RearmPeriod)
+		defer t.Stop()
+		rearmC = t.C()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case err := <-errc:
 			return err
-		case <-t.C():
+		case <-pollC:
 			n.poll()
+		case <-rearmC:
+			n.rearm()
 		}
 	}
 }
 
 // pollFDs waits on the notification descriptors until cancelFD is readable.
 func (n *Notifier) pollFDs(cancelFD int) error {
-	pfds := make([]unix.PollFd, 0, len(n.fds)+1)
-	pfds = append(pfds, unix.PollFd{Fd: int32(cancelFD), Events: unix.POLLIN})
+	pfds := make([]unix.PollFd, 0, len(n.fds)+2)
+	pfds = append(pfds, unix.PollFd{Fd: int32(cancelFD), Events: unix.POLLIN},
+		unix.PollFd{Fd: int32(n.rearmFD), Events: unix.POLLIN}) // -1 (none) is skipped by poll
+	const first = 2 // the index in pfds of fds[0]
 	for _, f := range n.fds {
 		pfds = append(pfds, unix.PollFd{Fd: int32(f.fd), Events: f.events})
 	}
@@ -379,8 +512,12 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 		if pfds[0].Revents != 0 {
 			return nil
 		}
+		if pfds[1].Revents != 0 {
+			_, _ = unix.Read(n.rearmFD, buf)
+			n.takeSwaps(pfds, first)
+		}
 		woke := false
-		for i, p := range pfds[1:] {
+		for i, p := range pfds[first:] {
 			if p.Revents == 0 {
 				continue
 			}
@@ -395,7 +532,7 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 				// An error without an event (a descriptor that went bad):
 				// stop polling it rather than spin.
 				n.log.Warn("pressure notification ended", "watch", f.what, "revents", p.Revents)
-				pfds[i+1].Fd = -1
+				pfds[i+first].Fd = -1
 				continue
 			}
 			n.log.Debug("pressure notification", "watch", f.what)
@@ -483,6 +620,16 @@ func (n *Notifier) close() {
 			for _, c := range f.closer {
 				unix.Close(c)
 			}
+		}
+		n.mu.Lock()
+		for _, fd := range n.swaps {
+			unix.Close(fd.event)
+			unix.Close(fd.usage)
+		}
+		clear(n.swaps)
+		n.mu.Unlock()
+		if n.rearmFD >= 0 {
+			unix.Close(n.rearmFD)
 		}
 	})
 }

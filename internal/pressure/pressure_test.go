@@ -2,6 +2,7 @@ package pressure
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,47 +10,144 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+	clocktesting "k8s.io/utils/clock/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
-// allocChildEnv makes the test binary an allocating child: it waits for a
-// line on stdin, allocates and touches the MiB the variable says, prints
-// "done" and holds the memory until stdin closes.
-const allocChildEnv = "NODEKEEPER_PRESSURE_ALLOC_MIB"
+// allocChildEnv makes the test binary a child that takes memory on command:
+// each line on stdin is "alloc MIB" (allocate and touch anonymous memory) or
+// "cache MIB FILE" (write FILE, whose pages stay in the page cache as
+// inactive file pages); it prints "done" after each and holds what it took
+// until stdin closes.
+const allocChildEnv = "NODEKEEPER_PRESSURE_CHILD"
 
 func TestMain(m *testing.M) {
-	if v := os.Getenv(allocChildEnv); v != "" {
-		os.Exit(allocChild(v))
+	if os.Getenv(allocChildEnv) != "" {
+		os.Exit(allocChild())
 	}
 	os.Exit(m.Run())
 }
 
-func allocChild(mib string) int {
-	n, err := strconv.Atoi(mib)
+func allocChild() int {
+	in := bufio.NewScanner(os.Stdin)
+	var held [][]byte
+	for in.Scan() {
+		f := strings.Fields(in.Text())
+		if len(f) < 2 {
+			return 2
+		}
+		mib, err := strconv.Atoi(f[1])
+		if err != nil {
+			return 2
+		}
+		switch {
+		case f[0] == "alloc":
+			buf := make([]byte, mib<<20)
+			for i := 0; i < len(buf); i += 4096 {
+				buf[i] = 1
+			}
+			held = append(held, buf)
+		case f[0] == "cache" && len(f) == 3:
+			if err := writeCache(f[2], mib); err != nil {
+				return 3
+			}
+		default:
+			return 2
+		}
+		fmt.Println("done")
+	}
+	return len(held) - len(held) // held stays reachable until here
+}
+
+// writeCache writes a file of mib MiB a MiB at a time, so that the child's
+// own anonymous memory stays small.
+func writeCache(path string, mib int) error {
+	f, err := os.Create(path)
 	if err != nil {
-		return 2
+		return err
 	}
-	in := bufio.NewReader(os.Stdin)
-	if _, err := in.ReadString('\n'); err != nil {
-		return 3
+	chunk := bytes.Repeat([]byte{1}, 1<<20)
+	for range mib {
+		if _, err := f.Write(chunk); err != nil {
+			f.Close()
+			return err
+		}
 	}
-	buf := make([]byte, n<<20)
-	for i := 0; i < len(buf); i += 4096 {
-		buf[i] = 1
+	return f.Close()
+}
+
+// child starts the test binary as a memory-taking child (see allocChildEnv)
+// in the v1 memory cgroup dir; do runs one command and waits for it.
+func child(t *testing.T, dir string) (do func(cmd string)) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), allocChildEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	fmt.Println("done")
-	_, _ = io.Copy(io.Discard, in)
-	return int(buf[0]) - 1
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	if err := writeExisting(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	return func(c string) {
+		t.Helper()
+		if _, err := io.WriteString(stdin, c+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := out.ReadString('\n'); err != nil || line != "done\n" {
+			t.Fatalf("child %q: %q, %v; want done", c, line, err)
+		}
+	}
+}
+
+// memcgDir makes a v1 memory cgroup limited to 1 GiB for the test and
+// returns its path in the hierarchy and its directory.
+func memcgDir(t *testing.T) (name, dir string) {
+	t.Helper()
+	base := "/sys/fs/cgroup/memory"
+	if _, err := os.Stat(filepath.Join(base, "cgroup.event_control")); err != nil {
+		integration.Require(t, "no cgroup v1 memory hierarchy with cgroup.event_control: "+err.Error())
+	}
+	name = fmt.Sprintf("/nk-pressure-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	dir = filepath.Join(base, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		integration.Require(t, "cannot make a memory cgroup: "+err.Error())
+	}
+	t.Cleanup(func() {
+		// The child has exited (its cleanup ran first); its page cache is
+		// reparented when the cgroup goes.
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("remove test cgroup: %v", err)
+		}
+	})
+	if err := writeExisting(filepath.Join(dir, "memory.limit_in_bytes"), strconv.Itoa(1<<30)); err != nil {
+		t.Fatal(err)
+	}
+	return name, dir
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -246,23 +344,8 @@ func TestPSITrigger(t *testing.T) {
 // notifier wakes without any poll (the poll period is an hour).
 func TestMemcgThresholdWakes(t *testing.T) {
 	t.Parallel()
-	base := "/sys/fs/cgroup/memory"
-	if _, err := os.Stat(filepath.Join(base, "cgroup.event_control")); err != nil {
-		integration.Require(t, "no cgroup v1 memory hierarchy with cgroup.event_control: "+err.Error())
-	}
-	name := fmt.Sprintf("/nk-pressure-test-%d-%d", os.Getpid(), time.Now().UnixNano())
-	dir := filepath.Join(base, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		integration.Require(t, "cannot make a memory cgroup: "+err.Error())
-	}
-	t.Cleanup(func() {
-		if err := os.Remove(dir); err != nil {
-			t.Errorf("remove test cgroup: %v", err)
-		}
-	})
-	if err := writeExisting(filepath.Join(dir, "memory.limit_in_bytes"), strconv.Itoa(1<<30)); err != nil {
-		t.Fatal(err)
-	}
+	name, dir := memcgDir(t)
+	do := child(t, dir)
 	w := newWakes()
 	n, err := New(Config{Memory: []MemoryWatch{{Cgroup: name, Usage: 64 << 20}}, PollPeriod: time.Hour},
 		Deps{Wake: w.wake, Logger: testLogger(t)})
@@ -273,39 +356,58 @@ func TestMemcgThresholdWakes(t *testing.T) {
 		t.Fatalf("mechanisms (-want +got):\n%s", diff)
 	}
 	run(t, n)
-
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), allocChildEnv+"=128")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
-	if err := writeExisting(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
-		t.Fatal(err)
-	}
 	if w.n.Load() != 0 {
 		t.Fatalf("woke %d times before the allocation", w.n.Load())
 	}
 	start := time.Now()
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
+	do("alloc 128")
 	w.await(t, 10*time.Second, "usage crossing 64MiB")
 	t.Logf("woken %v after the allocation started", time.Since(start))
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "done\n" {
-		t.Errorf("child: %q, %v; want done", line, err)
+}
+
+// TestMemcgThresholdRearmedForInactiveFile: the usage threshold counts the
+// cgroup's inactive file pages, moved every RearmPeriod, so that a working
+// set crossing the mark wakes even after page cache took usage past the
+// working-set mark itself (the kubelet re-arms its notifiers the same way).
+func TestMemcgThresholdRearmedForInactiveFile(t *testing.T) {
+	t.Parallel()
+	name, dir := memcgDir(t)
+	do := child(t, dir)
+	const period = time.Minute
+	clk := clocktesting.NewFakeClock(time.Now())
+	rearmed := make(chan struct{}, 1)
+	w := newWakes()
+	n, err := New(Config{Memory: []MemoryWatch{{Cgroup: name, Usage: 64 << 20}}, PollPeriod: time.Hour,
+		RearmPeriod: period, FollowUps: []time.Duration{}, MinWakeInterval: -1},
+		Deps{Wake: w.wake, Logger: testLogger(t), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
 	}
+	n.onRearm = func() { rearmed <- struct{}{} }
+	run(t, n)
+
+	// 96 MiB of page cache crosses the 64 MiB mark set before it existed: an
+	// early wake, as with the kubelet between two re-arms.
+	do(fmt.Sprintf("cache 96 %s", filepath.Join(t.TempDir(), "cache")))
+	w.await(t, 10*time.Second, "usage crossing 64MiB with page cache")
+	for !clk.HasWaiters() {
+		runtime.Gosched()
+	}
+	clk.Step(period)
+	select {
+	case <-rearmed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no re-arm after the period")
+	}
+	if got := n.memcg[0].armed; got < (64+90)<<20 {
+		t.Fatalf("re-armed at %d MiB, want 64 MiB plus the ~96 MiB of inactive file pages", got>>20)
+	}
+	for len(w.c) > 0 {
+		<-w.c
+	}
+	// The working set now crosses 64 MiB: usage crosses the re-armed mark.
+	do("alloc 128")
+	w.await(t, 10*time.Second, "usage crossing the re-armed mark")
 }
 
 // TestNotificationsSpaced: notifications are delivered as wakes at most once
