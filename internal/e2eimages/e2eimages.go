@@ -78,6 +78,11 @@ type Options struct {
 	// Hostname is Debian's glibc hostname program (package hostname), whose
 	// "hostname -f" resolves through /etc/hosts; default /bin/hostname.
 	Hostname string
+	// Porter, if set, is agnhost's porter source directory, whose
+	// localhost.crt and localhost.key the agnhost images carry at
+	// /localhost.crt and /localhost.key as upstream's do (specs serve HTTPS
+	// with them); if empty the images have none.
+	Porter string
 }
 
 // withDefaults fills the empty host paths.
@@ -134,6 +139,10 @@ func Required(opts Options) []Need {
 	}
 	if o.Pause != "" {
 		check(o.Pause, "", true)
+	}
+	if o.Porter != "" {
+		check(filepath.Join(o.Porter, "localhost.crt"), "", false)
+		check(filepath.Join(o.Porter, "localhost.key"), "", false)
 	}
 	check(o.Busybox, "busybox-static", true)
 	check(o.Bash, "bash", true)
@@ -249,6 +258,18 @@ func standIns(o Options) ([]standIn, error) {
 	if err != nil {
 		return nil, err
 	}
+	var porter []ocibuild.File
+	noPorter := ", porter certificates"
+	if o.Porter != "" {
+		for _, name := range []string{"localhost.crt", "localhost.key"} {
+			b, err := os.ReadFile(filepath.Join(o.Porter, name))
+			if err != nil {
+				return nil, err
+			}
+			porter = append(porter, ocibuild.File{Path: "/" + name, Mode: 0o644, Data: b})
+		}
+		noPorter = ""
+	}
 	pause := []ocibuild.File{{Path: "/pause", Mode: 0o755, Data: agnhost}}
 	pauseEntry := []string{"/pause", "pause"}
 	pauseDiffers := "/pause is agnhost's pause subcommand (exits 2 on SIGTERM, not 0), not the C pause program"
@@ -278,12 +299,12 @@ func standIns(o Options) ([]standIn, error) {
 			ocibuild.File{Path: "/uploads", Mode: fs.ModeDir | 0o755},
 			ocibuild.File{Path: "/home/user-defined-in-image", Mode: fs.ModeDir | 0o755},
 		)
-		files = merge(files, curl)
+		files = merge(merge(files, curl), porter)
 		differs := "agnhost v1.36.3 built from source on the busybox-static userland (with bash and Debian's curl) instead of Alpine; " +
-			"no dig, iproute2, iperf, netcat-openbsd, coredns, porter certificates or fake registry"
+			"no dig, iproute2, iperf, netcat-openbsd, coredns" + noPorter + " or fake registry"
 		if ref == AgnhostPrevRef {
 			differs = "the same agnhost binary as agnhost:2.63.0 (not 2.55), on the busybox-static userland with Debian's curl; " +
-				"no dig, iproute2, iperf, netcat-openbsd, coredns, porter certificates or fake registry"
+				"no dig, iproute2, iperf, netcat-openbsd, coredns" + noPorter + " or fake registry"
 		}
 		return standIn{
 			img:     ocibuild.Image{Ref: ref, Files: files, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, Env: []string{defaultPath}},

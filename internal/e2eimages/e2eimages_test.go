@@ -72,7 +72,9 @@ func fakeHost(t *testing.T) Options {
 		}
 		return p
 	}
-	return Options{Agnhost: write("agnhost", 0o755), Pause: write("pause", 0o755), MimeTypes: write("mime.types", 0o644)}
+	write("localhost.crt", 0o644)
+	write("localhost.key", 0o600)
+	return Options{Agnhost: write("agnhost", 0o755), Pause: write("pause", 0o755), MimeTypes: write("mime.types", 0o644), Porter: dir}
 }
 
 func TestRequired(t *testing.T) {
@@ -272,9 +274,11 @@ func TestBuild(t *testing.T) {
 			entrypoint: []string{"/agnhost"}, cmd: []string{"pause"},
 			entries: with(map[string]entry{"agnhost": {tar.TypeReg, 0o755, ""}, "agnhost-2": {tar.TypeSymlink, 0o777, "agnhost"}}),
 			contains: map[string]string{
-				"etc/group":  "group-defined-in-image:x:50000:user-defined-in-image\n",
-				"etc/passwd": "user-defined-in-image:x:1000:1000:",
-				"agnhost":    "fake agnhost",
+				"etc/group":     "group-defined-in-image:x:50000:user-defined-in-image\n",
+				"etc/passwd":    "user-defined-in-image:x:1000:1000:",
+				"agnhost":       "fake agnhost",
+				"localhost.crt": "fake localhost.crt",
+				"localhost.key": "fake localhost.key",
 			},
 		},
 		NginxRef: {

@@ -8,6 +8,7 @@ package kubebuild
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -53,6 +54,21 @@ func Version() (string, error) {
 		return "", fmt.Errorf("%s/go.mod: %w", Module, err)
 	}
 	return v, nil
+}
+
+// PorterDir is agnhost's porter source directory in the module cache (its
+// localhost.crt and localhost.key go into the agnhost stand-ins). The module
+// is there once Agnhost has been built.
+func PorterDir() (string, error) {
+	v, err := Version()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(toolbuild.GoTool(), "env", "GOMODCACHE").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMODCACHE: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "k8s.io", "kubernetes@"+v, "test", "images", "agnhost", "porter"), nil
 }
 
 // spec is a build from hack/kube into the cache directory name. CGO_ENABLED

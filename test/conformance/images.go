@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/nodekeeper/nodekeeper/internal/e2eimages"
+	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
 	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
 )
@@ -34,7 +35,11 @@ func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, []e2
 	if _, err := ocibuild.WriteFile(pause, ocibuild.PauseImage(b)); err != nil {
 		return nil, nil, err
 	}
-	opts := e2eimages.Options{Agnhost: agnhost, Pause: bin}
+	porter, err := kubebuild.PorterDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := e2eimages.Options{Agnhost: agnhost, Pause: bin, Porter: porter}
 	if need := e2eimages.Required(opts); len(need) > 0 {
 		return nil, nil, fmt.Errorf("the e2e image stand-ins need host programs: %s", e2eimages.InstallCommand(need))
 	}
