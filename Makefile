@@ -43,13 +43,15 @@ fmt-check:
 # release) against the real kubelet, then against nodekeeper, on one containerd,
 # and writes docs/conformance.md. Default: the core subset (test/conformance/specs.go);
 # FOCUS=regexp runs other specs, AGENTS=nodekeeper one agent, PROCS=n sets ginkgo's
-# parallelism. Needs root; builds kubelet, e2e_node.test, ginkgo and agnhost from
+# parallelism, CHUNK=K/N the K-th of N chunks of every [NodeConformance] spec (the full
+# set in N runs; the results accumulate). Needs root; builds kubelet, e2e_node.test, ginkgo and agnhost from
 # hack/kube first (cached; 5-15 min cold).
 FOCUS ?=
+CHUNK ?=
 AGENTS ?= kubelet,nodekeeper
 PROCS ?= 4
 conformance:
-	$(GO) run ./test/conformance run -agents $(AGENTS) -procs $(PROCS) $(if $(FOCUS),-focus '$(FOCUS)')
+	$(GO) run ./test/conformance run -agents $(AGENTS) -procs $(PROCS) $(if $(FOCUS),-focus '$(FOCUS)') $(if $(CHUNK),-chunk $(CHUNK))
 	$(GO) run ./test/conformance report
 
 # bench runs the benchmarks recorded in docs/benchmarks.md.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,6 +105,30 @@ func failedFocus(r results) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// parseChunk reads -chunk's K/N: 1 <= K <= N.
+func parseChunk(s string) (k, n int, err error) {
+	ks, ns, ok := strings.Cut(s, "/")
+	k, kerr := strconv.Atoi(ks)
+	n, nerr := strconv.Atoi(ns)
+	if !ok || kerr != nil || nerr != nil || n < 1 || k < 1 || k > n {
+		return 0, 0, fmt.Errorf("-chunk %q: want K/N with 1 <= K <= N, such as 2/5", s)
+	}
+	return k, n, nil
+}
+
+// chunkFocus is the focus of the K-th of N chunks of the sorted spec names:
+// every N-th name from the K-th, so that each chunk mixes the suite's parts
+// (their durations) alike.
+func chunkFocus(names []string, k, n int) []string {
+	var out []string
+	for i, name := range names {
+		if i%n == k-1 {
+			out = append(out, regexp.QuoteMeta(name))
+		}
+	}
 	return out
 }
 

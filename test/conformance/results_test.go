@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,29 @@ func TestMachineSkips(t *testing.T) {
 	}
 	if !matched {
 		t.Errorf("no skip matches %q", pull)
+	}
+}
+
+func TestChunks(t *testing.T) {
+	names := []string{"a [x]", "b", "c", "d", "e"}
+	var all []string
+	for k := 1; k <= 2; k++ {
+		all = append(all, chunkFocus(names, k, 2)...)
+	}
+	slices.Sort(all)
+	want := []string{`a \[x\]`, "b", "c", "d", "e"}
+	if diff := cmp.Diff(want, all); diff != "" {
+		t.Errorf("chunks 1/2 and 2/2 together (-want +got):\n%s", diff)
+	}
+	if got := chunkFocus(names, 2, 2); !slices.Equal(got, []string{"b", "d"}) {
+		t.Errorf("chunk 2/2 = %q, want b d", got)
+	}
+	for _, bad := range []string{"", "3", "0/2", "3/2", "a/b", "1/0"} {
+		if _, _, err := parseChunk(bad); err == nil {
+			t.Errorf("parseChunk(%q) accepted", bad)
+		}
+	}
+	if k, n, err := parseChunk("2/5"); err != nil || k != 2 || n != 5 {
+		t.Errorf("parseChunk(2/5) = %d, %d, %v", k, n, err)
 	}
 }

@@ -62,6 +62,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&o.labels, "labels", "NodeConformance", "ginkgo label filter (e.g. 'Feature:Eviction' with a matching -focus)")
 	fs.IntVar(&o.flakes, "flake-attempts", 1, "attempts per spec")
 	rerun := fs.Bool("rerun-failed", false, "run the specs whose latest result (of the first agent) is not passed, instead of -focus")
+	chunk := fs.String("chunk", "", "K/N: run the K-th of N chunks of every spec the -labels filter selects (the full set in N runs), instead of -focus")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -88,6 +89,17 @@ func runCmd(ctx context.Context, args []string) error {
 		if len(o.focus) == 0 {
 			return usageError{fmt.Errorf("-rerun-failed: no spec of %s failed", o.agents[0])}
 		}
+	}
+	if *chunk != "" {
+		k, n, err := parseChunk(*chunk)
+		if err != nil {
+			return usageError{err}
+		}
+		names, err := listSpecs(o.labels)
+		if err != nil {
+			return err
+		}
+		o.focus = chunkFocus(names, k, n)
 	}
 	if len(o.focus) == 0 {
 		o.focus = coreFocus
