@@ -12,7 +12,8 @@ import (
 
 // HTTP runs httpGet probes. One HTTP value, with one transport, serves every
 // probe: keep-alives off (each probe is a fresh connection, closed after the
-// response, as the kubelet does), no proxy, TLS unverified, SO_LINGER 1s.
+// response, as the kubelet does), no proxy, TLS unverified, SO_LINGER 0
+// (dialer.go).
 // Safe for concurrent use.
 type HTTP struct {
 	client *http.Client
