@@ -164,13 +164,11 @@ func Run(ctx context.Context, o Options) error {
 		CgroupRoot: ac.CgroupRoot, Driver: ac.CgroupDriver, PodPidsLimit: *o.Config.Kubelet.PodPidsLimit, Logger: log,
 	}
 	if slices.Contains(o.Config.Kubelet.EnforceNodeAllocatable, "pods") {
-		// The kubelet's node-allocatable enforcement: the pods' cgroup gets
-		// capacity less the reservations and the hard eviction thresholds.
 		c, err := capacity(o.RootDir, memory)
 		if err != nil {
 			return err
 		}
-		cgc.KubepodsLimits = admission.NodeAllocatable(c, o.Config.KubeReserved, o.Config.SystemReserved, o.Config.Eviction.Thresholds)
+		cgc.KubepodsLimits = kubepodsLimits(c, o.Config.KubeReserved, o.Config.SystemReserved)
 	}
 	cg, err := cgroups.New(cgc)
 	if err != nil {

@@ -9,9 +9,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
+	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/cgroups"
 	"github.com/nodekeeper/nodekeeper/internal/pressure"
 )
+
+// kubepodsLimits are the pods' cgroup's limits under the kubelet's
+// node-allocatable enforcement ("pods" in enforceNodeAllocatable): capacity
+// less the kube and system reservations. The hard eviction thresholds are
+// not taken off, as the kubelet does not: they reserve room for the eviction
+// manager to act before the kernel's OOM killer would in the pods' cgroup.
+func kubepodsLimits(capacity, kubeReserved, systemReserved v1.ResourceList) v1.ResourceList {
+	return admission.NodeAllocatable(capacity, kubeReserved, systemReserved, nil)
+}
 
 // pressureWatches returns what the pressure notifier watches for the hard
 // eviction thresholds: the root memory cgroup at capacity less the

@@ -73,3 +73,19 @@ func TestPressureWatches(t *testing.T) {
 		})
 	}
 }
+
+// TestKubepodsLimits: the pods' cgroup gets capacity less the reservations,
+// not less the hard eviction thresholds (as the kubelet's node-allocatable
+// enforcement).
+func TestKubepodsLimits(t *testing.T) {
+	capacity := v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourceCPU: resource.MustParse("4")}
+	kube := v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")}
+	system := v1.ResourceList{v1.ResourceMemory: resource.MustParse("512Mi"), v1.ResourceCPU: resource.MustParse("500m")}
+	got := kubepodsLimits(capacity, kube, system)
+	if m := got[v1.ResourceMemory]; m.Cmp(resource.MustParse("6656Mi")) != 0 {
+		t.Errorf("memory limit %s, want 6656Mi (8Gi - 1Gi - 512Mi)", m.String())
+	}
+	if c := got[v1.ResourceCPU]; c.Cmp(resource.MustParse("3500m")) != 0 {
+		t.Errorf("cpu %s, want 3500m", c.String())
+	}
+}
