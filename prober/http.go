@@ -47,8 +47,9 @@ func sameHostRedirects(req *http.Request, via []*http.Request) error {
 
 // Probe sends t.Request. 2xx is success; 3xx (a redirect not followed) is a
 // warning, which counts as success; anything else, a transport error or a
-// timeout is failure. At most 10 KiB of the body is read; the message carries
-// the status code, never the body.
+// timeout is failure. At most 10 KiB of the body is read. As the kubelet's,
+// a warning's message carries the body ("Probe terminated redirects,
+// Response body: ..."), a failure's only the status code.
 func (h *HTTP) Probe(ctx context.Context, t Target) (Outcome, string, error) {
 	if t.Request == nil {
 		return OutcomeUnknown, "", errors.New("http probe without a request")
@@ -58,14 +59,21 @@ func (h *HTTP) Probe(ctx context.Context, t Target) (Outcome, string, error) {
 		return OutcomeFailure, err.Error(), nil
 	}
 	defer res.Body.Close()
-	if _, err := io.CopyN(io.Discard, res.Body, maxOutput); err != nil && !errors.Is(err, io.EOF) {
+	redirect := res.StatusCode >= 300 && res.StatusCode < 400
+	var body []byte
+	if redirect {
+		body, err = io.ReadAll(io.LimitReader(res.Body, maxOutput))
+	} else {
+		_, err = io.CopyN(io.Discard, res.Body, maxOutput)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
 		return OutcomeFailure, fmt.Sprintf("read response body: %v", err), nil
 	}
 	switch {
 	case res.StatusCode >= 200 && res.StatusCode < 300:
 		return OutcomeSuccess, "", nil
-	case res.StatusCode >= 300 && res.StatusCode < 400:
-		return OutcomeWarning, fmt.Sprintf("probe terminated redirects to %q, statuscode: %d", res.Header.Get("Location"), res.StatusCode), nil
+	case redirect:
+		return OutcomeWarning, "Probe terminated redirects, Response body: " + string(body), nil
 	}
 	return OutcomeFailure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode), nil
 }

@@ -241,7 +241,7 @@ func TestManagerEvents(t *testing.T) {
 		"spec.initContainers{sidecar}": {eventType: v1.EventTypeWarning, reason: ReasonUnhealthy,
 			message: "Liveness probe failed: HTTP probe failed with statuscode: 500"},
 		"spec.containers{moved}": {eventType: v1.EventTypeWarning, reason: ReasonProbeWarning,
-			message: `Readiness probe warning: probe terminated redirects to "http://elsewhere.example/", statuscode: 301`},
+			message: "Readiness probe warning: Probe terminated redirects, Response body: <a href=\"http://elsewhere.example/\">Moved Permanently</a>.\n\n"},
 		"spec.containers{flaky}": {eventType: v1.EventTypeWarning, reason: ReasonUnhealthy,
 			message: "Startup probe errored and resulted in unknown state: socket gone"},
 	}
