@@ -41,7 +41,8 @@ fmt-check:
 
 # conformance runs the Kubernetes node e2e suite (e2e_node.test of hack/kube's
 # release) against the real kubelet, then against nodekeeper, on one containerd,
-# and writes docs/conformance.md. Default: the core subset (test/conformance/specs.go);
+# and writes docs/conformance.md. Default: the core subset (test/conformance/specs.go),
+# without its [Slow] specs;
 # FOCUS=regexp runs other specs, AGENTS=nodekeeper one agent, PROCS=n sets ginkgo's
 # parallelism, CHUNK=K/N the K-th of N chunks of every [NodeConformance] spec (the full
 # set in N runs; the results accumulate). Needs root; builds kubelet, e2e_node.test, ginkgo and agnhost from
@@ -49,7 +50,7 @@ fmt-check:
 FOCUS ?=
 CHUNK ?=
 AGENTS ?= kubelet,nodekeeper
-PROCS ?= 4
+PROCS ?= 6
 conformance:
 	$(GO) run ./test/conformance run -agents $(AGENTS) -procs $(PROCS) $(if $(FOCUS),-focus '$(FOCUS)') $(if $(CHUNK),-chunk $(CHUNK))
 	$(GO) run ./test/conformance report

@@ -103,6 +103,7 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	if len(o.focus) == 0 {
 		o.focus = coreFocus
+		o.skip = append(o.skip, coreSkip...)
 	}
 	if o.procs < 1 {
 		return usageError{fmt.Errorf("-procs %d: want at least 1", o.procs)}

@@ -20,6 +20,11 @@ var coreFocus = []string{
 	`Device Plugin`,
 }
 
+// coreSkip leaves the [Slow] specs out of the core subset: "Pods should cap
+// back-off at MaxContainerBackOff" alone takes 27 min. FOCUS or -chunk runs
+// them.
+var coreSkip = []string{`\[Slow\]`}
+
 // machineSkip is a spec this machine cannot run, whichever agent runs it.
 type machineSkip struct {
 	re     string // matched against the spec's full text
