@@ -139,8 +139,9 @@ func run(ctx context.Context, o runOptions) error {
 	}
 
 	// One containerd for both agents, as on a node where the kubelet is
-	// replaced by nodekeeper.
-	cctx, stopContainerd := context.WithCancel(ctx)
+	// replaced by nodekeeper. It outlives an interrupt until the suite has
+	// cleaned up its pods (the deferred stop runs after the agents' runs).
+	cctx, stopContainerd := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopContainerd()
 	m, err := containerd.New(containerd.Config{
 		StateDir: filepath.Join(o.work, "containerd"), SandboxImage: ocibuild.PauseRef,
