@@ -241,6 +241,9 @@ func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binarie
 // runSuite runs the suite with agent as its kubelet and returns its results.
 func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, agent, endpoint string) (results, error) {
 	dir := filepath.Join(o.work, agent)
+	if err := unmountAll(dir); err != nil { // a killed run's harness leaves its binds
+		return results{}, err
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return results{}, err
 	}
@@ -362,22 +365,8 @@ func cleanKubeletRoot(dir string) error {
 	case len(entries) > 0 && !slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == rootMarker }):
 		return fmt.Errorf("%s exists and was not made by this program (no %s in it): the suite's kubelet uses it; move it away first", dir, rootMarker)
 	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
+	if err := unmountAll(dir); err != nil {
 		return err
-	}
-	var under []string
-	for line := range strings.Lines(string(mounts)) {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			under = append(under, f[4])
-		}
-	}
-	slices.SortFunc(under, func(a, b string) int { return len(b) - len(a) }) // deepest first
-	for _, m := range under {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("unmount %s: %w", m, err)
-		}
 	}
 	entries, err = os.ReadDir(dir)
 	if err != nil {
@@ -391,6 +380,32 @@ func cleanKubeletRoot(dir string) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(dir, rootMarker), []byte("made by nodekeeper's test/conformance; emptied before each run\n"), 0o644)
+}
+
+// unmountAll unmounts dir and everything mounted beneath it, deepest first:
+// the harness binds its kubelet's root directory onto itself (for mount
+// propagation), and volumes are mounted beneath it. Only directories of this
+// program's are passed (the work directory; kubeletRoot once its marker is
+// checked).
+func unmountAll(dir string) error {
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var under []string
+	for line := range strings.Lines(string(mounts)) {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			under = append(under, f[4])
+		}
+	}
+	slices.SortStableFunc(under, func(a, b string) int { return len(b) - len(a) }) // deepest first
+	for _, m := range under {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", m, err)
+		}
+	}
+	return nil
 }
 
 // suitePorts are the fixed ports of the suite's services and its kubelet:
