@@ -38,12 +38,14 @@ func memTotalMiB(t testing.TB) int64 {
 	return 0
 }
 
-// smallPodsConfig reserves all but podsMiB+thresholdMiB of the machine's
-// memory, so that the pods' cgroup is limited to podsMiB (the machine is
-// never at risk) and allocatableMemory.available crosses its hard threshold,
-// thresholdMiB, when the pods use more than podsMiB-thresholdMiB.
+// smallPodsConfig reserves all but podsMiB of the machine's memory, so that
+// the pods' cgroup is limited to podsMiB (capacity less the reservations, as
+// the kubelet enforces node allocatable; the machine is never at risk) and
+// allocatableMemory.available (that limit less the pods' working set)
+// crosses its hard threshold, thresholdMiB, when the pods use more than
+// podsMiB-thresholdMiB.
 func smallPodsConfig(t testing.TB, podsMiB, thresholdMiB int64, transition string) string {
-	reserved := memTotalMiB(t) - podsMiB - thresholdMiB
+	reserved := memTotalMiB(t) - podsMiB
 	return fmt.Sprintf(`kubeReserved:
   memory: %dMi
 evictionHard:
