@@ -38,6 +38,16 @@ var machineSkips = []machineSkip{
 		"pulls agnhost from registry.k8s.io with imagePullPolicy Always; no registry on the internet is reachable from this machine kind (it stalled the kubelet's run for minutes)"},
 	{`Container Runtime blackbox test when running a container with a new image \[Serial\] should be able to pull from private registry with secret \[NodeConformance\]`,
 		"pulls an image from a private registry on the internet (gcr.io) with a pull secret; no registry is reachable from this machine kind (it failed on the kubelet after 5 min)"},
+	{`should be able to pull from private registry with credential provider`,
+		"installs a credential-provider plugin and restarts the kubelet through systemd, and pulls from a registry: the harness runs here without systemd (the driver takes systemctl and systemd-run off PATH so that the suite moves no process of the machine), and no registry is reachable"},
+	{`MirrorPod \[Serial\] when kubelet restarts should not change container status`,
+		"restarts the kubelet through systemd (systemctl), which the harness runs without here (see above)"},
+	{`MirrorPodWithGracePeriod when create a mirror pod and the container runtime is temporarily down during pod termination`,
+		"stops and starts the container runtime through systemd (dbus), which the harness runs without here"},
+	{`MirrorPod when recreating a static pod it should launch successfully even if it temporarily failed termination due to volume failing to unmount`,
+		"runs an NFS server from registry.k8s.io/e2e-test-images/volume/nfs (no stand-in: it needs the kernel NFS server and its exports) and mounts NFS; no registry is reachable"},
+	{`DevicePlugin \[Serial\] \[Disruptive\] Can schedule a pod with a restartable init container`,
+		"runs registry.k8s.io/e2e-test-images/sample-device-plugin (no stand-in yet) and restarts the kubelet through systemd after each spec, which the harness runs without here"},
 }
 
 func skipRegexps() []string {
