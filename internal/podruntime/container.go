@@ -684,8 +684,8 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 	return out, nil
 }
 
-// newTerminationLog makes an empty file PodsDir/<uid>/containers/<name>/<id>
-// for the container's termination message.
+// newTerminationLog makes an empty file PodsDir/<uid>/containers/<name>/<id>,
+// mode 0666, for the container's termination message.
 func newTerminationLog(podsDir, uid, name string) (string, error) {
 	dir := filepath.Join(podsDir, uid, "containers", name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -700,7 +700,12 @@ func newTerminationLog(podsDir, uid, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path, f.Close()
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	// Writable by the container whatever its user, as the kubelet makes it
+	// (the umask took group and other write off).
+	return path, os.Chmod(path, 0o666)
 }
 
 // volumeHostPath is the host path of volume v, made or checked as its type

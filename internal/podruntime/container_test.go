@@ -405,3 +405,20 @@ func TestContainerEnvFileKeyRef(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminationLogWritableByAnyUser: the termination-log file is 0666
+// whatever the umask, so a container running as a non-root user can write
+// its message (node e2e: "termination message ... as non-root user").
+func TestTerminationLogWritableByAnyUser(t *testing.T) {
+	path, err := newTerminationLog(t.TempDir(), "uid-1", "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != 0o666 {
+		t.Errorf("termination log mode %o, want 666", got)
+	}
+}
