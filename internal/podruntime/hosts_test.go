@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -69,40 +68,55 @@ func TestEtcHosts(t *testing.T) {
 	}
 }
 
+// TestPreStopHTTPGet: an httpGet pre-stop hook reaches the container's
+// named port with its headers, over HTTP and over HTTPS to a server whose
+// certificate nobody on the node can verify (as the kubelet's hooks; node
+// e2e "should execute prestop https hook properly").
 func TestPreStopHTTPGet(t *testing.T) {
 	t.Parallel()
-	got := make(chan string, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got <- r.URL.Path + " " + r.Header.Get("X-Drain")
-	}))
-	t.Cleanup(srv.Close)
-	u, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(u.Port())
-	f := newFixture(t)
-	f.m.cfg.HostIP = "127.0.0.1"
-	pod := testPod(func(p *v1.Pod) {
-		p.Spec.HostNetwork = true
-		p.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}
-		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{
-			Path: "/drain", Port: intstr.FromString("http"), HTTPHeaders: []v1.HTTPHeader{{Name: "X-Drain", Value: "now"}},
-		}}}
-	})
-	if res := f.sync(t, pod); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	if err := f.m.KillPod(t.Context(), pod, f.status(t, pod.UID), nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case req := <-got:
-		if req != "/drain now" {
-			t.Errorf("hook request %q, want /drain with the header", req)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the httpGet pre-stop hook made no request")
+	for _, scheme := range []v1.URIScheme{v1.URISchemeHTTP, v1.URISchemeHTTPS} {
+		t.Run(string(scheme), func(t *testing.T) {
+			t.Parallel()
+			got := make(chan string, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got <- r.URL.Path + " " + r.Header.Get("X-Drain")
+			})
+			srv := httptest.NewUnstartedServer(h)
+			if scheme == v1.URISchemeHTTPS {
+				srv.StartTLS() // a self-signed certificate
+			} else {
+				srv.Start()
+			}
+			t.Cleanup(srv.Close)
+			u, err := url.Parse(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			port, _ := strconv.Atoi(u.Port())
+			f := newFixture(t)
+			f.m.cfg.HostIP = "127.0.0.1"
+			pod := testPod(func(p *v1.Pod) {
+				p.Spec.HostNetwork = true
+				p.Spec.Containers[0].Ports = []v1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}
+				p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{
+					Scheme: scheme, Path: "/drain", Port: intstr.FromString("http"), HTTPHeaders: []v1.HTTPHeader{{Name: "X-Drain", Value: "now"}},
+				}}}
+			})
+			if res := f.sync(t, pod); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if err := f.m.KillPod(t.Context(), pod, f.status(t, pod.UID), nil); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case req := <-got:
+				if req != "/drain now" {
+					t.Errorf("hook request %q, want /drain with the header", req)
+				}
+			default: // KillPod has returned: the hook has run
+				t.Fatal("the httpGet pre-stop hook made no request")
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package podruntime
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -190,6 +191,29 @@ func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 	return nil
 }
 
+// newHookClient is the client of lifecycle hooks' HTTP GETs, configured as
+// the kubelet's: no proxy, the server's certificate not verified (an HTTPS
+// hook to a pod serves a certificate no one on the node can check), a fresh
+// connection per request, redirects followed only to the same host.
+func newHookClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:             nil,
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's hooks
+			DisableKeepAlives: true,
+		},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if req.URL.Hostname() != via[0].URL.Hostname() {
+				return http.ErrUseLastResponse
+			}
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		},
+	}
+}
+
 // hookHTTP makes a hook's HTTP GET, to the pod's IP unless it names a host.
 func (m *Manager) hookHTTP(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, g *v1.HTTPGetAction) error {
 	host := g.Host
@@ -229,7 +253,7 @@ func (m *Manager) hookHTTP(ctx context.Context, pod *v1.Pod, status *PodStatus, 
 	for _, hd := range g.HTTPHeaders {
 		req.Header.Add(hd.Name, hd.Value)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := m.hookClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -157,6 +158,8 @@ type Manager struct {
 	probes    Probes
 	devices   Devices
 	vols      *volumes.Manager
+	// hookClient makes lifecycle hooks' HTTP GETs (see newHookClient).
+	hookClient *http.Client
 
 	mu sync.Mutex // guards the fields below
 	// runtimeName is the runtime's name from Version ("containerd"), once known.
@@ -202,12 +205,13 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
 		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes, devices: deps.Devices,
-		crash:    map[backoffKey]backoffEntry{},
-		pull:     map[backoffKey]backoffEntry{},
-		waiting:  map[types.UID]map[string]v1.ContainerStateWaiting{},
-		conds:    map[types.UID][]v1.PodCondition{},
-		ctrCache: map[string]*runtimeapi.ContainerStatus{},
-		sbCache:  map[string]*runtimeapi.PodSandboxStatus{},
+		crash:      map[backoffKey]backoffEntry{},
+		pull:       map[backoffKey]backoffEntry{},
+		waiting:    map[types.UID]map[string]v1.ContainerStateWaiting{},
+		conds:      map[types.UID][]v1.PodCondition{},
+		ctrCache:   map[string]*runtimeapi.ContainerStatus{},
+		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
+		hookClient: newHookClient(),
 	}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
