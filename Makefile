@@ -45,14 +45,16 @@ fmt-check:
 # without its [Slow] specs;
 # FOCUS=regexp runs other specs, AGENTS=nodekeeper one agent, PROCS=n sets ginkgo's
 # parallelism, CHUNK=K/N the K-th of N chunks of every [NodeConformance] spec (the full
-# set in N runs; the results accumulate). Needs root; builds kubelet, e2e_node.test, ginkgo and agnhost from
+# set in N runs; the results accumulate), NOT_RUN=1 only the specs without a result yet
+# (with CHUNK, a chunk of those). Needs root; builds kubelet, e2e_node.test, ginkgo and agnhost from
 # hack/kube first (cached; 5-15 min cold).
 FOCUS ?=
 CHUNK ?=
+NOT_RUN ?=
 AGENTS ?= kubelet,nodekeeper
 PROCS ?= 6
 conformance:
-	$(GO) run ./test/conformance run -agents $(AGENTS) -procs $(PROCS) $(if $(FOCUS),-focus '$(FOCUS)') $(if $(CHUNK),-chunk $(CHUNK))
+	$(GO) run ./test/conformance run -agents $(AGENTS) -procs $(PROCS) $(if $(FOCUS),-focus '$(FOCUS)') $(if $(CHUNK),-chunk $(CHUNK)) $(if $(NOT_RUN),-not-run)
 	$(GO) run ./test/conformance report
 
 # bench runs the benchmarks recorded in docs/benchmarks.md.

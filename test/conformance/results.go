@@ -108,6 +108,18 @@ func failedFocus(r results) []string {
 	return out
 }
 
+// withoutResult returns the names that have no result in r, leaving out the
+// machine's skips (which never get one).
+func withoutResult(names []string, r results) []string {
+	var out []string
+	for _, n := range names {
+		if _, ok := r.Specs[n]; !ok && !machineSkipped(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // parseChunk reads -chunk's K/N: 1 <= K <= N.
 func parseChunk(s string) (k, n int, err error) {
 	ks, ns, ok := strings.Cut(s, "/")

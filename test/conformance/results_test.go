@@ -145,3 +145,14 @@ func TestChunks(t *testing.T) {
 		t.Errorf("parseChunk(2/5) = %d, %d, %v", k, n, err)
 	}
 }
+
+// TestWithoutResult: -not-run selects the specs with no stored result, and
+// never the machine's skips.
+func TestWithoutResult(t *testing.T) {
+	pull := "[sig-node] Container Runtime blackbox test when running a container with a new image [Serial] should be able to pull image [NodeConformance]"
+	r := results{Specs: map[string]result{"a": {State: "failed"}, "b": {State: "passed"}}}
+	got := withoutResult([]string{"a", "b", "c", pull, "d"}, r)
+	if want := []string{"c", "d"}; !slices.Equal(got, want) {
+		t.Errorf("withoutResult = %q, want %q", got, want)
+	}
+}

@@ -63,6 +63,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.flakes, "flake-attempts", 1, "attempts per spec")
 	rerun := fs.Bool("rerun-failed", false, "run the specs whose latest result (of the first agent) is not passed, instead of -focus")
 	chunk := fs.String("chunk", "", "K/N: run the K-th of N chunks of every spec the -labels filter selects (the full set in N runs), instead of -focus")
+	notRun := fs.Bool("not-run", false, "run the specs the -labels filter selects that have no result yet for the first agent (with -chunk, a chunk of those), instead of -focus")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -72,25 +73,38 @@ func runCmd(ctx context.Context, args []string) error {
 		}
 		o.agents = append(o.agents, a)
 	}
-	if *rerun {
-		root, err := toolbuild.ModuleDir(".")
+	if *rerun || *notRun {
+		if *rerun && (*notRun || *chunk != "") {
+			return usageError{errors.New("-rerun-failed: not with -not-run or -chunk")}
+		}
+		prev, err := previousResults(o)
 		if err != nil {
 			return err
 		}
-		dir := o.results
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(root, dir)
+		if *rerun {
+			o.focus = failedFocus(prev)
+			if len(o.focus) == 0 {
+				return usageError{fmt.Errorf("-rerun-failed: no spec of %s failed", o.agents[0])}
+			}
 		}
-		prev, err := loadResults(filepath.Join(dir, o.agents[0]+".json"))
-		if err != nil {
-			return err
+		if *notRun {
+			names, err := listSpecs(o.labels)
+			if err != nil {
+				return err
+			}
+			names = withoutResult(names, prev)
+			if len(names) == 0 {
+				return usageError{fmt.Errorf("-not-run: every spec has a result for %s", o.agents[0])}
+			}
+			k, n := 1, 1
+			if *chunk != "" {
+				if k, n, err = parseChunk(*chunk); err != nil {
+					return usageError{err}
+				}
+			}
+			o.focus = chunkFocus(names, k, n)
 		}
-		o.focus = failedFocus(prev)
-		if len(o.focus) == 0 {
-			return usageError{fmt.Errorf("-rerun-failed: no spec of %s failed", o.agents[0])}
-		}
-	}
-	if *chunk != "" {
+	} else if *chunk != "" {
 		k, n, err := parseChunk(*chunk)
 		if err != nil {
 			return usageError{err}
@@ -109,6 +123,19 @@ func runCmd(ctx context.Context, args []string) error {
 		return usageError{fmt.Errorf("-procs %d: want at least 1", o.procs)}
 	}
 	return run(ctx, o)
+}
+
+// previousResults loads the stored results of the first agent.
+func previousResults(o runOptions) (results, error) {
+	dir := o.results
+	if !filepath.IsAbs(dir) {
+		root, err := toolbuild.ModuleDir(".")
+		if err != nil {
+			return results{}, err
+		}
+		dir = filepath.Join(root, dir)
+	}
+	return loadResults(filepath.Join(dir, o.agents[0]+".json"))
 }
 
 func run(ctx context.Context, o runOptions) error {

@@ -50,6 +50,16 @@ var machineSkips = []machineSkip{
 		"runs registry.k8s.io/e2e-test-images/sample-device-plugin (no stand-in yet) and restarts the kubelet through systemd after each spec, which the harness runs without here"},
 }
 
+// machineSkipped reports whether spec is one of the machine's skips.
+func machineSkipped(spec string) bool {
+	for _, s := range machineSkips {
+		if regexp.MustCompile(s.re).MatchString(spec) {
+			return true
+		}
+	}
+	return false
+}
+
 func skipRegexps() []string {
 	var out []string
 	for _, s := range machineSkips {
