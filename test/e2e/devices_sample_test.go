@@ -39,42 +39,13 @@ var buildSampleTools = sync.OnceValues(func() (string, error) { return toolbuild
 // pod asking for its resource runs with the plugin's mount, and the
 // pod-resources API lists the device.
 func TestSampleDevicePlugin(t *testing.T) {
-	for _, tool := range []string{"unshare", "mount", "sh"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			integration.Require(t, "needs "+tool)
-		}
-	}
+	requireNamespaceTools(t)
 	a := StartAgent(t, Options{})
 	tools, err := buildSampleTools()
 	if err != nil {
 		t.Fatalf("build hack/tools: %v", err)
 	}
-	// The binary is opened before /var/lib is covered, then copied in.
-	script := `set -e
-exec 3<"$2"
-mount -t tmpfs tmpfs /var/lib
-mkdir -p /var/lib/kubelet/device-plugins
-mount --bind "$1" /var/lib/kubelet/device-plugins
-cat <&3 >/var/lib/plugin-bin
-exec 3<&-
-chmod 0755 /var/lib/plugin-bin
-exec /var/lib/plugin-bin`
-	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
-		filepath.Join(a.Root, "device-plugins"), filepath.Join(tools, "sample-device-plugin"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	startPluginInNamespace(t, a, filepath.Join(tools, "sample-device-plugin"))
 
 	const res = "example.com/resource"
 	pr := podResources(t, a)
@@ -127,4 +98,62 @@ exec /var/lib/plugin-bin`
 	if !found {
 		t.Errorf("the container has no mount for %s: %v", ids[0], st.GetStatus().GetMounts())
 	}
+}
+
+// requireNamespaceTools skips (fails under CI) without the tools
+// startPluginInNamespace runs.
+func requireNamespaceTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"unshare", "mount", "sh"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			integration.Require(t, "needs "+tool)
+		}
+	}
+}
+
+// startPluginInNamespace starts a device plugin that only knows
+// /var/lib/kubelet/device-plugins: bin runs with args in a private mount
+// namespace where /var/lib is a tmpfs holding a copy of bin and that path is
+// the agent's device-plugin directory. /var/run is a tmpfs there too, so that
+// what a plugin writes into it (the Intel plugins write CDI specs to
+// /var/run/cdi) stays in the namespace instead of on the host. Everything
+// else, /tmp included, is the host's: a plugin may be pointed at a host path
+// there. At cleanup the plugin is interrupted (killed after 5s); its output
+// is logged when the test failed.
+func startPluginInNamespace(t *testing.T, a *Agent, bin string, args ...string) {
+	t.Helper()
+	// The binary is opened before /var/lib is covered, then copied in.
+	script := `set -e
+exec 3<"$2"
+mount -t tmpfs tmpfs /var/lib
+mount -t tmpfs tmpfs /var/run
+mkdir -p /var/lib/kubelet/device-plugins
+mount --bind "$1" /var/lib/kubelet/device-plugins
+cat <&3 >/var/lib/plugin-bin
+exec 3<&-
+chmod 0755 /var/lib/plugin-bin
+shift 2
+exec /var/lib/plugin-bin "$@"`
+	cmdArgs := append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh",
+		filepath.Join(a.Root, "device-plugins"), bin}, args...)
+	cmd := exec.Command("unshare", cmdArgs...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), tail(out.String(), 60))
+		}
+	})
 }

@@ -274,6 +274,13 @@ func grepLines(s, sub string) string {
 // sorted; nil when List does not report the pod.
 func devicesOf(t *testing.T, pr podresourcesapi.PodResourcesListerClient, pod string) []string {
 	t.Helper()
+	return resourceDevicesOf(t, pr, pod, fakeResource)
+}
+
+// resourceDevicesOf returns the devices of resource res List reports for the
+// pod's containers, sorted; nil when List does not report the pod.
+func resourceDevicesOf(t *testing.T, pr podresourcesapi.PodResourcesListerClient, pod, res string) []string {
+	t.Helper()
 	list, err := pr.List(t.Context(), &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
 		t.Fatalf("pod-resources List: %v", err)
@@ -285,7 +292,7 @@ func devicesOf(t *testing.T, pr podresourcesapi.PodResourcesListerClient, pod st
 		ids := []string{}
 		for _, c := range p.GetContainers() {
 			for _, d := range c.GetDevices() {
-				if d.ResourceName == fakeResource {
+				if d.ResourceName == res {
 					ids = append(ids, d.DeviceIds...)
 				}
 			}
