@@ -122,9 +122,12 @@ func startInNamespace(t *testing.T, dir, data, bin string, args ...string) (stop
 	t.Helper()
 	// The binary is opened before the tmpfs mounts, which may hide its path (a
 	// build cache under /tmp or /var/lib), and copied into the namespace's /var/lib.
+	// /var/run is a tmpfs too: the Intel plugin writes its CDI specs to
+	// /var/run/cdi, which must not be left on the host.
 	script := `set -e
 exec 3<"$3"
 mount -t tmpfs tmpfs /var/lib
+mount -t tmpfs tmpfs /var/run
 mkdir -p /var/lib/kubelet/device-plugins /var/lib/plugin-data
 mount --bind "$1" /var/lib/kubelet/device-plugins
 if [ -n "$2" ]; then mount --bind "$2" /var/lib/plugin-data; fi
