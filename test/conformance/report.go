@@ -114,13 +114,15 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 		"nodekeeper, one after the other on one containerd. How to run it: README, \"Conformance\".\n\n", version)
 
 	fmt.Fprintf(w, "## Summary\n\n%d specs carry the NodeConformance label.\n\n", len(all))
-	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | not run yet | last run | nodekeeper revision of the last run |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | skipped: this machine | not run yet | last run | nodekeeper revision of the last run |\n|---|---|---|---|---|---|---|---|\n")
 	for _, a := range agents {
-		var passed, failed, skipped, notRun int
+		var passed, failed, skipped, machine, notRun int
 		last, rev := "", ""
 		for _, name := range all {
 			r, ok := res[a].Specs[name]
 			switch {
+			case machineSkipped(name):
+				machine++
 			case !ok:
 				notRun++
 			case r.State == "passed":
@@ -134,14 +136,14 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 				last, rev = r.Run, r.Revision
 			}
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s | %s |\n", a, passed, failed, skipped, notRun, last, rev)
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", a, passed, failed, skipped, machine, notRun, last, rev)
 	}
 
 	var gaps []string
 	for _, name := range all {
 		k, kok := res["kubelet"].Specs[name]
 		n, nok := res["nodekeeper"].Specs[name]
-		if kok && nok && k.State == "passed" && n.State != "passed" {
+		if kok && nok && k.State == "passed" && n.State != "passed" && !machineSkipped(name) {
 			gaps = append(gaps, name)
 		}
 	}
@@ -173,11 +175,17 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 		k, kok := res["kubelet"].Specs[name]
 		n, nok := res["nodekeeper"].Specs[name]
 		kc, nc := "not run", "not run"
-		if kok {
-			kc = cell(k)
-		}
-		if nok {
-			nc = cell(n)
+		switch {
+		case machineSkipped(name):
+			kc, nc = "skipped: this machine", "skipped: this machine"
+			kok, nok = false, false
+		default:
+			if kok {
+				kc = cell(k)
+			}
+			if nok {
+				nc = cell(n)
+			}
 		}
 		if reason := bothFailReason(name); reason != "" && kok && nok && k.State != "passed" && n.State != "passed" {
 			nc += " (both: " + reason + ")"

@@ -68,19 +68,22 @@ func TestMergeResults(t *testing.T) {
 }
 
 // TestWriteReport: the document lists every spec of the set, a gap (passes
-// on the kubelet, not on nodekeeper) and what has not run.
+// on the kubelet, not on nodekeeper), what has not run, and a machine skip
+// whose stored result (from before it was skipped) no longer counts.
 func TestWriteReport(t *testing.T) {
-	all := []string{"x passes on both", "y a gap", "z not run"}
+	pull := "[sig-node] Container Runtime blackbox test when running a container with a new image [Serial] should be able to pull image [NodeConformance]"
+	all := []string{"x passes on both", "y a gap", "z not run", pull}
 	res := map[string]results{
-		"kubelet":    {Specs: map[string]result{"x passes on both": {State: "passed"}, "y a gap": {State: "passed"}}},
+		"kubelet":    {Specs: map[string]result{"x passes on both": {State: "passed"}, "y a gap": {State: "passed"}, pull: {State: "failed"}}},
 		"nodekeeper": {Specs: map[string]result{"x passes on both": {State: "passed"}, "y a gap": {State: "failed", Message: "timed | out"}}},
 	}
 	var buf bytes.Buffer
 	writeReport(&buf, "v1.36.3", all, res, []standIn{{Ref: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", Differs: "Debian busybox"}})
 	doc := buf.String()
 	for _, want := range []string{
-		"| kubelet | 2 | 0 | 0 | 1 |",
-		"| nodekeeper | 1 | 1 | 0 | 1 |",
+		"| kubelet | 2 | 0 | 0 | 1 | 1 |",
+		"| nodekeeper | 1 | 1 | 0 | 1 | 1 |",
+		"| " + pull + " | skipped: this machine | skipped: this machine |",
 		"- y a gap: failed: timed \\| out",
 		"| z not run | not run | not run |",
 		"| registry.k8s.io/e2e-test-images/busybox:1.37.0-1 | Debian busybox |",
