@@ -76,7 +76,7 @@ evictionPressureTransitionPeriod: 1s
 		for i := range samples {
 			pod := "hog" + strconv.Itoa(i)
 			c.create(hogPod(pod))
-			crossed := awaitBelow(b, a, root, thresholdMiB<<20, 3*time.Minute)
+			crossed := awaitBelow(b, a, root, thresholdMiB<<20, 3*time.Minute) // the last poll above
 			decided := a.decisionAfter(b, crossed, time.Minute)
 			died := e.finishedAt(b, a, pod, 2*time.Minute)
 			r.decision = append(r.decision, decided.Sub(crossed))
@@ -170,15 +170,20 @@ func memTotalMiB(b *testing.B) int64 {
 }
 
 // awaitBelow polls the node's memory.available (every 10 ms) until it is
-// below threshold bytes, and returns when it first saw it so.
+// below threshold bytes, and returns when it last saw it at or above: the
+// crossing happened after that poll and by the next, and an agent woken by
+// the kernel can decide in between, before a poll sees the crossing. Times
+// measured from this onset are upper bounds, by at most one poll interval.
 func awaitBelow(b *testing.B, a *agent, root string, threshold int64, d time.Duration) time.Time {
 	b.Helper()
 	deadline := time.Now().Add(d)
+	above := time.Now()
 	for {
 		at := time.Now()
 		if readMemory(b, root).available() < threshold {
-			return at
+			return above
 		}
+		above = at
 		if at.After(deadline) {
 			b.Fatalf("%s: memory.available not below %d within %v\nlog (tail):\n%s", a.name, threshold, d, a.tail(30))
 		}
