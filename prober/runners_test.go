@@ -88,7 +88,7 @@ func TestHTTP(t *testing.T) {
 		{"/elsewhere", 0, OutcomeWarning, "redirects"},
 		{"/moved-ok", 0, OutcomeSuccess, ""},
 		{"/moved-fail", 0, OutcomeFailure, "statuscode: 500"},
-		{"/hang", 300 * time.Millisecond, OutcomeFailure, "deadline exceeded"},
+		{"/hang", 300 * time.Millisecond, OutcomeFailure, "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"},
 		{"/huge", 0, OutcomeSuccess, ""},
 	}
 	for _, tc := range tests {
@@ -287,5 +287,100 @@ func TestExec(t *testing.T) {
 	runProbe(t, e, Target{ContainerID: "containerd://abc", Command: []string{"true"}, Timeout: 3 * time.Second})
 	if gotID != "abc" || gotTimeout != 3*time.Second {
 		t.Errorf("ExecSync got id %q timeout %v, want abc 3s", gotID, gotTimeout)
+	}
+}
+
+// TestHTTPRedirectsAndTLS: the single-connection client behaves as Go's HTTP
+// client with the kubelet's redirect checker: at most ten requests along a
+// same-host redirect loop, then failure worded as Go's client words it; a
+// custom Host kept through a relative Location, with the previous URL as
+// Referer; informational answers skipped; a self-signed HTTPS server probed
+// without verification; a probe cancelled while it waits for the answer
+// ends (no deadline would end it).
+func TestHTTPRedirectsAndTLS(t *testing.T) {
+	t.Parallel()
+	var loops atomic.Int32
+	type seen struct{ host, referer string }
+	seenC := make(chan seen, 10)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) {
+		loops.Add(1)
+		http.Redirect(w, r, "/loop", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/relative", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/landing", http.StatusSeeOther)
+	})
+	mux.HandleFunc("/landing", func(w http.ResponseWriter, r *http.Request) {
+		seenC <- seen{r.Host, r.Header.Get("Referer")}
+	})
+	mux.HandleFunc("/early-hints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	arrived := make(chan struct{}, 1)
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tlsSrv := httptest.NewTLSServer(mux)
+	t.Cleanup(tlsSrv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	tlsPort := tlsSrv.Listener.Addr().(*net.TCPAddr).Port
+
+	p := NewHTTP()
+	probe := func(scheme string, port int, path string, header http.Header) (Outcome, string) {
+		t.Helper()
+		if header == nil {
+			header = http.Header{}
+		}
+		req, err := newHTTPRequest(&httpSpec{scheme: scheme, port: port, path: path, header: header}, "127.0.0.1", UserAgent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, msg, err, _ := runProbe(t, p, Target{Request: req})
+		if err != nil {
+			t.Fatalf("Probe(%s) error %v", path, err)
+		}
+		return got, msg
+	}
+
+	got, msg := probe("http", port, "/loop", nil)
+	wantMsg := fmt.Sprintf(`Get "http://127.0.0.1:%d/loop": stopped after 10 redirects`, port)
+	if got != OutcomeFailure || msg != wantMsg {
+		t.Errorf("redirect loop: %v %q, want failure %q", got, msg, wantMsg)
+	}
+	if n := loops.Load(); n != 10 {
+		t.Errorf("redirect loop: %d requests, want 10", n)
+	}
+
+	if got, msg := probe("http", port, "/relative", http.Header{"Host": {"app.example"}}); got != OutcomeSuccess {
+		t.Errorf("relative redirect: %v %q, want success", got, msg)
+	}
+	if s := <-seenC; s != (seen{"app.example", fmt.Sprintf("http://127.0.0.1:%d/relative", port)}) {
+		t.Errorf("after the relative redirect: Host %q, Referer %q; want app.example and the first URL", s.host, s.referer)
+	}
+
+	if got, msg := probe("http", port, "/early-hints", nil); got != OutcomeSuccess {
+		t.Errorf("103 then 204: %v %q, want success", got, msg)
+	}
+	if got, msg := probe("https", tlsPort, "/landing", nil); got != OutcomeSuccess {
+		t.Errorf("https, self-signed: %v %q, want success", got, msg)
+	}
+	<-seenC
+
+	req, _ := newHTTPRequest(&httpSpec{scheme: "http", port: port, path: "/hang", header: http.Header{}}, "127.0.0.1", UserAgent)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan string)
+	go func() {
+		_, msg, _ := p.Probe(ctx, Target{Request: req})
+		done <- msg
+	}()
+	<-arrived // the request is in; the probe waits for the answer
+	cancel()
+	if msg := <-done; !strings.Contains(msg, "context canceled") {
+		t.Errorf("cancelled probe: %q, want context canceled", msg)
 	}
 }
