@@ -60,6 +60,12 @@ type Options struct {
 	// images/pause) for the pause image; if empty the pause image runs
 	// "agnhost pause".
 	Pause string
+	// Nmeter, if set, is the path of a static nmeter program (the project's
+	// images/nmeter), put at /bin/nmeter in every image of the busybox
+	// userland: Debian's busybox-static has no nmeter applet, with which the
+	// container-lifecycle specs timestamp their output. If empty the images
+	// have none.
+	Nmeter string
 	// Busybox is Debian's static busybox (package busybox-static);
 	// default /bin/busybox.
 	Busybox string
@@ -139,6 +145,9 @@ func Required(opts Options) []Need {
 	}
 	if o.Pause != "" {
 		check(o.Pause, "", true)
+	}
+	if o.Nmeter != "" {
+		check(o.Nmeter, "", true)
 	}
 	if o.Porter != "" {
 		check(filepath.Join(o.Porter, "localhost.crt"), "", false)
@@ -282,10 +291,14 @@ func standIns(o Options) ([]standIn, error) {
 		pauseDiffers = "/pause is nodekeeper's images/pause (sleeps until SIGTERM/SIGINT), not the C pause program"
 	}
 
+	nmeter := ""
+	if o.Nmeter != "" {
+		nmeter = ", and nodekeeper's images/nmeter for the nmeter applet (only its %t time directive)"
+	}
 	busybox := func(ref string) standIn {
 		return standIn{
 			img: ocibuild.Image{Ref: ref, Files: withPasswd(userland, nil, nil), Cmd: []string{"sh"}, Env: []string{defaultPath}},
-			differs: "Debian's busybox-static with its applets linked in /bin, plus Debian's bash and its libraries, " +
+			differs: "Debian's busybox-static with its applets linked in /bin, plus Debian's bash and its libraries" + nmeter + ", " +
 				"instead of upstream busybox " + strings.TrimSuffix(ref[strings.LastIndex(ref, ":")+1:], "-1") + " (no bash)",
 		}
 	}
@@ -431,6 +444,13 @@ func busyboxUserland(o Options) ([]ocibuild.File, error) {
 			continue
 		}
 		files = append(files, ocibuild.File{Path: "/bin/" + name, Mode: fs.ModeSymlink, Link: "busybox"})
+	}
+	if o.Nmeter != "" {
+		b, err := os.ReadFile(o.Nmeter)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, ocibuild.File{Path: "/bin/nmeter", Mode: 0o755, Data: b})
 	}
 	// busybox-static needs no libraries; a dynamic busybox gets its own.
 	if files, err = addDynamic(files, o.Busybox, "/bin/busybox"); err != nil {

@@ -74,7 +74,7 @@ func fakeHost(t *testing.T) Options {
 	}
 	write("localhost.crt", 0o644)
 	write("localhost.key", 0o600)
-	return Options{Agnhost: write("agnhost", 0o755), Pause: write("pause", 0o755), MimeTypes: write("mime.types", 0o644), Porter: dir}
+	return Options{Agnhost: write("agnhost", 0o755), Pause: write("pause", 0o755), Nmeter: write("nmeter", 0o755), MimeTypes: write("mime.types", 0o644), Porter: dir}
 }
 
 func TestRequired(t *testing.T) {
@@ -254,6 +254,7 @@ func TestBuild(t *testing.T) {
 		"bin/wget":                       {tar.TypeSymlink, 0o777, "busybox"},
 		"bin/nc":                         {tar.TypeSymlink, 0o777, "busybox"},
 		"bin/bash":                       {tar.TypeReg, 0o755, ""},
+		"bin/nmeter":                     {tar.TypeReg, 0o755, ""},
 		"lib64/ld-linux-x86-64.so.2":     {tar.TypeReg, 0o755, ""},
 		"lib/x86_64-linux-gnu/libc.so.6": {tar.TypeReg, 0o755, ""},
 		"tmp/":                           {tar.TypeDir, 0o1777, ""},

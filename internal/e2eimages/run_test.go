@@ -41,13 +41,16 @@ func agnhostBinary(t *testing.T) string {
 
 // pauseBinary builds the project's images/pause, static, into a temporary
 // directory.
-func pauseBinary(t *testing.T) string {
+func pauseBinary(t *testing.T) string { return staticBinary(t, "pause") }
+
+// staticBinary builds the project's images/NAME program, static.
+func staticBinary(t *testing.T, name string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "pause")
-	cmd := exec.Command(toolbuild.GoTool(), "build", "-trimpath", "-buildvcs=false", "-o", out, "github.com/nodekeeper/nodekeeper/images/pause")
+	out := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command(toolbuild.GoTool(), "build", "-trimpath", "-buildvcs=false", "-o", out, "github.com/nodekeeper/nodekeeper/images/"+name)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build images/pause: %v\n%s", err, b)
+		t.Fatalf("build images/%s: %v\n%s", name, err, b)
 	}
 	return out
 }
@@ -196,7 +199,7 @@ func TestStandInsRun(t *testing.T) {
 		t.Cleanup(func() { _ = os.WriteFile(fwd, before, 0o644) })
 	}
 	start := time.Now()
-	imgs, err := Build(filepath.Join(c.Dir, "e2eimages"), Options{Agnhost: agnhost, Pause: pause})
+	imgs, err := Build(filepath.Join(c.Dir, "e2eimages"), Options{Agnhost: agnhost, Pause: pause, Nmeter: staticBinary(t, "nmeter")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +224,11 @@ func TestStandInsRun(t *testing.T) {
 			}
 			if got := s.exec(t, id, "/bin/sh", "-c", "id -u; cat /etc/passwd | head -1; ls /bin/wget /bin/nc /bin/test"); !strings.HasPrefix(got, "0\nroot:x:0:0:") {
 				t.Errorf("%s: printed %q", ref, got)
+			}
+			// The container-lifecycle specs' timestamp.
+			got := strings.TrimSpace(s.exec(t, id, "sh", "-c", "date -u +%FT$(nmeter -d0 '%3t' | head -n1)Z"))
+			if at, err := time.Parse(time.RFC3339Nano, got); err != nil || len(got) != len("2006-01-02T15:04:05.000Z") || time.Since(at).Abs() > time.Hour {
+				t.Errorf("%s: the specs' date and nmeter timestamp is %q (%v)", ref, got, err)
 			}
 		}
 	})

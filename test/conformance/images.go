@@ -20,12 +20,23 @@ func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, []e2
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	bin := filepath.Join(dir, "pause.bin")
-	cmd := exec.CommandContext(ctx, toolbuild.GoTool(), "build", "-o", bin, "./images/pause")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("go build ./images/pause: %w\n%s", err, out)
+	build := func(name string) (string, error) {
+		bin := filepath.Join(dir, name+".bin")
+		cmd := exec.CommandContext(ctx, toolbuild.GoTool(), "build", "-o", bin, "./images/"+name)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build ./images/%s: %w\n%s", name, err, out)
+		}
+		return bin, nil
+	}
+	bin, err := build("pause")
+	if err != nil {
+		return nil, nil, err
+	}
+	nmeter, err := build("nmeter")
+	if err != nil {
+		return nil, nil, err
 	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
@@ -39,7 +50,7 @@ func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, []e2
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := e2eimages.Options{Agnhost: agnhost, Pause: bin, Porter: porter}
+	opts := e2eimages.Options{Agnhost: agnhost, Pause: bin, Nmeter: nmeter, Porter: porter}
 	if need := e2eimages.Required(opts); len(need) > 0 {
 		return nil, nil, fmt.Errorf("the e2e image stand-ins need host programs: %s", e2eimages.InstallCommand(need))
 	}
