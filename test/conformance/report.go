@@ -56,17 +56,24 @@ func reportCmd(args []string) error {
 // listSpecs lists the suite's specs matching the label filter, by a dry run
 // of the cached e2e_node.test.
 func listSpecs(labels string) ([]string, error) {
+	names, _, err := listSpecInfo(labels)
+	return names, err
+}
+
+// listSpecInfo is listSpecs, and for each spec of an ordered container the
+// container's text (the spec's name without its own).
+func listSpecInfo(labels string) ([]string, map[string]string, error) {
 	spec, err := kubebuild.Node()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dir, err := toolbuild.Build(spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tmp, err := os.MkdirTemp("", "conformance-list-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(tmp)
 	report := filepath.Join(tmp, "report.json")
@@ -74,26 +81,31 @@ func listSpecs(labels string) ([]string, error) {
 		"--ginkgo.label-filter", labels, "--ginkgo.json-report", report)
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("e2e_node.test --ginkgo.dry-run: %w\n%s", err, tail(out, 2000))
+		return nil, nil, fmt.Errorf("e2e_node.test --ginkgo.dry-run: %w\n%s", err, tail(out, 2000))
 	}
 	b, err := os.ReadFile(report)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var rep ginkgoReport
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var names []string
+	ordered := map[string]string{}
 	for _, suite := range rep {
 		for _, s := range suite.SpecReports {
 			if s.LeafNodeType == "It" && s.State == "passed" { // a dry run "passes" what it would run
-				names = append(names, specName(s.ContainerHierarchyTexts, s.LeafNodeText))
+				name := specName(s.ContainerHierarchyTexts, s.LeafNodeText)
+				names = append(names, name)
+				if s.IsInOrderedContainer {
+					ordered[name] = strings.Join(s.ContainerHierarchyTexts, " ")
+				}
 			}
 		}
 	}
 	slices.Sort(names)
-	return slices.Compact(names), nil
+	return slices.Compact(names), ordered, nil
 }
 
 func tail(b []byte, n int) []byte {

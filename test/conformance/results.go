@@ -51,6 +51,7 @@ type ginkgoReport []struct {
 		ContainerHierarchyTexts []string
 		LeafNodeText            string
 		LeafNodeType            string
+		IsInOrderedContainer    bool
 		State                   string
 		RunTime                 time.Duration
 		Failure                 *struct{ Message string }
@@ -94,17 +95,38 @@ func readReport(path string) (results, error) {
 	return res, nil
 }
 
-// failedFocus is a focus matching the specs of r that did not pass (and any
-// whose text extends one of theirs). Ginkgo matches a focus against a spec's
-// text with its labels, so the names are not anchored.
-func failedFocus(r results) []string {
-	var out []string
+// failedFocus is a focus matching the specs of r that did not pass, each as
+// its unit (see units).
+func failedFocus(r results, ordered map[string]string) []string {
+	var names []string
 	for name, res := range r.Specs {
 		if res.State != "passed" && res.State != "skipped" {
-			out = append(out, regexp.QuoteMeta(name))
+			names = append(names, name)
 		}
 	}
-	slices.Sort(out)
+	slices.Sort(names)
+	return units(names, ordered)
+}
+
+// units is the focus of names: each name's regular expression, except that a
+// spec of an ordered container (ordered: name -> the container's text) is
+// focused as its whole container, once. The specs of an ordered container
+// run in order on one process and the later ones read what the first left
+// ("should finish and produce log", then what the log shows): focused alone,
+// a later one fails on an empty result.
+func units(names []string, ordered map[string]string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range names {
+		unit := name
+		if c, ok := ordered[name]; ok {
+			unit = c
+		}
+		if !seen[unit] {
+			seen[unit] = true
+			out = append(out, regexp.QuoteMeta(unit))
+		}
+	}
 	return out
 }
 
@@ -131,14 +153,15 @@ func parseChunk(s string) (k, n int, err error) {
 	return k, n, nil
 }
 
-// chunkFocus is the focus of the K-th of N chunks of the sorted spec names:
-// every N-th name from the K-th, so that each chunk mixes the suite's parts
-// (their durations) alike.
-func chunkFocus(names []string, k, n int) []string {
+// chunkFocus is the focus of the K-th of N chunks of the sorted spec names,
+// by unit (an ordered container's specs are one, see units): every N-th unit
+// from the K-th, so that each chunk mixes the suite's parts (their durations)
+// alike.
+func chunkFocus(names []string, ordered map[string]string, k, n int) []string {
 	var out []string
-	for i, name := range names {
+	for i, u := range units(names, ordered) {
 		if i%n == k-1 {
-			out = append(out, regexp.QuoteMeta(name))
+			out = append(out, u)
 		}
 	}
 	return out

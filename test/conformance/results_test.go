@@ -100,9 +100,17 @@ func TestFailedFocus(t *testing.T) {
 		"[sig-node] Probing container should be restarted":       {State: "passed"},
 		"[sig-node] AppArmor loads":                              {State: "skipped"},
 		"[sig-node] X (y) works":                                 {State: "interrupted"},
+		"[sig-node] Lifecycle when ordered should read the log":  {State: "failed"},
+		"[sig-node] Lifecycle when ordered should read more":     {State: "failed"},
 	}}
-	want := []string{`\[sig-node\] Pods should get a host IP \[NodeConformance\]`, `\[sig-node\] X \(y\) works`}
-	if diff := cmp.Diff(want, failedFocus(r)); diff != "" {
+	// The two specs of an ordered container are focused as their container, once.
+	ordered := map[string]string{
+		"[sig-node] Lifecycle when ordered should produce a log": "[sig-node] Lifecycle when ordered",
+		"[sig-node] Lifecycle when ordered should read the log":  "[sig-node] Lifecycle when ordered",
+		"[sig-node] Lifecycle when ordered should read more":     "[sig-node] Lifecycle when ordered",
+	}
+	want := []string{`\[sig-node\] Lifecycle when ordered`, `\[sig-node\] Pods should get a host IP \[NodeConformance\]`, `\[sig-node\] X \(y\) works`}
+	if diff := cmp.Diff(want, failedFocus(r, ordered)); diff != "" {
 		t.Errorf("focus (-want +got):\n%s", diff)
 	}
 }
@@ -129,14 +137,22 @@ func TestChunks(t *testing.T) {
 	names := []string{"a [x]", "b", "c", "d", "e"}
 	var all []string
 	for k := 1; k <= 2; k++ {
-		all = append(all, chunkFocus(names, k, 2)...)
+		all = append(all, chunkFocus(names, nil, k, 2)...)
 	}
 	slices.Sort(all)
 	want := []string{`a \[x\]`, "b", "c", "d", "e"}
 	if diff := cmp.Diff(want, all); diff != "" {
 		t.Errorf("chunks 1/2 and 2/2 together (-want +got):\n%s", diff)
 	}
-	if got := chunkFocus(names, 2, 2); !slices.Equal(got, []string{"b", "d"}) {
+	if got := chunkFocus(names, nil, 2, 2); !slices.Equal(got, []string{"b", "d"}) {
+		t.Errorf("chunk 2/2 = %q, want b d", got)
+	}
+	// An ordered container's specs stay in one chunk, focused as the container.
+	ordered := map[string]string{"b": "o", "c": "o"}
+	if got := chunkFocus(names, ordered, 2, 2); !slices.Equal(got, []string{"o", "e"}) {
+		t.Errorf("chunk 2/2 with b and c ordered = %q, want o e", got)
+	}
+	if got := chunkFocus(names, nil, 2, 2); !slices.Equal(got, []string{"b", "d"}) {
 		t.Errorf("chunk 2/2 = %q, want b d", got)
 	}
 	for _, bad := range []string{"", "3", "0/2", "3/2", "a/b", "1/0"} {

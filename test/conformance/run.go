@@ -81,17 +81,17 @@ func runCmd(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		names, ordered, err := listSpecInfo(o.labels)
+		if err != nil {
+			return err
+		}
 		if *rerun {
-			o.focus = failedFocus(prev)
+			o.focus = failedFocus(prev, ordered)
 			if len(o.focus) == 0 {
 				return usageError{fmt.Errorf("-rerun-failed: no spec of %s failed", o.agents[0])}
 			}
 		}
 		if *notRun {
-			names, err := listSpecs(o.labels)
-			if err != nil {
-				return err
-			}
 			names = withoutResult(names, prev)
 			if len(names) == 0 {
 				return usageError{fmt.Errorf("-not-run: every spec has a result for %s", o.agents[0])}
@@ -102,18 +102,18 @@ func runCmd(ctx context.Context, args []string) error {
 					return usageError{err}
 				}
 			}
-			o.focus = chunkFocus(names, k, n)
+			o.focus = chunkFocus(names, ordered, k, n)
 		}
 	} else if *chunk != "" {
 		k, n, err := parseChunk(*chunk)
 		if err != nil {
 			return usageError{err}
 		}
-		names, err := listSpecs(o.labels)
+		names, ordered, err := listSpecInfo(o.labels)
 		if err != nil {
 			return err
 		}
-		o.focus = chunkFocus(names, k, n)
+		o.focus = chunkFocus(names, ordered, k, n)
 	}
 	if len(o.focus) == 0 {
 		o.focus = coreFocus
