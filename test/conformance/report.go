@@ -60,8 +60,8 @@ func listSpecs(labels string) ([]string, error) {
 	return names, err
 }
 
-// listSpecInfo is listSpecs, and for each spec of an ordered container the
-// container's text (the spec's name without its own).
+// listSpecInfo is listSpecs, and each spec's container text (its name
+// without its own text): the unit specs are focused in (see units).
 func listSpecInfo(labels string) ([]string, map[string]string, error) {
 	spec, err := kubebuild.Node()
 	if err != nil {
@@ -98,7 +98,7 @@ func listSpecInfo(labels string) ([]string, map[string]string, error) {
 			if s.LeafNodeType == "It" && s.State == "passed" { // a dry run "passes" what it would run
 				name := specName(s.ContainerHierarchyTexts, s.LeafNodeText)
 				names = append(names, name)
-				if s.IsInOrderedContainer {
+				if len(s.ContainerHierarchyTexts) > 0 {
 					ordered[name] = strings.Join(s.ContainerHierarchyTexts, " ")
 				}
 			}
