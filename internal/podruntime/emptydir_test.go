@@ -146,3 +146,64 @@ func TestSubPathMode(t *testing.T) {
 		t.Errorf("existing a: mode %v, want drwx------", mode)
 	}
 }
+
+// TestTearDownVolumes: the volumes of a stopped pod are unmounted and
+// removed, a Memory emptyDir's tmpfs included (node e2e: "Kubelet Volume
+// Manager ... should remove the volume from the node"); the rest of the
+// pod's directory stays for RemovePod.
+func TestTearDownVolumes(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		integration.Require(t, "mounting a tmpfs needs root")
+	}
+	f := newFixture(t)
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.Volumes = []v1.Volume{
+			{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+			{Name: "disk", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+			{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+				{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
+		}
+	})
+	podsDir := f.m.cfg.PodsDir
+	t.Cleanup(func() {
+		if err := removePodDir(podsDir, string(pod.UID)); err != nil {
+			t.Error(err)
+		}
+	})
+	var dirs []string
+	for i := range pod.Spec.Volumes[:2] {
+		dir, err := volumeHostPath(podsDir, pod, &pod.Spec.Volumes[i], 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	if err := f.m.setUpVolumes(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	info, ready := f.m.vols.HostPath(pod, &pod.Spec.Volumes[2])
+	if !ready {
+		t.Fatal("downwardAPI volume not written")
+	}
+	dirs = append(dirs, info)
+	termLog, err := newTerminationLog(podsDir, string(pod.UID), "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.m.TearDownVolumes(pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Lstat(d); !os.IsNotExist(err) {
+			t.Errorf("%s left after the tear-down: %v", d, err)
+		}
+	}
+	if _, err := os.Stat(termLog); err != nil {
+		t.Errorf("the pod's termination log is gone with its volumes: %v", err)
+	}
+	// Again: nothing to do.
+	if err := f.m.TearDownVolumes(pod.UID); err != nil {
+		t.Error(err)
+	}
+}

@@ -84,8 +84,17 @@ func isMountPoint(dir string) (bool, error) {
 // removePodDir unmounts the pod's memory-backed emptyDirs and removes
 // PodsDir/<uid>.
 func removePodDir(podsDir, uid string) error {
-	dir := filepath.Join(podsDir, uid)
-	vols, err := os.ReadDir(filepath.Join(dir, "volumes", "kubernetes.io~empty-dir"))
+	if err := removeVolumes(podsDir, uid); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(podsDir, uid))
+}
+
+// removeVolumes unmounts the pod's memory-backed emptyDirs and removes
+// PodsDir/<uid>/volumes. The tmpfs of the volumes the volumes package writes
+// must be unmounted already (volumes.Manager.TearDown).
+func removeVolumes(podsDir, uid string) error {
+	vols, err := os.ReadDir(filepath.Join(podsDir, uid, "volumes", "kubernetes.io~empty-dir"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -94,7 +103,7 @@ func removePodDir(podsDir, uid string) error {
 			return err
 		}
 	}
-	return os.RemoveAll(dir)
+	return os.RemoveAll(filepath.Join(podsDir, uid, "volumes"))
 }
 
 // unmountIfMounted unmounts dir if something is mounted on it.
