@@ -3,8 +3,10 @@
 // pods in creation order, runs each admitted pod through the pod runtime from a
 // per-pod worker goroutine, relists the runtime every second to notice what
 // changed, kills and removes pods their sources dropped, kills pods on request
-// (nodeapi.PodKiller: eviction and preemption), and removes the runtime's pods
-// that no source wants (orphans) once every source has spoken.
+// (nodeapi.PodKiller: eviction and preemption), tears down the volumes of pods
+// that stopped for good (as the kubelet's volume manager does, before the pod
+// is deleted), and removes the runtime's pods that no source wants (orphans)
+// once every source has spoken.
 //
 // Readers (admission, eviction, container GC, the HTTP server) see the table
 // through a snapshot published after every change with an atomic pointer: every
@@ -49,6 +51,9 @@ type Runtime interface {
 	KillPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus, gracePeriod *int64) error
 	// RemovePod removes the stopped pod's containers and sandboxes.
 	RemovePod(ctx context.Context, status *podruntime.PodStatus) error
+	// TearDownVolumes unmounts and removes the volumes of a pod that has
+	// stopped for good; RemovePod removes them too.
+	TearDownVolumes(uid types.UID) error
 	// PodStatus derives the pod's API status at now.
 	PodStatus(pod *v1.Pod, status *podruntime.PodStatus, now time.Time) v1.PodStatus
 }

@@ -740,3 +740,58 @@ func TestFinishedPodIsNotStarted(t *testing.T) {
 		}
 	})
 }
+
+// TestStoppedPodVolumesTornDown: a pod that finished under its restartPolicy
+// has its volumes torn down once its containers stopped, without waiting for
+// its deletion, as the kubelet's volume manager does (node e2e: "Kubelet
+// Volume Manager ... On termination of pod with memory backed volume should
+// remove the volume from the node"); a failed tear-down is retried with
+// back-off. A pod that finished in an earlier run has its volumes torn down
+// too.
+func TestStoppedPodVolumesTornDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		rt.podStatusF = func(pod *v1.Pod, st *podruntime.PodStatus, _ time.Time) v1.PodStatus {
+			if st != nil && len(st.Containers) > 0 {
+				return v1.PodStatus{Phase: v1.PodSucceeded}
+			}
+			return v1.PodStatus{Phase: v1.PodPending}
+		}
+		fails := 1
+		rt.tearDownF = func(uid types.UID) error {
+			mem.log("teardown " + string(uid))
+			if uid == "u1" && fails > 0 { // only u1's worker: no race
+				fails--
+				return errors.New("device busy")
+			}
+			return nil
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		p := testPod("job", "u1", 0)
+		p.Spec.RestartPolicy = v1.RestartPolicyNever
+		done := testPod("done", "u2", 1)
+		done.Status = v1.PodStatus{Phase: v1.PodSucceeded}
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{p, done}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		var u1 []string
+		for _, c := range mem.callLog() {
+			if c != "teardown u2" {
+				u1 = append(u1, c)
+			}
+		}
+		if diff := cmp.Diff([]string{"sync default/job", "kill default/job", "teardown u1", "teardown u1"}, u1); diff != "" {
+			t.Errorf("calls for the finished pod (-want +got):\n%s", diff)
+		}
+		if n := strings.Count(strings.Join(mem.callLog(), "\n"), "teardown u2"); n != 1 {
+			t.Errorf("the pod finished in an earlier run had its volumes torn down %d times, want 1", n)
+		}
+		if !a.IsPodTerminated("u1") || a.IsPodDeleted("u1") {
+			t.Errorf("finished pod: terminated %v deleted %v", a.IsPodTerminated("u1"), a.IsPodDeleted("u1"))
+		}
+	})
+}

@@ -27,6 +27,8 @@ type fakeRuntime struct {
 	killPodF   func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, grace *int64) error
 	removePodF func(ctx context.Context, st *podruntime.PodStatus) error
 	podStatusF func(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus
+	// tearDownF may be nil: tearing down volumes does nothing.
+	tearDownF func(uid types.UID) error
 }
 
 func (f *fakeRuntime) Statuses(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error) {
@@ -40,6 +42,12 @@ func (f *fakeRuntime) KillPod(ctx context.Context, pod *v1.Pod, st *podruntime.P
 }
 func (f *fakeRuntime) RemovePod(ctx context.Context, st *podruntime.PodStatus) error {
 	return f.removePodF(ctx, st)
+}
+func (f *fakeRuntime) TearDownVolumes(uid types.UID) error {
+	if f.tearDownF == nil {
+		return nil
+	}
+	return f.tearDownF(uid)
 }
 func (f *fakeRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus {
 	return f.podStatusF(pod, st, now)

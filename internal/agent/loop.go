@@ -63,6 +63,9 @@ type entry struct {
 	waiters []chan error
 	// runtime is the pod's status from the latest relist (nil: none).
 	runtime *podruntime.PodStatus
+	// volumesLeft: the pod has stopped for good but its volumes are still
+	// to be torn down (a tear-down failed, or it finished in an earlier run).
+	volumesLeft bool
 
 	// worker is the pod's worker's inbox (nil until needed); busy is true
 	// while the worker has a work item.
@@ -119,6 +122,8 @@ const (
 	workKill
 	workKillRemove
 	workRemove
+	// workTearDown tears down the volumes of a stopped pod.
+	workTearDown
 )
 
 // result is what a worker reports of one work item.
@@ -128,6 +133,9 @@ type result struct {
 	sync      podruntime.Result
 	killErr   error
 	removeErr error
+	// volumesErr is the error of tearing down the volumes after a kill
+	// (workKill) or of a workTearDown.
+	volumesErr error
 }
 
 // relistResult is one relist's outcome.
@@ -431,6 +439,7 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 			// and its final status stays.
 			st := *p.Status.DeepCopy()
 			e.state, e.final = stateTerminated, &st
+			e.volumesLeft = true // its volumes may be there from that run
 			if hasRunning(e.runtime) {
 				e.state = stateTerminating
 			}
@@ -614,12 +623,22 @@ func (l *loop) result(r result) {
 		e.backoff, e.syncAt = 0, time.Time{}
 		l.reply(e, nil)
 		if r.kind == workKill {
+			e.volumesLeft = r.volumesErr != nil
+			if e.volumesLeft {
+				l.a.log.Error("Tearing down the volumes of a stopped pod failed, will retry", "pod", name, "podUID", e.uid, "err", r.volumesErr, "retryIn", l.backoff(e, now))
+			}
 			if l.givenAgain(e) != nil {
 				l.revive(e)
 			}
 			return
 		}
 		fallthrough
+	case workTearDown:
+		if r.volumesErr != nil {
+			l.a.log.Error("Tearing down the volumes of a stopped pod failed, will retry", "pod", name, "podUID", e.uid, "err", r.volumesErr, "retryIn", l.backoff(e, now))
+			return
+		}
+		e.volumesLeft, e.backoff, e.syncAt = false, 0, time.Time{}
 	case workRemove:
 		if r.removeErr != nil {
 			l.a.log.Error("Removing pod failed, will retry", "pod", name, "podUID", e.uid, "err", r.removeErr, "retryIn", l.backoff(e, now))
@@ -667,7 +686,7 @@ func (l *loop) givenAgain(e *entry) *v1.Pod {
 // go on from them.
 func (l *loop) revive(e *entry) {
 	e.pod = l.givenAgain(e)
-	e.removed, e.grace = false, nil
+	e.removed, e.grace, e.volumesLeft = false, nil, false
 	e.setState(stateActive)
 	e.needSync, e.op, e.syncAt, e.backoff = true, opSync, time.Time{}, 0
 	l.a.log.Info("Starting again a pod its source gave back", "pod", nodeapi.PodName(e.pod), "podUID", e.uid)
@@ -833,6 +852,9 @@ func (l *loop) next(e *entry, now time.Time, stopping map[string]bool) (work, bo
 		if hasRunning(e.runtime) { // an adopted pod that may not run, or a restart behind our back
 			return work{kind: workKill, op: opKill, pod: e.pod, status: e.runtime, grace: e.grace}, true
 		}
+		if e.volumesLeft {
+			return work{kind: workTearDown}, true
+		}
 	}
 	return work{}, false
 }
@@ -917,6 +939,13 @@ func (a *Agent) runWorker(ctx context.Context, uid types.UID, in <-chan work, ou
 			if r.killErr == nil && r.kind == workKillRemove && w.status != nil {
 				r.removeErr = a.rt.RemovePod(ctx, w.status)
 			}
+			if r.killErr == nil && r.kind == workKill {
+				// Stopped for good (or until its source gives it
+				// again): its volumes go now, as the kubelet's do.
+				r.volumesErr = a.rt.TearDownVolumes(uid)
+			}
+		case workTearDown:
+			r.volumesErr = a.rt.TearDownVolumes(uid)
 		case workRemove:
 			if w.status != nil {
 				r.removeErr = a.rt.RemovePod(ctx, w.status)

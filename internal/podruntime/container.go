@@ -643,12 +643,13 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 			if filepath.IsAbs(sub) || sub == ".." || strings.HasPrefix(sub, "../") {
 				return nil, fmt.Errorf("container %q: volumeMounts[%d].subPath %q leaves the volume", c.Name, i, vm.SubPath)
 			}
+			root := host
 			host = filepath.Join(host, sub)
 			if _, err := os.Stat(host); os.IsNotExist(err) {
 				if volumes.Handles(v) {
 					return nil, fmt.Errorf("container %q: volumeMounts[%d].subPath %q is not in volume %q", c.Name, i, vm.SubPath, v.Name)
 				}
-				if err := os.MkdirAll(host, 0o755); err != nil {
+				if err := makeSubPath(root, sub); err != nil {
 					return nil, err
 				}
 			}
@@ -684,6 +685,32 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 	return out, nil
 }
 
+// makeSubPath makes the missing directories of sub under the volume
+// directory root with root's mode (its set-user-ID, set-group-ID and sticky
+// bits included), as the kubelet makes a subPath that does not exist: a
+// subPath of a volume open to all (an emptyDir) is too, and keeps an
+// fsGroup's group.
+func makeSubPath(root, sub string) error {
+	info, err := os.Stat(root)
+	if err != nil {
+		return err
+	}
+	mode := info.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+	dir := root
+	for _, name := range strings.Split(sub, string(filepath.Separator)) {
+		dir = filepath.Join(dir, name)
+		if err := os.Mkdir(dir, 0o700); errors.Is(err, os.ErrExist) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, mode); err != nil { // Mkdir's mode passed the umask
+			return err
+		}
+	}
+	return nil
+}
+
 // newTerminationLog makes an empty file PodsDir/<uid>/containers/<name>/<id>,
 // mode 0666, for the container's termination message.
 func newTerminationLog(podsDir, uid, name string) (string, error) {
@@ -714,15 +741,15 @@ func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume, memCapacity int64
 	switch {
 	case v.EmptyDir != nil:
 		dir := emptyDirPath(podsDir, string(pod.UID), v.Name)
-		if err := os.MkdirAll(dir, 0o777); err != nil {
-			return "", err
-		}
+		var size int64
 		if v.EmptyDir.Medium == v1.StorageMediumMemory {
-			if err := mountTmpfs(dir, tmpfsSize(pod, v.EmptyDir.SizeLimit, memCapacity)); err != nil {
-				return "", err
-			}
+			size = tmpfsSize(pod, v.EmptyDir.SizeLimit, memCapacity)
 		}
-		return dir, nil
+		var fsGroup *int64
+		if sc := pod.Spec.SecurityContext; sc != nil {
+			fsGroup = sc.FSGroup
+		}
+		return dir, setUpEmptyDir(dir, v.EmptyDir.Medium == v1.StorageMediumMemory, size, fsGroup)
 	case v.HostPath != nil:
 		return v.HostPath.Path, checkHostPath(v.HostPath)
 	}

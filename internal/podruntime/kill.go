@@ -264,6 +264,19 @@ func (m *Manager) hookHTTP(ctx context.Context, pod *v1.Pod, status *PodStatus, 
 	return nil
 }
 
+// TearDownVolumes unmounts and removes the volumes of a pod whose
+// containers have stopped for good (its phase is final, or it was killed),
+// as the kubelet's volume manager does once a pod has terminated: a
+// memory-backed volume gives its memory back then, not when the pod is
+// deleted. The rest of the pod's directory stays until RemovePod. A pod
+// started again gets its volumes set up anew, empty.
+func (m *Manager) TearDownVolumes(uid types.UID) error {
+	if err := m.vols.TearDown(uid); err != nil {
+		return err // the files stay while a tmpfs holds them
+	}
+	return removeVolumes(m.cfg.PodsDir, string(uid))
+}
+
 // RemovePod removes the stopped pod's containers, sandboxes, volumes and
 // cgroup.
 func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {

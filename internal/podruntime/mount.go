@@ -6,23 +6,67 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/nodekeeper/nodekeeper/internal/volumes"
 )
 
-// mountTmpfs mounts a tmpfs (an emptyDir with medium Memory) on dir unless one
-// is there already, of size bytes (0: the kernel's default).
-func mountTmpfs(dir string, size int64) error {
-	mounted, err := isMountPoint(dir)
-	if err != nil || mounted {
+// setUpEmptyDir makes an emptyDir volume's directory as the kubelet does:
+// mode 0777, so that a container of any user can write in it; for the
+// Memory medium (memory true) a tmpfs of size bytes on it, whose root has
+// the kernel's default mode 1777. When the volume is new (the directory
+// made, or the tmpfs mounted, now) and the pod has an fsGroup, the volume
+// gets that group and the set-group-ID bit, so that what containers create
+// in it belongs to the group. A volume set up before is left alone, as
+// the kubelet changes ownership only when it sets a volume up.
+func setUpEmptyDir(dir string, memory bool, size int64, fsGroup *int64) error {
+	fresh := false
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return err
+		}
+		fresh = true
+	} else if err != nil {
 		return err
 	}
-	opts := "mode=0777"
-	if size > 0 {
-		opts += fmt.Sprintf(",size=%d", size)
+	info, err := os.Stat(dir)
+	if err != nil {
+		return err
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+	if info.Mode().Perm() != 0o777 {
+		// MkdirAll's mode passed the umask.
+		if err := os.Chmod(dir, info.Mode()&^os.ModePerm|0o777); err != nil {
+			return err
+		}
+	}
+	if memory {
+		mounted, err := mountTmpfs(dir, size)
+		if err != nil {
+			return err
+		}
+		fresh = fresh || mounted
+	}
+	if fresh && fsGroup != nil {
+		return volumes.SetOwnership(dir, *fsGroup, false)
 	}
 	return nil
+}
+
+// mountTmpfs mounts a tmpfs on dir unless one is there already, of size
+// bytes (0: the kernel's default), with the kernel's default root mode, as
+// the kubelet mounts one. It reports whether it mounted.
+func mountTmpfs(dir string, size int64) (bool, error) {
+	mounted, err := isMountPoint(dir)
+	if err != nil || mounted {
+		return false, err
+	}
+	opts := ""
+	if size > 0 {
+		opts = fmt.Sprintf("size=%d", size)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+		return false, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+	}
+	return true, nil
 }
 
 // isMountPoint reports whether dir is on another device than its parent.
@@ -40,8 +84,17 @@ func isMountPoint(dir string) (bool, error) {
 // removePodDir unmounts the pod's memory-backed emptyDirs and removes
 // PodsDir/<uid>.
 func removePodDir(podsDir, uid string) error {
-	dir := filepath.Join(podsDir, uid)
-	vols, err := os.ReadDir(filepath.Join(dir, "volumes", "kubernetes.io~empty-dir"))
+	if err := removeVolumes(podsDir, uid); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(podsDir, uid))
+}
+
+// removeVolumes unmounts the pod's memory-backed emptyDirs and removes
+// PodsDir/<uid>/volumes. The tmpfs of the volumes the volumes package writes
+// must be unmounted already (volumes.Manager.TearDown).
+func removeVolumes(podsDir, uid string) error {
+	vols, err := os.ReadDir(filepath.Join(podsDir, uid, "volumes", "kubernetes.io~empty-dir"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -50,7 +103,7 @@ func removePodDir(podsDir, uid string) error {
 			return err
 		}
 	}
-	return os.RemoveAll(dir)
+	return os.RemoveAll(filepath.Join(podsDir, uid, "volumes"))
 }
 
 // unmountIfMounted unmounts dir if something is mounted on it.

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -195,9 +196,6 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v *v1.Volume, kind str
 			return err
 		}
 	}
-	if err := os.Chmod(dir, 0o777); err != nil { // as the kubelet leaves the directory
-		return err
-	}
 	var gid *int64
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		gid = sc.FSGroup
@@ -206,10 +204,47 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v *v1.Volume, kind str
 	if err != nil {
 		return fmt.Errorf("write volume %q: %w", v.Name, err)
 	}
+	if err := setRoot(dir, gid); err != nil {
+		return fmt.Errorf("volume %q: %w", v.Name, err)
+	}
 	if changed {
 		m.log.Debug("volume written", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "volume", v.Name)
 	}
 	return nil
+}
+
+// setRoot gives a written volume's directory the mode the kubelet leaves it
+// with, 0777, and with an fsGroup gid also that group and the set-group-ID
+// bit, and the group to the links in it (the payload directory has had its
+// own from writeAtomic).
+func setRoot(dir string, gid *int64) error {
+	want := fs.FileMode(0o777)
+	if gid != nil {
+		want |= fs.ModeSetgid
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Type()&fs.ModeSymlink == 0 {
+				continue
+			}
+			if err := os.Lchown(filepath.Join(dir, e.Name()), -1, int(*gid)); err != nil {
+				return fmt.Errorf("chown %s: %w", e.Name(), err)
+			}
+		}
+		if err := os.Lchown(dir, -1, int(*gid)); err != nil {
+			return fmt.Errorf("chown volume directory: %w", err)
+		}
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if info.Mode()&(fs.ModePerm|fs.ModeSetgid) == want {
+		return nil
+	}
+	return os.Chmod(dir, want)
 }
 
 // noAPI is the error of a volume that needs an API server on a node

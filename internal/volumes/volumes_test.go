@@ -349,3 +349,49 @@ func TestSetUpTmpfs(t *testing.T) {
 		t.Error("secret volume still mounted after TearDown")
 	}
 }
+
+// TestSetUpFSGroupRoot: with a pod fsGroup the volume's own directory and
+// the links in it get the group too, and the directory the set-group-ID
+// bit, as the kubelet's ownership change walks the whole volume; without
+// one the directory is plain 0777.
+func TestSetUpFSGroupRoot(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		integration.Require(t, "chown needs root")
+	}
+	m, _, _ := newTestManager(t, true, configMap("cfg", map[string]string{"k": "v"}))
+	vol := v1.Volume{Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}
+	plain := testPod(vol)
+	plain.UID = "uid-plain"
+	grouped := testPod(vol)
+	grouped.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr(int64(123))}
+	for _, tc := range []struct {
+		pod     *v1.Pod
+		gid     uint32
+		wantDir os.FileMode
+	}{
+		{plain, 0, os.ModeDir | 0o777},
+		{grouped, 123, os.ModeDir | os.ModeSetgid | 0o777},
+	} {
+		if f := m.SetUp(context.Background(), tc.pod, nil); len(f) > 0 {
+			t.Fatal(f)
+		}
+		dir, _ := m.HostPath(tc.pod, &tc.pod.Spec.Volumes[0])
+		info, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gid := info.Sys().(*syscallStat).Gid; gid != tc.gid || info.Mode() != tc.wantDir {
+			t.Errorf("pod %s: volume directory gid %d mode %v, want %d %v", tc.pod.UID, gid, info.Mode(), tc.gid, tc.wantDir)
+		}
+		for _, name := range []string{dataLink, "k"} {
+			info, err := os.Lstat(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gid := info.Sys().(*syscallStat).Gid; gid != tc.gid {
+				t.Errorf("pod %s: link %s gid %d, want %d", tc.pod.UID, name, gid, tc.gid)
+			}
+		}
+	}
+}

@@ -191,10 +191,20 @@ func writeFile(root, p string, f File) error {
 	return nil
 }
 
-// setGroup gives everything under root (root included) the fsGroup gid,
-// readable by the group, and directories the set-group-ID bit, as the
-// kubelet does for a read-only volume of a pod with an fsGroup.
-func setGroup(root string, gid int64) error {
+// setGroup gives a read-only payload directory the fsGroup (see
+// SetOwnership).
+func setGroup(root string, gid int64) error { return SetOwnership(root, gid, true) }
+
+// SetOwnership gives everything under root (root included, symbolic links
+// not followed) the pod's fsGroup gid, as the kubelet's volume ownership
+// management does: read and write for the group (read only when readOnly),
+// and directories also search and the set-group-ID bit, so that what is
+// made in them later gets the group too. Existing bits are kept.
+func SetOwnership(root string, gid int64, readOnly bool) error {
+	mask := fs.FileMode(0o660)
+	if readOnly {
+		mask = 0o440
+	}
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -209,11 +219,11 @@ func setGroup(root string, gid int64) error {
 		if err != nil {
 			return err
 		}
-		mode := info.Mode().Perm() | 0o440
+		mode := info.Mode() | mask
 		if d.IsDir() {
 			mode |= 0o110 | fs.ModeSetgid
 		}
-		return os.Chmod(path, mode)
+		return os.Chmod(path, mode&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
 	})
 }
 

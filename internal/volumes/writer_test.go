@@ -185,3 +185,54 @@ func TestWriteAtomicRejectsBadPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestSetOwnership: the kubelet's ownership change for a pod's fsGroup —
+// the group on everything, read and write for it (read only for a
+// read-only volume), directories also search and set-group-ID.
+func TestSetOwnership(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		integration.Require(t, "chown needs root")
+	}
+	for _, tc := range []struct {
+		readOnly          bool
+		wantFile, wantDir os.FileMode
+	}{
+		{false, 0o660, os.ModeDir | os.ModeSetgid | 0o770},
+		{true, 0o640, os.ModeDir | os.ModeSetgid | 0o750},
+	} {
+		root := t.TempDir()
+		if err := os.Chmod(root, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(root, "f")
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("f", filepath.Join(root, "link")); err != nil {
+			t.Fatal(err)
+		}
+		if err := SetOwnership(root, 2000, tc.readOnly); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			path string
+			want os.FileMode
+		}{{root, tc.wantDir}, {file, tc.wantFile}} {
+			info, err := os.Stat(c.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gid := info.Sys().(*syscallStat).Gid; gid != 2000 || info.Mode() != c.want {
+				t.Errorf("readOnly %v: %s: gid %d mode %v, want 2000 %v", tc.readOnly, filepath.Base(c.path), gid, info.Mode(), c.want)
+			}
+		}
+		info, err := os.Lstat(filepath.Join(root, "link"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gid := info.Sys().(*syscallStat).Gid; gid != 2000 {
+			t.Errorf("readOnly %v: link gid %d, want 2000", tc.readOnly, gid)
+		}
+	}
+}
