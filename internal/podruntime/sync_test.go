@@ -723,3 +723,34 @@ func TestKillPodGrace(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncPodFQDNTooLong: a pod whose FQDN, which setHostnameAsFQDN makes
+// its hostname, is longer than the kernel's 64 bytes gets no sandbox but a
+// FailedCreatePodSandBox event with the kubelet's message at each sync, and
+// stays Pending (node e2e "a pod configured to set FQDN as hostname will
+// remain in Pending state generating FailedCreatePodSandBox events").
+func TestSyncPodFQDNTooLong(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod(func(p *v1.Pod) {
+		p.Name = "hostfqdnveryveryveryverylongforfqdntobemorethan64bytes-123456"
+		p.Spec.Subdomain = "t"
+		p.Spec.SetHostnameAsFQDN = new(true)
+	})
+	for range 2 {
+		if res := f.sync(t, pod); res.Err == nil {
+			t.Fatal("sync succeeded")
+		}
+		if got := f.calls(); slices.Contains(got, "RunPodSandbox") {
+			t.Errorf("calls %v: a sandbox was made", got)
+		}
+		want := "FailedCreatePodSandBox: Failed to create pod sandbox: failed to construct FQDN from pod hostname and cluster domain, FQDN " +
+			"hostfqdnveryveryveryverylongforfqdntobemorethan64bytes-123456.t.ns.svc. is too long (64 characters is the max, 71 characters requested)"
+		if diff := cmp.Diff([]string{want}, f.events.take()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	}
+	if st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now()); st.Phase != v1.PodPending {
+		t.Errorf("phase %s, want Pending", st.Phase)
+	}
+}
