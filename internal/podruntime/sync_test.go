@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -628,8 +629,41 @@ func TestConditionTransitionTimes(t *testing.T) {
 		v1.PodInitialized:            t1, // true from the start
 		v1.ContainersReady:           t2,
 		v1.PodReady:                  t2,
+		v1.PodScheduled:              t1, // true from the start
 	}
 	if diff := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Second)); diff != "" {
+		t.Errorf("transition times (-want +got):\n%s", diff)
+	}
+}
+
+// TestConditionTransitionTimesFromThePod: the first status of a pod keeps
+// the transition times of the conditions the pod came with where their
+// status is the same (the scheduler's PodScheduled), as the kubelet does
+// with the API server's status of a pod it has not seen.
+func TestConditionTransitionTimesFromThePod(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := f.clock.Now()
+	scheduled := metav1.NewTime(now.Add(-time.Hour))
+	pod := testPod(func(p *v1.Pod) {
+		p.Status.Conditions = []v1.PodCondition{
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: scheduled},
+			{Type: v1.PodInitialized, Status: v1.ConditionFalse, LastTransitionTime: scheduled},
+		}
+	})
+	st := f.m.PodStatus(pod, nil, now)
+	got := map[v1.PodConditionType]time.Time{}
+	for _, c := range st.Conditions {
+		got[c.Type] = c.LastTransitionTime.Time
+	}
+	want := map[v1.PodConditionType]time.Time{
+		v1.PodReadyToStartContainers: now,
+		v1.PodInitialized:            now, // False on the server, True here
+		v1.ContainersReady:           now,
+		v1.PodReady:                  now,
+		v1.PodScheduled:              scheduled.Time,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApproxTime(0)); diff != "" {
 		t.Errorf("transition times (-want +got):\n%s", diff)
 	}
 }
@@ -750,7 +784,13 @@ func TestSyncPodFQDNTooLong(t *testing.T) {
 			t.Errorf("events (-want +got):\n%s", diff)
 		}
 	}
-	if st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now()); st.Phase != v1.PodPending {
+	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	if st.Phase != v1.PodPending {
 		t.Errorf("phase %s, want Pending", st.Phase)
+	}
+	if !slices.ContainsFunc(st.Conditions, func(c v1.PodCondition) bool {
+		return c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue
+	}) {
+		t.Errorf("conditions %v: no PodScheduled=True", condSummary(st.Conditions))
 	}
 }
