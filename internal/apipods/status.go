@@ -258,8 +258,9 @@ func (s *Syncer) deletePod(ctx context.Context, st *statusState, obj *v1.Pod, wh
 }
 
 // kubeletConditions are the pod condition types the node owns; the others
-// (PodScheduled, readiness gates, DisruptionTarget from a controller) are
-// kept as the server has them unless the agent sets them too.
+// (readiness gates, DisruptionTarget from a controller, PodScheduled when
+// the agent's status has none: a pod rejected at admission) are kept as the
+// server has them unless the agent sets them too.
 var kubeletConditions = []v1.PodConditionType{
 	v1.PodReadyToStartContainers, v1.PodInitialized, v1.ContainersReady, v1.PodReady,
 }

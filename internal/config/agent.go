@@ -82,6 +82,10 @@ type Agent struct {
 	// FeatureGates are featureGates with --feature-gates merged over them.
 	// nodekeeper acts on none: set, they are reported in Config.Warnings.
 	FeatureGates map[string]bool
+	// ClusterDomain is clusterDomain, "" unless set (the kubelet's default):
+	// the domain of a pod with spec.subdomain is
+	// <subdomain>.<namespace>.svc.<ClusterDomain>.
+	ClusterDomain string
 }
 
 // resolveAgent defaults and validates the agent's fields of k in place and
@@ -186,6 +190,7 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		SystemCgroups:         k.SystemCgroups,
 		KubeletCgroups:        k.KubeletCgroups,
 		FeatureGates:          k.FeatureGates,
+		ClusterDomain:         k.ClusterDomain,
 
 		EnableProfilingHandler: *k.EnableProfilingHandler,
 	}, nil

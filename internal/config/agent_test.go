@@ -25,6 +25,7 @@ runtimeRequestTimeout: 1m
 failCgroupV1: true
 healthzBindAddress: 0.0.0.0
 healthzPort: 0
+clusterDomain: cluster.local
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ healthzPort: 0
 		PodLogsDir: "/tmp/logs", Address: "0.0.0.0", ReadOnlyPort: 0, CgroupDriver: "cgroupfs", CgroupRoot: "/nk",
 		CgroupsPerQOS: true, SyncFrequency: 30 * time.Second, FileCheckFrequency: 5 * time.Second,
 		RuntimeRequestTimeout: time.Minute, FailCgroupV1: true, HealthzBindAddress: "0.0.0.0", HealthzPort: 0,
+		ClusterDomain: "cluster.local",
 	}
 	if diff := cmp.Diff(want, c.Agent); diff != "" {
 		t.Errorf("Agent (-want +got):\n%s", diff)

@@ -80,6 +80,7 @@ var supported = map[string]bool{
 	"healthzBindAddress":    true,
 	"healthzPort":           true,
 	"oomScoreAdj":           true, // the agent's own, set by nodekeeper run
+	"clusterDomain":         true,
 	// Accepted with a warning when set (sources.go): nodekeeper moves no
 	// process into these cgroups and acts on no feature gate.
 	"systemCgroups":  true,

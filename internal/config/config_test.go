@@ -324,7 +324,7 @@ func TestLoadWarnings(t *testing.T) {
 			name: "kubeadm's file",
 			file: "testdata/kubeadm.yaml",
 			want: []string{"testdata/kubeadm.yaml: fields not supported by nodekeeper and ignored: " +
-				"clusterDNS, clusterDomain, cpuManagerReconcilePeriod, " +
+				"clusterDNS, cpuManagerReconcilePeriod, " +
 				"httpCheckFrequency, logging, memorySwap, rotateCertificates, " +
 				"shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, " +
 				"volumeStatsAggPeriod"},

@@ -44,6 +44,7 @@
 //	systemCgroups, kubeletCgroups     none; accepted, but nodekeeper moves no process
 //	                                  into them (a warning when set)
 //	featureGates                      none; nodekeeper acts on none (a warning when set)
+//	clusterDomain                     none (pod FQDNs end in "svc.")
 //
 // LoadSources adds the kubelet's other two sources: the drop-in directory
 // (--config-dir), whose *.conf files are merged over the file in lexical

@@ -158,11 +158,11 @@ func TestLoadSourcesMerge(t *testing.T) {
 		},
 		{
 			name:    "ignored fields are one warning per file",
-			base:    header + "clusterDomain: cluster.local\n",
+			base:    header + "cpuManagerPolicy: none\n",
 			dropIns: map[string]string{"a.conf": header + "clusterDNS: [10.0.0.10]\nserializeImagePulls: false\n", "b.conf": header + "maxPods: 3\n"},
 			check: func(t *testing.T, c *Config) {
 				wantEq(t, "Warnings", []string{
-					"BASE: fields not supported by nodekeeper and ignored: clusterDomain",
+					"BASE: fields not supported by nodekeeper and ignored: cpuManagerPolicy",
 					"DIR/a.conf: fields not supported by nodekeeper and ignored: clusterDNS, serializeImagePulls",
 				}, c.Warnings)
 			},

@@ -247,7 +247,7 @@ func Run(ctx context.Context, o Options) error {
 	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
-		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(),
+		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(), ClusterDomain: ac.ClusterDomain,
 	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n},
 		Probes: lateProbes{&n}, KubeAPI: kubeAPI})
 	if err != nil {

@@ -91,6 +91,9 @@ type containerInput struct {
 	termLog string
 	// hostsFile is the host's hosts file, the base of a host-network pod's.
 	hostsFile string
+	// clusterDomain is the kubelet's clusterDomain, in the FQDN the hosts
+	// file gives a pod with a subdomain.
+	clusterDomain string
 	// volumes gives the host directories of the volumes the node writes
 	// (configMap, secret, downwardAPI, projected); nil: none are set up.
 	volumes volumePaths
@@ -865,9 +868,12 @@ func etcHostsMount(in containerInput, mounts []*runtimeapi.Mount) (*runtimeapi.M
 	} else {
 		b.WriteString("# Kubernetes-managed hosts file.\n")
 		b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
-		name := podHostname(pod)
-		if pod.Spec.Subdomain != "" {
-			name = fmt.Sprintf("%s.%s.%s.svc.cluster.local\t%s", name, pod.Spec.Subdomain, pod.Namespace, name)
+		name, domain, err := podHostnameAndDomain(pod, in.clusterDomain)
+		if err != nil {
+			return nil, err
+		}
+		if domain != "" {
+			name = name + "." + domain + "\t" + name
 		}
 		for _, ip := range ips {
 			fmt.Fprintf(&b, "%s\t%s\n", ip, name)

@@ -27,13 +27,22 @@ func TestEtcHosts(t *testing.T) {
 	aliases := func(p *v1.Pod) {
 		p.Spec.HostAliases = []v1.HostAlias{{IP: "10.9.9.9", Hostnames: []string{"db", "db.local"}}}
 	}
+	const head = "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n"
+	override := "override.example.host"
 	tests := []struct {
-		name   string
-		mut    func(*v1.Pod)
-		ips    []string
-		mounts []*runtimeapi.Mount
-		want   string // "" = no mount
+		name          string
+		mut           func(*v1.Pod)
+		clusterDomain string
+		ips           []string
+		mounts        []*runtimeapi.Mount
+		want          string // "" = no mount
 	}{
+		{name: "subdomain, no cluster domain", mut: func(p *v1.Pod) { p.Spec.Subdomain = "t" }, ips: []string{"10.1.0.5"},
+			want: head + "10.1.0.5\tweb.t.ns.svc.\tweb\n"},
+		{name: "subdomain and cluster domain", mut: func(p *v1.Pod) { p.Spec.Subdomain = "t"; p.Spec.Hostname = "h" }, clusterDomain: "example.org", ips: []string{"10.1.0.5"},
+			want: head + "10.1.0.5\th.t.ns.svc.example.org\th\n"},
+		{name: "hostnameOverride has no domain", mut: func(p *v1.Pod) { p.Spec.Subdomain = "t"; p.Spec.HostnameOverride = &override }, clusterDomain: "example.org", ips: []string{"10.1.0.5"},
+			want: head + "10.1.0.5\toverride.example.host\n"},
 		{name: "pod network", mut: aliases, ips: []string{"10.1.0.5"}, want: "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n10.1.0.5\tweb\n\n# Entries added by HostAliases.\n10.9.9.9\tdb\tdb.local\n"},
 		{name: "host network", mut: func(p *v1.Pod) { p.Spec.HostNetwork = true }, want: "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost\n10.0.0.9 build\n"},
 		{name: "no IP yet", mut: func(*v1.Pod) {}},
@@ -44,7 +53,7 @@ func TestEtcHosts(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			pod := testPod(tc.mut)
-			m, err := etcHostsMount(containerInput{pod: pod, container: &pod.Spec.Containers[0], podIPs: tc.ips, hostIP: "192.168.1.2", podsDir: dir, hostsFile: hostHosts}, tc.mounts)
+			m, err := etcHostsMount(containerInput{pod: pod, container: &pod.Spec.Containers[0], podIPs: tc.ips, hostIP: "192.168.1.2", podsDir: dir, hostsFile: hostHosts, clusterDomain: tc.clusterDomain}, tc.mounts)
 			if err != nil {
 				t.Fatal(err)
 			}

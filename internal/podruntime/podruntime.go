@@ -111,6 +111,11 @@ type Config struct {
 	// HostsFile is the host's hosts file ("" = /etc/hosts), which containers
 	// of host-network pods see.
 	HostsFile string
+	// ClusterDomain is the kubelet's clusterDomain ("" by default): a pod
+	// with spec.subdomain has the FQDN
+	// <hostname>.<subdomain>.<namespace>.svc.<ClusterDomain> in its hosts
+	// file, and as its hostname with spec.setHostnameAsFQDN.
+	ClusterDomain string
 	// VolumesOnDisk keeps secret, projected and downwardAPI volumes on disk
 	// rather than on a tmpfs of their own (for a node that may not mount).
 	VolumesOnDisk bool

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -59,8 +60,10 @@ func podLabels(pod *v1.Pod) map[string]string {
 
 // sandboxConfig is the PodSandboxConfig of pod's sandbox number attempt.
 // resolv is the host's resolv.conf content (DNS policy Default and the
-// ClusterFirst fallback); cgroupParent comes from the pod cgroups.
-func sandboxConfig(pod *v1.Pod, attempt uint32, logsRoot string, resolv []byte, cgroupParent string) (*runtimeapi.PodSandboxConfig, error) {
+// ClusterFirst fallback); cgroupParent comes from the pod cgroups;
+// clusterDomain is the kubelet's clusterDomain, in the hostname of a pod with
+// a subdomain and setHostnameAsFQDN.
+func sandboxConfig(pod *v1.Pod, attempt uint32, logsRoot string, resolv []byte, cgroupParent, clusterDomain string) (*runtimeapi.PodSandboxConfig, error) {
 	dns, err := dnsConfig(pod, resolv)
 	if err != nil {
 		return nil, err
@@ -87,7 +90,13 @@ func sandboxConfig(pod *v1.Pod, attempt uint32, logsRoot string, resolv []byte, 
 		},
 	}
 	if !pod.Spec.HostNetwork {
-		cfg.Hostname = podHostname(pod)
+		hostname, domain, err := podHostnameAndDomain(pod, clusterDomain)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Hostname, err = kernelHostname(hostname, domain, pod.Spec.SetHostnameAsFQDN); err != nil {
+			return nil, err
+		}
 	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		lsc := cfg.Linux.SecurityContext
@@ -283,16 +292,69 @@ func readResolvConf(path string) ([]byte, error) {
 // maxHostname is the longest hostname the kernel takes (a DNS label).
 const maxHostname = 63
 
-// podHostname is the pod's hostname, as the kubelet sets it: spec.hostname,
-// else the pod's name cut to 63 bytes without a trailing '-' or '.' (a
-// generated name is often longer: sethostname would refuse it).
-func podHostname(pod *v1.Pod) string {
-	if pod.Spec.Hostname != "" {
-		return pod.Spec.Hostname
+// maxFQDNHostname is the longest FQDN setHostnameAsFQDN puts in the
+// kernel's nodename field (64 bytes, as the kubelet counts them).
+const maxFQDNHostname = 64
+
+// podHostnameAndDomain is the pod's hostname and domain, as the kubelet
+// derives them. spec.hostnameOverride (the HostnameOverride feature, on by
+// default since 1.35) wins over spec.hostname and spec.subdomain and has no
+// domain. Otherwise the hostname is spec.hostname, else the pod's name, cut
+// to 63 bytes without a trailing '-' or '.' (a generated name is often
+// longer: sethostname would refuse it); with spec.subdomain the domain is
+// <subdomain>.<namespace>.svc.<clusterDomain> (clusterDomain may be "": the
+// domain then ends in "svc.").
+func podHostnameAndDomain(pod *v1.Pod, clusterDomain string) (hostname, domain string, err error) {
+	if o := pod.Spec.HostnameOverride; o != nil {
+		if msgs := validation.IsDNS1123Subdomain(*o); len(msgs) > 0 {
+			return "", "", fmt.Errorf("pod HostnameOverride %q is not a valid DNS subdomain: %s", *o, strings.Join(msgs, ";"))
+		}
+		h, err := cutHostname(pod.Name, *o)
+		return h, "", err
 	}
-	name := pod.Name
-	if len(name) > maxHostname {
-		name = strings.TrimRight(name[:maxHostname], "-.")
+	hostname = pod.Name
+	if h := pod.Spec.Hostname; h != "" {
+		if msgs := validation.IsDNS1123Label(h); len(msgs) > 0 {
+			return "", "", fmt.Errorf("pod Hostname %q is not a valid DNS label: %s", h, strings.Join(msgs, ";"))
+		}
+		hostname = h
 	}
-	return name
+	if hostname, err = cutHostname(pod.Name, hostname); err != nil {
+		return "", "", err
+	}
+	if sd := pod.Spec.Subdomain; sd != "" {
+		if msgs := validation.IsDNS1123Label(sd); len(msgs) > 0 {
+			return "", "", fmt.Errorf("pod Subdomain %q is not a valid DNS label: %s", sd, strings.Join(msgs, ";"))
+		}
+		domain = sd + "." + pod.Namespace + ".svc." + clusterDomain
+	}
+	return hostname, domain, nil
+}
+
+// cutHostname cuts hostname to maxHostname bytes without a trailing '-' or
+// '.'; nothing left is an error naming the pod.
+func cutHostname(podName, hostname string) (string, error) {
+	if len(hostname) <= maxHostname {
+		return hostname, nil
+	}
+	cut := strings.TrimRight(hostname[:maxHostname], "-.")
+	if cut == "" {
+		return "", fmt.Errorf("hostname for pod %q was invalid: %q", podName, hostname)
+	}
+	return cut, nil
+}
+
+// kernelHostname is the hostname the sandbox gets: hostname, or with
+// setHostnameAsFQDN and a domain, hostname.domain, which must fit the
+// kernel's 64 bytes (the kubelet's message when it does not: the pod stays
+// Pending with FailedCreatePodSandBox events).
+func kernelHostname(hostname, domain string, setFQDN *bool) (string, error) {
+	if domain == "" || setFQDN == nil || !*setFQDN {
+		return hostname, nil
+	}
+	fqdn := hostname + "." + domain
+	if len(fqdn) > maxFQDNHostname {
+		return "", fmt.Errorf("failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, maxFQDNHostname, len(fqdn))
+	}
+	return fqdn, nil
 }

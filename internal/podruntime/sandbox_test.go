@@ -23,7 +23,7 @@ func TestSandboxConfig(t *testing.T) {
 		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 53, HostPort: 5353, Protocol: v1.ProtocolUDP}, {ContainerPort: 9000}}
 		p.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}}
 	})
-	got, err := sandboxConfig(pod, 2, "/var/log/pods", []byte(hostResolv), "/kubepods/burstable/poduid-1")
+	got, err := sandboxConfig(pod, 2, "/var/log/pods", []byte(hostResolv), "/kubepods/burstable/poduid-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,22 +114,49 @@ func TestDNSConfig(t *testing.T) {
 
 func TestSandboxHostname(t *testing.T) {
 	t.Parallel()
+	fqdn := func(p *v1.Pod) { p.Spec.Subdomain = "t"; p.Spec.SetHostnameAsFQDN = new(true) }
+	override := func(h string) func(*v1.Pod) { return func(p *v1.Pod) { p.Spec.HostnameOverride = &h } }
 	for _, tc := range []struct {
-		name string
-		mut  func(*v1.Pod)
-		want string
+		name          string
+		mut           func(*v1.Pod)
+		clusterDomain string
+		want          string
+		wantErr       string
 	}{
-		{"pod name", func(*v1.Pod) {}, "web"},
-		{"spec.hostname", func(p *v1.Pod) { p.Spec.Hostname = "h" }, "h"},
-		{"host network keeps the node's", func(p *v1.Pod) { p.Spec.HostNetwork = true }, ""},
-		{"a long (generated) name is cut to 63 bytes",
-			func(p *v1.Pod) { p.Name = "termination-message-container" + "a8272c37-c3c1-4f6b-825a-76412b3c7138" },
-			"termination-message-containera8272c37-c3c1-4f6b-825a-76412b3c71"},
-		{"cut at a dash", func(p *v1.Pod) { p.Name = strings.Repeat("a", 62) + "-bcd" }, strings.Repeat("a", 62)},
+		{name: "pod name", mut: func(*v1.Pod) {}, want: "web"},
+		{name: "spec.hostname", mut: func(p *v1.Pod) { p.Spec.Hostname = "h" }, want: "h"},
+		{name: "host network keeps the node's", mut: func(p *v1.Pod) { p.Spec.HostNetwork = true }, want: ""},
+		{name: "a long (generated) name is cut to 63 bytes",
+			mut:  func(p *v1.Pod) { p.Name = "termination-message-container" + "a8272c37-c3c1-4f6b-825a-76412b3c7138" },
+			want: "termination-message-containera8272c37-c3c1-4f6b-825a-76412b3c71"},
+		{name: "cut at a dash", mut: func(p *v1.Pod) { p.Name = strings.Repeat("a", 62) + "-bcd" }, want: strings.Repeat("a", 62)},
+		{name: "a subdomain alone leaves the short name", mut: func(p *v1.Pod) { p.Spec.Subdomain = "t" }, want: "web"},
+		{name: "setHostnameAsFQDN without a subdomain", mut: func(p *v1.Pod) { p.Spec.SetHostnameAsFQDN = new(true) }, want: "web"},
+		{name: "setHostnameAsFQDN, no cluster domain", mut: fqdn, want: "web.t.ns.svc."},
+		{name: "setHostnameAsFQDN with the cluster domain", mut: fqdn, clusterDomain: "cluster.local", want: "web.t.ns.svc.cluster.local"},
+		{name: "an FQDN of 64 bytes fits", clusterDomain: "cluster.local",
+			mut:  func(p *v1.Pod) { fqdn(p); p.Name = strings.Repeat("a", 41) },
+			want: strings.Repeat("a", 41) + ".t.ns.svc.cluster.local"},
+		{name: "an FQDN of 65 bytes does not", clusterDomain: "cluster.local",
+			mut:     func(p *v1.Pod) { fqdn(p); p.Name = strings.Repeat("a", 42) },
+			wantErr: "failed to construct FQDN from pod hostname and cluster domain, FQDN " + strings.Repeat("a", 42) + ".t.ns.svc.cluster.local is too long (64 characters is the max, 65 characters requested)"},
+		{name: "hostnameOverride", mut: override("override-host"), want: "override-host"},
+		{name: "hostnameOverride, a DNS subdomain", mut: override("override.example.host"), want: "override.example.host"},
+		{name: "hostnameOverride wins over hostname and subdomain", clusterDomain: "cluster.local",
+			mut:  func(p *v1.Pod) { override("override-host")(p); p.Spec.Hostname = "custom-host"; p.Spec.Subdomain = "t" },
+			want: "override-host"},
+		{name: "hostnameOverride not a DNS subdomain", mut: override("Not-RFC1123"),
+			wantErr: `pod HostnameOverride "Not-RFC1123" is not a valid DNS subdomain: `},
 	} {
-		cfg, err := sandboxConfig(testPod(tc.mut), 0, "/logs", nil, "")
+		cfg, err := sandboxConfig(testPod(tc.mut), 0, "/logs", nil, "", tc.clusterDomain)
+		if tc.wantErr != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if cfg.Hostname != tc.want {
 			t.Errorf("%s: hostname = %q, want %q", tc.name, cfg.Hostname, tc.want)

@@ -308,7 +308,14 @@ func (m *Manager) PodStatus(pod *v1.Pod, status *PodStatus, now time.Time) v1.Po
 	st := derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP, readiness: m.readiness, probes: m.probes, now: now})
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st.Conditions = keepTransitions(m.conds[pod.UID], st.Conditions)
+	prev, ok := m.conds[pod.UID]
+	if !ok {
+		// The first status of this pod here: its times go on from the
+		// status the pod came with (the scheduler's PodScheduled, or this
+		// node's before a restart), as the kubelet's do.
+		prev = pod.Status.Conditions
+	}
+	st.Conditions = keepTransitions(prev, st.Conditions)
 	m.conds[pod.UID] = st.Conditions
 	return st
 }
@@ -555,6 +562,9 @@ func derivePodStatus(in statusInput) v1.PodStatus {
 		cond(v1.PodInitialized, initialized, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " "))),
 		cond(v1.ContainersReady, ready, notReadyReason, notReadyMsg),
 		cond(v1.PodReady, ready, notReadyReason, notReadyMsg),
+		// The pod is on this node: scheduled, whether a scheduler said so
+		// (node e2e pods name their node themselves) or not.
+		cond(v1.PodScheduled, true, "", ""),
 	}
 	if initialized && !initDone {
 		out.Conditions[1].Reason = "PodCompleted"

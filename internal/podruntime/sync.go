@@ -204,7 +204,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 	if err != nil {
 		return nil, err
 	}
-	return sandboxConfig(pod, attempt, m.cfg.PodLogsDir, resolv, parent)
+	return sandboxConfig(pod, attempt, m.cfg.PodLogsDir, resolv, parent, m.cfg.ClusterDomain)
 }
 
 // createSandbox runs the pod's sandbox and returns its ID and IPs.
@@ -285,7 +285,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 	cfg, err := containerConfig(containerInput{
 		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
 		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile,
-		volumes: m.vols, env: envObjs,
+		clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, env: envObjs,
 	})
 	if err != nil {
 		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -628,8 +629,41 @@ func TestConditionTransitionTimes(t *testing.T) {
 		v1.PodInitialized:            t1, // true from the start
 		v1.ContainersReady:           t2,
 		v1.PodReady:                  t2,
+		v1.PodScheduled:              t1, // true from the start
 	}
 	if diff := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Second)); diff != "" {
+		t.Errorf("transition times (-want +got):\n%s", diff)
+	}
+}
+
+// TestConditionTransitionTimesFromThePod: the first status of a pod keeps
+// the transition times of the conditions the pod came with where their
+// status is the same (the scheduler's PodScheduled), as the kubelet does
+// with the API server's status of a pod it has not seen.
+func TestConditionTransitionTimesFromThePod(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := f.clock.Now()
+	scheduled := metav1.NewTime(now.Add(-time.Hour))
+	pod := testPod(func(p *v1.Pod) {
+		p.Status.Conditions = []v1.PodCondition{
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: scheduled},
+			{Type: v1.PodInitialized, Status: v1.ConditionFalse, LastTransitionTime: scheduled},
+		}
+	})
+	st := f.m.PodStatus(pod, nil, now)
+	got := map[v1.PodConditionType]time.Time{}
+	for _, c := range st.Conditions {
+		got[c.Type] = c.LastTransitionTime.Time
+	}
+	want := map[v1.PodConditionType]time.Time{
+		v1.PodReadyToStartContainers: now,
+		v1.PodInitialized:            now, // False on the server, True here
+		v1.ContainersReady:           now,
+		v1.PodReady:                  now,
+		v1.PodScheduled:              scheduled.Time,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApproxTime(0)); diff != "" {
 		t.Errorf("transition times (-want +got):\n%s", diff)
 	}
 }
@@ -721,5 +755,42 @@ func TestKillPodGrace(t *testing.T) {
 				t.Errorf("StopContainer timeouts (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSyncPodFQDNTooLong: a pod whose FQDN, which setHostnameAsFQDN makes
+// its hostname, is longer than the kernel's 64 bytes gets no sandbox but a
+// FailedCreatePodSandBox event with the kubelet's message at each sync, and
+// stays Pending (node e2e "a pod configured to set FQDN as hostname will
+// remain in Pending state generating FailedCreatePodSandBox events").
+func TestSyncPodFQDNTooLong(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod(func(p *v1.Pod) {
+		p.Name = "hostfqdnveryveryveryverylongforfqdntobemorethan64bytes-123456"
+		p.Spec.Subdomain = "t"
+		p.Spec.SetHostnameAsFQDN = new(true)
+	})
+	for range 2 {
+		if res := f.sync(t, pod); res.Err == nil {
+			t.Fatal("sync succeeded")
+		}
+		if got := f.calls(); slices.Contains(got, "RunPodSandbox") {
+			t.Errorf("calls %v: a sandbox was made", got)
+		}
+		want := "FailedCreatePodSandBox: Failed to create pod sandbox: failed to construct FQDN from pod hostname and cluster domain, FQDN " +
+			"hostfqdnveryveryveryverylongforfqdntobemorethan64bytes-123456.t.ns.svc. is too long (64 characters is the max, 71 characters requested)"
+		if diff := cmp.Diff([]string{want}, f.events.take()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	}
+	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	if st.Phase != v1.PodPending {
+		t.Errorf("phase %s, want Pending", st.Phase)
+	}
+	if !slices.ContainsFunc(st.Conditions, func(c v1.PodCondition) bool {
+		return c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue
+	}) {
+		t.Errorf("conditions %v: no PodScheduled=True", condSummary(st.Conditions))
 	}
 }
