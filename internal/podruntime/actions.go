@@ -16,6 +16,10 @@ type startAction struct {
 	// prevFinished is when the container's previous instance exited; a
 	// successful start then advances the crash-loop back-off. Zero: none.
 	prevFinished time.Time
+	// target is an ephemeral container's targetContainerName, whose process
+	// namespace it joins; targetID is that container's runtime ID, "" when
+	// the pod has no container of that name (the start then fails).
+	target, targetID string
 }
 
 // killAction stops one running container.
@@ -43,6 +47,10 @@ type podActions struct {
 	start []startAction
 	// initPhase: start holds init containers only.
 	initPhase bool
+	// ephemeral lists the ephemeral containers to start, before start: those
+	// the runtime holds no container of (they are started once, never
+	// restarted).
+	ephemeral []startAction
 	// waiting are the waiting reasons of containers that are not started now.
 	waiting map[string]v1.ContainerStateWaiting
 	// retryAfter is the shortest back-off left, 0 if none.
@@ -146,6 +154,10 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 		}
 		return inSandbox(status, name, sbID)
 	}
+	if !acts.createSandbox {
+		// Into the running sandbox only, even while the init containers run.
+		acts.ephemeral = ephemeralStarts(pod, status)
+	}
 
 	// Init containers in order: a sidecar counts once started, a regular one
 	// must exit 0 before the next.
@@ -209,6 +221,7 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 			}
 		}
 		acts.start = kept
+		acts.ephemeral = nil // nothing more to debug: the pod is over
 		for name, w := range acts.waiting {
 			if w.Reason == "CrashLoopBackOff" {
 				delete(acts.waiting, name)
@@ -237,6 +250,28 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 		}
 	}
 	return acts
+}
+
+// ephemeralStarts are the ephemeral containers of pod that the runtime holds
+// no container of, in spec order, each with its target's runtime ID (the
+// newest container of that name). An ephemeral container that ran, whatever
+// became of it, is never started again.
+func ephemeralStarts(pod *v1.Pod, status *PodStatus) []startAction {
+	var out []startAction
+	for i := range pod.Spec.EphemeralContainers {
+		ec := &pod.Spec.EphemeralContainers[i]
+		if c, _ := newestByName(status, ec.Name); c != nil {
+			continue
+		}
+		a := startAction{container: (*v1.Container)(&ec.EphemeralContainerCommon), target: ec.TargetContainerName}
+		if a.target != "" {
+			if t, _ := newestByName(status, a.target); t != nil {
+				a.targetID = t.Id
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // podFinished reports whether every regular container of pod has exited in

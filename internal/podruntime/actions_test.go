@@ -67,6 +67,7 @@ type actSummary struct {
 	Attempt                           uint32
 	SandboxID                         string
 	Kill, Start, Remove               []string
+	Ephemeral                         []string
 	Waiting                           map[string]string
 	RetryAfter                        time.Duration
 }
@@ -82,6 +83,13 @@ func summarize(a podActions) actSummary {
 			x += "+backoff"
 		}
 		s.Start = append(s.Start, x)
+	}
+	for _, st := range a.ephemeral {
+		x := st.container.Name
+		if st.target != "" {
+			x += ">" + st.target + "=" + st.targetID
+		}
+		s.Ephemeral = append(s.Ephemeral, x)
 	}
 	for n, w := range a.waiting {
 		if s.Waiting == nil {
@@ -221,5 +229,69 @@ func TestOldContainers(t *testing.T) {
 	)
 	if diff := cmp.Diff([]string{"c2", "c1", "d1"}, oldContainers(st)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestComputeActionsEphemeral(t *testing.T) {
+	t.Parallel()
+	app := &v1.Container{Name: "app", Image: "img:1"}
+	i1 := &v1.Container{Name: "i1", Image: "img:1"}
+	dbg := &v1.Container{Name: "dbg", Image: "img:2"}
+	withDebug := func(target string) func(*v1.Pod) {
+		return func(p *v1.Pod) {
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, v1.EphemeralContainer{
+				EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg", Image: "img:2"}, TargetContainerName: target,
+			})
+		}
+	}
+	withInit := func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{*i1} }
+	never := func(p *v1.Pod) { p.Spec.RestartPolicy = v1.RestartPolicyNever }
+	ready := []*runtimeapi.PodSandboxStatus{sb("s1", 0, 0)}
+	notReady := []*runtimeapi.PodSandboxStatus{sb("s1", 0, 0, func(s *runtimeapi.PodSandboxStatus) { s.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY })}
+	tests := []struct {
+		name   string
+		mut    []func(*v1.Pod)
+		status *PodStatus
+		want   actSummary
+	}{
+		{name: "added to a running pod: started alone, the container left running", mut: []func(*v1.Pod){withDebug("")},
+			status: status(ready, ctr("c1", app, "s1", 0, 1, running(1))),
+			want:   actSummary{SandboxID: "s1", Ephemeral: []string{"dbg"}}},
+		{name: "with a target: its container's ID", mut: []func(*v1.Pod){withDebug("app")},
+			status: status(ready, ctr("c1", app, "s1", 0, 1, running(1))),
+			want:   actSummary{SandboxID: "s1", Ephemeral: []string{"dbg>app=c1"}}},
+		{name: "target absent: no ID (the start fails)", mut: []func(*v1.Pod){withDebug("nope")},
+			status: status(ready, ctr("c1", app, "s1", 0, 1, running(1))),
+			want:   actSummary{SandboxID: "s1", Ephemeral: []string{"dbg>nope="}}},
+		{name: "running: nothing", mut: []func(*v1.Pod){withDebug("")},
+			status: status(ready, ctr("c1", app, "s1", 0, 1, running(1)), ctr("e1", dbg, "s1", 0, 2, running(2))),
+			want:   actSummary{SandboxID: "s1"}},
+		{name: "exited: never restarted", mut: []func(*v1.Pod){withDebug("")},
+			status: status(ready, ctr("c1", app, "s1", 0, 1, running(1)), ctr("e1", dbg, "s1", 0, 2, exited(1, 2, 3))),
+			want:   actSummary{SandboxID: "s1"}},
+		{name: "created, never started: not started again", mut: []func(*v1.Pod){withDebug("")},
+			status: status(ready, ctr("c1", app, "s1", 0, 1, running(1)), ctr("e1", dbg, "s1", 0, 2)),
+			want:   actSummary{SandboxID: "s1"}},
+		{name: "while init runs: started", mut: []func(*v1.Pod){withInit, withDebug("i1")},
+			status: status(ready, ctr("c1", i1, "s1", 0, 1, running(1))),
+			want:   actSummary{SandboxID: "s1", InitPhase: true, Ephemeral: []string{"dbg>i1=c1"}}},
+		{name: "new sandbox: not started in it", mut: []func(*v1.Pod){withDebug("")},
+			status: status(notReady, ctr("c1", app, "s1", 0, 1, exited(137, 1, 2))),
+			want:   actSummary{CreateSandbox: true, KillPod: true, Attempt: 1, Start: []string{"app/1+backoff"}}},
+		{name: "an ephemeral container of the old sandbox: not run again in the new", mut: []func(*v1.Pod){withDebug("")},
+			status: status([]*runtimeapi.PodSandboxStatus{sb("s2", 1, time.Minute), notReady[0]}, ctr("c1", app, "s1", 0, 1, exited(137, 1, 2)), ctr("e1", dbg, "s1", 0, 2, exited(137, 2, 2))),
+			want:   actSummary{SandboxID: "s2", Attempt: 1, Start: []string{"app/1+backoff"}}},
+		{name: "pod finished: not started", mut: []func(*v1.Pod){never, withDebug("")},
+			status: status(ready, ctr("c1", app, "s1", 0, 1, exited(0, 1, 2))),
+			want:   actSummary{SandboxID: "s1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(time.Hour), func(string) (backoffEntry, bool) { return backoffEntry{}, false }, nil)
+			if diff := cmp.Diff(tc.want, summarize(got)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -100,6 +100,9 @@ type containerInput struct {
 	// env holds the API objects the environment reads; nil on a node
 	// without an API server.
 	env *volumes.EnvObjects
+	// targetID, for an ephemeral container with a target, is the runtime ID
+	// of the container whose process namespace it joins.
+	targetID string
 }
 
 // volumePaths finds the host directory of a volume the node writes;
@@ -193,6 +196,11 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 			Resources:       containerResources(pod, c, in.memCapacity),
 			SecurityContext: containerSecurity(pod, c),
 		},
+	}
+	if ns := cfg.Linux.SecurityContext.NamespaceOptions; in.targetID != "" && ns.Pid == runtimeapi.NamespaceMode_CONTAINER {
+		// An ephemeral container sees its target's processes; in a pod that
+		// shares one process namespace (or the host's) it sees them anyway.
+		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, in.targetID
 	}
 	return cfg, nil
 }

@@ -302,3 +302,64 @@ func TestIntegrationKillHonoursGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An ephemeral container added to a running pod starts beside its container,
+// which keeps running, sees its target's processes (the CRI TARGET pid
+// namespace), logs where the kubelet puts logs, and stops with the pod.
+func TestIntegrationEphemeralContainer(t *testing.T) {
+	n := startNode(t)
+	dirType := v1.HostPathDirectory
+	tools := v1.Volume{Name: "tools", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: n.tool, Type: &dirType}}}
+	out := v1.Volume{Name: "out", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}
+	mounts := []v1.VolumeMount{{Name: "out", MountPath: "/out"}, {Name: "tools", MountPath: "/tools", ReadOnly: true}}
+	pod := hostPod("debugged", "uid-debugged", func(p *v1.Pod) {
+		p.Spec.Volumes = []v1.Volume{out, tools}
+		c := &p.Spec.Containers[0]
+		c.Command, c.Args, c.VolumeMounts = []string{"/tools/probe"}, []string{"report", "/out/report", "target-marker"}, mounts
+	})
+	st := n.runUntil(t, pod, "Running", running1)
+	appID := st.ContainerStatuses[0].ContainerID
+
+	debugged := pod.DeepCopy()
+	debugged.Spec.EphemeralContainers = []v1.EphemeralContainer{{
+		EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger", Image: appImage, Command: []string{"/tools/probe"}, Args: []string{"procs"}, VolumeMounts: mounts},
+		TargetContainerName:      "app",
+	}}
+	st = n.runUntil(t, debugged, "ephemeral container running", func(s v1.PodStatus) bool {
+		return len(s.EphemeralContainerStatuses) == 1 && s.EphemeralContainerStatuses[0].State.Running != nil
+	})
+	if cs := st.ContainerStatuses[0]; cs.ContainerID != appID || cs.RestartCount != 0 || cs.State.Running == nil {
+		t.Errorf("the pod's container after adding an ephemeral one: %+v (was %s)", cs, appID)
+	}
+	if es := st.EphemeralContainerStatuses[0]; es.RestartCount != 0 || es.Ready {
+		t.Errorf("ephemeral status %+v", es)
+	}
+
+	// Its log, in the kubelet's layout, lists the target's process.
+	logPath := filepath.Join(n.m.cfg.PodLogsDir, "ns_debugged_uid-debugged", "debugger", "0.log")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		b, err := os.ReadFile(logPath)
+		if err == nil && strings.Contains(string(b), "/tools/probe report /out/report target-marker") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the ephemeral container's log %s does not list its target's process: %v\n%s", logPath, err, b)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	if err := n.m.KillPod(t.Context(), debugged, n.status(t, pod.UID), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.status(t, pod.UID).Containers {
+		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			t.Errorf("container %s is %v after KillPod", c.GetMetadata().GetName(), c.State)
+		}
+	}
+	if err := n.m.RemovePod(t.Context(), n.status(t, pod.UID)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -540,6 +540,7 @@ func derivePodStatus(in statusInput) v1.PodStatus {
 		}
 	}
 	out.Phase = podPhase(pod.Spec.RestartPolicy, initDone, initFailed, running, waiting, stopped, succeeded)
+	out.EphemeralContainerStatuses = ephemeralStatuses(in)
 
 	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
 		c := v1.PodCondition{Type: t, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(in.now)}
@@ -568,6 +569,26 @@ func derivePodStatus(in statusInput) v1.PodStatus {
 	}
 	if initialized && !initDone {
 		out.Conditions[1].Reason = "PodCompleted"
+	}
+	return out
+}
+
+// ephemeralStatuses are the API statuses of the pod's ephemeral containers,
+// as the kubelet reports them: states as for the other containers, never
+// ready, no started field (they have no probes), and waiting for
+// PodInitializing in a pod with init containers before they are created.
+// They count for neither the phase nor the conditions.
+func ephemeralStatuses(in statusInput) []v1.ContainerStatus {
+	defaultWaiting := "ContainerCreating"
+	if len(in.pod.Spec.InitContainers) > 0 {
+		defaultWaiting = "PodInitializing"
+	}
+	var out []v1.ContainerStatus
+	for i := range in.pod.Spec.EphemeralContainers {
+		c := (*v1.Container)(&in.pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		cs := containerAPIStatus(in, c, defaultWaiting)
+		cs.Ready, cs.Started = false, nil
+		out = append(out, cs)
 	}
 	return out
 }

@@ -30,8 +30,9 @@ var errImagePullBackOff = errors.New("ImagePullBackOff")
 
 // SyncPod makes the runtime run pod as its spec asks, given its current
 // runtime status (nil: nothing exists yet): sandbox, init containers in order,
-// containers, restarts by restartPolicy with back-off. It never kills the
-// whole pod; that is KillPod.
+// containers, restarts by restartPolicy with back-off, and the ephemeral
+// containers an update added (started once in the running sandbox, never
+// restarted). It never kills the whole pod; that is KillPod.
 func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) Result {
 	now := m.clock.Now()
 	m.mu.Lock()
@@ -60,7 +61,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 	for name, w := range acts.waiting {
 		waiting[name] = w
 	}
-	for _, a := range acts.start {
+	for _, a := range slices.Concat(acts.ephemeral, acts.start) {
 		waiting[a.container.Name] = v1.ContainerStateWaiting{Reason: reasonCreating}
 	}
 	before := m.setWaiting(pod, waiting)
@@ -83,7 +84,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 		res.Err = err
 		return res
 	}
-	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 {
+	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 && len(acts.ephemeral) == 0 {
 		m.removeOld(ctx, status, acts.remove, &res)
 		return res // the pod is as it should be: no config to build
 	}
@@ -109,26 +110,38 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 		res.Err = err
 		return res
 	}
+	// Ephemeral containers first, so that one can debug an init container
+	// that fails to start; each failure is the sync's, not the others'.
+	for _, a := range acts.ephemeral {
+		m.startOne(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name], &res)
+	}
 	for _, a := range acts.start {
-		err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name])
-		if err == nil {
-			m.clearWaiting(pod, a.container.Name)
-			continue
-		}
-		if res.Err == nil && !errors.Is(err, errImagePullBackOff) {
-			res.Err = err
-		}
-		if errors.Is(err, errImagePullBackOff) || errors.Is(err, errPull) {
-			if left := m.pullBackoffLeft(pod, a.container.Image); left > 0 && (res.RetryAfter == 0 || left < res.RetryAfter) {
-				res.RetryAfter = left
-			}
-		}
-		if acts.initPhase {
+		if !m.startOne(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name], &res) && acts.initPhase {
 			break
 		}
 	}
 	m.removeOld(ctx, status, acts.remove, &res)
 	return res
+}
+
+// startOne starts the container of a and reports whether it started; a
+// failure goes into res (its error, unless a pull back-off; the pull
+// back-off's end as RetryAfter).
+func (m *Manager) startOne(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, res *Result) bool {
+	err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, prev)
+	if err == nil {
+		m.clearWaiting(pod, a.container.Name)
+		return true
+	}
+	if res.Err == nil && !errors.Is(err, errImagePullBackOff) {
+		res.Err = err
+	}
+	if errors.Is(err, errImagePullBackOff) || errors.Is(err, errPull) {
+		if left := m.pullBackoffLeft(pod, a.container.Image); left > 0 && (res.RetryAfter == 0 || left < res.RetryAfter) {
+			res.RetryAfter = left
+		}
+	}
+	return false
 }
 
 // removeOld removes exited containers the pod no longer needs, with their
@@ -276,6 +289,12 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return err
 	}
+	if a.target != "" && a.targetID == "" {
+		err := fmt.Errorf("unable to find target container %s", a.target)
+		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return err
+	}
 	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
 	if err != nil {
 		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
@@ -285,7 +304,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 	cfg, err := containerConfig(containerInput{
 		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
 		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile,
-		clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, env: envObjs,
+		clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, env: envObjs, targetID: a.targetID,
 	})
 	if err != nil {
 		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())

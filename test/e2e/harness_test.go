@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -423,7 +424,7 @@ func removeCgroups(t testing.TB, root string) {
 func podSummary(p *v1.Pod) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "phase=%s ip=%s", p.Status.Phase, p.Status.PodIP)
-	for _, c := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	for _, c := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses) {
 		fmt.Fprintf(&b, " %s(restarts=%d ready=%t", c.Name, c.RestartCount, c.Ready)
 		switch {
 		case c.State.Waiting != nil:

@@ -4,6 +4,7 @@
 //	probe report FILE ARGS...   writes its args, working dir and environment to FILE, then waits for SIGTERM
 //	probe ignore-term           ignores SIGTERM and waits to be killed
 //	probe touch FILE            creates FILE and exits 0 (a pre-stop hook)
+//	probe procs                 prints the command line of each process it sees (one a line), then waits for SIGTERM
 //	probe files OUT PATH...     writes to OUT its environment, then for each PATH its mode and content
 //	                            and whether a file can be made next to it, then waits for SIGTERM
 package main
@@ -60,6 +61,18 @@ func main() {
 		if err := os.WriteFile(os.Args[2], []byte(b.String()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
+		}
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
+		<-c
+	case "procs":
+		dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, d := range dirs {
+			b, err := os.ReadFile(d)
+			if err != nil || len(b) == 0 {
+				continue
+			}
+			fmt.Println(strings.Join(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), " "))
 		}
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
