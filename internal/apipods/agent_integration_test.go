@@ -97,6 +97,9 @@ func (m *memRuntime) exit(name string) {
 	}
 }
 
+// TearDownVolumes: the in-memory runtime has no volumes.
+func (m *memRuntime) TearDownVolumes(types.UID) error { return nil }
+
 func (m *memRuntime) RemovePod(_ context.Context, st *podruntime.PodStatus) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
