@@ -285,7 +285,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 	cfg, err := containerConfig(containerInput{
 		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
 		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile,
-		volumes: m.vols, env: envObjs,
+		volumes: m.vols, env: envObjs, supportsRRO: m.supportsRRO(),
 	})
 	if err != nil {
 		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
