@@ -17,6 +17,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/prober"
+	"github.com/nodekeeper/nodekeeper/qos"
 )
 
 // state is where a pod is in its life in the table.
@@ -324,12 +325,16 @@ func (l *loop) relistDone(r relistResult) {
 		r.statuses = map[types.UID]*podruntime.PodStatus{}
 	}
 	first := !l.relisted
+	seen := l.relistSeen
 	l.relisted, l.relistSeen, l.statuses = true, r.seq, r.statuses
 	l.a.lastRelist.Store(l.a.clock.Now().UnixNano())
 	l.a.m.setRunning(r.statuses)
 	for uid, e := range l.pods {
 		st := r.statuses[uid]
-		if first || runtimeChanged(e.runtime, st) {
+		// A deleted pod's status is final once the runtime was listed
+		// after its kill, even if the listing shows nothing new.
+		settles := e.deleting && e.state == stateTerminated && seen < e.minRelist && r.seq >= e.minRelist
+		if first || settles || runtimeChanged(e.runtime, st) {
 			e.dirty = true
 			if e.state == stateActive {
 				e.needSync = true
@@ -731,7 +736,13 @@ func (l *loop) refresh(now time.Time) {
 			}
 		}
 		if e.deleting && e.state == stateTerminated && e.final == nil {
-			st.Phase = deletedPhase(st)
+			if l.relistSeen >= e.minRelist {
+				// The runtime was listed after the kill: what did not
+				// finish never will.
+				st = deletedStatus(e.pod, st)
+			} else {
+				st.Phase = deletedPhase(st)
+			}
 		}
 		if e.state == stateActive && l.relisted && e.final == nil && (st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed) {
 			l.terminate(e)
@@ -988,6 +999,89 @@ func deletedPhase(st v1.PodStatus) v1.PodPhase {
 		}
 	}
 	return phase
+}
+
+// The kubelet's reason and message for a container that had not finished
+// when its pod was stopped for good.
+const (
+	reasonStatusUnknown  = "ContainerStatusUnknown"
+	messageStatusUnknown = "The container could not be located when the pod was terminated"
+)
+
+// deletedStatus is the final status of a deleted pod whose containers were
+// stopped, from st, its status after the kill, as the kubelet records it: a
+// container that never finished (one waiting for its image, say) counts as
+// failed with exit code 137 — every container once the pod got past its
+// init containers, else the init containers up to the last one that started
+// (at least the first) — and a phase that is not yet terminal becomes Failed
+// (Succeeded only when every container exited 0). Static pods keep their
+// phase, as in the kubelet. st is not modified.
+func deletedStatus(pod *v1.Pod, st v1.PodStatus) v1.PodStatus {
+	st.Phase = deletedPhase(st)
+	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		Reason: reasonStatusUnknown, Message: messageStatusUnknown, ExitCode: 137,
+	}}
+	if podInitialized(pod, st) {
+		st.ContainerStatuses = slices.Clone(st.ContainerStatuses)
+		for i := range st.ContainerStatuses {
+			if st.ContainerStatuses[i].State.Terminated == nil {
+				st.ContainerStatuses[i].State = *unknown.DeepCopy()
+			}
+		}
+	}
+	st.InitContainerStatuses = slices.Clone(st.InitContainerStatuses)
+	for i := range startedPrefix(st.InitContainerStatuses) {
+		if st.InitContainerStatuses[i].State.Terminated == nil {
+			st.InitContainerStatuses[i].State = *unknown.DeepCopy()
+		}
+	}
+	if !qos.IsStatic(pod) && st.Phase != v1.PodSucceeded && st.Phase != v1.PodFailed {
+		st.Phase = v1.PodFailed
+	}
+	return st
+}
+
+// podInitialized reports whether pod, with status st, got past its init
+// containers: it has none, a container left waiting or ran before, or the
+// last init container exited 0 (a sidecar: runs and has started).
+func podInitialized(pod *v1.Pod, st v1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, c := range st.ContainerStatuses {
+		if c.LastTerminationState.Terminated != nil || c.State.Waiting == nil {
+			return true
+		}
+	}
+	n := len(st.InitContainerStatuses)
+	if n == 0 {
+		return false
+	}
+	last := st.InitContainerStatuses[n-1]
+	i := slices.IndexFunc(pod.Spec.InitContainers, func(c v1.Container) bool { return c.Name == last.Name })
+	if i < 0 {
+		return false
+	}
+	if r := pod.Spec.InitContainers[i].RestartPolicy; r != nil && *r == v1.ContainerRestartPolicyAlways {
+		return last.State.Running != nil && last.Started != nil && *last.Started
+	}
+	for _, t := range []*v1.ContainerStateTerminated{last.LastTerminationState.Terminated, last.State.Terminated} {
+		if t != nil && t.ExitCode == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// startedPrefix is the number of leading statuses up to the last one that
+// left waiting or ran before; at least 1 when there are any.
+func startedPrefix(ss []v1.ContainerStatus) int {
+	for i := len(ss) - 1; i >= 0; i-- {
+		if ss[i].State.Waiting == nil || ss[i].LastTerminationState.Terminated != nil {
+			return i + 1
+		}
+	}
+	return min(len(ss), 1)
 }
 
 // withFinal lays a kill's final status over the runtime's: phase, reason

@@ -103,6 +103,8 @@ type containerInput struct {
 	// targetID, for an ephemeral container with a target, is the runtime ID
 	// of the container whose process namespace it joins.
 	targetID string
+	// supportsRRO: the runtime supports recursive read-only mounts.
+	supportsRRO bool
 }
 
 // volumePaths finds the host directory of a volume the node writes;
@@ -631,6 +633,10 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 		if !ok {
 			return nil, fmt.Errorf("container %q: volumeMounts[%d]: no volume %q in the pod", c.Name, i, vm.Name)
 		}
+		rro, err := recursiveReadOnly(vm, in.supportsRRO)
+		if err != nil {
+			return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
+		}
 		var host string
 		readOnly := vm.ReadOnly
 		if volumes.Handles(v) {
@@ -665,7 +671,7 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 				}
 			}
 		}
-		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly}
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly, RecursiveReadOnly: rro}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case v1.MountPropagationHostToContainer:
@@ -720,6 +726,35 @@ func makeSubPath(root, sub string) error {
 		}
 	}
 	return nil
+}
+
+// recursiveReadOnly resolves a volume mount's recursiveReadOnly mode
+// against the runtime's support, as the kubelet does: true when the mount
+// is to be read-only all the way down. Enabled on a runtime without support,
+// on a mount that is not read-only or that propagates mounts is an error
+// (the API server refuses the last two already); IfPossible is Enabled
+// where supported, else Disabled.
+func recursiveReadOnly(vm v1.VolumeMount, supported bool) (bool, error) {
+	if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
+		return false, nil
+	}
+	if !vm.ReadOnly {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", vm.Name)
+	}
+	if p := vm.MountPropagation; p != nil && *p != v1.MountPropagationNone {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q", vm.Name, *p)
+	}
+	switch mode := *vm.RecursiveReadOnly; mode {
+	case v1.RecursiveReadOnlyIfPossible:
+		return supported, nil
+	case v1.RecursiveReadOnlyEnabled:
+		if !supported {
+			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", vm.Name)
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
+	}
 }
 
 // newTerminationLog makes an empty file PodsDir/<uid>/containers/<name>/<id>,

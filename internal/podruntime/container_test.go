@@ -422,3 +422,69 @@ func TestTerminationLogWritableByAnyUser(t *testing.T) {
 		t.Errorf("termination log mode %o, want 666", got)
 	}
 }
+
+func TestRecursiveReadOnly(t *testing.T) {
+	t.Parallel()
+	mode := func(m v1.RecursiveReadOnlyMode) *v1.RecursiveReadOnlyMode { return &m }
+	bidi := v1.MountPropagationBidirectional
+	none := v1.MountPropagationNone
+	for _, tc := range []struct {
+		name      string
+		vm        v1.VolumeMount
+		supported bool
+		want      bool
+		wantErr   string
+	}{
+		{"unset", v1.VolumeMount{Name: "v", ReadOnly: true}, true, false, ""},
+		{"disabled", v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: mode(v1.RecursiveReadOnlyDisabled)}, true, false, ""},
+		{"enabled, supported", v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: mode(v1.RecursiveReadOnlyEnabled), MountPropagation: &none}, true, true, ""},
+		{"enabled, unsupported", v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: mode(v1.RecursiveReadOnlyEnabled)}, false, false,
+			`volume "v" requested recursive read-only mode, but it is not supported by the runtime`},
+		{"if possible, supported", v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: mode(v1.RecursiveReadOnlyIfPossible)}, true, true, ""},
+		{"if possible, unsupported", v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: mode(v1.RecursiveReadOnlyIfPossible)}, false, false, ""},
+		{"not read-only", v1.VolumeMount{Name: "v", RecursiveReadOnly: mode(v1.RecursiveReadOnlyEnabled)}, true, false,
+			`volume "v" requested recursive read-only mode, but it is not read-only`},
+		{"propagation", v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: mode(v1.RecursiveReadOnlyIfPossible), MountPropagation: &bidi}, true, false,
+			`volume "v" requested recursive read-only mode, but it is not compatible with propagation "Bidirectional"`},
+		{"unknown mode", v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: mode("Sometimes")}, true, false,
+			`unknown recursive read-only mode "Sometimes"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := recursiveReadOnly(tc.vm, tc.supported)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if got != tc.want || gotErr != tc.wantErr {
+				t.Errorf("recursiveReadOnly = %v, %q; want %v, %q", got, gotErr, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestVolumeMountStatuses(t *testing.T) {
+	t.Parallel()
+	mode := func(m v1.RecursiveReadOnlyMode) *v1.RecursiveReadOnlyMode { return &m }
+	c := &v1.Container{Name: "test", VolumeMounts: []v1.VolumeMount{
+		{Name: "mnt", MountPath: "/mnt-rro", ReadOnly: true, RecursiveReadOnly: mode(v1.RecursiveReadOnlyEnabled)},
+		{Name: "mnt", MountPath: "/mnt-rro-if-possible", ReadOnly: true, RecursiveReadOnly: mode(v1.RecursiveReadOnlyIfPossible)},
+		{Name: "mnt", MountPath: "/mnt-ro", ReadOnly: true},
+		{Name: "mnt", MountPath: "/mnt-rw"},
+	}}
+	st := func(path string, ro bool, m *v1.RecursiveReadOnlyMode) v1.VolumeMountStatus {
+		return v1.VolumeMountStatus{Name: "mnt", MountPath: path, ReadOnly: ro, RecursiveReadOnly: m}
+	}
+	enabled, disabled := mode(v1.RecursiveReadOnlyEnabled), mode(v1.RecursiveReadOnlyDisabled)
+	want := []v1.VolumeMountStatus{st("/mnt-rro", true, enabled), st("/mnt-rro-if-possible", true, enabled), st("/mnt-ro", true, disabled), st("/mnt-rw", false, nil)}
+	if diff := cmp.Diff(want, volumeMountStatuses(c, true)); diff != "" {
+		t.Errorf("supported (-want +got):\n%s", diff)
+	}
+	want = []v1.VolumeMountStatus{st("/mnt-rro", true, disabled), st("/mnt-rro-if-possible", true, disabled), st("/mnt-ro", true, disabled), st("/mnt-rw", false, nil)}
+	if diff := cmp.Diff(want, volumeMountStatuses(c, false)); diff != "" {
+		t.Errorf("unsupported (-want +got):\n%s", diff)
+	}
+	if got := volumeMountStatuses(&v1.Container{Name: "none"}, true); got != nil {
+		t.Errorf("no mounts: %v", got)
+	}
+}

@@ -169,6 +169,9 @@ type Manager struct {
 	mu sync.Mutex // guards the fields below
 	// runtimeName is the runtime's name from Version ("containerd"), once known.
 	runtimeName string
+	// rro: the runtime's default handler supports recursive read-only
+	// mounts (learnt with runtimeName).
+	rro bool
 	// crash is the crash-loop back-off per pod UID and container name.
 	crash map[backoffKey]backoffEntry
 	// pull is the image pull back-off per pod UID and image.

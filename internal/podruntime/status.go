@@ -194,7 +194,15 @@ func (m *Manager) sandboxStatus(ctx context.Context, sb *runtimeapi.PodSandbox) 
 	return st, nil
 }
 
-// ensureRuntimeName learns the runtime's name for container IDs.
+// statusCaller is CRI's Status call, which tells the runtime handlers'
+// features; *cri.Client and cri-api's fake runtime have it. A Runtime
+// without it supports no optional feature.
+type statusCaller interface {
+	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
+}
+
+// ensureRuntimeName learns, once, the runtime's name for container IDs and
+// whether its default handler supports recursive read-only mounts.
 func (m *Manager) ensureRuntimeName(ctx context.Context) error {
 	m.mu.Lock()
 	known := m.runtimeName != ""
@@ -206,10 +214,38 @@ func (m *Manager) ensureRuntimeName(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rro := false
+	if sc, ok := m.rt.(statusCaller); ok {
+		st, err := sc.Status(ctx, false)
+		if err != nil {
+			return err
+		}
+		rro = defaultHandlerRRO(st)
+	}
 	m.mu.Lock()
-	m.runtimeName = v.GetRuntimeName()
+	m.runtimeName, m.rro = v.GetRuntimeName(), rro
 	m.mu.Unlock()
 	return nil
+}
+
+// defaultHandlerRRO reports whether st lists the default runtime handler
+// (named "") with recursive read-only mounts; a runtime that lists no
+// handlers (containerd before 2.0) supports none.
+func defaultHandlerRRO(st *runtimeapi.StatusResponse) bool {
+	for _, h := range st.GetRuntimeHandlers() {
+		if h.GetName() == "" {
+			return h.GetFeatures().GetRecursiveReadOnlyMounts()
+		}
+	}
+	return false
+}
+
+// supportsRRO reports whether the runtime's default handler supports
+// recursive read-only mounts, as far as known.
+func (m *Manager) supportsRRO() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rro
 }
 
 // terminationMessage is an exited container's message: its termination-log
@@ -292,6 +328,8 @@ type statusInput struct {
 	readiness   func(types.UID, string) (bool, bool)
 	probes      Probes
 	now         time.Time
+	// supportsRRO: the runtime supports recursive read-only mounts.
+	supportsRRO bool
 }
 
 // PodStatus derives the pod's API status from its runtime status (nil: none
@@ -303,9 +341,10 @@ func (m *Manager) PodStatus(pod *v1.Pod, status *PodStatus, now time.Time) v1.Po
 	for k, v := range m.waiting[pod.UID] {
 		waiting[k] = v
 	}
-	name := m.runtimeName
+	name, rro := m.runtimeName, m.rro
 	m.mu.Unlock()
-	st := derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP, readiness: m.readiness, probes: m.probes, now: now})
+	st := derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP,
+		readiness: m.readiness, probes: m.probes, now: now, supportsRRO: rro})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	prev, ok := m.conds[pod.UID]
@@ -391,7 +430,7 @@ func terminated(c *runtimeapi.ContainerStatus, id string) *v1.ContainerStateTerm
 // containerAPIStatus is the API status of spec container c.
 func containerAPIStatus(in statusInput, c *v1.Container, defaultWaiting string) v1.ContainerStatus {
 	newest, prev := newestByName(in.status, c.Name)
-	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, Started: new(false)}
+	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, Started: new(false), VolumeMounts: volumeMountStatuses(c, in.supportsRRO)}
 	w, hasWaiting := in.waiting[c.Name]
 	if newest == nil {
 		if !hasWaiting {
@@ -438,6 +477,26 @@ func containerAPIStatus(in statusInput, c *v1.Container, defaultWaiting string) 
 		cs.State.Waiting = &w
 	}
 	return cs
+}
+
+// volumeMountStatuses are the statuses of c's volume mounts, as the kubelet
+// reports them: each mount's name, path and readOnly, and for a read-only
+// one whether it is recursively read-only (Enabled or Disabled; a mode the
+// runtime cannot honour reads Disabled). nil without mounts.
+func volumeMountStatuses(c *v1.Container, supportsRRO bool) []v1.VolumeMountStatus {
+	var out []v1.VolumeMountStatus
+	for _, vm := range c.VolumeMounts {
+		st := v1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
+		if vm.ReadOnly {
+			mode := v1.RecursiveReadOnlyDisabled
+			if rro, err := recursiveReadOnly(vm, supportsRRO); err == nil && rro {
+				mode = v1.RecursiveReadOnlyEnabled
+			}
+			st.RecursiveReadOnly = &mode
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // derivePodStatus is the pod's API status.

@@ -115,7 +115,7 @@ func (f *fixture) calls() []string {
 	var out []string
 	for _, c := range f.rt.Called {
 		switch c {
-		case "ListPodSandbox", "ListContainers", "ContainerStatus", "PodSandboxStatus", "Version":
+		case "ListPodSandbox", "ListContainers", "ContainerStatus", "PodSandboxStatus", "Version", "Status":
 			continue
 		}
 		out = append(out, c)
@@ -792,5 +792,109 @@ func TestSyncPodFQDNTooLong(t *testing.T) {
 		return c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue
 	}) {
 		t.Errorf("conditions %v: no PodScheduled=True", condSummary(st.Conditions))
+	}
+}
+
+// rroCRI is fakeCRI whose Status lists the default runtime handler with
+// recursive read-only mounts, and which keeps the mounts of every container
+// it creates.
+type rroCRI struct {
+	fakeCRI
+	mu     sync.Mutex
+	mounts map[string][]*runtimeapi.Mount
+}
+
+func (r *rroCRI) Status(context.Context, bool) (*runtimeapi.StatusResponse, error) {
+	return &runtimeapi.StatusResponse{RuntimeHandlers: []*runtimeapi.RuntimeHandler{
+		{Name: "runc", Features: &runtimeapi.RuntimeHandlerFeatures{}},
+		{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}},
+	}}, nil
+}
+
+func (r *rroCRI) CreateContainer(ctx context.Context, sb string, cfg *runtimeapi.ContainerConfig, sbCfg *runtimeapi.PodSandboxConfig) (string, error) {
+	r.mu.Lock()
+	r.mounts[cfg.GetMetadata().GetName()] = cfg.GetMounts()
+	r.mu.Unlock()
+	return r.fakeCRI.CreateContainer(ctx, sb, cfg, sbCfg)
+}
+
+// rroPod has a container mounting an emptyDir read-only with
+// recursiveReadOnly mode.
+func rroPod(mode v1.RecursiveReadOnlyMode) *v1.Pod {
+	return testPod(func(p *v1.Pod) {
+		p.Spec.Volumes = []v1.Volume{{Name: "mnt", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mnt", MountPath: "/mnt", ReadOnly: true, RecursiveReadOnly: &mode}}
+	})
+}
+
+// TestRecursiveReadOnlyUnsupported: on a runtime that lists no handler with
+// recursive read-only mounts (containerd 1.6), a container asking for them
+// is not created: it waits with CreateContainerConfigError and the
+// kubelet's message, and a Failed event says so.
+func TestRecursiveReadOnlyUnsupported(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := rroPod(v1.RecursiveReadOnlyEnabled)
+	if res := f.sync(t, pod); res.Err == nil {
+		t.Fatal("sync succeeded")
+	}
+	if diff := cmp.Diff([]string{"RunPodSandbox"}, f.calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	const msg = `failed to resolve recursive read-only mode: volume "mnt" requested recursive read-only mode, but it is not supported by the runtime`
+	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	w := st.ContainerStatuses[0].State.Waiting
+	if st.Phase != v1.PodPending || w == nil || w.Reason != "CreateContainerConfigError" || w.Message != msg {
+		t.Errorf("phase %s, waiting %+v; want Pending, CreateContainerConfigError %q", st.Phase, w, msg)
+	}
+	if ev := f.events.take(); !slices.Contains(ev, "Failed: Error: "+msg) {
+		t.Errorf("events %q lack the Failed event", ev)
+	}
+	disabled := v1.RecursiveReadOnlyDisabled
+	want := []v1.VolumeMountStatus{{Name: "mnt", MountPath: "/mnt", ReadOnly: true, RecursiveReadOnly: &disabled}}
+	if diff := cmp.Diff(want, st.ContainerStatuses[0].VolumeMounts); diff != "" {
+		t.Errorf("volume mount status (-want +got):\n%s", diff)
+	}
+	// IfPossible runs, plain read-only.
+	pod = rroPod(v1.RecursiveReadOnlyIfPossible)
+	pod.UID = "uid-2"
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+}
+
+// TestRecursiveReadOnlySupported: a runtime whose default handler has the
+// feature gets the mount recursively read-only, for Enabled and IfPossible.
+func TestRecursiveReadOnlySupported(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []v1.RecursiveReadOnlyMode{v1.RecursiveReadOnlyEnabled, v1.RecursiveReadOnlyIfPossible} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			rt := &rroCRI{fakeCRI: fakeCRI{f.rt, f.img}, mounts: map[string][]*runtimeapi.Mount{}}
+			m, err := New(f.m.cfg, Deps{Runtime: rt, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := rroPod(mode)
+			all, err := m.Statuses(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := m.SyncPod(t.Context(), pod, all[pod.UID]); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			rt.mu.Lock()
+			mounts := rt.mounts["app"]
+			rt.mu.Unlock()
+			i := slices.IndexFunc(mounts, func(m *runtimeapi.Mount) bool { return m.ContainerPath == "/mnt" })
+			if i < 0 || !mounts[i].Readonly || !mounts[i].RecursiveReadOnly {
+				t.Errorf("mounts %v: want /mnt read-only and recursively so", mounts)
+			}
+			st := m.PodStatus(pod, nil, f.clock.Now())
+			if vm := st.ContainerStatuses[0].VolumeMounts; len(vm) != 1 || vm[0].RecursiveReadOnly == nil || *vm[0].RecursiveReadOnly != v1.RecursiveReadOnlyEnabled {
+				t.Errorf("volume mount status %+v, want Enabled", vm)
+			}
+		})
 	}
 }
