@@ -60,8 +60,10 @@ func listSpecs(labels string) ([]string, error) {
 	return names, err
 }
 
-// listSpecInfo is listSpecs, and each spec's container text (its name
-// without its own text): the unit specs are focused in (see units).
+// listSpecInfo is listSpecs, and for each spec of an ordered container the
+// container's text (the spec's name without its own). Ginkgo's report does
+// not say which containers are ordered; the container's declaration in the
+// suite's source (in the module cache) does: ginkgo.Ordered on its line.
 func listSpecInfo(labels string) ([]string, map[string]string, error) {
 	spec, err := kubebuild.Node()
 	if err != nil {
@@ -93,19 +95,40 @@ func listSpecInfo(labels string) ([]string, map[string]string, error) {
 	}
 	var names []string
 	ordered := map[string]string{}
+	src := sourceLines{}
 	for _, suite := range rep {
 		for _, s := range suite.SpecReports {
 			if s.LeafNodeType == "It" && s.State == "passed" { // a dry run "passes" what it would run
 				name := specName(s.ContainerHierarchyTexts, s.LeafNodeText)
 				names = append(names, name)
-				if len(s.ContainerHierarchyTexts) > 0 {
-					ordered[name] = strings.Join(s.ContainerHierarchyTexts, " ")
+				if n := len(s.ContainerHierarchyLocations); n > 0 && n == len(s.ContainerHierarchyTexts) {
+					loc := s.ContainerHierarchyLocations[n-1]
+					if strings.Contains(src.line(loc.FileName, loc.LineNumber), "Ordered") {
+						ordered[name] = strings.Join(s.ContainerHierarchyTexts, " ")
+					}
 				}
 			}
 		}
 	}
 	slices.Sort(names)
 	return slices.Compact(names), ordered, nil
+}
+
+// sourceLines reads lines of source files, each file once.
+type sourceLines map[string][]string
+
+// line is line n (from 1) of file, "" when it cannot be read.
+func (s sourceLines) line(file string, n int) string {
+	lines, ok := s[file]
+	if !ok {
+		b, _ := os.ReadFile(file)
+		lines = strings.Split(string(b), "\n")
+		s[file] = lines
+	}
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	return lines[n-1]
 }
 
 func tail(b []byte, n int) []byte {

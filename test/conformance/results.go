@@ -48,12 +48,16 @@ func (r results) count(state string) int {
 // ginkgoReport is the part of ginkgo's JSON report read here.
 type ginkgoReport []struct {
 	SpecReports []struct {
-		ContainerHierarchyTexts []string
-		LeafNodeText            string
-		LeafNodeType            string
-		State                   string
-		RunTime                 time.Duration
-		Failure                 *struct{ Message string }
+		ContainerHierarchyTexts     []string
+		ContainerHierarchyLocations []struct {
+			FileName   string
+			LineNumber int
+		}
+		LeafNodeText string
+		LeafNodeType string
+		State        string
+		RunTime      time.Duration
+		Failure      *struct{ Message string }
 	}
 }
 
@@ -107,13 +111,12 @@ func failedFocus(r results, ordered map[string]string) []string {
 	return units(names, ordered)
 }
 
-// units is the focus of names: each spec is focused as its whole innermost
-// container (ordered: name -> the container's text), once. The specs of an
-// ordered container run in order on one process and the later ones read what
-// the first left ("should finish and produce log", then what the log shows):
-// focused alone, a later one fails on an empty result. Ginkgo's dry run does
-// not say which containers are ordered, so every container is a unit: a
-// re-run may run a few siblings that passed.
+// units is the focus of names: each spec's regular expression, except that a
+// spec of an ordered container (ordered: name -> the container's text) is
+// focused as its whole container, once. The specs of an ordered container
+// run in order on one process and the later ones read what the first left
+// ("should finish and produce log", then what the log shows): focused alone,
+// a later one fails on an empty result.
 func units(names []string, ordered map[string]string) []string {
 	var out []string
 	seen := map[string]bool{}

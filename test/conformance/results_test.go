@@ -175,3 +175,21 @@ func TestWithoutResult(t *testing.T) {
 		t.Errorf("withoutResult = %q, want %q", got, want)
 	}
 }
+
+// TestSourceLines: an ordered container is found by its declaration line.
+func TestSourceLines(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "x_test.go")
+	if err := os.WriteFile(f, []byte("package x\n\tginkgo.When(\"a\", ginkgo.Ordered, func() {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := sourceLines{}
+	if got := s.line(f, 2); !strings.Contains(got, "Ordered") {
+		t.Errorf("line 2 = %q", got)
+	}
+	if got := s.line(f, 9); got != "" {
+		t.Errorf("line 9 = %q, want empty", got)
+	}
+	if got := s.line("/nonexistent", 1); got != "" {
+		t.Errorf("missing file: %q", got)
+	}
+}
