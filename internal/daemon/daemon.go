@@ -245,8 +245,11 @@ func Run(ctx context.Context, o Options) error {
 		kubeAPI = volumes.NewCachedAPI(volumes.ClientAPI{Client: client}, 0, nil)
 	}
 	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
+	// The legacy log symlinks live next to the pod log directories:
+	// /var/log/containers by default, as the kubelet's.
+	containerLogsDir := filepath.Join(filepath.Dir(ac.PodLogsDir), "containers")
 	pr, err := podruntime.New(podruntime.Config{
-		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir,
+		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir, ContainerLogsDir: containerLogsDir,
 		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(), ClusterDomain: ac.ClusterDomain,
 	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n},
 		Probes: lateProbes{&n}, KubeAPI: kubeAPI})
@@ -289,7 +292,7 @@ func Run(ctx context.Context, o Options) error {
 		// The kubelet's defaults of --minimum-container-ttl-duration,
 		// --maximum-dead-containers-per-container and --maximum-dead-containers.
 		ContainerGC: containergc.DefaultPolicy(),
-		LogDirs:     containergc.LogDirs{Pods: ac.PodLogsDir},
+		LogDirs:     containergc.LogDirs{Pods: ac.PodLogsDir, Containers: containerLogsDir},
 	}, node.Collaborators{
 		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) {
 			c, err := capacity(rootDir, memory)

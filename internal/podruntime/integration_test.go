@@ -56,7 +56,8 @@ func startNode(t *testing.T) *node {
 	}
 	buildProbe(t, n.tool)
 	logger := testLogger(t)
-	n.m, err = New(Config{NodeName: "node1", PodsDir: filepath.Join(dir, "pods"), PodLogsDir: filepath.Join(dir, "logs"), HostIP: "127.0.0.1", MemoryCapacity: 8 << 30},
+	n.m, err = New(Config{NodeName: "node1", PodsDir: filepath.Join(dir, "pods"), PodLogsDir: filepath.Join(dir, "logs"), ContainerLogsDir: filepath.Join(dir, "containers"),
+		HostIP: "127.0.0.1", MemoryCapacity: 8 << 30},
 		Deps{Runtime: ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}})
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +209,15 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	if strings.TrimSpace(string(got)) != strconv.Itoa(want) {
 		t.Errorf("oom_score_adj of pid %d = %s, want %d", pid, got, want)
 	}
-	// The log file is in the kubelet's layout.
-	if _, err := os.Stat(filepath.Join(n.m.cfg.PodLogsDir, "ns_web_uid-web", "app", "0.log")); err != nil {
+	// The log file is in the kubelet's layout, with its legacy symlink.
+	logFile := filepath.Join(n.m.cfg.PodLogsDir, "ns_web_uid-web", "app", "0.log")
+	if _, err := os.Stat(logFile); err != nil {
 		t.Errorf("container log: %v", err)
+	}
+	_, id, _ := strings.Cut(st.ContainerStatuses[0].ContainerID, "://")
+	link := filepath.Join(n.m.cfg.ContainerLogsDir, "web_ns_app-"+id+".log")
+	if target, err := os.Readlink(link); err != nil || target != logFile {
+		t.Errorf("log symlink %s -> %q, %v; want -> %s", link, target, err, logFile)
 	}
 
 	// A changed spec restarts the container.
@@ -233,6 +240,9 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	}
 	if ps := n.status(t, pod.UID); ps != nil {
 		t.Errorf("after RemovePod the runtime holds %d sandboxes, %d containers", len(ps.Sandboxes), len(ps.Containers))
+	}
+	if entries, err := os.ReadDir(n.m.cfg.ContainerLogsDir); err != nil || len(entries) != 0 {
+		t.Errorf("log symlinks left behind: %v, %v", entries, err)
 	}
 	for _, p := range []string{filepath.Join(n.m.cfg.PodsDir, "uid-web"), filepath.Join(n.m.cfg.PodLogsDir, "ns_web_uid-web")} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {

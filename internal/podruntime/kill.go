@@ -287,7 +287,9 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 	for _, c := range status.Containers {
 		if e := m.rt.RemoveContainer(ctx, c.Id); e != nil && !errors.Is(e, cri.ErrNotFound) {
 			err = errors.Join(err, fmt.Errorf("remove container %s: %w", c.Id, e))
+			continue
 		}
+		m.unlinkLog(c)
 	}
 	for _, sb := range status.Sandboxes {
 		if e := m.rt.RemovePodSandbox(ctx, sb.Id); e != nil && !errors.Is(e, cri.ErrNotFound) {

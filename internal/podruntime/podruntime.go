@@ -98,6 +98,10 @@ type Config struct {
 	PodsDir string
 	// PodLogsDir holds the pod log directories NS_NAME_UID (/var/log/pods).
 	PodLogsDir string
+	// ContainerLogsDir, if set, holds the kubelet's legacy symlinks to the
+	// containers' logs, POD_NAMESPACE_CONTAINER-ID.log
+	// (/var/log/containers): made when a container starts, removed with it.
+	ContainerLogsDir string
 	// HostIP is status.hostIP, and the pod IP of host-network pods.
 	HostIP string
 	// MemoryCapacity is the node's memory in bytes (oom_score_adj, and the
@@ -196,8 +200,8 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if cfg.MemoryCapacity <= 0 {
 		return nil, fmt.Errorf("podruntime: Config.MemoryCapacity %d is not positive", cfg.MemoryCapacity)
 	}
-	for field, dir := range map[string]string{"PodsDir": cfg.PodsDir, "PodLogsDir": cfg.PodLogsDir} {
-		if !filepath.IsAbs(dir) {
+	for field, dir := range map[string]string{"PodsDir": cfg.PodsDir, "PodLogsDir": cfg.PodLogsDir, "ContainerLogsDir": cfg.ContainerLogsDir} {
+		if !filepath.IsAbs(dir) && (field != "ContainerLogsDir" || dir != "") {
 			return nil, fmt.Errorf("podruntime: Config.%s %q is not an absolute path", field, dir)
 		}
 	}

@@ -162,9 +162,11 @@ func (m *Manager) removeOld(ctx context.Context, status *PodStatus, ids []string
 	}
 }
 
-// removeContainerFiles removes a removed container's log file and its
-// termination-log file, when they are where this manager puts them.
+// removeContainerFiles removes a removed container's log file, its legacy
+// log symlink and its termination-log file, when they are where this
+// manager puts them.
 func (m *Manager) removeContainerFiles(uid types.UID, c *runtimeapi.ContainerStatus) {
+	m.unlinkLog(c)
 	if p := c.GetLogPath(); p != "" && strings.HasPrefix(p, m.cfg.PodLogsDir+"/") {
 		_ = os.Remove(p)
 	}
@@ -347,6 +349,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		return fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	m.linkLog(pod, c.Name, id, filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath()))
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		return m.postStart(ctx, pod, c, id, cfg, podIPs)
 	}
