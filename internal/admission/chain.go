@@ -144,6 +144,9 @@ type Deps struct {
 	// Allocator, when set, assigns devices to the pod after the eviction check
 	// and before the resource fit (DeviceHandler).
 	Allocator DeviceAllocator
+	// AppArmorEnabled: the host enforces AppArmor profiles (HostAppArmorEnabled);
+	// without it pods asking for one are rejected (AppArmorHandler).
+	AppArmorEnabled bool
 }
 
 // AllocatableSanitizer adjusts node allocatable before the fit check.
@@ -158,7 +161,7 @@ type ConditionSource interface {
 	Conditions() []v1.NodeConditionType
 }
 
-// New returns the default chain: EvictionHandler, DeviceHandler when
+// New returns the default chain: EvictionHandler, AppArmorHandler, DeviceHandler when
 // deps.Allocator is set, then ResourceHandler with critical-pod preemption when
 // deps.Preemption is set.
 func New(deps Deps) (*Chain, error) {
@@ -173,7 +176,7 @@ func New(deps Deps) (*Chain, error) {
 		}
 		res.Preemption = pre
 	}
-	handlers := []Handler{&EvictionHandler{Conditions: deps.Conditions}}
+	handlers := []Handler{&EvictionHandler{Conditions: deps.Conditions}, &AppArmorHandler{Enabled: deps.AppArmorEnabled}}
 	if deps.Allocator != nil {
 		handlers = append(handlers, &DeviceHandler{Devices: deps.Allocator})
 	}

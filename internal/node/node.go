@@ -207,6 +207,8 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 		Conditions: ev,
 		Node:       n.allocatable(cfg, c.Capacity, c.NodeObject),
 		Preemption: true,
+		// The kubelet checks the host's AppArmor the same way.
+		AppArmorEnabled: admission.HostAppArmorEnabled("/sys"),
 	}
 	if n.Devices != nil {
 		deps.Devices = n.Devices
