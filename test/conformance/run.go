@@ -73,47 +73,40 @@ func runCmd(ctx context.Context, args []string) error {
 		}
 		o.agents = append(o.agents, a)
 	}
-	if *rerun || *notRun {
-		if *rerun && (*notRun || *chunk != "") {
-			return usageError{errors.New("-rerun-failed: not with -not-run or -chunk")}
-		}
-		prev, err := previousResults(o)
-		if err != nil {
-			return err
-		}
-		names, ordered, err := listSpecInfo(o.labels)
-		if err != nil {
-			return err
-		}
-		if *rerun {
-			o.focus = failedFocus(prev, ordered)
-			if len(o.focus) == 0 {
-				return usageError{fmt.Errorf("-rerun-failed: no spec of %s failed", o.agents[0])}
-			}
-		}
-		if *notRun {
-			names = withoutResult(names, prev)
-			if len(names) == 0 {
-				return usageError{fmt.Errorf("-not-run: every spec has a result for %s", o.agents[0])}
-			}
-			k, n := 1, 1
-			if *chunk != "" {
-				if k, n, err = parseChunk(*chunk); err != nil {
-					return usageError{err}
-				}
-			}
-			o.focus = chunkFocus(names, ordered, k, n)
-		}
-	} else if *chunk != "" {
-		k, n, err := parseChunk(*chunk)
-		if err != nil {
+	if *rerun && (*notRun || *chunk != "") {
+		return usageError{errors.New("-rerun-failed: not with -not-run or -chunk")}
+	}
+	k, n := 1, 1
+	if *chunk != "" {
+		var err error
+		if k, n, err = parseChunk(*chunk); err != nil {
 			return usageError{err}
 		}
+	}
+	if *rerun || *notRun || *chunk != "" {
 		names, ordered, err := listSpecInfo(o.labels)
 		if err != nil {
 			return err
 		}
-		o.focus = chunkFocus(names, ordered, k, n)
+		var prev results
+		if *rerun || *notRun {
+			if prev, err = previousResults(o); err != nil {
+				return err
+			}
+		}
+		switch {
+		case *rerun:
+			if o.focus = failedFocus(prev, ordered); len(o.focus) == 0 {
+				return usageError{fmt.Errorf("-rerun-failed: no spec of %s failed", o.agents[0])}
+			}
+		case *notRun:
+			if names = withoutResult(names, prev); len(names) == 0 {
+				return usageError{fmt.Errorf("-not-run: every spec has a result for %s", o.agents[0])}
+			}
+			fallthrough
+		default:
+			o.focus = chunkFocus(names, ordered, k, n)
+		}
 	}
 	if len(o.focus) == 0 {
 		o.focus = coreFocus
