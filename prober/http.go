@@ -63,7 +63,7 @@ func (h *HTTP) Probe(ctx context.Context, t Target) (Outcome, string, error) {
 			return OutcomeFailure, urlError(req, err), nil
 		case next != nil && next.URL.Hostname() == first.URL.Hostname():
 			if redirects+1 >= maxRedirects {
-				return OutcomeFailure, urlError(req, errors.New("stopped after 10 redirects")), nil
+				return OutcomeFailure, urlError(req, fmt.Errorf("stopped after %d redirects", maxRedirects)), nil
 			}
 			req = next
 			continue

@@ -1018,27 +1018,28 @@ const (
 // phase, as in the kubelet. st is not modified.
 func deletedStatus(pod *v1.Pod, st v1.PodStatus) v1.PodStatus {
 	st.Phase = deletedPhase(st)
-	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-		Reason: reasonStatusUnknown, Message: messageStatusUnknown, ExitCode: 137,
-	}}
 	if podInitialized(pod, st) {
-		st.ContainerStatuses = slices.Clone(st.ContainerStatuses)
-		for i := range st.ContainerStatuses {
-			if st.ContainerStatuses[i].State.Terminated == nil {
-				st.ContainerStatuses[i].State = *unknown.DeepCopy()
-			}
-		}
+		st.ContainerStatuses = unfinishedUnknown(st.ContainerStatuses, len(st.ContainerStatuses))
 	}
-	st.InitContainerStatuses = slices.Clone(st.InitContainerStatuses)
-	for i := range startedPrefix(st.InitContainerStatuses) {
-		if st.InitContainerStatuses[i].State.Terminated == nil {
-			st.InitContainerStatuses[i].State = *unknown.DeepCopy()
-		}
-	}
+	st.InitContainerStatuses = unfinishedUnknown(st.InitContainerStatuses, startedPrefix(st.InitContainerStatuses))
 	if !qos.IsStatic(pod) && st.Phase != v1.PodSucceeded && st.Phase != v1.PodFailed {
 		st.Phase = v1.PodFailed
 	}
 	return st
+}
+
+// unfinishedUnknown is a copy of ss whose first n statuses, where not
+// terminated, are terminated as ContainerStatusUnknown, exit code 137.
+func unfinishedUnknown(ss []v1.ContainerStatus, n int) []v1.ContainerStatus {
+	ss = slices.Clone(ss)
+	for i := range ss[:n] {
+		if ss[i].State.Terminated == nil {
+			ss[i].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+				Reason: reasonStatusUnknown, Message: messageStatusUnknown, ExitCode: 137,
+			}}
+		}
+	}
+	return ss
 }
 
 // podInitialized reports whether pod, with status st, got past its init
