@@ -35,6 +35,13 @@ func phases(pods []*v1.Pod) map[string]v1.PodPhase {
 func TestAddSyncsPodAndPublishesStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, rt := newMem()
+		// The first sync waits for release, so the pod cannot have started
+		// when it is first looked at.
+		release := make(chan struct{})
+		rt.syncPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+			<-release
+			return mem.sync(ctx, pod, st)
+		}
 		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
 		stop := start(t, a)
 		defer stop()
@@ -44,6 +51,7 @@ func TestAddSyncsPodAndPublishesStatus(t *testing.T) {
 		if diff := cmp.Diff(map[string]v1.PodPhase{"default/web": v1.PodPending}, phases(a.Pods())); diff != "" {
 			t.Errorf("right after SetPods (-want +got):\n%s", diff)
 		}
+		close(release)
 		time.Sleep(2500 * time.Millisecond)
 		synctest.Wait()
 		if diff := cmp.Diff([]string{"sync default/web", "sync default/web"}, mem.callLog()); diff != "" {
