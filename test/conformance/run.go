@@ -303,7 +303,9 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	args := []string{
 		"--procs", fmt.Sprint(o.procs), "--no-color", "--timeout", o.timeout.String(),
 		"--label-filter", o.labels,
-		"--json-report", filepath.Base(report), "--output-dir", out, // the report's name is relative to the output dir "--flake-attempts", fmt.Sprint(o.flakes),
+		// The report's name is relative to the output dir.
+		"--json-report", filepath.Base(report), "--output-dir", out,
+		"--flake-attempts", fmt.Sprint(o.flakes),
 	}
 	for _, f := range o.focus {
 		args = append(args, "--focus", f)
