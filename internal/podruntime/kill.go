@@ -62,29 +62,44 @@ func eventObject(pod *v1.Pod, status *PodStatus) *v1.Pod {
 	return p
 }
 
-// KillPod stops every container of the pod (pre-stop hooks first) and its
-// sandbox, within gracePeriod (nil: the pod's terminationGracePeriodSeconds).
-// pod may be nil for a pod known only from the runtime (an orphan).
+// KillPod stops every container of the pod and then its sandbox, within
+// gracePeriod (nil: the pod's terminationGracePeriodSeconds). As with the
+// kubelet, every container's pre-stop hook starts at once; the regular
+// containers are then stopped, and the sidecars after them one by one in
+// reverse order, each once the containers it serves have stopped (or the
+// grace period has run out). pod may be nil for a pod known only from the
+// runtime (an orphan).
 func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, gracePeriod *int64) error {
 	if status == nil {
 		return nil
 	}
 	grace := podGrace(pod, status, gracePeriod)
 	deadline := m.clock.Now().Add(time.Duration(grace) * time.Second)
-	var main, sidecars []*runtimeapi.ContainerStatus
+	var ctrs []*runtimeapi.ContainerStatus
 	for _, c := range status.Containers {
-		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING && c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
-			continue
-		}
-		if c.GetAnnotations()[annoInitKind] == "sidecar" {
-			sidecars = append(sidecars, c)
-		} else {
-			main = append(main, c)
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING || c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
+			ctrs = append(ctrs, c)
 		}
 	}
-	// Sidecars stop after the containers they serve.
-	err := m.stopAll(ctx, pod, status, main, deadline)
-	err = errors.Join(err, m.stopAll(ctx, pod, status, sidecars, deadline))
+	after := stopAfter(pod, ctrs)
+	stopped := make([]chan struct{}, len(ctrs))
+	for i := range stopped {
+		stopped[i] = make(chan struct{})
+	}
+	errs := make([]error, len(ctrs))
+	var wg sync.WaitGroup
+	for i, c := range ctrs {
+		turn := make([]<-chan struct{}, 0, len(after[i]))
+		for _, j := range after[i] {
+			turn = append(turn, stopped[j])
+		}
+		wg.Go(func() {
+			defer close(stopped[i])
+			errs[i] = m.stopContainer(ctx, pod, status, c, deadline, "", turn)
+		})
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
 	for _, sb := range status.Sandboxes {
 		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 			continue
@@ -96,26 +111,43 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 	return err
 }
 
-// stopAll stops the containers in parallel, each with its pre-stop hook
-// first, SIGKILL coming at deadline (at least minGracePeriod after the hook).
-func (m *Manager) stopAll(ctx context.Context, pod *v1.Pod, status *PodStatus, ctrs []*runtimeapi.ContainerStatus, deadline time.Time) error {
-	errs := make([]error, len(ctrs))
-	var wg sync.WaitGroup
-	for i, c := range ctrs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = m.stopContainer(ctx, pod, status, c, deadline, "")
-		}()
+// stopAfter says, for each of ctrs, which others (their indexes) must have
+// stopped before it is: a sidecar waits for every container that is not a
+// sidecar and for the sidecars that come after it in the pod's spec (for an
+// orphan: that were created after it); the others wait for nothing.
+func stopAfter(pod *v1.Pod, ctrs []*runtimeapi.ContainerStatus) [][]int {
+	// rank orders the sidecars: their place among the init containers,
+	// else their creation.
+	rank := func(c *runtimeapi.ContainerStatus) int64 {
+		if pod != nil {
+			for i := range pod.Spec.InitContainers {
+				if pod.Spec.InitContainers[i].Name == c.GetMetadata().GetName() {
+					return int64(i)
+				}
+			}
+		}
+		return c.CreatedAt
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	isSide := func(c *runtimeapi.ContainerStatus) bool { return c.GetAnnotations()[annoInitKind] == "sidecar" }
+	after := make([][]int, len(ctrs))
+	for i, c := range ctrs {
+		if !isSide(c) {
+			continue
+		}
+		for j, o := range ctrs {
+			if j != i && (!isSide(o) || rank(o) > rank(c)) {
+				after[i] = append(after[i], j)
+			}
+		}
+	}
+	return after
 }
 
-// stopContainer runs c's pre-stop hook, bounded by the deadline, then stops
-// it with the grace left. message is the Killing event's ("": "Stopping
-// container NAME").
-func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, deadline time.Time, message string) error {
+// stopContainer runs c's pre-stop hook, bounded by the deadline, waits for
+// its turn (every channel of turn closed, or the deadline), then stops it
+// with the grace left (at least minGracePeriod). message is the Killing
+// event's ("": "Stopping container NAME").
+func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, deadline time.Time, message string, turn []<-chan struct{}) error {
 	name := c.GetMetadata().GetName()
 	obj := eventObject(pod, status)
 	if message == "" {
@@ -134,6 +166,9 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodSta
 			cancel()
 		}
 	}
+	if len(turn) > 0 {
+		m.waitTurn(ctx, turn, deadline)
+	}
 	left := int64(deadline.Sub(m.clock.Now()).Round(time.Second) / time.Second)
 	if left < minGracePeriod {
 		left = minGracePeriod
@@ -142,6 +177,22 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodSta
 		return fmt.Errorf("stop container %s: %w", name, err)
 	}
 	return nil
+}
+
+// waitTurn returns once every channel of turn is closed, at the deadline or
+// when ctx ends, whichever comes first.
+func (m *Manager) waitTurn(ctx context.Context, turn []<-chan struct{}, deadline time.Time) {
+	t := m.clock.NewTimer(deadline.Sub(m.clock.Now()))
+	defer t.Stop()
+	for _, ch := range turn {
+		select {
+		case <-ch:
+		case <-t.C():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // preStopHook is c's pre-stop handler: from the pod's spec, or for an orphan

@@ -272,7 +272,7 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 		}
 		m.log.Info("restarting container", "pod", pod.Namespace+"/"+pod.Name, "container", k.name, "reason", k.reason)
 		deadline := now.Add(time.Duration(podGrace(pod, status, k.grace)) * time.Second)
-		wg.Go(func() { errs[i] = m.stopContainer(ctx, pod, status, c, deadline, k.message) })
+		wg.Go(func() { errs[i] = m.stopContainer(ctx, pod, status, c, deadline, k.message, nil) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -434,7 +434,7 @@ func TestKillAndRemovePod(t *testing.T) {
 	if diff := cmp.Diff([]string{"ExecSync", "StopContainer", "StopContainer", "StopPodSandbox"}, f.calls()); diff != "" {
 		t.Errorf("kill calls (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"Killing: Stopping container app", "Killing: Stopping container side"}, f.events.take()); diff != "" {
+	if diff := cmp.Diff([]string{"Killing: Stopping container app", "Killing: Stopping container side"}, f.events.take(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("kill events (-want +got):\n%s", diff)
 	}
 	podDir := filepath.Join(f.dir, "pods", "uid-1")
