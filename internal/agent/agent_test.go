@@ -620,6 +620,48 @@ func TestTerminalPhaseStopsPod(t *testing.T) {
 	})
 }
 
+// A pod whose containers finished shows its terminal phase only once the
+// kill that follows has stopped what still runs (its sandbox, a sidecar):
+// until then it keeps the phase it showed, as with the kubelet.
+func TestTerminalPhaseHeldWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		rt.podStatusF = func(pod *v1.Pod, st *podruntime.PodStatus, _ time.Time) v1.PodStatus {
+			if st != nil && len(st.Containers) > 0 {
+				return v1.PodStatus{Phase: v1.PodSucceeded, Reason: "R", Message: "m"}
+			}
+			return v1.PodStatus{Phase: v1.PodPending, Reason: "P"}
+		}
+		release := make(chan struct{})
+		killing := make(chan struct{})
+		rt.killPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, grace *int64) error {
+			close(killing)
+			<-release
+			return mem.kill(ctx, pod, st, grace)
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		p := testPod("job", "u1", 0)
+		p.Spec.RestartPolicy = v1.RestartPolicyNever
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{p}); err != nil {
+			t.Fatal(err)
+		}
+		<-killing
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if st, _ := a.GetPodStatus("u1"); st.Phase != v1.PodPending || st.Reason != "P" {
+			t.Errorf("while the kill runs: phase %s, reason %q; want Pending, P (held)", st.Phase, st.Reason)
+		}
+		close(release)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if st, _ := a.GetPodStatus("u1"); st.Phase != v1.PodSucceeded || st.Reason != "R" || st.Message != "m" {
+			t.Errorf("after the kill: phase %s, reason %q, message %q; want Succeeded, R, m", st.Phase, st.Reason, st.Message)
+		}
+	})
+}
+
 func TestShutdownLeavesPodsRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, rt := newMem()

@@ -756,6 +756,7 @@ func (l *loop) refresh(now time.Time) {
 				e.syncAt = at // a sync then, whose result brings the pod here again
 			}
 		}
+		st = heldWhileRunning(st, e)
 		if !e.startObserved && st.Phase == v1.PodRunning {
 			e.startObserved = true
 			l.a.m.startDuration.WithLabelValues().Observe(now.Sub(e.firstSeen).Seconds())
@@ -766,6 +767,25 @@ func (l *loop) refresh(now time.Time) {
 		l.changed = true
 	}
 }
+
+// heldWhileRunning is st, but while e's sandbox or a container of it still
+// runs, with the phase, reason and message e last showed in place of a
+// terminal phase (Pending if it showed none), as the kubelet's status
+// manager holds them: a terminal phase says the pod's containers have
+// stopped for good and its resources are free.
+func heldWhileRunning(st v1.PodStatus, e *entry) v1.PodStatus {
+	if !terminalPhase(st.Phase) || !hasRunning(e.runtime) {
+		return st
+	}
+	st.Phase, st.Reason, st.Message = v1.PodPending, "", ""
+	if e.view != nil && !terminalPhase(e.view.pod.Status.Phase) {
+		prev := e.view.pod.Status
+		st.Phase, st.Reason, st.Message = prev.Phase, prev.Reason, prev.Message
+	}
+	return st
+}
+
+func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 // The kubelet's reason and message for a pod past its activeDeadlineSeconds.
 const (
