@@ -162,6 +162,7 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 		annoTermMsgPolicy: string(termPolicy),
 		annoPodGrace:      strconv.FormatInt(grace, 10),
 		annoSandboxID:     in.sandboxID,
+		annoImage:         c.Image,
 	}
 	if kind := containerKind(pod, c); kind != "" {
 		annotations[annoInitKind] = kind

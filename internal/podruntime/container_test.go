@@ -184,7 +184,7 @@ func TestContainerConfig(t *testing.T) {
 		Labels: map[string]string{"app": "web", labelPodName: "web", labelPodNamespace: "ns", labelPodUID: "uid-1", labelContainerName: "app", labelKubeletManaged: "true"},
 		Annotations: map[string]string{
 			annoContainerHash: containerHash(&pod.Spec.Containers[0]), annoRestartCount: "3", annoTermMsgPath: "/dev/termination-log",
-			annoTermMsgPolicy: "File", annoPodGrace: "7", annoSandboxID: "sb1", annoPreStop: `{"exec":{"command":["stop"]}}`,
+			annoTermMsgPolicy: "File", annoPodGrace: "7", annoSandboxID: "sb1", annoImage: "img:1", annoPreStop: `{"exec":{"command":["stop"]}}`,
 		},
 		LogPath: "app/3.log",
 		Linux: &runtimeapi.LinuxContainerConfig{

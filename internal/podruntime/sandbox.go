@@ -35,6 +35,9 @@ const (
 	annoSandboxID = "nodekeeper.io/sandbox-id"
 	// annoInitKind is ours: "init" or "sidecar" for init containers.
 	annoInitKind = "nodekeeper.io/init-container"
+	// annoImage is ours: the image the spec named when the container was
+	// made, which its status shows (the spec's may have changed since).
+	annoImage = "nodekeeper.io/image"
 )
 
 // defaultGracePeriod is the API default of terminationGracePeriodSeconds.

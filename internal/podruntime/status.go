@@ -441,6 +441,7 @@ func containerAPIStatus(in statusInput, c *v1.Container, defaultWaiting string) 
 	}
 	id := in.runtimeName + "://" + newest.Id
 	cs.ContainerID = id
+	cs.Image = containerImage(newest, c)
 	cs.ImageID = newest.ImageRef
 	cs.RestartCount = int32(restartCount(newest))
 	if prev != nil && prev.State == runtimeapi.ContainerState_CONTAINER_EXITED {
@@ -477,6 +478,19 @@ func containerAPIStatus(in statusInput, c *v1.Container, defaultWaiting string) 
 		cs.State.Waiting = &w
 	}
 	return cs
+}
+
+// containerImage is the image runtime container cs of spec container c was
+// made from, as the spec named it then: a changed spec shows only in the
+// container that replaces it.
+func containerImage(cs *runtimeapi.ContainerStatus, c *v1.Container) string {
+	if img := cs.GetAnnotations()[annoImage]; img != "" {
+		return img
+	}
+	if img := cs.GetImage().GetImage(); img != "" {
+		return img
+	}
+	return c.Image
 }
 
 // volumeMountStatuses are the statuses of c's volume mounts, as the kubelet

@@ -178,3 +178,35 @@ func TestLogTail(t *testing.T) {
 		t.Errorf("fallback on success = %q, want none", got)
 	}
 }
+
+// A container's status names the image its container was made from, not
+// the spec's after a change (node e2e "should not restart the init container
+// if the image is updated during termination"); a container made before the
+// annotation existed shows the runtime's image name.
+func TestContainerStatusImage(t *testing.T) {
+	t.Parallel()
+	old := &v1.Container{Name: "app", Image: "img:1"}
+	pod := testPod(func(p *v1.Pod) { p.Spec.Containers[0].Image = "img:2" })
+	tests := []struct {
+		name string
+		anno string
+		want string
+	}{
+		{name: "annotated", anno: "img:1", want: "img:1"},
+		{name: "from the runtime", want: "img:1"},
+	}
+	for _, tc := range tests {
+		c := ctr("c1", old, "s1", 0, 1, exited(0, 1, 2))
+		if tc.anno != "" {
+			c.Annotations[annoImage] = tc.anno
+		}
+		st := derivePodStatus(statusInput{pod: pod, status: status([]*runtimeapi.PodSandboxStatus{sb("s1", 0, 0)}, c), runtimeName: "containerd", now: t0.Add(time.Hour)})
+		if got := st.ContainerStatuses[0].Image; got != tc.want {
+			t.Errorf("%s: image %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	st := derivePodStatus(statusInput{pod: pod, status: status([]*runtimeapi.PodSandboxStatus{sb("s1", 0, 0)}), runtimeName: "containerd", now: t0.Add(time.Hour)})
+	if got := st.ContainerStatuses[0].Image; got != "img:2" {
+		t.Errorf("no container yet: image %q, want the spec's img:2", got)
+	}
+}
