@@ -23,6 +23,7 @@ require (
 
 require (
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
+	github.com/moby/sys/mountinfo v0.7.3
 	golang.org/x/sync v0.24.0
 	gopkg.in/evanphx/json-patch.v4 v4.13.0
 	k8s.io/apiserver v0.37.2

@@ -796,11 +796,24 @@ func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume, memCapacity int64
 		if sc := pod.Spec.SecurityContext; sc != nil {
 			fsGroup = sc.FSGroup
 		}
-		return dir, setUpEmptyDir(dir, v.EmptyDir.Medium == v1.StorageMediumMemory, size, fsGroup)
+		return dir, setUpEmptyDir(dir, v.EmptyDir.Medium == v1.StorageMediumMemory, size, fsGroup, propagates(pod, v.Name))
 	case v.HostPath != nil:
 		return v.HostPath.Path, checkHostPath(v.HostPath)
 	}
 	return "", fmt.Errorf("only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are supported")
+}
+
+// propagates reports whether a container of pod mounts volume name with
+// mount propagation (HostToContainer or Bidirectional).
+func propagates(pod *v1.Pod, name string) bool {
+	for _, c := range allContainers(pod) {
+		for _, vm := range c.VolumeMounts {
+			if vm.Name == name && vm.MountPropagation != nil && *vm.MountPropagation != v1.MountPropagationNone {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // tmpfsSize is the size of a memory-backed emptyDir: the smallest of its

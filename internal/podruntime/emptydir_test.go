@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/integration"
@@ -52,7 +53,7 @@ func TestEmptyDirFSGroup(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "v")
 	gid := int64(123)
-	if err := setUpEmptyDir(dir, false, 0, &gid); err != nil {
+	if err := setUpEmptyDir(dir, false, 0, &gid, false); err != nil {
 		t.Fatal(err)
 	}
 	if g, mode := ownerOf(t, dir); g != 123 || mode != os.ModeDir|os.ModeSetgid|0o777 {
@@ -69,7 +70,7 @@ func TestEmptyDirFSGroup(t *testing.T) {
 	if err := os.Chown(dir, -1, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := setUpEmptyDir(dir, false, 0, &gid); err != nil {
+	if err := setUpEmptyDir(dir, false, 0, &gid, false); err != nil {
 		t.Fatal(err)
 	}
 	if g, _ := ownerOf(t, dir); g != 0 {
@@ -93,10 +94,10 @@ func TestEmptyDirMemoryFSGroup(t *testing.T) {
 		}
 	})
 	gid := int64(123)
-	if err := setUpEmptyDir(dir, true, 1<<20, &gid); err != nil {
+	if err := setUpEmptyDir(dir, true, 1<<20, &gid, false); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := isMountPoint(dir); err != nil || !m {
+	if m, err := mountinfo.Mounted(dir); err != nil || !m {
 		t.Fatalf("no tmpfs on the volume: %v", err)
 	}
 	if g, mode := ownerOf(t, dir); g != 123 || mode != os.ModeDir|os.ModeSetgid|os.ModeSticky|0o777 {
@@ -110,7 +111,7 @@ func TestEmptyDirMemoryFSGroup(t *testing.T) {
 		t.Errorf("new file gid %d, want 123", g)
 	}
 	// Set up again: no second tmpfs over the first, the file is still there.
-	if err := setUpEmptyDir(dir, true, 1<<20, &gid); err != nil {
+	if err := setUpEmptyDir(dir, true, 1<<20, &gid, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(file); err != nil {

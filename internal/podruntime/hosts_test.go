@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -173,7 +174,7 @@ func TestMemoryEmptyDirIsTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unmountIfMounted(dir) })
-	if m, err := isMountPoint(dir); err != nil || !m {
+	if m, err := mountinfo.Mounted(dir); err != nil || !m {
 		t.Fatalf("%s is not a mount point: %v", dir, err)
 	}
 	// A second container's mount does not stack another tmpfs.

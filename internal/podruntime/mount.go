@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
+
+	"github.com/moby/sys/mountinfo"
 
 	"github.com/nodekeeper/nodekeeper/internal/volumes"
 )
@@ -17,8 +20,9 @@ import (
 // made, or the tmpfs mounted, now) and the pod has an fsGroup, the volume
 // gets that group and the set-group-ID bit, so that what containers create
 // in it belongs to the group. A volume set up before is left alone, as
-// the kubelet changes ownership only when it sets a volume up.
-func setUpEmptyDir(dir string, memory bool, size int64, fsGroup *int64) error {
+// the kubelet changes ownership only when it sets a volume up. With shared,
+// the volume is made a shared mount (see makeShared).
+func setUpEmptyDir(dir string, memory bool, size int64, fsGroup *int64, shared bool) error {
 	fresh := false
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o777); err != nil {
@@ -45,8 +49,36 @@ func setUpEmptyDir(dir string, memory bool, size int64, fsGroup *int64) error {
 		}
 		fresh = fresh || mounted
 	}
+	if shared {
+		if err := makeShared(dir); err != nil {
+			return err
+		}
+	}
 	if fresh && fsGroup != nil {
 		return volumes.SetOwnership(dir, *fsGroup, false)
+	}
+	return nil
+}
+
+// makeShared makes dir a shared mount, bind-mounting it on itself first
+// unless something is mounted there already. The runtime refuses a
+// Bidirectional (or HostToContainer) mount of a directory on a private
+// mount, as this machine's root is; the kubelet avoids it by making its
+// whole root directory shared, nodekeeper by sharing just the emptyDir
+// volumes that a container mounts that way. Mounts a container makes in
+// the volume then reach the host and the pod's other containers.
+func makeShared(dir string) error {
+	mounted, err := mountinfo.Mounted(dir)
+	if err != nil {
+		return err
+	}
+	if !mounted {
+		if err := syscall.Mount(dir, dir, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind-mount %s on itself: %w", dir, err)
+		}
+	}
+	if err := syscall.Mount("", dir, "", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s a shared mount: %w", dir, err)
 	}
 	return nil
 }
@@ -55,7 +87,7 @@ func setUpEmptyDir(dir string, memory bool, size int64, fsGroup *int64) error {
 // bytes (0: the kernel's default), with the kernel's default root mode, as
 // the kubelet mounts one. It reports whether it mounted.
 func mountTmpfs(dir string, size int64) (bool, error) {
-	mounted, err := isMountPoint(dir)
+	mounted, err := mountinfo.Mounted(dir)
 	if err != nil || mounted {
 		return false, err
 	}
@@ -67,18 +99,6 @@ func mountTmpfs(dir string, size int64) (bool, error) {
 		return false, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return true, nil
-}
-
-// isMountPoint reports whether dir is on another device than its parent.
-func isMountPoint(dir string) (bool, error) {
-	var st, parent syscall.Stat_t
-	if err := syscall.Lstat(dir, &st); err != nil {
-		return false, err
-	}
-	if err := syscall.Lstat(filepath.Dir(dir), &parent); err != nil {
-		return false, err
-	}
-	return st.Dev != parent.Dev, nil
 }
 
 // removePodDir unmounts the pod's memory-backed emptyDirs and removes
@@ -106,13 +126,18 @@ func removeVolumes(podsDir, uid string) error {
 	return os.RemoveAll(filepath.Join(podsDir, uid, "volumes"))
 }
 
-// unmountIfMounted unmounts dir if something is mounted on it.
+// unmountIfMounted unmounts what is mounted on dir and below it, the
+// deepest first (a container's mount in a shared volume lands under it).
 func unmountIfMounted(dir string) error {
-	if m, err := isMountPoint(dir); err != nil || !m {
-		return nil
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		return err
 	}
-	if err := syscall.Unmount(dir, 0); err != nil {
-		return fmt.Errorf("unmount %s: %w", dir, err)
+	slices.SortFunc(mounts, func(a, b *mountinfo.Info) int { return len(b.Mountpoint) - len(a.Mountpoint) })
+	for _, m := range mounts {
+		if err := syscall.Unmount(m.Mountpoint, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", m.Mountpoint, err)
+		}
 	}
 	return nil
 }

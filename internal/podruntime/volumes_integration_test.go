@@ -2,6 +2,7 @@ package podruntime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -235,4 +237,57 @@ func (r *eventLog) find(reason string) string {
 		}
 	}
 	return ""
+}
+
+// TestIntegrationBidirectionalEmptyDir: a privileged init container's
+// tmpfs, mounted in an emptyDir it mounts with Bidirectional propagation,
+// reaches the next container's plain and read-only mounts of the volume
+// (writable there, the read-only mount not being recursive), and a third
+// unmounts it; the pod succeeds and RemovePod leaves no mount behind (node
+// e2e "Mount recursive read-only ... should accept non-recursive read-only
+// mounts": the runtime refuses the propagation on a private mount, as this
+// machine's root is).
+func TestIntegrationBidirectionalEmptyDir(t *testing.T) {
+	n := startNode(t)
+	dirType := v1.HostPathDirectory
+	bidi := v1.MountPropagationBidirectional
+	privileged := &v1.SecurityContext{Privileged: ptrTo(true)}
+	tools := v1.VolumeMount{Name: "tools", MountPath: "/tools", ReadOnly: true}
+	pod := hostPod("bidi", "uid-bidi", func(p *v1.Pod) {
+		p.Spec.RestartPolicy = v1.RestartPolicyNever
+		p.Spec.Volumes = []v1.Volume{
+			{Name: "mnt", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+			{Name: "tools", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: n.tool, Type: &dirType}}},
+		}
+		p.Spec.InitContainers = []v1.Container{
+			{Name: "mount", Image: appImage, Command: []string{"/tools/probe", "mount-tmpfs", "/mnt/tmpfs"}, SecurityContext: privileged,
+				VolumeMounts: []v1.VolumeMount{{Name: "mnt", MountPath: "/mnt", MountPropagation: &bidi}, tools}},
+			{Name: "test", Image: appImage, Command: []string{"/tools/probe", "touch", "/mnt-ro/tmpfs/foo"},
+				VolumeMounts: []v1.VolumeMount{{Name: "mnt", MountPath: "/mnt-ro", ReadOnly: true}, {Name: "mnt", MountPath: "/mnt-rw"}, tools}},
+			{Name: "unmount", Image: appImage, Command: []string{"/tools/probe", "umount", "/mnt/tmpfs"}, SecurityContext: privileged,
+				VolumeMounts: []v1.VolumeMount{{Name: "mnt", MountPath: "/mnt", MountPropagation: &bidi}, tools}},
+		}
+		p.Spec.Containers[0] = v1.Container{Name: "completion", Image: appImage, Args: []string{"exit", "0"}}
+	})
+	st := n.runUntil(t, pod, "Succeeded or Failed", func(st v1.PodStatus) bool {
+		return st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+	})
+	if st.Phase != v1.PodSucceeded {
+		b, _ := json.MarshalIndent(st.InitContainerStatuses, "", " ")
+		t.Fatalf("phase %s, init containers %s", st.Phase, b)
+	}
+	// The tmpfs was the test container's: its file is not in the volume.
+	vol := emptyDirPath(n.m.cfg.PodsDir, "uid-bidi", "mnt")
+	if _, err := os.Stat(filepath.Join(vol, "tmpfs", "foo")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("foo in the volume's own directory (the tmpfs did not hold it): %v", err)
+	}
+	if err := n.m.KillPod(t.Context(), pod, n.status(t, pod.UID), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.m.RemovePod(t.Context(), n.status(t, pod.UID)); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := mountinfo.GetMounts(mountinfo.PrefixFilter(n.m.cfg.PodsDir)); err != nil || len(left) != 0 {
+		t.Errorf("mounts left under the pods directory: %v %v", left, err)
+	}
 }

@@ -3,7 +3,9 @@
 //
 //	probe report FILE ARGS...   writes its args, working dir and environment to FILE, then waits for SIGTERM
 //	probe ignore-term           ignores SIGTERM and waits to be killed
-//	probe touch FILE            creates FILE and exits 0 (a pre-stop hook)
+//	probe touch FILE            creates FILE and exits 0 (a pre-stop hook), or exits 1
+//	probe mount-tmpfs DIR       makes DIR and mounts a tmpfs on it (privileged), then exits
+//	probe umount DIR            unmounts DIR (privileged), then exits
 //	probe procs                 prints the command line of each process it sees (one a line), then waits for SIGTERM
 //	probe files OUT PATH...     writes to OUT its environment, then for each PATH its mode and content
 //	                            and whether a file can be made next to it, then waits for SIGTERM
@@ -79,6 +81,21 @@ func main() {
 		<-c
 	case "touch":
 		if err := os.WriteFile(os.Args[2], nil, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	case "mount-tmpfs":
+		if err := os.MkdirAll(os.Args[2], 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := syscall.Mount("none", os.Args[2], "tmpfs", 0, ""); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	case "umount":
+		if err := syscall.Unmount(os.Args[2], 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	default:
