@@ -136,7 +136,7 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 	for i, s := range c.Args {
 		args[i] = nodeapi.ExpandVars(s, mapVars(vars))
 	}
-	mounts, err := containerMounts(in)
+	mounts, err := containerMounts(in, vars)
 	if err != nil {
 		return nil, err
 	}
@@ -621,8 +621,9 @@ func emptyDirPath(podsDir, uid, name string) string {
 	return filepath.Join(podsDir, uid, "volumes", "kubernetes.io~empty-dir", name)
 }
 
-// containerMounts are the container's volume mounts and termination log.
-func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
+// containerMounts are the container's volume mounts and termination log;
+// vars is the container's environment, which subPathExpr reads.
+func containerMounts(in containerInput, vars map[string]string) ([]*runtimeapi.Mount, error) {
 	pod, c := in.pod, in.container
 	vols := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
@@ -656,20 +657,28 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 				return nil, fmt.Errorf("container %q: volume %q: %w", c.Name, v.Name, err)
 			}
 		}
-		if vm.SubPath != "" {
-			sub := filepath.Clean(vm.SubPath)
+		subPath := vm.SubPath
+		if vm.SubPathExpr != "" {
+			if subPath, err = expandSubPath(vm.SubPathExpr, vars); err != nil {
+				return nil, fmt.Errorf("container %q: volumeMounts[%d].subPathExpr %q: %w", c.Name, i, vm.SubPathExpr, err)
+			}
+		}
+		if subPath != "" {
+			sub := filepath.Clean(subPath)
 			if filepath.IsAbs(sub) || sub == ".." || strings.HasPrefix(sub, "../") {
-				return nil, fmt.Errorf("container %q: volumeMounts[%d].subPath %q leaves the volume", c.Name, i, vm.SubPath)
+				return nil, fmt.Errorf("container %q: volumeMounts[%d].subPath %q leaves the volume", c.Name, i, subPath)
 			}
 			root := host
-			host = filepath.Join(host, sub)
-			if _, err := os.Stat(host); os.IsNotExist(err) {
+			if _, err := os.Lstat(filepath.Join(root, sub)); os.IsNotExist(err) {
 				if volumes.Handles(v) {
-					return nil, fmt.Errorf("container %q: volumeMounts[%d].subPath %q is not in volume %q", c.Name, i, vm.SubPath, v.Name)
+					return nil, fmt.Errorf("container %q: volumeMounts[%d].subPath %q is not in volume %q", c.Name, i, subPath, v.Name)
 				}
 				if err := makeSubPath(root, sub); err != nil {
-					return nil, err
+					return nil, fmt.Errorf("container %q: volumeMounts[%d]: %w", c.Name, i, err)
 				}
+			}
+			if host, err = prepareSubPath(in.podsDir, string(pod.UID), v.Name, c.Name, i, root, sub); err != nil {
+				return nil, fmt.Errorf("container %q: volumeMounts[%d]: %w", c.Name, i, err)
 			}
 		}
 		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly, RecursiveReadOnly: rro}
@@ -701,32 +710,6 @@ func containerMounts(in containerInput) ([]*runtimeapi.Mount, error) {
 	}
 	out = append(out, &runtimeapi.Mount{ContainerPath: termPath, HostPath: host})
 	return out, nil
-}
-
-// makeSubPath makes the missing directories of sub under the volume
-// directory root with root's mode (its set-user-ID, set-group-ID and sticky
-// bits included), as the kubelet makes a subPath that does not exist: a
-// subPath of a volume open to all (an emptyDir) is too, and keeps an
-// fsGroup's group.
-func makeSubPath(root, sub string) error {
-	info, err := os.Stat(root)
-	if err != nil {
-		return err
-	}
-	mode := info.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
-	dir := root
-	for _, name := range strings.Split(sub, string(filepath.Separator)) {
-		dir = filepath.Join(dir, name)
-		if err := os.Mkdir(dir, 0o700); errors.Is(err, os.ErrExist) {
-			continue
-		} else if err != nil {
-			return err
-		}
-		if err := os.Chmod(dir, mode); err != nil { // Mkdir's mode passed the umask
-			return err
-		}
-	}
-	return nil
 }
 
 // recursiveReadOnly resolves a volume mount's recursiveReadOnly mode
@@ -953,6 +936,25 @@ func etcHostsMount(in containerInput, mounts []*runtimeapi.Mount) (*runtimeapi.M
 }
 
 // mapVars looks names up in m, for nodeapi.ExpandVars.
+// expandSubPath expands the $(VAR) references of a subPathExpr from the
+// container's environment vars; as with the kubelet, a variable that is
+// missing or empty is an error.
+func expandSubPath(expr string, vars map[string]string) (string, error) {
+	var missing []string
+	out := nodeapi.ExpandVars(expr, func(n string) (string, bool) {
+		v, ok := vars[n]
+		if !ok || v == "" {
+			missing = append(missing, n)
+		}
+		return v, ok
+	})
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return "", fmt.Errorf("missing value for %s", strings.Join(slices.Compact(missing), ", "))
+	}
+	return out, nil
+}
+
 func mapVars(m map[string]string) func(string) (string, bool) {
 	return func(n string) (string, bool) { v, ok := m[n]; return v, ok }
 }

@@ -161,11 +161,17 @@ func TestContainerConfig(t *testing.T) {
 		c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}, {Name: "scratch", MountPath: "/sub", SubPath: "a/b", ReadOnly: true}}
 		c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"stop"}}}}
 	})
+	t.Cleanup(func() {
+		if err := removePodDir(dir, "uid-1"); err != nil {
+			t.Error(err)
+		}
+	})
 	got, err := containerConfig(containerInput{pod: pod, container: &pod.Spec.Containers[0], restartCount: 3, sandboxID: "sb1", podsDir: dir, memCapacity: 1 << 30, cpus: 1, termLog: "/term"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	empty := filepath.Join(dir, "uid-1/volumes/kubernetes.io~empty-dir/scratch")
+	subBind := filepath.Join(dir, "uid-1/volume-subpaths/scratch/app/1")
 	if st, err := os.Stat(filepath.Join(empty, "a/b")); err != nil || !st.IsDir() {
 		t.Errorf("emptyDir subPath not made: %v", err)
 	}
@@ -178,7 +184,7 @@ func TestContainerConfig(t *testing.T) {
 		Envs:       []*runtimeapi.KeyValue{{Key: "CMD", Value: []byte("run")}, {Key: "X", Value: []byte("1")}},
 		Mounts: []*runtimeapi.Mount{
 			{ContainerPath: "/scratch", HostPath: empty},
-			{ContainerPath: "/sub", HostPath: filepath.Join(empty, "a/b"), Readonly: true},
+			{ContainerPath: "/sub", HostPath: subBind, Readonly: true},
 			{ContainerPath: "/dev/termination-log", HostPath: "/term"},
 		},
 		Labels: map[string]string{"app": "web", labelPodName: "web", labelPodNamespace: "ns", labelPodUID: "uid-1", labelContainerName: "app", labelKubeletManaged: "true"},
@@ -217,7 +223,7 @@ func TestTerminationLogMount(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	pod := testPod(func(p *v1.Pod) { p.Spec.Containers[0].TerminationMessagePath = "/tmp/msg" })
-	got, err := containerMounts(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: dir})
+	got, err := containerMounts(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +309,7 @@ func TestVolumeErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pod := testPod(tc.mut)
-			_, err := containerMounts(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: t.TempDir()})
+			_, err := containerMounts(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: t.TempDir()}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}

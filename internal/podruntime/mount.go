@@ -101,29 +101,35 @@ func mountTmpfs(dir string, size int64) (bool, error) {
 	return true, nil
 }
 
-// removePodDir unmounts the pod's memory-backed emptyDirs and removes
-// PodsDir/<uid>.
+// removePodDir unmounts the pod's memory-backed emptyDirs and subPath binds
+// and removes PodsDir/<uid>, unless something stays mounted in it (removing
+// files through a bind would remove the files of the volume or host
+// directory it shows).
 func removePodDir(podsDir, uid string) error {
 	if err := removeVolumes(podsDir, uid); err != nil {
 		return err
 	}
-	return os.RemoveAll(filepath.Join(podsDir, uid))
-}
-
-// removeVolumes unmounts the pod's memory-backed emptyDirs and removes
-// PodsDir/<uid>/volumes. The tmpfs of the volumes the volumes package writes
-// must be unmounted already (volumes.Manager.TearDown).
-func removeVolumes(podsDir, uid string) error {
-	vols, err := os.ReadDir(filepath.Join(podsDir, uid, "volumes", "kubernetes.io~empty-dir"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	dir := filepath.Join(podsDir, uid)
+	if err := unmountIfMounted(dir); err != nil {
 		return err
 	}
-	for _, v := range vols {
-		if err := unmountIfMounted(emptyDirPath(podsDir, uid, v.Name())); err != nil {
+	return os.RemoveAll(dir)
+}
+
+// removeVolumes unmounts the pod's subPath binds and memory-backed
+// emptyDirs (and any other mount left there: the volumes package unmounts
+// its own in volumes.Manager.TearDown) and removes their directories;
+// nothing is removed while anything stays mounted.
+func removeVolumes(podsDir, uid string) error {
+	for _, dir := range []string{subPathDir(podsDir, uid), filepath.Join(podsDir, uid, "volumes")} {
+		if err := unmountIfMounted(dir); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
 	}
-	return os.RemoveAll(filepath.Join(podsDir, uid, "volumes"))
+	return nil
 }
 
 // unmountIfMounted unmounts what is mounted on dir and below it, the
@@ -138,6 +144,9 @@ func unmountIfMounted(dir string) error {
 		if err := syscall.Unmount(m.Mountpoint, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("unmount %s: %w", m.Mountpoint, err)
 		}
+	}
+	if left, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir)); err != nil || len(left) > 0 {
+		return errors.Join(err, fmt.Errorf("%s: still mounted after unmounting", dir))
 	}
 	return nil
 }
