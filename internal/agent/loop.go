@@ -630,7 +630,7 @@ func (l *loop) result(r result) {
 		if r.kind == workKill {
 			e.volumesLeft = r.volumesErr != nil
 			if e.volumesLeft {
-				l.a.log.Error("Tearing down the volumes of a stopped pod failed, will retry", "pod", name, "podUID", e.uid, "err", r.volumesErr, "retryIn", l.backoff(e, now))
+				l.tearDownFailed(e, name, r.volumesErr, now)
 			}
 			if l.givenAgain(e) != nil {
 				l.revive(e)
@@ -640,7 +640,7 @@ func (l *loop) result(r result) {
 		fallthrough
 	case workTearDown:
 		if r.volumesErr != nil {
-			l.a.log.Error("Tearing down the volumes of a stopped pod failed, will retry", "pod", name, "podUID", e.uid, "err", r.volumesErr, "retryIn", l.backoff(e, now))
+			l.tearDownFailed(e, name, r.volumesErr, now)
 			return
 		}
 		e.volumesLeft, e.backoff, e.syncAt = false, 0, time.Time{}
@@ -651,6 +651,11 @@ func (l *loop) result(r result) {
 		}
 		l.drop(e)
 	}
+}
+
+// tearDownFailed logs a failed volume tear-down of e and schedules its retry.
+func (l *loop) tearDownFailed(e *entry, name string, err error, now time.Time) {
+	l.a.log.Error("Tearing down the volumes of a stopped pod failed, will retry", "pod", name, "podUID", e.uid, "err", err, "retryIn", l.backoff(e, now))
 }
 
 // backoff schedules e's retry after a failure and returns the delay.
