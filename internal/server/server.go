@@ -190,6 +190,7 @@ func (s *Server) routes() http.Handler {
 		// The kubelet answers POST here as well.
 		mux.HandleFunc("GET /stats/summary", s.summary)
 		mux.HandleFunc("POST /stats/summary", s.summary)
+		mux.HandleFunc("GET /metrics/resource", s.resourceMetrics)
 	}
 	return mux
 }

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -265,6 +267,24 @@ spec:
 			return false, err.Error()
 		}
 		return strings.Contains(string(b), "MARK=from-the-spec"), string(b)
+	})
+
+	// The resource metrics (what metrics-server reads) carry the running
+	// container's working set, from its cgroup.
+	sample := regexp.MustCompile(`(?m)^container_memory_working_set_bytes\{container="env",namespace="default",pod="cfg-e2e"\} ([0-9.e+]+) [0-9]+$`)
+	a.Eventually("the env container's working set in /metrics/resource", 30*time.Second, func() (bool, string) {
+		resp, err := http.Get(a.URL + "/metrics/resource")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := sample.FindSubmatch(b)
+		if m == nil {
+			return false, string(b)
+		}
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		return err == nil && v > 0 && v <= 64<<20, string(m[0])
 	})
 }
 
