@@ -27,12 +27,7 @@ func (m *Manager) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, i
 	}
 	status := &PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace, IPs: podIPs}
 	h := c.Lifecycle.PostStart
-	var err error
-	if h.Exec != nil {
-		_, _, err = m.rt.ExecSync(ctx, id, h.Exec.Command, 0)
-	} else {
-		err = m.runHook(ctx, pod, status, cs, h, time.Time{})
-	}
+	err := m.runHook(ctx, pod, status, cs, h)
 	if err == nil {
 		return nil
 	}

@@ -156,14 +156,7 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodSta
 	m.rec.Event(obj, v1.EventTypeNormal, "Killing", message)
 	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		if h := preStopHook(pod, c); h != nil {
-			hctx, cancel := context.WithDeadline(ctx, deadline)
-			if err := m.runHook(hctx, pod, status, c, h, deadline); err != nil {
-				// The event leaves out the hook's error, which may carry
-				// secrets (its output); the log has it.
-				m.rec.Event(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
-				m.log.Warn("pre-stop hook failed", "pod", obj.Namespace+"/"+obj.Name, "container", name, "err", err)
-			}
-			cancel()
+			m.preStop(ctx, pod, status, c, h, deadline)
 		}
 	}
 	if len(turn) > 0 {
@@ -177,6 +170,38 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodSta
 		return fmt.Errorf("stop container %s: %w", name, err)
 	}
 	return nil
+}
+
+// preStop runs c's pre-stop hook h and returns when it ends or at the
+// deadline, whichever comes first. An exec hook is not stopped at the
+// deadline, as with the kubelet: its process runs on until the container
+// is stopped, which ends it. HTTP and sleep hooks end at the deadline.
+func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, h *v1.LifecycleHandler, deadline time.Time) {
+	obj := eventObject(pod, status)
+	name := c.GetMetadata().GetName()
+	hctx, cancel := ctx, context.CancelFunc(func() {})
+	if h.Exec == nil {
+		hctx, cancel = context.WithDeadline(ctx, deadline)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- m.runHook(hctx, pod, status, c, h)
+	}()
+	t := m.clock.NewTimer(deadline.Sub(m.clock.Now()))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			// The event leaves out the hook's error, which may carry
+			// secrets (its output); the log has it.
+			m.rec.Event(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
+			m.log.Warn("pre-stop hook failed", "pod", obj.Namespace+"/"+obj.Name, "container", name, "err", err)
+		}
+	case <-t.C():
+		m.log.Info("pre-stop hook still running at the end of the grace period; stopping the container", "pod", obj.Namespace+"/"+obj.Name, "container", name)
+	case <-ctx.Done():
+	}
 }
 
 // waitTurn returns once every channel of turn is closed, at the deadline or
@@ -222,10 +247,10 @@ func preStopHook(pod *v1.Pod, c *runtimeapi.ContainerStatus) *v1.LifecycleHandle
 
 // runHook runs a lifecycle handler for container c: exec through the
 // runtime, an HTTP GET to the pod, or a sleep.
-func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, h *v1.LifecycleHandler, deadline time.Time) error {
+func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, h *v1.LifecycleHandler) error {
 	switch {
 	case h.Exec != nil:
-		_, _, err := m.rt.ExecSync(ctx, c.Id, h.Exec.Command, deadline.Sub(m.clock.Now()).Round(time.Second))
+		_, _, err := m.rt.ExecSync(ctx, c.Id, h.Exec.Command, 0)
 		return err
 	case h.HTTPGet != nil:
 		return m.hookHTTP(ctx, pod, status, c, h.HTTPGet)

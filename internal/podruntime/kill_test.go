@@ -2,6 +2,8 @@ package podruntime
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +129,78 @@ func TestStopAfter(t *testing.T) {
 	for _, tc := range tests {
 		if diff := cmp.Diff(tc.want, stopAfter(tc.pod, ctrs)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// hangingHook is fakeCRI whose ExecSync (a pre-stop hook) runs until the
+// container is stopped, as a hook process that never exits does.
+type hangingHook struct {
+	fakeCRI
+	started chan struct{} // closed when the hook runs
+	stopped chan struct{} // closed by StopContainer
+
+	mu          sync.Mutex
+	hookCtxDone bool // the hook's context had ended when the container was stopped
+	timeouts    []int64
+}
+
+func (h *hangingHook) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, []byte, error) {
+	close(h.started)
+	select {
+	case <-h.stopped:
+		return nil, nil, nil
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+}
+
+func (h *hangingHook) StopContainer(ctx context.Context, id string, timeout int64) error {
+	h.mu.Lock()
+	h.timeouts = append(h.timeouts, timeout)
+	h.mu.Unlock()
+	close(h.stopped)
+	return h.FakeRuntimeService.StopContainer(ctx, id, timeout)
+}
+
+// An exec pre-stop hook that does not end within the grace period is not
+// cut off at its end: the container is stopped then (with the minimum grace
+// period), which ends the hook, as with the kubelet (node e2e "should
+// terminate sidecars simultaneously if prestop doesn't exit": the hooks live
+// for the grace period plus 2 s).
+func TestKillPodHangingExecHook(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	grace := int64(30)
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = &grace
+		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"loop"}}}}
+	})
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	rt := &hangingHook{fakeCRI: fakeCRI{f.rt, f.img}, started: make(chan struct{}), stopped: make(chan struct{})}
+	m, err := New(f.m.cfg, Deps{Runtime: rt, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := f.status(t, pod.UID)
+	done := make(chan error, 1)
+	go func() { done <- m.KillPod(t.Context(), pod, st, nil) }()
+	<-rt.started
+	for !f.clock.HasWaiters() { // the grace period's timer is set
+		runtime.Gosched()
+	}
+	f.clock.Step(30 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int64{minGracePeriod}, rt.timeouts); diff != "" {
+		t.Errorf("StopContainer timeouts (-want +got):\n%s", diff)
+	}
+	for _, e := range f.events.take() {
+		if strings.HasPrefix(e, "FailedPreStopHook") {
+			t.Errorf("event %q: the hook did not fail, it outlived the grace period", e)
 		}
 	}
 }
