@@ -7,7 +7,8 @@
 // (for example OutOfcpu, OutOfmemory, OutOfpods, OutOfephemeral-storage,
 // OutOfhugepages-2Mi, OutOfexample.com/gpu) with the InsufficientResourceError
 // message, the predicate name (NodeAffinity, NodeName, NodePorts, TaintToleration)
-// with "Predicate <name> failed", InvalidNodeInfo, and UnexpectedAdmissionError when
+// with "Predicate <name> failed", SysctlForbidden, AppArmor, PodOSNotSupported,
+// PodOSSelectorNodeLabelDoesNotMatch, InvalidNodeInfo, and UnexpectedAdmissionError when
 // preemption finds no victims ("Unexpected error while attempting to recover from
 // admission failure: ...") or a handler fails.
 //
@@ -18,10 +19,10 @@
 // and metric).
 //
 // Differences from the kubelet: the plan is checked (the fit again, without the
-// victims) before the pod is admitted (the kubelet admits without checking); the OS and device-manager checks of
-// the kubelet's predicate handler are not done here (device allocation is its
-// own handler, DeviceHandler); when no Node object is known, node affinity, node name and taints are
-// not checked.
+// victims) before the pod is admitted (the kubelet admits without checking); the
+// operating-system and device checks of the kubelet's predicate handler are
+// handlers of their own (OSHandler, DeviceHandler); when no Node object is known,
+// node affinity, node name and taints are not checked.
 package admission
 
 import (
@@ -147,6 +148,10 @@ type Deps struct {
 	// AppArmorEnabled: the host enforces AppArmor profiles (HostAppArmorEnabled);
 	// without it pods asking for one are rejected (AppArmorHandler).
 	AppArmorEnabled bool
+	// AllowedUnsafeSysctls are the kubelet's allowedUnsafeSysctls, each valid
+	// (ValidateUnsafeSysctl); pods may set these and the safe sysctls
+	// (SysctlHandler).
+	AllowedUnsafeSysctls []string
 }
 
 // AllocatableSanitizer adjusts node allocatable before the fit check.
@@ -161,9 +166,10 @@ type ConditionSource interface {
 	Conditions() []v1.NodeConditionType
 }
 
-// New returns the default chain: EvictionHandler, AppArmorHandler, DeviceHandler when
-// deps.Allocator is set, then ResourceHandler with critical-pod preemption when
-// deps.Preemption is set.
+// New returns the default chain, in the kubelet's order: EvictionHandler,
+// SysctlHandler, AppArmorHandler, OSHandler, DeviceHandler when deps.Allocator is
+// set, then ResourceHandler with critical-pod preemption when deps.Preemption is
+// set.
 func New(deps Deps) (*Chain, error) {
 	if deps.ActivePods == nil || deps.Conditions == nil || deps.Node == nil {
 		return nil, errors.New("admission: ActivePods, Conditions and Node are required")
@@ -176,7 +182,17 @@ func New(deps Deps) (*Chain, error) {
 		}
 		res.Preemption = pre
 	}
-	handlers := []Handler{&EvictionHandler{Conditions: deps.Conditions}, &AppArmorHandler{Enabled: deps.AppArmorEnabled}}
+	for _, p := range deps.AllowedUnsafeSysctls {
+		if err := ValidateUnsafeSysctl(p); err != nil {
+			return nil, fmt.Errorf("admission: allowedUnsafeSysctls: %w", err)
+		}
+	}
+	handlers := []Handler{
+		&EvictionHandler{Conditions: deps.Conditions},
+		&SysctlHandler{AllowedUnsafe: deps.AllowedUnsafeSysctls},
+		&AppArmorHandler{Enabled: deps.AppArmorEnabled},
+		&OSHandler{},
+	}
 	if deps.Allocator != nil {
 		handlers = append(handlers, &DeviceHandler{Devices: deps.Allocator})
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodekeeper/nodekeeper/internal/admission"
 )
 
 // The defaults of the agent's fields. Where nodekeeper's default differs from
@@ -86,6 +88,9 @@ type Agent struct {
 	// the domain of a pod with spec.subdomain is
 	// <subdomain>.<namespace>.svc.<ClusterDomain>.
 	ClusterDomain string
+	// AllowedUnsafeSysctls are the namespaced sysctls (names or prefix
+	// patterns ending in *) pods may set besides the safe ones.
+	AllowedUnsafeSysctls []string
 }
 
 // resolveAgent defaults and validates the agent's fields of k in place and
@@ -166,6 +171,11 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 	if p := *k.HealthzPort; p < 0 || p > 65535 {
 		return fail("healthzPort", strconv.Itoa(int(p)), "must be between 0 and 65535")
 	}
+	for i, p := range k.AllowedUnsafeSysctls {
+		if err := admission.ValidateUnsafeSysctl(p); err != nil {
+			return fail(fmt.Sprintf("allowedUnsafeSysctls[%d]", i), p, "not a namespaced sysctl or pattern (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)")
+		}
+	}
 	failV1 := false
 	if k.FailCgroupV1 != nil {
 		failV1 = *k.FailCgroupV1
@@ -191,6 +201,7 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		KubeletCgroups:        k.KubeletCgroups,
 		FeatureGates:          k.FeatureGates,
 		ClusterDomain:         k.ClusterDomain,
+		AllowedUnsafeSysctls:  k.AllowedUnsafeSysctls,
 
 		EnableProfilingHandler: *k.EnableProfilingHandler,
 	}, nil

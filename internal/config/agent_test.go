@@ -26,6 +26,7 @@ failCgroupV1: true
 healthzBindAddress: 0.0.0.0
 healthzPort: 0
 clusterDomain: cluster.local
+allowedUnsafeSysctls: ["kernel.msg*", "net.core.somaxconn"]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ clusterDomain: cluster.local
 		PodLogsDir: "/tmp/logs", Address: "0.0.0.0", ReadOnlyPort: 0, CgroupDriver: "cgroupfs", CgroupRoot: "/nk",
 		CgroupsPerQOS: true, SyncFrequency: 30 * time.Second, FileCheckFrequency: 5 * time.Second,
 		RuntimeRequestTimeout: time.Minute, FailCgroupV1: true, HealthzBindAddress: "0.0.0.0", HealthzPort: 0,
-		ClusterDomain: "cluster.local",
+		ClusterDomain: "cluster.local", AllowedUnsafeSysctls: []string{"kernel.msg*", "net.core.somaxconn"},
 	}
 	if diff := cmp.Diff(want, c.Agent); diff != "" {
 		t.Errorf("Agent (-want +got):\n%s", diff)
@@ -64,6 +65,7 @@ func TestAgentFieldErrors(t *testing.T) {
 		{"negative syncFrequency", "syncFrequency: -1s\n", []string{"syncFrequency", `"-1s"`}},
 		{"healthzBindAddress not an IP", "healthzBindAddress: localhost\n", []string{"healthzBindAddress", `"localhost"`}},
 		{"healthzPort out of range", "healthzPort: -1\n", []string{"healthzPort", `"-1"`}},
+		{"node-level unsafe sysctl", "allowedUnsafeSysctls: [net.core.somaxconn, vm.swappiness]\n", []string{"allowedUnsafeSysctls[1]", `"vm.swappiness"`, "namespaced"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

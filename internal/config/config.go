@@ -65,6 +65,7 @@ var supported = map[string]bool{
 	"containerRuntimeEndpoint":         true,
 	"imageServiceEndpoint":             true,
 	"podPidsLimit":                     true,
+	"allowedUnsafeSysctls":             true,
 	// The agent's fields (agent.go).
 	"podCIDR":               true,
 	"podLogsDir":            true,

@@ -45,6 +45,7 @@
 //	                                  into them (a warning when set)
 //	featureGates                      none; nodekeeper acts on none (a warning when set)
 //	clusterDomain                     none (pod FQDNs end in "svc.")
+//	allowedUnsafeSysctls              none: pods may set the safe sysctls only
 //
 // LoadSources adds the kubelet's other two sources: the drop-in directory
 // (--config-dir), whose *.conf files are merged over the file in lexical

@@ -208,7 +208,8 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 		Node:       n.allocatable(cfg, c.Capacity, c.NodeObject),
 		Preemption: true,
 		// The kubelet checks the host's AppArmor the same way.
-		AppArmorEnabled: admission.HostAppArmorEnabled("/sys"),
+		AppArmorEnabled:      admission.HostAppArmorEnabled("/sys"),
+		AllowedUnsafeSysctls: cfg.Agent.AllowedUnsafeSysctls,
 	}
 	if n.Devices != nil {
 		deps.Devices = n.Devices
