@@ -662,6 +662,40 @@ func TestTerminalPhaseHeldWhileRunning(t *testing.T) {
 	})
 }
 
+// A stopped pod keeps the IPs it showed while its sandbox ran (node e2e
+// "should contain podIPs in status for failed pod").
+func TestTerminatedPodKeepsIPs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, rt := newMem()
+		rt.podStatusF = func(pod *v1.Pod, st *podruntime.PodStatus, _ time.Time) v1.PodStatus {
+			switch {
+			case sandboxReady(st):
+				return v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.0.0.7", PodIPs: []v1.PodIP{{IP: "10.0.0.7"}}}
+			case st != nil:
+				return v1.PodStatus{Phase: v1.PodFailed}
+			}
+			return v1.PodStatus{Phase: v1.PodPending}
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{testPod("web", "u1", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if err := a.KillPod(t.Context(), nodeapi.KillRequest{Pod: a.Pods()[0], Status: v1.PodStatus{Phase: v1.PodFailed}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		st, _ := a.GetPodStatus("u1")
+		if st.Phase != v1.PodFailed || st.PodIP != "10.0.0.7" || len(st.PodIPs) != 1 {
+			t.Errorf("killed pod: phase %s, pod IP %q, IPs %v; want Failed with 10.0.0.7", st.Phase, st.PodIP, st.PodIPs)
+		}
+	})
+}
+
 func TestShutdownLeavesPodsRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, rt := newMem()

@@ -762,6 +762,7 @@ func (l *loop) refresh(now time.Time) {
 			}
 		}
 		st = heldWhileRunning(st, e)
+		st = keptIPs(st, e)
 		if !e.startObserved && st.Phase == v1.PodRunning {
 			e.startObserved = true
 			l.a.m.startDuration.WithLabelValues().Observe(now.Sub(e.firstSeen).Seconds())
@@ -787,6 +788,18 @@ func heldWhileRunning(st v1.PodStatus, e *entry) v1.PodStatus {
 		prev := e.view.pod.Status
 		st.Phase, st.Reason, st.Message = prev.Phase, prev.Reason, prev.Message
 	}
+	return st
+}
+
+// keptIPs is st with the pod IPs e last showed when st has none (its
+// sandbox stopped or is gone), as the kubelet keeps a terminated pod's IPs
+// in its status.
+func keptIPs(st v1.PodStatus, e *entry) v1.PodStatus {
+	if len(st.PodIPs) > 0 || e.view == nil || len(e.view.pod.Status.PodIPs) == 0 {
+		return st
+	}
+	prev := e.view.pod.Status
+	st.PodIP, st.PodIPs = prev.PodIP, prev.PodIPs
 	return st
 }
 
