@@ -189,6 +189,17 @@ func startFakePlugin(t *testing.T, a *Agent, prestarts chan []string) *plugintes
 	if err := stub.Register(t.Context(), filepath.Join(pluginDir, "kubelet.sock"), fakeResource); err != nil {
 		t.Fatalf("register with the agent: %v", err)
 	}
+	// The devices are known once the agent has read the plugin's first
+	// ListAndWatch answer, some time after the registration: a pod admitted
+	// before that is refused (as by the kubelet).
+	a.Eventually(fakeResource+" on the node", 30*time.Second, func() (bool, string) {
+		n, err := a.node()
+		if err != nil {
+			return false, err.Error()
+		}
+		c := n.Status.Capacity[fakeResource]
+		return c.Value() == 2, "capacity " + c.String()
+	})
 	return stub
 }
 
