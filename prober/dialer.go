@@ -12,9 +12,11 @@ import (
 // the server closes first; the reset then also ends its FIN-WAIT/TIME-WAIT).
 // The kubelet sets a one-second linger instead (kubernetes#115143), which
 // on Linux does not shorten TIME-WAIT after an orderly close; see
-// docs/prober.md for the measurements.
+// docs/prober.md for the measurements. TCP keep-alive is off: a probe
+// connection lives for one exchange, and turning it on costs four
+// setsockopt calls per connection.
 func newDialer() *net.Dialer {
-	return &net.Dialer{Control: setLinger}
+	return &net.Dialer{Control: setLinger, KeepAlive: -1}
 }
 
 func setLinger(_, _ string, c syscall.RawConn) error {

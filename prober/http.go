@@ -2,6 +2,7 @@ package prober
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 )
 
@@ -116,10 +118,23 @@ func (h *HTTP) exchange(ctx context.Context, req *http.Request) (*http.Response,
 	}
 	out := req.WithContext(ctx) // a shallow copy: the shared request is not modified
 	out.Close = true            // Connection: close
-	if err := out.Write(conn); err != nil {
+	// The request is written into a pooled buffer and sent with one write:
+	// Request.Write would wrap conn in a fresh 4 KiB bufio.Writer.
+	wb := writeBuffers.Get().(*bytes.Buffer)
+	defer writeBuffers.Put(wb)
+	wb.Reset()
+	if err := out.Write(wb); err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.Write(wb.Bytes()); err != nil {
 		return nil, nil, beforeHeaders(ctx, err)
 	}
-	br := bufio.NewReader(conn)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(conn)
+	defer func() {
+		br.Reset(nil) // drops conn
+		readers.Put(br)
+	}()
 	var res *http.Response
 	for {
 		res, err = http.ReadResponse(br, out)
@@ -151,6 +166,14 @@ func (h *HTTP) exchange(ctx context.Context, req *http.Request) (*http.Response,
 	}
 	return res, body, nil
 }
+
+// writeBuffers and readers are reused across runs: a probe's request and
+// answer buffers are garbage as soon as it ends, and at hundreds of probes a
+// second they were a good part of the agent's allocation.
+var (
+	writeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	readers      = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+)
 
 // aLongTimeAgo is a deadline in the past: setting it wakes a blocked read
 // or write at once.

@@ -52,7 +52,7 @@ func BenchmarkEviction(b *testing.B) {
 	const root = "/sys/fs/cgroup/memory"
 	type result struct{ decision, death []time.Duration }
 	res := map[string]result{}
-	for _, name := range agentNames {
+	for _, name := range agentsToRun() {
 		if err := e.clearPods(); err != nil {
 			b.Fatal(err)
 		}
@@ -88,6 +88,9 @@ evictionPressureTransitionPeriod: 1s
 		guard.check(b, name)
 		res[name] = r
 		b.Logf("%s: threshold %dMi; crossing → decision %v; → container death %v", name, thresholdMiB, r.decision, r.death)
+	}
+	if len(res) < len(agentNames) {
+		return // one agent: its figures are in the log above
 	}
 	k, n := res["kubelet"], res["nodekeeper"]
 	figs := []Figure{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -39,6 +40,20 @@ const (
 
 // agentNames are the agents compared, in the order they run.
 var agentNames = []string{"kubelet", "nodekeeper"}
+
+// agents selects some of agentNames, to measure one alone.
+var agents = flag.String("agents", strings.Join(agentNames, ","), "the agents to run, comma-separated")
+
+// agentsToRun is agentNames filtered by -agents.
+func agentsToRun() []string {
+	var run []string
+	for _, name := range agentNames {
+		if slices.Contains(strings.Split(*agents, ","), name) {
+			run = append(run, name)
+		}
+	}
+	return run
+}
 
 // env is what every benchmark shares: the built programs, one containerd
 // with the pause and testbox images, and a CRI client of it.
@@ -258,6 +273,7 @@ type agent struct {
 	cmd                           *exec.Cmd
 	done                          chan error
 	healthz                       string // the kubelet's healthz URL; "" for nodekeeper
+	readOnly                      string // the read-only port's base URL, if it has one
 }
 
 // configFor writes the configuration both agents get (the node's
@@ -281,10 +297,12 @@ authentication:
 authorization: {mode: AlwaysAllow}
 address: 127.0.0.1
 port: %d
-readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
 %s`, manifests, filepath.Join(dir, "logs"), e.endpoint, e.cgroup, freePort(b), hp, extra)
+	if !strings.Contains(extra, "readOnlyPort:") {
+		cfg += "readOnlyPort: 0\n"
+	}
 	path = filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
@@ -306,6 +324,9 @@ func (e *env) start(b *testing.B, name, extra string, args ...string) *agent {
 	}
 	makeCgroups(b, e.cgroup)
 	cfg, healthz := e.configFor(b, a.dir, a.manifests, extra)
+	if _, port, ok := strings.Cut(extra, "readOnlyPort: "); ok {
+		a.readOnly = "http://127.0.0.1:" + strings.Fields(port)[0]
+	}
 	rootDir := filepath.Join(a.dir, "root")
 	switch name {
 	case "kubelet":
@@ -364,6 +385,26 @@ func (a *agent) waitHealthy(b *testing.B, timeout time.Duration) {
 }
 
 func (a *agent) pid() int { return a.cmd.Process.Pid }
+
+// profile writes the agent's CPU profile over the next d to path (from its
+// read-only port's /debug/pprof/profile); a failure is logged.
+func (a *agent) profile(b *testing.B, path string, d time.Duration) {
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", a.readOnly, int(d.Seconds()))
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Logf("profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+		b.Logf("profile: %s: %d %v", url, resp.StatusCode, err)
+		return
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		b.Logf("profile: %v", err)
+	}
+}
 
 // tail is the last n lines of the agent's log.
 func (a *agent) tail(n int) string {
