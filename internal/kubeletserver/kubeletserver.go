@@ -3,8 +3,9 @@
 // KubeletConfiguration.authentication and .authorization set them, the
 // streaming endpoints (/exec, /attach, /portForward, proxied to the CRI
 // runtime's streaming server), /containerLogs read from the CRI log files,
-// and the read-only endpoints (/pods, /stats/summary, /metrics, /healthz,
-// /configz) shared with internal/server.
+// and the read-only endpoints (/pods, /stats/summary, /metrics,
+// /metrics/resource, /metrics/cadvisor, /healthz, /configz) shared with
+// internal/server.
 //
 // Authentication is by x509 client certificate (against a client CA bundle
 // file, reloaded when it changes), by bearer token (a TokenReview, cached),
@@ -106,9 +107,10 @@ type Deps struct {
 	// Runtime is the CRI runtime: container statuses (log paths), sandboxes
 	// and the streaming calls. Required.
 	Runtime Runtime
-	// Shared serves /pods, /stats/summary, /metrics, /healthz (and
-	// /healthz/NAME) and /configz, after this server authorized the request:
-	// internal/server's Handler. Nil leaves those paths unserved.
+	// Shared serves /pods, /stats/summary, /metrics, /metrics/resource,
+	// /metrics/cadvisor, /healthz (and /healthz/NAME) and /configz, after
+	// this server authorized the request: internal/server's Handler. Nil
+	// leaves those paths unserved.
 	Shared http.Handler
 	// TokenReviews and SubjectAccessReviews are the API server's, for
 	// webhook authentication and authorization; each is needed only when
@@ -346,7 +348,7 @@ func (s *Server) routes() http.Handler {
 	}
 	if h := s.deps.Shared; h != nil {
 		// Only reads: a pod change (POST /pods) is never taken here.
-		for _, p := range []string{"GET /pods", "GET /stats/summary", "POST /stats/summary", "GET /metrics", "GET /healthz", "GET /healthz/{check}", "GET /configz"} {
+		for _, p := range []string{"GET /pods", "GET /stats/summary", "POST /stats/summary", "GET /metrics", "GET /metrics/resource", "GET /metrics/cadvisor", "GET /healthz", "GET /healthz/{check}", "GET /configz"} {
 			mux.Handle(p, h)
 		}
 	}

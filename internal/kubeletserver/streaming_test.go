@@ -81,7 +81,7 @@ func TestSharedPathsAreReadOnly(t *testing.T) {
 	}
 	base := runServer(t, s)
 	c := httpsClient(t, certDir, nil)
-	for _, p := range []string{"/pods", "/stats/summary", "/metrics", "/healthz", "/healthz/syncloop", "/configz"} {
+	for _, p := range []string{"/pods", "/stats/summary", "/metrics", "/metrics/resource", "/metrics/cadvisor", "/healthz", "/healthz/syncloop", "/configz"} {
 		if code, body := get(t, c, base+p); code != 200 || body != "shared "+p {
 			t.Errorf("GET %s = %d %q, want the shared handler's", p, code, body)
 		}

@@ -1,6 +1,6 @@
 // Package server is nodekeeper's HTTP endpoint, the counterpart of the
 // kubelet's read-only port: /healthz (and /healthz/NAME for one check),
-// /metrics, /pods and /stats/summary.
+// /metrics, /pods, /stats/summary, /metrics/resource and /metrics/cadvisor.
 // It serves what its Deps return and keeps no state of its own.
 package server
 
@@ -23,6 +23,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/internal/stats"
 )
 
 // DefaultAddress is the address served when Config.Address is empty: the
@@ -69,8 +71,12 @@ type Check struct {
 type Deps struct {
 	// Pods returns the pods with their statuses, for /pods.
 	Pods func() []*v1.Pod
-	// Summary returns the node's stats, for /stats/summary.
+	// Summary returns the node's stats, for /stats/summary and
+	// /metrics/resource.
 	Summary func(ctx context.Context) (*statsapi.Summary, error)
+	// Containers reads every running container and pod sandbox, for
+	// /metrics/cadvisor; it is called once per scrape.
+	Containers func(ctx context.Context) ([]stats.ContainerSample, error)
 	// Node returns the node's Node object (conditions, capacity,
 	// allocatable), for /node.
 	Node func(ctx context.Context) (*v1.Node, error)
@@ -191,6 +197,9 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc("GET /stats/summary", s.summary)
 		mux.HandleFunc("POST /stats/summary", s.summary)
 		mux.HandleFunc("GET /metrics/resource", s.resourceMetrics)
+	}
+	if s.deps.Containers != nil {
+		mux.HandleFunc("GET /metrics/cadvisor", s.cadvisorMetrics)
 	}
 	return mux
 }

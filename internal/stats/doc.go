@@ -48,6 +48,12 @@
 //	ephemeral-storage     rootfs + logs + disk-backed emptyDir usage, with the node
 //	                      filesystem's capacity
 //
+// Containers (for /metrics/cadvisor) reads, apart from the Summary, every
+// running container and ready sandbox from its own cgroup,
+// <pod cgroup>/<container ID>, and its processes under ProcRoot: cpu, memory,
+// limits, processes, threads, descriptors, block I/O, and the sandbox's
+// network interfaces; containerread.go lists the files.
+//
 // du counts st_blocks × 512 of every entry and one inode per entry, as du does.
 // One Summary statfs's each filesystem (device) once, so every figure of one
 // filesystem is the same sample: the eviction manager tells a dedicated image

@@ -54,6 +54,9 @@ type Config struct {
 	LogDir string
 	// NodeName is reported as the Summary's node name.
 	NodeName string
+	// SandboxImage is the pod sandbox's image, reported as the image of
+	// each pod's sandbox by Containers; "" leaves it empty.
+	SandboxImage string
 	// Logger receives the runtime failures Summary works around; nil discards.
 	Logger *slog.Logger
 }
@@ -91,6 +94,9 @@ type Provider struct {
 
 	mu   sync.Mutex           // guards prev
 	prev map[string]cpuSample // the last cpu sample per node, pod and container, for usageNanoCores
+
+	warnMu sync.Mutex      // guards warned
+	warned map[string]bool // containers whose failed read Containers has logged, by ID
 }
 
 // cpuSample is one cumulative cpu reading.

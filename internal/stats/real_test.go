@@ -209,6 +209,34 @@ func TestRealPodCgroup(t *testing.T) {
 	if s.Node.SystemContainers[0].Name != "pods" || s.Node.SystemContainers[0].Memory.WorkingSetBytes == nil {
 		t.Errorf("system containers %+v, want pods", s.Node.SystemContainers)
 	}
+
+	// The per-container figures (/metrics/cadvisor) of the same pod, from the
+	// cgroups runc made under the pod's: the sandbox's pause and the app.
+	samples, err := p.Containers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 2 || samples[0].Container != SandboxContainerName || samples[1].Container != "app" {
+		t.Fatalf("container samples %+v, want the sandbox and app", samples)
+	}
+	for _, c := range samples {
+		if c.Cgroup != parent+"/"+c.ID {
+			t.Errorf("%s: cgroup %s, want %s/<ID>", c.Container, c.Cgroup, parent)
+		}
+		if c.Memory.WorkingSet == 0 || c.Memory.Usage < c.Memory.WorkingSet || c.CPU.Usage == 0 || c.Procs.Processes != 1 || c.Procs.Threads == 0 || c.Procs.FDs == 0 {
+			t.Errorf("%s: memory %+v, cpu %+v, processes %+v", c.Container, c.Memory, c.CPU, c.Procs)
+		}
+		if len(c.Procs.Ulimits) != 1 || c.Procs.Ulimits[0].Soft == 0 {
+			t.Errorf("%s: ulimits %+v, want max_open_files", c.Container, c.Procs.Ulimits)
+		}
+		if c.Spec.CPUPeriod == 0 || c.Spec.CPUShares == 0 {
+			t.Errorf("%s: spec %+v", c.Container, c.Spec)
+		}
+	}
+	// The sandbox is in the node's network namespace: no interfaces of its own.
+	if samples[0].Network != nil {
+		t.Errorf("sandbox interfaces %+v, want none (host network)", samples[0].Network)
+	}
 }
 
 // removeCgroupRoot removes the test's cgroup root, and only it, from every

@@ -286,6 +286,31 @@ spec:
 		v, err := strconv.ParseFloat(string(m[1]), 64)
 		return err == nil && v > 0 && v <= 64<<20, string(m[0])
 	})
+
+	// The cadvisor metrics carry the env container's working set and memory
+	// limit, read from its own cgroup (the id label), and the pod sandbox's
+	// ("POD") received bytes on its interface, from the pod's network
+	// namespace.
+	envLabels := fmt.Sprintf(`container="env",id="%s",image="%s",name="%s",namespace="default",pod="cfg-e2e"`,
+		regexp.QuoteMeta(cg), regexp.QuoteMeta(testbox), regexp.QuoteMeta(envCtr[strings.Index(envCtr, "://")+3:]))
+	workingSet := regexp.MustCompile(`(?m)^container_memory_working_set_bytes\{` + envLabels + `\} ([0-9.e+]+) [0-9]+$`)
+	limit := regexp.MustCompile(`(?m)^container_spec_memory_limit_bytes\{` + envLabels + `\} ([0-9.e+]+)$`)
+	received := regexp.MustCompile(`(?m)^container_network_receive_bytes_total\{container="POD",id="[^"]+",image="[^"]*",interface="[^"]+",name="[^"]+",namespace="default",pod="cfg-e2e"\} ([0-9.e+]+) [0-9]+$`)
+	a.Eventually("the env container's series and its sandbox's network in /metrics/cadvisor", 30*time.Second, func() (bool, string) {
+		resp, err := http.Get(a.URL + "/metrics/cadvisor")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		ws, lim, rx := workingSet.FindSubmatch(b), limit.FindSubmatch(b), received.FindSubmatch(b)
+		if ws == nil || lim == nil || rx == nil {
+			return false, fmt.Sprintf("working set %q, limit %q, POD received %q in:\n%s", ws, lim, rx, b)
+		}
+		w, err1 := strconv.ParseFloat(string(ws[1]), 64)
+		l, err2 := strconv.ParseFloat(string(lim[1]), 64)
+		return err1 == nil && err2 == nil && w > 0 && l == 64<<20, fmt.Sprintf("%s%s%s", ws[0], lim[0], rx[0])
+	})
 }
 
 // cgroupOf returns pid's cgroup path in the v1 hierarchy holding controller.
