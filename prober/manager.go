@@ -46,8 +46,10 @@ const (
 
 // Config tunes a Manager. The zero value is valid.
 type Config struct {
-	// Concurrency caps the probe runs in flight, which is also the number
-	// of pool goroutines. A run holds its slot for up to the probe's timeout
+	// Concurrency caps the probe runs in flight, which is also the most
+	// pool goroutines there will be: they start as runs need them (a node
+	// without probes has none) and stay. A run holds its slot for up to the
+	// probe's timeout
 	// (times three if the mechanism errors), so size it for
 	// probe rate × timeout of targets that hang. Default DefaultConcurrency.
 	Concurrency int
@@ -469,15 +471,34 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	work := make(chan *probe)
 	var wg sync.WaitGroup
-	for range m.cfg.Concurrency {
-		wg.Go(func() {
-			for p := range work {
-				m.runOnce(ctx, p)
-			}
-		})
-	}
 	defer wg.Wait()
 	defer close(work)
+	workers := 0
+	// dispatch hands p to an idle worker, or to a new one while there are
+	// fewer than Concurrency, or waits for one to be free.
+	dispatch := func(p *probe) bool {
+		select {
+		case work <- p:
+			return true
+		default:
+		}
+		if workers < m.cfg.Concurrency {
+			workers++
+			wg.Go(func() {
+				m.runOnce(ctx, p)
+				for p := range work {
+					m.runOnce(ctx, p)
+				}
+			})
+			return true
+		}
+		select {
+		case work <- p:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 
 	var timer clock.Timer // created at the first wait for a due time
 	defer func() {
@@ -500,9 +521,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.mu.Unlock()
 
 		for _, p := range batch {
-			select {
-			case work <- p:
-			case <-ctx.Done():
+			if !dispatch(p) {
 				return nil
 			}
 		}

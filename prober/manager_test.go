@@ -523,3 +523,65 @@ func countSeries(reg *prometheus.Registry, name string) (int, error) {
 	}
 	return 0, nil
 }
+
+// TestManagerStartsWorkersAsNeeded: a Manager without probes runs no pool
+// goroutines; they start as runs need them, never more than Concurrency,
+// and runs beyond it wait for a free one.
+func TestManagerStartsWorkersAsNeeded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		inFlight, most, runs := 0, 0, 0
+		slow := RunnerFunc(func(context.Context, Target) (Outcome, string, error) {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			runs++
+			mu.Unlock()
+			time.Sleep(3 * time.Second)
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return OutcomeSuccess, "", nil
+		})
+		status := &fakeStatus{m: map[types.UID]v1.PodStatus{}}
+		m, err := New(Config{Concurrency: 2}, Deps{Status: status, Exec: slow, Registerer: prometheus.NewRegistry(),
+			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Jitter: func(time.Duration) time.Duration { return 0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := runtime.NumGoroutine()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- m.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		synctest.Wait()
+		if n := runtime.NumGoroutine() - base; n != 1 {
+			t.Errorf("%d goroutines with no probes, want 1 (Run)", n)
+		}
+		for i := range 5 {
+			pod := testPod(fmt.Sprintf("p%d", i), v1.Container{Name: "app", LivenessProbe: execProbe("live")})
+			status.set(pod.UID, runningStatus(fmt.Sprintf("c%d", i), ptr.To(true)))
+			if err := m.AddPod(pod); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := runtime.NumGoroutine() - base; n != 3 {
+			t.Errorf("%d goroutines with 5 runs due, want 3 (Run and 2 workers)", n)
+		}
+		time.Sleep(8 * time.Second) // the runs at 0 s, 3 s and 6 s end
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if runs != 5 || most != 2 {
+			t.Errorf("%d runs, at most %d at once; want 5 runs, at most 2 at once", runs, most)
+		}
+	})
+}

@@ -23,9 +23,10 @@ type sizes struct {
 // the API server harness skips under -short).
 var quick = flag.Bool("quick", false, "a quick run with few pods and short windows, to try the harness")
 
-// profileDir, when set, receives nodekeeper's CPU profile over the probed
-// window (nodekeeper-probed.pprof), to see where its probe CPU goes.
-var profileDir = flag.String("profile", "", "write nodekeeper's CPU profile of the probed window into this directory")
+// profileDir, when set, receives nodekeeper's heap profile after the idle
+// window with the pods (nodekeeper-idle.heap; its smaps_rollup goes to the
+// log) and its CPU profile over the probed window (nodekeeper-probed.pprof).
+var profileDir = flag.String("profile", "", "write nodekeeper's heap and CPU profiles into this directory")
 
 func workload() sizes {
 	if *quick {
@@ -167,6 +168,12 @@ func (e *env) measure(b *testing.B, name string, w sizes) agentResult {
 	}
 	time.Sleep(w.settle) // the start's work settles: the steady state
 	r.cpu100, r.rss100 = a.idle(b, w.window)
+	if profiling {
+		a.fetch(b, "/debug/pprof/heap", filepath.Join(*profileDir, name+"-idle.heap"))
+		if raw, err := readFile(fmt.Sprintf("/proc/%d/smaps_rollup", a.pid())); err == nil {
+			b.Logf("%s: idle with %d pods, /proc/PID/smaps_rollup:\n%s", name, w.pods, raw)
+		}
+	}
 	b.Logf("%s: %d at once p50 %v p99 %v; idle with them: %.2f%% CPU, %.1f MiB", name, w.pods,
 		Percentile(r.many, 50), Percentile(r.many, 99), r.cpu100, r.rss100)
 
@@ -185,7 +192,7 @@ func (e *env) measure(b *testing.B, name string, w sizes) agentResult {
 	_, ctrs := e.waitStarted(b, a, names, 10*time.Minute)
 	time.Sleep(w.settle) // the startup probes succeed; the start's work settles
 	if profiling {
-		go a.profile(b, filepath.Join(*profileDir, name+"-probed.pprof"), w.window)
+		go a.fetch(b, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(w.window.Seconds())), filepath.Join(*profileDir, name+"-probed.pprof"))
 	}
 	r.cpuProbed, r.rssProbed = a.idle(b, w.window)
 	// After startup, liveness and readiness run once a second each.

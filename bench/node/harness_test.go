@@ -386,23 +386,23 @@ func (a *agent) waitHealthy(b *testing.B, timeout time.Duration) {
 
 func (a *agent) pid() int { return a.cmd.Process.Pid }
 
-// profile writes the agent's CPU profile over the next d to path (from its
-// read-only port's /debug/pprof/profile); a failure is logged.
-func (a *agent) profile(b *testing.B, path string, d time.Duration) {
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", a.readOnly, int(d.Seconds()))
+// fetch writes what the agent's read-only port serves at path (a pprof
+// profile) to file; a failure is logged.
+func (a *agent) fetch(b *testing.B, path, file string) {
+	url := a.readOnly + path
 	resp, err := http.Get(url)
 	if err != nil {
-		b.Logf("profile: %v", err)
+		b.Logf("fetch: %v", err)
 		return
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(resp.Body); err != nil || resp.StatusCode != http.StatusOK {
-		b.Logf("profile: %s: %d %v", url, resp.StatusCode, err)
+		b.Logf("fetch: %s: %d %v", url, resp.StatusCode, err)
 		return
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		b.Logf("profile: %v", err)
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		b.Logf("fetch: %v", err)
 	}
 }
 
