@@ -412,7 +412,7 @@ func Run(ctx context.Context, o Options) error {
 	// default, with the local pods' changes) and, in a cluster, the kubelet
 	// API over TLS (the same reads, logs, exec, attach and port-forward).
 	shared := server.Deps{
-		Pods: ag.Pods, Summary: st.Summary, Containers: st.Containers, Gatherer: reg, Logger: log.With("subsystem", "http"),
+		Pods: ag.Pods, Summary: st.Summary, Containers: st.Containers, NodeFilesystems: st.NodeFilesystems, Gatherer: reg, Logger: log.With("subsystem", "http"),
 		Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
 		Configz: func() any {
 			k := o.Config.Kubelet

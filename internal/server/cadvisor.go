@@ -66,6 +66,18 @@ var (
 	cadFsReads        = cadvisorDesc("container_fs_reads_total", "Reads the container issued to block devices.", "device")
 	cadFsWrites       = cadvisorDesc("container_fs_writes_total", "Writes the container issued to block devices.", "device")
 	cadFsUsage        = cadvisorDesc("container_fs_usage_bytes", "Bytes the container's writable layer uses on its filesystem.", "device")
+	cadFsLimit        = cadvisorDesc("container_fs_limit_bytes", "Bytes the filesystem can hold.", "device")
+	cadFsInodes       = cadvisorDesc("container_fs_inodes_total", "Inodes of the filesystem.", "device")
+	cadFsInodesFree   = cadvisorDesc("container_fs_inodes_free", "Free inodes of the filesystem.", "device")
+	cadFsReadsMerged  = cadvisorDesc("container_fs_reads_merged_total", "Reads of the device merged with adjacent ones.", "device")
+	cadFsSectorReads  = cadvisorDesc("container_fs_sector_reads_total", "Sectors read from the device.", "device")
+	cadFsReadSeconds  = cadvisorDesc("container_fs_read_seconds_total", "Time spent reading from the device, in seconds.", "device")
+	cadFsWritesMerged = cadvisorDesc("container_fs_writes_merged_total", "Writes to the device merged with adjacent ones.", "device")
+	cadFsSectorWrites = cadvisorDesc("container_fs_sector_writes_total", "Sectors written to the device.", "device")
+	cadFsWriteSeconds = cadvisorDesc("container_fs_write_seconds_total", "Time spent writing to the device, in seconds.", "device")
+	cadFsIOCurrent    = cadvisorDesc("container_fs_io_current", "I/O operations in flight on the device now.", "device")
+	cadFsIOTime       = cadvisorDesc("container_fs_io_time_seconds_total", "Time the device was busy, in seconds.", "device")
+	cadFsIOWeighted   = cadvisorDesc("container_fs_io_time_weighted_seconds_total", "Time the device was busy weighted by the operations in flight, in seconds.", "device")
 	cadNetRxBytes     = cadvisorDesc("container_network_receive_bytes_total", "Bytes received on the interface.", "interface")
 	cadNetRxPackets   = cadvisorDesc("container_network_receive_packets_total", "Packets received on the interface.", "interface")
 	cadNetRxErrors    = cadvisorDesc("container_network_receive_errors_total", "Errors receiving on the interface.", "interface")
@@ -80,6 +92,8 @@ var (
 		cadSpecCPUPeriod, cadSpecCPUQuota, cadSpecCPUShares, cadSpecMemLimit, cadSpecMemResv, cadSpecSwapLimit,
 		cadProcesses, cadThreads, cadThreadsMax, cadFDs, cadSockets, cadUlimits,
 		cadBlkio, cadFsReadBytes, cadFsWriteBytes, cadFsReads, cadFsWrites, cadFsUsage,
+		cadFsLimit, cadFsInodes, cadFsInodesFree, cadFsReadsMerged, cadFsSectorReads, cadFsReadSeconds,
+		cadFsWritesMerged, cadFsSectorWrites, cadFsWriteSeconds, cadFsIOCurrent, cadFsIOTime, cadFsIOWeighted,
 		cadNetRxBytes, cadNetRxPackets, cadNetRxErrors, cadNetRxDropped, cadNetTxBytes, cadNetTxPackets, cadNetTxErrors, cadNetTxDropped,
 		cadScrapeError}
 )
@@ -88,6 +102,7 @@ var (
 type cadvisorCollector struct {
 	ctx        context.Context
 	containers func(ctx context.Context) ([]stats.ContainerSample, error)
+	nodeFs     func() ([]stats.NodeFilesystem, error) // nil: no root series
 	log        *slog.Logger
 }
 
@@ -107,6 +122,43 @@ func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cadScrapeError, prometheus.GaugeValue, 0)
 	for i := range samples {
 		containerSeries(ch, &samples[i])
+	}
+	if c.nodeFs == nil {
+		return
+	}
+	fss, err := c.nodeFs()
+	if err != nil {
+		c.log.Warn("Container metrics: reading the node's filesystems failed; the root container's fs series are left out", "err", err)
+		return
+	}
+	rootFsSeries(ch, fss)
+}
+
+// rootFsSeries sends the root container's ("/", every other label empty)
+// series of the node's filesystems, one per device, stamped with the time
+// they were read.
+func rootFsSeries(ch chan<- prometheus.Metric, fss []stats.NodeFilesystem) {
+	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
+	for _, fs := range fss {
+		send := func(d *prometheus.Desc, t prometheus.ValueType, v float64) {
+			ch <- prometheus.NewMetricWithTimestamp(fs.Time, prometheus.MustNewConstMetric(d, t, v, "", "/", "", "", "", "", fs.Device))
+		}
+		io := fs.IO
+		send(cadFsLimit, gauge, float64(fs.Capacity))
+		send(cadFsUsage, gauge, float64(fs.Usage))
+		send(cadFsInodes, gauge, float64(fs.Inodes))
+		send(cadFsInodesFree, gauge, float64(fs.InodesFree))
+		send(cadFsReads, counter, float64(io.ReadsCompleted))
+		send(cadFsReadsMerged, counter, float64(io.ReadsMerged))
+		send(cadFsSectorReads, counter, float64(io.SectorsRead))
+		send(cadFsReadSeconds, counter, io.ReadTime.Seconds())
+		send(cadFsWrites, counter, float64(io.WritesCompleted))
+		send(cadFsWritesMerged, counter, float64(io.WritesMerged))
+		send(cadFsSectorWrites, counter, float64(io.SectorsWrite))
+		send(cadFsWriteSeconds, counter, io.WriteTime.Seconds())
+		send(cadFsIOCurrent, gauge, float64(io.InProgress))
+		send(cadFsIOTime, counter, io.IOTime.Seconds())
+		send(cadFsIOWeighted, counter, io.WeightedIOTime.Seconds())
 	}
 }
 
@@ -223,7 +275,7 @@ func (b *byDevice) add(device string, counts map[string]uint64, op string) {
 // for the request.
 func (s *Server) cadvisorMetrics(w http.ResponseWriter, r *http.Request) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(cadvisorCollector{ctx: r.Context(), containers: s.deps.Containers, log: s.log}); err != nil {
+	if err := reg.Register(cadvisorCollector{ctx: r.Context(), containers: s.deps.Containers, nodeFs: s.deps.NodeFilesystems, log: s.log}); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -154,3 +154,45 @@ func TestCadvisorMetrics(t *testing.T) {
 		t.Errorf("without Containers: %d, want 404", resp.StatusCode)
 	}
 }
+
+// The root container ("/", the other labels empty) has the fs series of
+// each of the node's filesystems, stamped with their read time: statfs's
+// figures and the device's I/O counters, times in seconds. A failed read
+// leaves them out; the containers' series stay.
+func TestCadvisorRootFilesystems(t *testing.T) {
+	t.Parallel()
+	at := time.UnixMilli(1_700_000_000_123)
+	fss := []stats.NodeFilesystem{{Device: "/dev/vda1", Mountpoint: "/", Time: at, Capacity: 4096000, Usage: 2457600, Available: 1433600,
+		Inodes: 5000, InodesFree: 4000, IO: stats.DiskIO{ReadsCompleted: 8990, ReadsMerged: 298, SectorsRead: 719000, ReadTime: 4990 * time.Millisecond,
+			WritesCompleted: 6990, WritesMerged: 1990, SectorsWrite: 559000, WriteTime: 8990 * time.Millisecond,
+			InProgress: 2, IOTime: 11990 * time.Millisecond, WeightedIOTime: 13990 * time.Millisecond}}}
+	noContainers := func(context.Context) ([]stats.ContainerSample, error) { return nil, nil }
+	healthy := start(t, Config{}, Deps{Containers: noContainers, NodeFilesystems: func() ([]stats.NodeFilesystem, error) { return fss, nil }})
+	broken := start(t, Config{}, Deps{Containers: noContainers, NodeFilesystems: func() ([]stats.NodeFilesystem, error) { return nil, errors.New("no mountinfo") }})
+	const root = `{container="",device="/dev/vda1",id="/",image="",name="",namespace="",pod=""} `
+	const ms = " 1700000000123\n"
+	want := []string{
+		"container_fs_inodes_free" + root + "4000" + ms,
+		"container_fs_inodes_total" + root + "5000" + ms,
+		"container_fs_io_current" + root + "2" + ms,
+		"container_fs_io_time_seconds_total" + root + "11.99" + ms,
+		"container_fs_io_time_weighted_seconds_total" + root + "13.99" + ms,
+		"container_fs_limit_bytes" + root + "4.096e+06" + ms,
+		"container_fs_read_seconds_total" + root + "4.99" + ms,
+		"container_fs_reads_merged_total" + root + "298" + ms,
+		"container_fs_reads_total" + root + "8990" + ms,
+		"container_fs_sector_reads_total" + root + "719000" + ms,
+		"container_fs_sector_writes_total" + root + "559000" + ms,
+		"container_fs_usage_bytes" + root + "2.4576e+06" + ms,
+		"container_fs_write_seconds_total" + root + "8.99" + ms,
+		"container_fs_writes_merged_total" + root + "1990" + ms,
+		"container_fs_writes_total" + root + "6990" + ms,
+		"container_scrape_error 0\n",
+	}
+	if diff := cmp.Diff(want, samples(t, healthy+"/metrics/cadvisor")); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"container_scrape_error 0\n"}, samples(t, broken+"/metrics/cadvisor")); diff != "" {
+		t.Errorf("with a failed read (-want +got):\n%s", diff)
+	}
+}

@@ -77,6 +77,9 @@ type Deps struct {
 	// Containers reads every running container and pod sandbox, for
 	// /metrics/cadvisor; it is called once per scrape.
 	Containers func(ctx context.Context) ([]stats.ContainerSample, error)
+	// NodeFilesystems reads the node's block-device filesystems, the root
+	// container's ("/") fs series of /metrics/cadvisor; nil: none.
+	NodeFilesystems func() ([]stats.NodeFilesystem, error)
 	// Node returns the node's Node object (conditions, capacity,
 	// allocatable), for /node.
 	Node func(ctx context.Context) (*v1.Node, error)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,7 +50,8 @@ func TestRealNode(t *testing.T) {
 	if os.Geteuid() != 0 {
 		integration.Require(t, "the real-node stats test needs root (cgroup files)")
 	}
-	p, err := New(Config{RootDir: t.TempDir(), NodeName: "real"}, Deps{})
+	rootDir := t.TempDir()
+	p, err := New(Config{RootDir: rootDir, NodeName: "real"}, Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +84,25 @@ func TestRealNode(t *testing.T) {
 	}
 	if n.StartTime.IsZero() || n.StartTime.After(s.Node.CPU.Time.Time) {
 		t.Errorf("node start time %v", n.StartTime)
+	}
+	// The root container's filesystems: the node fs (the block device
+	// holding RootDir, when it is one) is among them with its statfs
+	// figures; every device has done some I/O since boot.
+	fss, err := p.NodeFilesystems()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fs := range fss {
+		if fs.Capacity == 0 || fs.Usage > fs.Capacity || fs.Inodes == 0 || fs.IO.ReadsCompleted == 0 || !strings.HasPrefix(fs.Device, "/dev/") {
+			t.Errorf("node filesystem %+v", fs)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(rootDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if f := n.Fs; unix.Major(st.Dev) != 0 && !slices.ContainsFunc(fss, func(fs NodeFilesystem) bool { return fs.Capacity == *f.CapacityBytes }) {
+		t.Errorf("node filesystems %+v: none of %d bytes, the node fs", fss, *f.CapacityBytes)
 	}
 }
 
