@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
@@ -10,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nodekeeper/nodekeeper/internal/stats"
 )
@@ -97,42 +94,6 @@ var (
 		cadNetRxBytes, cadNetRxPackets, cadNetRxErrors, cadNetRxDropped, cadNetTxBytes, cadNetTxPackets, cadNetTxErrors, cadNetTxDropped,
 		cadScrapeError}
 )
-
-// cadvisorCollector collects the container series of one scrape.
-type cadvisorCollector struct {
-	ctx        context.Context
-	containers func(ctx context.Context) ([]stats.ContainerSample, error)
-	nodeFs     func() ([]stats.NodeFilesystem, error) // nil: no root series
-	log        *slog.Logger
-}
-
-func (c cadvisorCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range cadvisorMetricSet {
-		ch <- d
-	}
-}
-
-func (c cadvisorCollector) Collect(ch chan<- prometheus.Metric) {
-	samples, err := c.containers(c.ctx)
-	if err != nil {
-		c.log.Error("Container metrics: reading the containers failed", "err", err)
-		ch <- prometheus.MustNewConstMetric(cadScrapeError, prometheus.GaugeValue, 1)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(cadScrapeError, prometheus.GaugeValue, 0)
-	for i := range samples {
-		containerSeries(ch, &samples[i])
-	}
-	if c.nodeFs == nil {
-		return
-	}
-	fss, err := c.nodeFs()
-	if err != nil {
-		c.log.Warn("Container metrics: reading the node's filesystems failed; the root container's fs series are left out", "err", err)
-		return
-	}
-	rootFsSeries(ch, fss)
-}
 
 // rootFsSeries sends the root container's ("/", every other label empty)
 // series of the node's filesystems, one per device, stamped with the time
@@ -272,15 +233,25 @@ func (b *byDevice) add(device string, counts map[string]uint64, op string) {
 }
 
 // cadvisorMetrics serves /metrics/cadvisor from one read of the containers
-// for the request.
+// (and of the node's filesystems, for the root container) for the request.
 func (s *Server) cadvisorMetrics(w http.ResponseWriter, r *http.Request) {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(cadvisorCollector{ctx: r.Context(), containers: s.deps.Containers, nodeFs: s.deps.NodeFilesystems, log: s.log}); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-	}).ServeHTTP(w, r)
+	s.serveScrape(w, r, scrapeCollector[[]stats.ContainerSample]{
+		ctx: r.Context(), descs: cadvisorMetricSet, failed: cadScrapeError,
+		read: s.deps.Containers,
+		emit: func(ch chan<- prometheus.Metric, samples []stats.ContainerSample) {
+			for i := range samples {
+				containerSeries(ch, &samples[i])
+			}
+			if s.deps.NodeFilesystems == nil {
+				return
+			}
+			fss, err := s.deps.NodeFilesystems()
+			if err != nil {
+				s.log.Warn("Container metrics: reading the node's filesystems failed; the root container's fs series are left out", "err", err)
+				return
+			}
+			rootFsSeries(ch, fss)
+		},
+		log: s.log, failMsg: "Container metrics: reading the containers failed",
+	})
 }

@@ -1,13 +1,10 @@
 package server
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -33,27 +30,8 @@ var (
 		descCtrCPU, descCtrMemory, descCtrSwap, descCtrStart, descScrapeFailed}
 )
 
-// resourceCollector collects the resource metrics of one scrape.
-type resourceCollector struct {
-	ctx     context.Context
-	summary func(ctx context.Context) (*statsapi.Summary, error)
-	log     *slog.Logger
-}
-
-func (c resourceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range resourceMetricSet {
-		ch <- d
-	}
-}
-
-func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
-	sum, err := c.summary(c.ctx)
-	if err != nil {
-		c.log.Error("Resource metrics: reading the stats failed", "err", err)
-		ch <- prometheus.MustNewConstMetric(descScrapeFailed, prometheus.GaugeValue, 1)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(descScrapeFailed, prometheus.GaugeValue, 0)
+// resourceSeries sends the resource metrics of one Summary.
+func resourceSeries(ch chan<- prometheus.Metric, sum *statsapi.Summary) {
 	emitUsage(ch, descNodeCPU, descNodeMemory, descNodeSwap, sum.Node.CPU, sum.Node.Memory, sum.Node.Swap)
 	for _, p := range sum.Pods {
 		pod := []string{p.PodRef.Name, p.PodRef.Namespace}
@@ -90,13 +68,9 @@ func emitUsage(ch chan<- prometheus.Metric, cpu, mem, swap *prometheus.Desc, c *
 // resourceMetrics serves /metrics/resource from a Summary read for the
 // request.
 func (s *Server) resourceMetrics(w http.ResponseWriter, r *http.Request) {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(resourceCollector{ctx: r.Context(), summary: s.deps.Summary, log: s.log}); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-	}).ServeHTTP(w, r)
+	s.serveScrape(w, r, scrapeCollector[*statsapi.Summary]{
+		ctx: r.Context(), descs: resourceMetricSet, failed: descScrapeFailed,
+		read: s.deps.Summary, emit: resourceSeries,
+		log: s.log, failMsg: "Resource metrics: reading the stats failed",
+	})
 }
