@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
