@@ -23,9 +23,10 @@ type sizes struct {
 // the API server harness skips under -short).
 var quick = flag.Bool("quick", false, "a quick run with few pods and short windows, to try the harness")
 
-// profileDir, when set, receives nodekeeper's heap profile after the idle
-// window with the pods (nodekeeper-idle.heap; its smaps_rollup goes to the
-// log) and its CPU profile over the probed window (nodekeeper-probed.pprof).
+// profileDir, when set, receives nodekeeper's CPU profiles over the idle
+// window with the pods (nodekeeper-idle.pprof) and over the probed window
+// (nodekeeper-probed.pprof), and its heap profile after the idle window
+// (nodekeeper-idle.heap; its smaps_rollup goes to the log).
 var profileDir = flag.String("profile", "", "write nodekeeper's heap and CPU profiles into this directory")
 
 func workload() sizes {
@@ -167,6 +168,9 @@ func (e *env) measure(b *testing.B, name string, w sizes) agentResult {
 		r.many = append(r.many, t.Sub(placed[n]))
 	}
 	time.Sleep(w.settle) // the start's work settles: the steady state
+	if profiling {
+		go a.fetch(b, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(w.window.Seconds())), filepath.Join(*profileDir, name+"-idle.pprof"))
+	}
 	r.cpu100, r.rss100 = a.idle(b, w.window)
 	if profiling {
 		a.fetch(b, "/debug/pprof/heap", filepath.Join(*profileDir, name+"-idle.heap"))
