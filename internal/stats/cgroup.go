@@ -26,26 +26,42 @@ type cgroupReader struct {
 	layout cgroups.Layout
 }
 
-// cpuUsage returns the cgroup's cumulative cpu time in nanoseconds: v1
-// cpuacct.usage; v2 cpu.stat usage_usec × 1000.
+// cpuUsage returns the cgroup's cumulative cpu time in nanoseconds.
 func (r cgroupReader) cpuUsage(cgPath string) (uint64, error) {
+	t, err := r.cpuTimes(cgPath, false)
+	return t.Usage, err
+}
+
+// cpuTimes reads the cgroup's cumulative cpu time, in nanoseconds, and with
+// modes its user and system parts too: v1 cpuacct.usage (and cpuacct.stat,
+// in USER_HZ ticks, read only with modes; optional); v2 cpu.stat usage_usec
+// (user_usec, system_usec) × 1000.
+func (r cgroupReader) cpuTimes(cgPath string, modes bool) (CPUSample, error) {
 	if r.layout.Version == cgroups.V2 {
 		p := filepath.Join(r.layout.Dir("", cgPath), "cpu.stat")
-		m, err := readKeyed(p, "usage_usec")
+		st, err := readKeyed(p, "usage_usec", "user_usec", "system_usec")
 		if err != nil {
-			return 0, err
+			return CPUSample{}, err
 		}
-		v, ok := m["usage_usec"]
-		if !ok {
-			return 0, fmt.Errorf("%s: no usage_usec field", p)
+		if _, ok := st["usage_usec"]; !ok {
+			return CPUSample{}, fmt.Errorf("%s: no usage_usec field", p)
 		}
-		return v * 1000, nil
+		return CPUSample{Usage: st["usage_usec"] * 1000, User: st["user_usec"] * 1000, System: st["system_usec"] * 1000}, nil
 	}
 	dir := r.layout.Dir("cpuacct", cgPath)
 	if dir == "" {
-		return 0, errors.New("the cpuacct hierarchy is not mounted")
+		return CPUSample{}, errors.New("the cpuacct hierarchy is not mounted")
 	}
-	return readUint(filepath.Join(dir, "cpuacct.usage"))
+	usage, err := readUint(filepath.Join(dir, "cpuacct.usage"))
+	if err != nil || !modes {
+		return CPUSample{Usage: usage}, err
+	}
+	st, err := optional(readKeyed(filepath.Join(dir, "cpuacct.stat"), "user", "system"))
+	if err != nil {
+		return CPUSample{}, err
+	}
+	const tick = 1e9 / userHZ
+	return CPUSample{Usage: usage, User: st["user"] * tick, System: st["system"] * tick}, nil
 }
 
 // memory returns the cgroup's memory stats. isRoot selects the root

@@ -102,7 +102,7 @@ func (e *sampleEnv) partitions() map[devNum]string {
 // network, also its network namespace's interfaces.
 func (e *sampleEnv) read(r cgroupReader, s *ContainerSample, network bool) error {
 	var err error
-	if s.CPU, err = r.containerCPU(s.Cgroup); err != nil {
+	if s.CPU, err = r.cpuTimes(s.Cgroup, true); err != nil {
 		return err
 	}
 	if s.Memory, err = r.containerMemory(s.Cgroup); err != nil {
@@ -128,35 +128,6 @@ func (e *sampleEnv) read(r cgroupReader, s *ContainerSample, network bool) error
 		}
 	}
 	return nil
-}
-
-// containerCPU reads the cgroup's cpu time.
-func (r cgroupReader) containerCPU(cg string) (CPUSample, error) {
-	if r.layout.Version == cgroups.V2 {
-		p := filepath.Join(r.layout.Dir("", cg), "cpu.stat")
-		st, err := readKeyed(p, "usage_usec", "user_usec", "system_usec")
-		if err != nil {
-			return CPUSample{}, err
-		}
-		if _, ok := st["usage_usec"]; !ok {
-			return CPUSample{}, fmt.Errorf("%s: no usage_usec field", p)
-		}
-		return CPUSample{Usage: st["usage_usec"] * 1000, User: st["user_usec"] * 1000, System: st["system_usec"] * 1000}, nil
-	}
-	dir := r.layout.Dir("cpuacct", cg)
-	if dir == "" {
-		return CPUSample{}, errors.New("the cpuacct hierarchy is not mounted")
-	}
-	usage, err := readUint(filepath.Join(dir, "cpuacct.usage"))
-	if err != nil {
-		return CPUSample{}, err
-	}
-	st, err := optional(readKeyed(filepath.Join(dir, "cpuacct.stat"), "user", "system"))
-	if err != nil {
-		return CPUSample{}, err
-	}
-	const tick = 1e9 / userHZ
-	return CPUSample{Usage: usage, User: st["user"] * tick, System: st["system"] * tick}, nil
 }
 
 // containerMemory reads the cgroup's memory figures.
