@@ -101,11 +101,11 @@ func setup(b *testing.B) *env {
 	// The agents' own directories are dir/AGENT: the programs go in dir/bin.
 	bin := filepath.Join(dir, "bin")
 	e.nodekeeper = filepath.Join(bin, "nodekeeper")
-	goBuild(b, root, e.nodekeeper, "./cmd/nodekeeper", false)
+	goBuild(b, root, e.nodekeeper, "./cmd/nodekeeper")
 	var images []string
 	for name, img := range map[string]func([]byte) ocibuild.Image{"pause": ocibuild.PauseImage, "testbox": ocibuild.TestboxImage} {
 		prog := filepath.Join(bin, name)
-		goBuild(b, root, prog, "./images/"+name, true)
+		goBuild(b, root, prog, "./images/"+name)
 		raw, err := os.ReadFile(prog)
 		if err != nil {
 			b.Fatal(err)
@@ -154,14 +154,13 @@ func setup(b *testing.B) *env {
 	return e
 }
 
-// goBuild builds pkg of the module at root into out (static with static).
-func goBuild(b *testing.B, root, out, pkg string, static bool) {
+// goBuild builds pkg of the module at root into out, static (CGO_ENABLED=0,
+// as make build builds nodekeeper).
+func goBuild(b *testing.B, root, out, pkg string) {
 	b.Helper()
 	cmd := exec.Command(toolbuild.GoTool(), "build", "-o", out, pkg)
 	cmd.Dir = root
-	if static {
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	}
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if raw, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build %s: %v\n%s", pkg, err, raw)
 	}

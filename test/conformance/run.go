@@ -252,6 +252,7 @@ func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binarie
 	b.nodekeeper = filepath.Join(work, "bin", "nodekeeper")
 	cmd := exec.CommandContext(ctx, toolbuild.GoTool(), "build", "-o", b.nodekeeper, "./cmd/nodekeeper")
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return b, fmt.Errorf("go build ./cmd/nodekeeper: %w\n%s", err, out)
 	}

@@ -60,6 +60,7 @@ var build = sync.OnceValues(func() (artifacts, error) {
 		{"run", "github.com/nodekeeper/nodekeeper/images/mkimage", "-o", a.images},
 	} {
 		cmd := exec.Command(toolbuild.GoTool(), args...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return a, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
