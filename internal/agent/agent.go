@@ -1,12 +1,13 @@
 // Package agent is the node agent's sync loop: the one goroutine that owns the
-// pod table. Pod sources hand it their complete pod sets (SetPods); it admits new
-// pods in creation order, runs each admitted pod through the pod runtime from a
-// per-pod worker goroutine, relists the runtime every second to notice what
-// changed, kills and removes pods their sources dropped, kills pods on request
-// (nodeapi.PodKiller: eviction and preemption), tears down the volumes of pods
-// that stopped for good (as the kubelet's volume manager does, before the pod
-// is deleted), and removes the runtime's pods that no source wants (orphans)
-// once every source has spoken.
+// pod table. Pod sources hand it their complete pod sets (SetPods); it admits
+// new pods in creation order, runs each admitted pod through the pod runtime
+// (one operation of a pod at a time, each on a goroutine that ends with it),
+// relists the runtime every second to notice what changed, kills and removes
+// pods their sources dropped, kills pods on request (nodeapi.PodKiller:
+// eviction and preemption), tears down the volumes of pods that stopped for
+// good (as the kubelet's volume manager does, before the pod is deleted), and
+// removes the runtime's pods that no source wants (orphans) once every source
+// has spoken.
 //
 // Readers (admission, eviction, container GC, the HTTP server) see the table
 // through a snapshot published after every change with an atomic pointer: every

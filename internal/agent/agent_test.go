@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -723,6 +725,37 @@ func TestShutdownLeavesPodsRunning(t *testing.T) {
 		}
 		if err := a.Run(t.Context()); err == nil {
 			t.Errorf("second Run: no error")
+		}
+	})
+}
+
+// TestIdlePodsHoldNoGoroutines: a pod's operations run on goroutines that end
+// with them, so running pods with nothing to do hold no goroutine (and no
+// stack) of the agent's.
+func TestIdlePodsHoldNoGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, rt := newMem()
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		synctest.Wait()
+		before := goruntime.NumGoroutine()
+		var pods []*v1.Pod
+		for i := range 50 {
+			pods = append(pods, testPod(fmt.Sprintf("p%d", i), fmt.Sprintf("u%d", i), i))
+		}
+		if err := a.SetPods(t.Context(), "file", pods); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		for name, ph := range phases(a.Pods()) {
+			if ph != v1.PodRunning {
+				t.Fatalf("%s: %s, want Running", name, ph)
+			}
+		}
+		if n := goruntime.NumGoroutine() - before; n > 0 {
+			t.Errorf("%d more goroutines with 50 idle running pods than with none", n)
 		}
 	})
 }

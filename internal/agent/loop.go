@@ -68,10 +68,9 @@ type entry struct {
 	// to be torn down (a tear-down failed, or it finished in an earlier run).
 	volumesLeft bool
 
-	// worker is the pod's worker's inbox (nil until needed); busy is true
-	// while the worker has a work item.
-	worker chan work
-	busy   bool
+	// busy is true while a work item of the pod runs (on a goroutine of
+	// its own; a pod has at most one at a time).
+	busy bool
 	// abort, while a sync is in flight, is closed to cancel it (the pod is
 	// to stop).
 	abort chan struct{}
@@ -702,12 +701,9 @@ func (l *loop) revive(e *entry) {
 	l.a.log.Info("Starting again a pod its source gave back", "pod", nodeapi.PodName(e.pod), "podUID", e.uid)
 }
 
-// drop deletes a removed pod from the table and ends its worker. A source
-// that gives the pod again gets it admitted anew.
+// drop deletes a removed pod from the table. A source that gives the pod
+// again gets it admitted anew.
 func (l *loop) drop(e *entry) {
-	if e.worker != nil {
-		close(e.worker)
-	}
 	delete(l.pods, e.uid)
 	l.gone[e.uid] = l.relistStarted
 	l.changed = true
@@ -851,12 +847,6 @@ func (l *loop) dispatch(now time.Time) {
 		if !ok {
 			continue
 		}
-		if e.worker == nil {
-			in := make(chan work, 1)
-			e.worker = in
-			uid := e.uid
-			l.wg.Go(func() { l.a.runWorker(l.ctx, uid, in, l.results) })
-		}
 		e.busy, e.needSync, e.syncAt = true, false, time.Time{}
 		switch w.kind {
 		case workSync:
@@ -866,7 +856,10 @@ func (l *loop) dispatch(now time.Time) {
 			e.keep = make(chan struct{})
 			w.keep = e.keep
 		}
-		e.worker <- w // never blocks: the worker is idle and the inbox has room
+		// A goroutine per item rather than per pod: an idle node's pods
+		// hold no goroutine (and no stack) between their operations.
+		uid := e.uid
+		l.wg.Go(func() { l.a.runWork(l.ctx, uid, w, l.results) })
 	}
 }
 
@@ -960,54 +953,42 @@ func (l *loop) arm(now time.Time) {
 	}
 }
 
-// runWorker runs one pod's work items until its inbox is closed or ctx ends.
-func (a *Agent) runWorker(ctx context.Context, uid types.UID, in <-chan work, out chan<- result) {
-	for {
-		var w work
-		select {
-		case <-ctx.Done():
-			return
-		case next, ok := <-in:
-			if !ok {
-				return
-			}
-			w = next
+// runWork runs one work item of pod uid and reports its result to out,
+// unless ctx ends first.
+func (a *Agent) runWork(ctx context.Context, uid types.UID, w work, out chan<- result) {
+	start := a.clock.Now()
+	r := result{uid: uid, kind: w.kind}
+	switch w.kind {
+	case workSync:
+		r.sync = a.syncPod(ctx, w)
+	case workKill, workKillRemove:
+		if w.status != nil {
+			r.killErr = a.rt.KillPod(ctx, w.pod, w.status, w.grace)
 		}
-		start := a.clock.Now()
-		r := result{uid: uid, kind: w.kind}
-		switch w.kind {
-		case workSync:
-			r.sync = a.syncPod(ctx, w)
-		case workKill, workKillRemove:
-			if w.status != nil {
-				r.killErr = a.rt.KillPod(ctx, w.pod, w.status, w.grace)
-			}
-			if w.kind == workKillRemove && isClosed(w.keep) {
-				r.kind = workKill // given back while it stopped
-			}
-			if r.killErr == nil && r.kind == workKillRemove && w.status != nil {
-				r.removeErr = a.rt.RemovePod(ctx, w.status)
-			}
-			if r.killErr == nil && r.kind == workKill {
-				// Stopped for good (or until its source gives it
-				// again): its volumes go now, as the kubelet's do.
-				r.volumesErr = a.rt.TearDownVolumes(uid)
-			}
-		case workTearDown:
+		if w.kind == workKillRemove && isClosed(w.keep) {
+			r.kind = workKill // given back while it stopped
+		}
+		if r.killErr == nil && r.kind == workKillRemove && w.status != nil {
+			r.removeErr = a.rt.RemovePod(ctx, w.status)
+		}
+		if r.killErr == nil && r.kind == workKill {
+			// Stopped for good (or until its source gives it
+			// again): its volumes go now, as the kubelet's do.
 			r.volumesErr = a.rt.TearDownVolumes(uid)
-		case workRemove:
-			if w.status != nil {
-				r.removeErr = a.rt.RemovePod(ctx, w.status)
-			}
 		}
-		if w.op != "" {
-			a.m.workerDuration.WithLabelValues(w.op).Observe(a.clock.Since(start).Seconds())
+	case workTearDown:
+		r.volumesErr = a.rt.TearDownVolumes(uid)
+	case workRemove:
+		if w.status != nil {
+			r.removeErr = a.rt.RemovePod(ctx, w.status)
 		}
-		select {
-		case out <- r:
-		case <-ctx.Done():
-			return
-		}
+	}
+	if w.op != "" {
+		a.m.workerDuration.WithLabelValues(w.op).Observe(a.clock.Since(start).Seconds())
+	}
+	select {
+	case out <- r:
+	case <-ctx.Done():
 	}
 }
 

@@ -153,9 +153,9 @@ type Deps struct {
 }
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
-// calls for one pod are serialised by the caller (one worker per pod). The
-// runtime statuses in a PodStatus are shared between relists: read them, do
-// not change them.
+// calls for one pod are serialised by the caller (one operation of a pod at a
+// time). The runtime statuses in a PodStatus are shared between relists: read
+// them, do not change them.
 type Manager struct {
 	cfg       Config
 	rt        Runtime
