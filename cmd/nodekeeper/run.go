@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -236,19 +237,24 @@ func printStatus(ctx context.Context, w io.Writer, pods func() []*v1.Pod, every 
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var last string
+	var seen []*v1.Pod
 	for {
-		list := pods()
-		vals := make([]v1.Pod, len(list))
-		for i, p := range list {
-			vals[i] = *p
-		}
-		// The table's AGE column changes every second; print when anything
-		// else does.
-		if key := statusKey(vals); key != last {
-			last = key
-			var b strings.Builder
-			if err := printPodTable(&b, vals, time.Now()); err == nil {
-				fmt.Fprintf(w, "\n%s", b.String())
+		// The agent publishes new pods for every change and never modifies
+		// them: the same pointers are the same table.
+		if list := pods(); !slices.Equal(list, seen) {
+			seen = list
+			vals := make([]v1.Pod, len(list))
+			for i, p := range list {
+				vals[i] = *p
+			}
+			// The table's AGE column changes every second; print when
+			// anything else does.
+			if key := statusKey(vals); key != last {
+				last = key
+				var b strings.Builder
+				if err := printPodTable(&b, vals, time.Now()); err == nil {
+					fmt.Fprintf(w, "\n%s", b.String())
+				}
 			}
 		}
 		select {
