@@ -17,6 +17,7 @@ package kubeclient
 import (
 	"context"
 	"fmt"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -28,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -187,34 +187,135 @@ func NewForConfig(cfg *rest.Config) (*Clientset, error) {
 // newOf returns a constructor of empty T.
 func newOf[T any]() func() *T { return func() *T { return new(T) } }
 
+// object is what every resource the client speaks is.
+type object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// resource is the typed client of one resource of a group, in one namespace
+// ("" for all, or for a cluster-scoped resource). Its methods have the
+// signatures and meaning of client-go's generated clients. (client-go's
+// generic gentype client would do, but it imports client-go's fake-client
+// package, which links OpenAPI and structured merge code into the agent.)
+type resource[T object] struct {
+	name      string
+	client    rest.Interface
+	params    runtime.ParameterCodec
+	namespace string
+	newObj    func() T
+}
+
+// resourceWithList adds List, for the resources the agent lists.
+type resourceWithList[T object, L runtime.Object] struct {
+	resource[T]
+	newList func() L
+}
+
+// request starts a request of verb r's resource in its namespace.
+func (r resource[T]) request(verb func() *rest.Request) *rest.Request {
+	return verb().NamespaceIfScoped(r.namespace, r.namespace != "").Resource(r.name)
+}
+
+// timeout is a list or watch's server-side timeout, as a client timeout.
+func timeout(opts metav1.ListOptions) time.Duration {
+	if opts.TimeoutSeconds == nil {
+		return 0
+	}
+	return time.Duration(*opts.TimeoutSeconds) * time.Second
+}
+
+// Get returns the named object.
+func (r resource[T]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
+	out := r.newObj()
+	err := r.request(r.client.Get).Name(name).VersionedParams(&opts, r.params).Do(ctx).Into(out)
+	return out, err
+}
+
+// Watch watches the resource's objects that opts selects.
+func (r resource[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return r.request(r.client.Get).VersionedParams(&opts, r.params).Timeout(timeout(opts)).Watch(ctx)
+}
+
+// Create creates obj and returns it as the server stored it.
+func (r resource[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	out := r.newObj()
+	err := r.request(r.client.Post).VersionedParams(&opts, r.params).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+// Update replaces obj (without its status) and returns it as stored.
+func (r resource[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	out := r.newObj()
+	err := r.request(r.client.Put).Name(obj.GetName()).VersionedParams(&opts, r.params).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+// UpdateStatus replaces obj's status and returns it as stored.
+func (r resource[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	out := r.newObj()
+	err := r.request(r.client.Put).Name(obj.GetName()).SubResource("status").VersionedParams(&opts, r.params).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+// Patch applies data, a patch of type pt, to the named object (or to its
+// subresource) and returns it as stored.
+func (r resource[T]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	out := r.newObj()
+	err := r.request(func() *rest.Request { return r.client.Patch(pt) }).Name(name).SubResource(subresources...).
+		VersionedParams(&opts, r.params).Body(data).Do(ctx).Into(out)
+	return out, err
+}
+
+// Delete deletes the named object.
+func (r resource[T]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return r.request(r.client.Delete).Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// List lists the resource's objects that opts selects.
+func (r resourceWithList[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
+	out := r.newList()
+	err := r.request(r.client.Get).VersionedParams(&opts, r.params).Timeout(timeout(opts)).Do(ctx).Into(out)
+	return out, err
+}
+
+func newResource[T any, PT interface {
+	*T
+	object
+}](c *Clientset, name string, group rest.Interface, namespace string) resource[PT] {
+	return resource[PT]{name: name, client: group, params: c.params, namespace: namespace,
+		newObj: func() PT { return PT(new(T)) }}
+}
+
 // Nodes implements Interface.
 func (c *Clientset) Nodes() NodeInterface {
-	return gentype.NewClient("nodes", c.core, c.params, "", newOf[corev1.Node]())
+	return newResource[corev1.Node](c, "nodes", c.core, "")
 }
 
 // Pods implements Interface.
 func (c *Clientset) Pods(namespace string) PodInterface {
-	return gentype.NewClientWithList("pods", c.core, c.params, namespace, newOf[corev1.Pod](), newOf[corev1.PodList]())
+	return resourceWithList[*corev1.Pod, *corev1.PodList]{newResource[corev1.Pod](c, "pods", c.core, namespace), newOf[corev1.PodList]()}
 }
 
 // Events implements Interface.
 func (c *Clientset) Events(namespace string) EventInterface {
-	return gentype.NewClient("events", c.core, c.params, namespace, newOf[corev1.Event]())
+	return newResource[corev1.Event](c, "events", c.core, namespace)
 }
 
 // ConfigMaps implements Interface.
 func (c *Clientset) ConfigMaps(namespace string) ConfigMapInterface {
-	return gentype.NewClient("configmaps", c.core, c.params, namespace, newOf[corev1.ConfigMap]())
+	return newResource[corev1.ConfigMap](c, "configmaps", c.core, namespace)
 }
 
 // Secrets implements Interface.
 func (c *Clientset) Secrets(namespace string) SecretInterface {
-	return gentype.NewClient("secrets", c.core, c.params, namespace, newOf[corev1.Secret]())
+	return newResource[corev1.Secret](c, "secrets", c.core, namespace)
 }
 
 // Services implements Interface.
 func (c *Clientset) Services(namespace string) ServiceInterface {
-	return gentype.NewClientWithList("services", c.core, c.params, namespace, newOf[corev1.Service](), newOf[corev1.ServiceList]())
+	return resourceWithList[*corev1.Service, *corev1.ServiceList]{newResource[corev1.Service](c, "services", c.core, namespace), newOf[corev1.ServiceList]()}
 }
 
 // ServiceAccounts implements Interface.
@@ -224,21 +325,20 @@ func (c *Clientset) ServiceAccounts(namespace string) ServiceAccountInterface {
 
 // Leases implements Interface.
 func (c *Clientset) Leases(namespace string) LeaseInterface {
-	return gentype.NewClient("leases", c.coordination, c.params, namespace, newOf[coordinationv1.Lease]())
+	return newResource[coordinationv1.Lease](c, "leases", c.coordination, namespace)
 }
 
 // TokenReviews implements Interface.
 func (c *Clientset) TokenReviews() TokenReviewInterface {
-	return gentype.NewClient("tokenreviews", c.authn, c.params, "", newOf[authenticationv1.TokenReview]())
+	return newResource[authenticationv1.TokenReview](c, "tokenreviews", c.authn, "")
 }
 
 // SubjectAccessReviews implements Interface.
 func (c *Clientset) SubjectAccessReviews() SubjectAccessReviewInterface {
-	return gentype.NewClient("subjectaccessreviews", c.authz, c.params, "", newOf[authorizationv1.SubjectAccessReview]())
+	return newResource[authorizationv1.SubjectAccessReview](c, "subjectaccessreviews", c.authz, "")
 }
 
-// serviceAccounts posts to the token subresource, which gentype has no
-// call for.
+// serviceAccounts posts to the token subresource.
 type serviceAccounts struct {
 	c         *Clientset
 	namespace string
