@@ -13,10 +13,10 @@ import (
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/events"
 	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/kubeletserver"
 	"github.com/nodekeeper/nodekeeper/internal/kubenode"
@@ -56,34 +56,29 @@ func newClient(kubeconfig string, c config.Cluster, version string, timeout time
 // (rate-limited by eventRecordQPS and eventBurst, aggregated as client-go
 // does) and also logs them, and the function that flushes and stops it.
 func clusterRecorder(client kubeclient.Interface, nodeName string, c config.Cluster, log nodeapi.LogRecorder) (nodeapi.Recorder, func()) {
-	opts := record.CorrelatorOptions{QPS: float32(c.EventRecordQPS), BurstSize: int(c.EventBurst)}
-	if c.EventRecordQPS == 0 {
-		opts.QPS, opts.BurstSize = 1e6, 1e6 // eventRecordQPS 0: no limit
-	}
-	b := record.NewBroadcaster(record.WithCorrelatorOptions(opts))
-	b.StartRecordingToSink(eventSink{client})
 	scheme, err := kubeclient.NewScheme()
 	if err != nil { // the scheme's types are fixed: a programmer's error
 		panic(fmt.Sprintf("kubeclient scheme: %v", err))
 	}
-	rec := b.NewRecorder(scheme, v1.EventSource{Component: eventComponent, Host: nodeName})
-	return teeRecorder{rec, log}, b.Shutdown
+	rec, stop := events.New(eventSink{client}, events.Options{
+		Source: v1.EventSource{Component: eventComponent, Host: nodeName},
+		Scheme: scheme,
+		QPS:    float32(c.EventRecordQPS), // 0: no limit
+		Burst:  int(c.EventBurst),
+		Logger: log.Logger,
+	})
+	return teeRecorder{rec, log}, stop
 }
 
-// eventSink writes the broadcaster's events to their namespaces (client-go's
-// EventSinkImpl, over a kubeclient).
+// eventSink writes the recorder's events to their namespaces.
 type eventSink struct{ client kubeclient.Interface }
 
-func (s eventSink) Create(e *v1.Event) (*v1.Event, error) {
-	return s.client.Events(e.Namespace).Create(context.Background(), e, metav1.CreateOptions{})
+func (s eventSink) Create(ctx context.Context, e *v1.Event) (*v1.Event, error) {
+	return s.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
 }
 
-func (s eventSink) Update(e *v1.Event) (*v1.Event, error) {
-	return s.client.Events(e.Namespace).Update(context.Background(), e, metav1.UpdateOptions{})
-}
-
-func (s eventSink) Patch(e *v1.Event, data []byte) (*v1.Event, error) {
-	return s.client.Events(e.Namespace).Patch(context.Background(), e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
+func (s eventSink) Patch(ctx context.Context, e *v1.Event, data []byte) (*v1.Event, error) {
+	return s.client.Events(e.Namespace).Patch(ctx, e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }
 
 // teeRecorder records each event with both recorders.

@@ -1,0 +1,352 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var t0 = time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
+
+// syncBuffer is a log destination safe for the writer goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func (s *fakeSink) created() []v1.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []v1.Event
+	for _, c := range s.calls {
+		if c.op == "create" && c.err == nil {
+			out = append(out, c.event)
+		}
+	}
+	return out
+}
+
+func (s *fakeSink) ncalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+// TestEventFields: the event built for an object, a node and a container.
+func TestEventFields(t *testing.T) {
+	c := clocktesting.NewFakeClock(t0)
+	s := newFakeSink()
+	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	rec.AnnotatedEventf(pod1, map[string]string{"k": "v"}, v1.EventTypeWarning, "Evicted", "low on %s", "memory")
+	rec.Event(node1, v1.EventTypeNormal, "NodeReady", "ready")
+	c.Step(time.Millisecond) // another name for the container's event than the pod's
+	rec.Eventf(ctr1, v1.EventTypeNormal, "Pulled", "image %q", "x")
+	rec.Event(node1, "Info", "Bogus", "dropped: not Normal nor Warning")
+	stop()
+	got := s.created()
+	if len(got) != 3 {
+		t.Fatalf("created %d events, want 3", len(got))
+	}
+	ts := metav1.NewTime(t0)
+	want := v1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p1.%x", t0.UnixNano()), Namespace: "a",
+			Annotations: map[string]string{"k": "v"}},
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "a", Name: "p1", UID: "u1"},
+		Reason:         "Evicted", Message: "low on memory", Source: testSource,
+		FirstTimestamp: ts, LastTimestamp: ts, Count: 1, Type: v1.EventTypeWarning,
+		ReportingController: "kubelet", ReportingInstance: "n1",
+	}
+	if e := got[0]; !equalJSON(e, want) {
+		t.Errorf("pod event\n got  %+v\n want %+v", e, want)
+	}
+	if e := got[1]; e.Namespace != metav1.NamespaceDefault || e.InvolvedObject != *node1 || e.Name != fmt.Sprintf("n1.%x", t0.UnixNano()) {
+		t.Errorf("node event %+v", e)
+	}
+	if e := got[2]; e.InvolvedObject != *ctr1 || e.Message != `image "x"` || e.Annotations != nil {
+		t.Errorf("container event %+v", e)
+	}
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// TestEventNameInvalid: an object name that makes no valid event name gets a
+// random UUID.
+func TestEventNameInvalid(t *testing.T) {
+	if n := eventName("Upper", t0); !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(n) {
+		t.Errorf("eventName(Upper) = %q, want a UUID", n)
+	}
+	if n := eventName("ok", time.Unix(0, 255)); n != "ok.ff" {
+		t.Errorf("eventName(ok) = %q", n)
+	}
+}
+
+// TestPatchIsStrategicMerge: the hand-made patch is the strategic merge patch
+// client-go computes.
+func TestPatchIsStrategicMerge(t *testing.T) {
+	for _, e := range []v1.Event{
+		{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns", ResourceVersion: "7"}, Count: 3, Message: "m \"q\" <>&",
+			LastTimestamp: metav1.NewTime(t0), FirstTimestamp: metav1.NewTime(t0.Add(-time.Hour)), Reason: "R"},
+		{Count: 2, LastTimestamp: metav1.NewTime(t0)},
+		{Count: 2, Message: "epoch", LastTimestamp: metav1.NewTime(time.Unix(0, 5))},
+	} {
+		old := e
+		old.Count, old.Message, old.LastTimestamp = 0, "", metav1.NewTime(time.Unix(0, 0))
+		oldJSON, _ := json.Marshal(old)
+		newJSON, _ := json.Marshal(e)
+		want, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, &e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := countPatch(&e); string(got) != string(want) {
+			t.Errorf("patch %s, want %s", got, want)
+		}
+	}
+}
+
+// TestNoLimit: QPS 0 lets any number of events about an object through.
+func TestNoLimit(t *testing.T) {
+	s := newFakeSink()
+	c := clocktesting.NewFakeClock(t0)
+	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	for i := range 500 { // distinct reasons: neither counted nor aggregated
+		rec.Event(node1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
+		c.Step(time.Microsecond) // distinct names
+	}
+	stop()
+	if n := len(s.created()); n != 500 {
+		t.Errorf("%d events written, want 500", n)
+	}
+	s = newFakeSink()
+	rec, stop = New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: 1, Burst: 7, Clock: clocktesting.NewFakeClock(t0)})
+	for i := range 500 {
+		rec.Event(node1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
+	}
+	stop()
+	if n := s.ncalls(); n != 7 {
+		t.Errorf("QPS 1, burst 7: %d sink calls, want 7", n)
+	}
+}
+
+// TestStopFlushes: stop writes the queued events before it returns, and the
+// events recorded after it are dropped.
+func TestStopFlushes(t *testing.T) {
+	s := newFakeSink()
+	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
+	c := clocktesting.NewFakeClock(t0)
+	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	for i := range 50 {
+		rec.Event(pod1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
+		c.Step(time.Millisecond)
+	}
+	<-s.entered // the writer holds the first
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("stop returned with events queued")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(s.block)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop did not return")
+	}
+	if n := len(s.created()); n != 50 {
+		t.Errorf("%d events written, want 50", n)
+	}
+	rec.Event(pod1, v1.EventTypeNormal, "Late", "m") // no panic, dropped
+	stop()                                           // again: returns
+	if n := len(s.created()); n != 50 {
+		t.Errorf("%d events written after stop, want 50", n)
+	}
+}
+
+// TestFullQueueDrops: with the writer blocked and the queue full, recording
+// returns at once and drops the event with a log line.
+func TestFullQueueDrops(t *testing.T) {
+	s := newFakeSink()
+	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
+	var logs syncBuffer
+	c := clocktesting.NewFakeClock(t0)
+	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c, QueueSize: 2,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	rec.Event(pod1, v1.EventTypeNormal, "R0", "m")
+	<-s.entered
+	done := make(chan struct{})
+	go func() {
+		for i := 1; i <= 10; i++ {
+			c.Step(time.Millisecond) // distinct names
+			rec.Event(pod1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("recording blocked")
+	}
+	close(s.block)
+	stop()
+	if n := len(s.created()); n != 3 { // the one written and the two queued
+		t.Errorf("%d events written, want 3", n)
+	}
+	if n := strings.Count(logs.String(), "too many queued events"); n != 8 {
+		t.Errorf("%d drops logged, want 8:\n%s", n, logs.String())
+	}
+}
+
+// waitWaiter waits until the writer waits on the fake clock.
+func waitWaiter(t *testing.T, c *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer does not wait")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestRetry: a failed write is retried RetryInterval apart until it is
+// written, up to MaxTries; the server's refusal is not retried; stop ends
+// the waiting.
+func TestRetry(t *testing.T) {
+	errDown := errors.New("connection refused")
+	t.Run("recovers", func(t *testing.T) {
+		s := newFakeSink()
+		fails := 2
+		s.createErr = func(*v1.Event) error {
+			if fails > 0 {
+				return errDown
+			}
+			return nil
+		}
+		c := clocktesting.NewFakeClock(t0)
+		rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+		defer stop()
+		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
+		for range 2 {
+			waitWaiter(t, c)
+			s.mu.Lock()
+			fails--
+			s.mu.Unlock()
+			c.Step(RetryInterval)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(s.created()) != 1 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if n, calls := len(s.created()), s.ncalls(); n != 1 || calls != 3 {
+			t.Errorf("written %d, %d calls; want 1 and 3", n, calls)
+		}
+	})
+	t.Run("limit", func(t *testing.T) {
+		s := newFakeSink()
+		s.createErr = func(*v1.Event) error { return errDown }
+		c := clocktesting.NewFakeClock(t0)
+		rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
+		for range MaxTries - 1 {
+			waitWaiter(t, c)
+			c.Step(RetryInterval)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for s.ncalls() < MaxTries && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if c.HasWaiters() {
+			t.Error("the writer waits after the last try")
+		}
+		stop()
+		if n := s.ncalls(); n != MaxTries {
+			t.Errorf("%d calls, want %d", n, MaxTries)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		s := newFakeSink()
+		s.createErr = func(*v1.Event) error { return apierrors.NewForbidden(v1.Resource("events"), "e", errDown) }
+		rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: clocktesting.NewFakeClock(t0)})
+		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
+		stop()
+		if n := s.ncalls(); n != 1 {
+			t.Errorf("%d calls, want 1", n)
+		}
+	})
+	t.Run("stop", func(t *testing.T) {
+		s := newFakeSink()
+		s.createErr = func(*v1.Event) error { return errDown }
+		c := clocktesting.NewFakeClock(t0)
+		rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
+		waitWaiter(t, c)
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("stop waits for the retries")
+		}
+	})
+}
+
+// TestFlushTimeout: stop gives up after the flush timeout, cancelling the
+// write in flight and dropping the queued events.
+func TestFlushTimeout(t *testing.T) {
+	s := newFakeSink()
+	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
+	var logs syncBuffer
+	c := clocktesting.NewFakeClock(t0)
+	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for i := range 5 {
+		rec.Event(pod1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
+		c.Step(time.Millisecond)
+	}
+	<-s.entered
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	waitWaiter(t, c)
+	c.Step(FlushTimeout)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop did not time out")
+	}
+	if n := s.ncalls(); n != 0 {
+		t.Errorf("%d sink calls completed, want 0", n)
+	}
+	if !strings.Contains(logs.String(), "count=4") {
+		t.Errorf("the 4 queued events are not reported dropped:\n%s", logs.String())
+	}
+}
