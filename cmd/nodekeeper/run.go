@@ -198,9 +198,9 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		// A node agent stays small on the node it manages: the Go heap may
 		// grow to 1.35x the live heap rather than 2x. Idle with 100 pods,
 		// the live heap is about 5.5 MB and the agent allocates under
-		// 100 KB/s: RSS 38.4 MB at GOGC=35, 39.1-39.9 MB at 50, 40-43 MB
-		// at 100, for no measurable CPU (a GC cycle every 20 s). GOGC in the
-		// environment overrides it.
+		// 100 KB/s: RSS 37.5 MiB at GOGC=35, 38.1-38.9 MiB at 50, for no
+		// measurable CPU (a GC cycle every 20 s). GOGC in the environment
+		// overrides it.
 		debug.SetGCPercent(agentGCPercent)
 	}
 	if f.nodeIP != "" && net.ParseIP(f.nodeIP) == nil {
