@@ -35,13 +35,20 @@ args=(run --root-dir "$root" --image-dir bin/images --hostname-override example 
 if [ "${1:-}" = "stop" ]; then
 	# An agent with no manifests stops every pod it finds, then we stop it.
 	empty=$(mktemp -d)
-	bin/nodekeeper "${args[@]}" --pod-manifest-path "$empty" --status-interval 0 2>/dev/null &
+	log=$(mktemp)
+	bin/nodekeeper "${args[@]}" --pod-manifest-path "$empty" --status-interval 0 2>"$log" &
 	agent=$!
-	trap 'kill $agent 2>/dev/null; rmdir "$empty"' EXIT
+	trap 'kill $agent 2>/dev/null; rmdir "$empty"; rm -f "$log"' EXIT
 	# The agent lists no pods (it has no manifests); it stops and removes the
 	# runtime's pods as orphans: wait until containerd holds no container.
 	for _ in $(seq 1 120); do
 		sleep 1
+		if ! kill -0 "$agent" 2>/dev/null; then
+			# e.g. another nodekeeper still runs on this root directory
+			echo "run.sh: the agent stopped before the pods were removed:" >&2
+			tail -n 5 "$log" >&2
+			exit 1
+		fi
 		bin/nodekeeper get pods --server http://127.0.0.1:10255 >/dev/null 2>&1 || continue
 		left=$(ctr --address "$root/containerd/containerd.sock" -n k8s.io containers ls -q 2>/dev/null) || continue
 		# ... and no shim is left (a task's state goes when its shim exits).
