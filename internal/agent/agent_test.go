@@ -739,7 +739,7 @@ func TestIdlePodsHoldNoGoroutines(t *testing.T) {
 		stop := start(t, a)
 		defer stop()
 		synctest.Wait()
-		before := goruntime.NumGoroutine()
+		before := bubbleGoroutines()
 		var pods []*v1.Pod
 		for i := range 50 {
 			pods = append(pods, testPod(fmt.Sprintf("p%d", i), fmt.Sprintf("u%d", i), i))
@@ -754,10 +754,35 @@ func TestIdlePodsHoldNoGoroutines(t *testing.T) {
 				t.Fatalf("%s: %s, want Running", name, ph)
 			}
 		}
-		if n := goruntime.NumGoroutine() - before; n > 0 {
-			t.Errorf("%d more goroutines with 50 idle running pods than with none", n)
+		if after := bubbleGoroutines(); len(after) > len(before) {
+			t.Errorf("%d more goroutines with 50 idle running pods than with none; now:\n%s",
+				len(after)-len(before), strings.Join(after, "\n\n"))
 		}
 	})
+}
+
+// bubbleGoroutines is the stack of every goroutine in the calling
+// goroutine's synctest bubble. Goroutines outside it (the testing package's,
+// or another test's on their way out) are not the agent's.
+func bubbleGoroutines() []string {
+	self := make([]byte, 256)
+	self = self[:goruntime.Stack(self, false)]
+	header, _, _ := strings.Cut(string(self), "\n")
+	_, id, ok := strings.Cut(header, ", synctest bubble ")
+	if !ok {
+		panic("bubbleGoroutines called outside a synctest bubble: " + header)
+	}
+	id = ", synctest bubble " + strings.TrimRight(id, "]:")
+	all := make([]byte, 1<<20)
+	all = all[:goruntime.Stack(all, true)]
+	var in []string
+	for _, g := range strings.Split(string(all), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, id+"]") || strings.Contains(header, id+" ") {
+			in = append(in, g)
+		}
+	}
+	return in
 }
 
 func TestMetrics(t *testing.T) {
