@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -424,11 +423,14 @@ func (f *File) readFile(ctx context.Context, st *scanState, file string) (*fileR
 	pods, errs := ParseManifest(file, data, f.nodeName)
 	r := &fileResult{sum: sum, pods: pods, errs: errs, keys: make([]string, len(pods))}
 	for i, p := range pods {
-		js, err := json.Marshal(p)
+		// The generated protobuf encoding: deterministic (map keys sorted)
+		// and, unlike encoding/json, without a field cache for the whole
+		// Pod type that the agent would keep for good.
+		pb, err := p.Marshal()
 		if err != nil { // cannot happen for a decoded pod
 			return nil, fmt.Errorf("%s: encode pod %s: %w", file, p.Name, err)
 		}
-		h := sha256.Sum256(js)
+		h := sha256.Sum256(pb)
 		r.keys[i] = string(p.UID) + "/" + hex.EncodeToString(h[:])
 	}
 	return r, nil

@@ -407,6 +407,35 @@ func TestFileSingleFile(t *testing.T) {
 	h.until("default/web-node")
 }
 
+// TestFileChangeKeepingTheUID: a manifest that names its own UID keeps it
+// when its spec changes; the change is still sent, and a rescan of the same
+// content (map fields included) sends nothing.
+func TestFileChangeKeepingTheUID(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "web.yaml")
+	withUID := func(image string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  uid: fixed\n" +
+			"  labels: {a: '1', b: '2', c: '3', d: '4'}\n  annotations: {p: '1', q: '2', r: '3'}\n" +
+			"spec:\n  nodeSelector: {k1: v1, k2: v2, k3: v3}\n  containers:\n  - name: c\n    image: " + image + "\n"
+	}
+	write(t, path, withUID("x:1"))
+	h := start(t, FileConfig{Path: dir, Period: period}, false)
+	if got := h.expect("default/web-node")[0]; got.UID != "fixed" {
+		t.Fatalf("UID %q, want the manifest's", got.UID)
+	}
+	write(t, path, withUID("x:2"))
+	h.tick(period)
+	if got := h.expect("default/web-node")[0]; got.UID != "fixed" || got.Spec.Containers[0].Image != "x:2" {
+		t.Errorf("changed manifest: UID %s image %s; want fixed and x:2", got.UID, got.Spec.Containers[0].Image)
+	}
+	// The same pod written again byte for byte differently: not a change.
+	write(t, path, withUID("x:2")+"# a comment\n")
+	for range 5 {
+		h.quiet(period)
+	}
+}
+
 // TestFilePeriod: without inotify, the periodic rescan on the injected clock
 // sees changes; a pod keeps the time it was first seen.
 func TestFilePeriod(t *testing.T) {
