@@ -147,6 +147,8 @@ type Server struct {
 
 	handlers sync.WaitGroup // one per request being handled
 	router   http.Handler
+
+	streamTransport *http.Transport // to the runtime's streaming server
 }
 
 // New validates cfg, loads (or makes and writes) the serving certificate and
@@ -189,7 +191,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("subsystem", "kubeletserver")
-	s := &Server{cfg: cfg, deps: deps, log: log, clock: deps.Clock, ready: make(chan struct{}), conns: map[net.Conn]int{}}
+	s := &Server{cfg: cfg, deps: deps, log: log, clock: deps.Clock, ready: make(chan struct{}), conns: map[net.Conn]int{},
+		streamTransport: newStreamTransport()}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}

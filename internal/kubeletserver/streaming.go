@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
-	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/cri"
@@ -245,7 +249,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 		s.tunnelPortForward(w, r, u)
 		return
 	}
-	proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{s}).ServeHTTP(w, r)
+	s.proxyUpgrade(w, r, u)
 }
 
 // proxyStream proxies the upgraded connection of r to the runtime's
@@ -261,7 +265,46 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 		s.translateStream(w, r, u, opts)
 		return
 	}
-	proxy.NewUpgradeAwareHandler(u, nil, false, true, responder{s}).ServeHTTP(w, r)
+	s.proxyUpgrade(w, r, u)
+}
+
+// proxyUpgrade proxies r, an upgrade to SPDY or WebSocket, to target, the
+// runtime's streaming URL, and then the upgraded connection both ways until
+// either side ends it. A request that asks for no upgrade is refused, and a
+// runtime that answers with neither a switch of protocols nor an error is
+// one, as with the kubelet's proxy.
+func (s *Server) proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL) {
+	if !httpstream.IsUpgradeRequest(r) {
+		s.proxyError(w, r, errors.New("Upgrade request required"))
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			u := *target
+			pr.Out.URL, pr.Out.Host = &u, ""
+		},
+		Transport: s.streamTransport,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode != http.StatusSwitchingProtocols && resp.StatusCode < 400 {
+				return fmt.Errorf("invalid upgrade response: status code %d", resp.StatusCode)
+			}
+			return nil
+		},
+		ErrorHandler: s.proxyError,
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelError),
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// newStreamTransport is the transport to the runtime's streaming server: a
+// direct connection (no proxy from the environment) and none kept idle, as
+// each upgraded one is handed over to its session.
+func newStreamTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableKeepAlives:   true,
+	}
 }
 
 // streamError answers a failed CRI streaming call with its error and the
@@ -284,10 +327,8 @@ func streamStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-// responder reports proxy errors.
-type responder struct{ s *Server }
-
-func (r responder) Error(w http.ResponseWriter, req *http.Request, err error) {
-	r.s.log.Error("Error while proxying request", "path", req.URL.Path, "err", err)
+// proxyError answers a request that could not be proxied to the runtime.
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("Error while proxying request", "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusInternalServerError, err.Error())
 }

@@ -1,10 +1,18 @@
 package kubeletserver
 
 import (
+	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
@@ -142,4 +151,131 @@ func TestDebuggingHandlersOff(t *testing.T) {
 	if code, _ := get(t, c, base+"/pods"); code != 200 {
 		t.Errorf("GET /pods = %d, want 200", code)
 	}
+}
+
+// TestProxyUpgrade: the proxy to the runtime's streaming server. An upgrade
+// the runtime accepts carries bytes both ways; the runtime's error reaches
+// the client; a request for no upgrade, or a runtime answering one with
+// neither a switch nor an error, is refused with 500, as by the kubelet.
+func TestProxyUpgrade(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string // what the runtime was asked
+	streaming := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Upgrade"))
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/portforward/gone":
+			http.Error(w, "session expired", http.StatusNotFound)
+		case "/portforward/plain":
+			fmt.Fprint(w, "no upgrade here")
+		case "/portforward/echo":
+			conn, rw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			fmt.Fprint(rw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
+			rw.Flush()
+			line, _ := rw.ReadString('\n')
+			fmt.Fprint(rw, "echo "+line)
+			rw.Flush()
+		}
+	}))
+	t.Cleanup(streaming.Close)
+	var path atomic.Value
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"}}
+	rt := fakeRuntime{
+		sandboxes: func(*runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+			return []*runtimeapi.PodSandbox{{Id: "sb1"}}, nil
+		},
+		portForward: func(*runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+			return &runtimeapi.PortForwardResponse{Url: streaming.URL + path.Load().(string)}, nil
+		},
+	}
+	s, err := New(Config{NodeName: "n", Address: "127.0.0.1", CertDir: t.TempDir(), NodeIPs: loopback,
+		Authentication: kubeletv1beta1.KubeletAuthentication{Webhook: kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(false)},
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(true)}},
+		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow},
+	}, Deps{Pods: func() []*v1.Pod { return []*v1.Pod{pod} }, Runtime: rt, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := url.Parse(runServer(t, s))
+
+	// request sends a POST to the pod's portForward, asking for an upgrade
+	// when upgrade is set, and returns the response and the connection.
+	request := func(t *testing.T, upgrade bool) (*http.Response, *bufio.ReadWriter, net.Conn) {
+		t.Helper()
+		conn, err := tls.Dial("tcp", base.Host, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		headers := "Content-Length: 0\r\n"
+		if upgrade {
+			headers = "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n"
+		}
+		fmt.Fprintf(conn, "POST /portForward/ns/p HTTP/1.1\r\nHost: %s\r\n%s\r\n", base.Host, headers)
+		rw := bufio.NewReadWriter(bufio.NewReader(conn), bufio.NewWriter(conn))
+		resp, err := http.ReadResponse(rw.Reader, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, rw, conn
+	}
+	body := func(resp *http.Response) string {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.TrimSpace(string(b))
+	}
+
+	for _, tc := range []struct {
+		name     string
+		path     string
+		upgrade  bool
+		wantCode int
+		wantBody string
+		wantSeen []string
+	}{
+		{"no upgrade asked", "/portforward/echo", false, http.StatusInternalServerError, "Upgrade request required", nil},
+		{"runtime refuses", "/portforward/gone", true, http.StatusNotFound, "session expired", []string{"POST /portforward/gone SPDY/3.1"}},
+		{"runtime does not switch", "/portforward/plain", true, http.StatusInternalServerError, "invalid upgrade response: status code 200",
+			[]string{"POST /portforward/plain SPDY/3.1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			path.Store(tc.path)
+			resp, _, _ := request(t, tc.upgrade)
+			if got := body(resp); resp.StatusCode != tc.wantCode || !strings.Contains(got, tc.wantBody) {
+				t.Errorf("%d %q, want %d and %q", resp.StatusCode, got, tc.wantCode, tc.wantBody)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff(tc.wantSeen, seen); diff != "" {
+				t.Errorf("requests the runtime saw (-want +got)\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("runtime switches", func(t *testing.T) {
+		path.Store("/portforward/echo")
+		resp, rw, _ := request(t, true)
+		if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "SPDY/3.1" {
+			t.Fatalf("%s, Upgrade %q; want 101 to SPDY/3.1", resp.Status, resp.Header.Get("Upgrade"))
+		}
+		fmt.Fprint(rw, "ping\n")
+		rw.Flush()
+		if got, err := rw.ReadString('\n'); got != "echo ping\n" {
+			t.Errorf("through the upgraded connection: %q, %v; want %q", got, err, "echo ping\n")
+		}
+		// The runtime closed its end: so does the proxy.
+		if n, err := rw.Read(make([]byte, 1)); err == nil {
+			t.Errorf("read %d more bytes after the runtime closed", n)
+		}
+	})
 }
