@@ -54,20 +54,20 @@ func newClient(kubeconfig string, c config.Cluster, version string, timeout time
 
 // clusterRecorder returns a recorder that sends events to the API server
 // (rate-limited by eventRecordQPS and eventBurst, aggregated as client-go
-// does) and also logs them, and the function that flushes and stops it.
-func clusterRecorder(client kubeclient.Interface, nodeName string, c config.Cluster, log nodeapi.LogRecorder) (nodeapi.Recorder, func()) {
+// does) and also logs them, and the events recorder whose Run writes them.
+func clusterRecorder(client kubeclient.Interface, nodeName string, c config.Cluster, log nodeapi.LogRecorder) (nodeapi.Recorder, *events.Recorder) {
 	scheme, err := kubeclient.NewScheme()
 	if err != nil { // the scheme's types are fixed: a programmer's error
 		panic(fmt.Sprintf("kubeclient scheme: %v", err))
 	}
-	rec, stop := events.New(eventSink{client}, events.Options{
+	rec := events.New(eventSink{client}, events.Options{
 		Source: v1.EventSource{Component: eventComponent, Host: nodeName},
 		Scheme: scheme,
 		QPS:    float32(c.EventRecordQPS), // 0: no limit
 		Burst:  int(c.EventBurst),
 		Logger: log.Logger,
 	})
-	return teeRecorder{rec, log}, stop
+	return teeRecorder{rec, log}, rec
 }
 
 // eventSink writes the recorder's events to their namespaces.

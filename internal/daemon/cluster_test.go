@@ -29,8 +29,17 @@ func TestClusterRecorder(t *testing.T) {
 	}
 	defer w.Stop()
 	var logs bytes.Buffer
-	rec, stop := clusterRecorder(clientgo.Wrap(client), "n1", config.Default().Cluster,
+	rec, writer := clusterRecorder(clientgo.Wrap(client), "n1", config.Default().Cluster,
 		nodeapi.LogRecorder{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- writer.Run(ctx) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"}}
 	rec.Eventf(pod, v1.EventTypeWarning, "Evicted", "The node was low on resource: %s.", "memory")
 	var events []v1.Event

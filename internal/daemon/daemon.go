@@ -33,6 +33,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/events"
 	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/kubenode"
 	"github.com/nodekeeper/nodekeeper/internal/localpods"
@@ -221,9 +222,19 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var recorder nodeapi.Recorder = nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
 	if client != nil {
-		var stopEvents func()
-		recorder, stopEvents = clusterRecorder(client, o.NodeName, o.Config.Cluster, recorder.(nodeapi.LogRecorder))
-		defer stopEvents()
+		var writer *events.Recorder
+		recorder, writer = clusterRecorder(client, o.NodeName, o.Config.Cluster, recorder.(nodeapi.LogRecorder))
+		// The writer outlives the other components, so that their last
+		// events get out: it stops, and flushes, when Run returns.
+		evCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
+		evDone := make(chan error, 1)
+		go func() { evDone <- writer.Run(evCtx) }()
+		defer func() {
+			stopEvents()
+			if err := <-evDone; err != nil {
+				log.Error("event writer", "err", err)
+			}
+		}()
 	}
 	hostIP := o.NodeIP
 	switch {

@@ -271,7 +271,7 @@ func startClientGo(s *fakeSink, c *clocktesting.FakeClock, l limits) (eventRecor
 }
 
 func startOurs(s *fakeSink, c *clocktesting.FakeClock, l limits) (eventRecorder, func()) {
-	return New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: l.qps, Burst: l.burst, Clock: c})
+	return startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: l.qps, Burst: l.burst, Clock: c})
 }
 
 // step is one event, or a move of the clock, or the expiry of the stored

@@ -4,7 +4,7 @@
 // client-go's record package and the strategic-merge-patch machinery it links.
 //
 // An event is built on the caller's goroutine and queued; the caller never
-// blocks (a full queue drops the event with a log line). One goroutine takes
+// blocks (a full queue drops the event with a log line). [Recorder.Run] takes
 // the queue in order and, for each event:
 //
 //   - aggregates it: when more than [AggregateMaxEvents]-1 events with the
@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,7 +70,8 @@ const (
 	// RetryInterval is the time between two attempts (the first wait is a
 	// random fraction of it).
 	RetryInterval = 10 * time.Second
-	// FlushTimeout bounds the time stop spends writing the queued events.
+	// FlushTimeout bounds the time Run spends, once its context is done,
+	// writing the queued events.
 	FlushTimeout = 5 * time.Second
 )
 
@@ -78,7 +80,8 @@ const combinedPrefix = "(combined from similar events): "
 
 // Sink writes events to the API server: Create creates e in its namespace,
 // Patch applies a strategic merge patch to the event named e.Name there. The
-// context is cancelled when stopping takes longer than the flush timeout.
+// context is cancelled when the flush after Run's context is done takes longer
+// than the flush timeout.
 type Sink interface {
 	Create(ctx context.Context, e *v1.Event) (*v1.Event, error)
 	Patch(ctx context.Context, e *v1.Event, data []byte) (*v1.Event, error)
@@ -108,35 +111,28 @@ type Options struct {
 	RetryInterval time.Duration
 	// MaxTries is the number of attempts at writing an event: MaxTries if 0.
 	MaxTries int
-	// FlushTimeout bounds the writing of the queued events when stopping
-	// (on Clock): FlushTimeout if 0.
+	// FlushTimeout bounds the writing of the queued events when Run's
+	// context is done (on Clock): FlushTimeout if 0.
 	FlushTimeout time.Duration
 }
 
 // Recorder records events (its methods are nodeapi.Recorder's and client-go's
-// record.EventRecorder's) and writes them to its sink from one goroutine.
+// record.EventRecorder's) and queues them; Run writes them to its sink.
 type Recorder struct {
-	o    Options
-	sink Sink
-	log  *slog.Logger
-	corr *correlator // the writer goroutine's
+	o       Options
+	sink    Sink
+	log     *slog.Logger
+	corr    *correlator // Run's
+	running atomic.Bool // Run was called
 
 	mu     sync.Mutex // guards closed and the sends on queue
 	closed bool
 	queue  chan *v1.Event
-
-	stopOnce sync.Once
-	stopping chan struct{} // closed by stop: no more waiting between tries
-	done     chan struct{} // closed when the writer has returned
-	ctx      context.Context
-	cancel   context.CancelFunc // when the flush times out
 }
 
-// New returns a recorder writing to sink and starts its writer. The returned
-// function stops it: later events are dropped, the queued ones are written
-// (one try each once stopping) and it returns when they all were, or after
-// the flush timeout, dropping those left.
-func New(sink Sink, o Options) (*Recorder, func()) {
+// New returns a recorder that queues the events for sink until Run writes
+// them.
+func New(sink Sink, o Options) *Recorder {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -159,16 +155,11 @@ func New(sink Sink, o Options) (*Recorder, func()) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Recorder{
+	return &Recorder{
 		o: o, sink: sink, log: log,
-		corr:     newCorrelator(o.Clock, o.QPS, o.Burst),
-		queue:    make(chan *v1.Event, o.QueueSize),
-		stopping: make(chan struct{}),
-		done:     make(chan struct{}),
+		corr:  newCorrelator(o.Clock, o.QPS, o.Burst),
+		queue: make(chan *v1.Event, o.QueueSize),
 	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	go r.run()
-	return r, r.stop
 }
 
 // Event records an event of eventtype with reason and message about object.
@@ -227,47 +218,73 @@ func (r *Recorder) generate(object runtime.Object, annotations map[string]string
 	}
 }
 
-func (r *Recorder) stop() {
-	r.stopOnce.Do(func() {
-		r.mu.Lock()
-		r.closed = true
-		close(r.queue)
-		r.mu.Unlock()
-		close(r.stopping)
-	})
-	select {
-	case <-r.done:
-	case <-r.o.Clock.After(r.o.FlushTimeout):
-		r.cancel()
-		<-r.done
+// Run writes the queued events in order until ctx is done. Then it takes no
+// more events (later ones are dropped with a log line), writes those still
+// queued, one try each, and returns when they all were written or after the
+// flush timeout, dropping those left. Run may be called once.
+func (r *Recorder) Run(ctx context.Context) error {
+	if r.running.Swap(true) {
+		return errors.New("events: Recorder.Run called twice")
 	}
-	r.cancel()
-}
-
-// run writes the queued events in order until the queue is closed and empty.
-func (r *Recorder) run() {
-	defer close(r.done)
-	dropped := 0
-	for e := range r.queue {
-		if r.ctx.Err() != nil {
-			dropped++
-			continue
+	// Writes outlive ctx, so that the last events get out: they are
+	// cancelled when the flush timeout has passed since ctx was done.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	flushed, timerDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(timerDone)
+		select {
+		case <-ctx.Done():
+		case <-flushed:
+			return
 		}
-		r.write(e)
+		select {
+		case <-flushed:
+		case <-r.o.Clock.After(r.o.FlushTimeout):
+			cancel()
+		}
+	}()
+	dropped := 0
+	take := func(e *v1.Event) {
+		if wctx.Err() != nil {
+			dropped++
+			return
+		}
+		r.write(wctx, ctx.Done(), e)
 	}
+	for taking := true; taking; {
+		select {
+		case e := <-r.queue:
+			take(e)
+		case <-ctx.Done():
+			taking = false
+		}
+	}
+
+	r.mu.Lock()
+	r.closed = true
+	close(r.queue)
+	r.mu.Unlock()
+	for e := range r.queue {
+		take(e)
+	}
+	close(flushed)
+	<-timerDone
 	if dropped > 0 {
 		r.log.Error("events dropped: stopping took too long", "count", dropped)
 	}
+	return nil
 }
 
-// write correlates e and writes the result, retrying.
-func (r *Recorder) write(e *v1.Event) {
+// write correlates e and writes the result with ctx, retrying until
+// stopping is closed.
+func (r *Recorder) write(ctx context.Context, stopping <-chan struct{}, e *v1.Event) {
 	e, patch, skip := r.corr.correlate(e)
 	if skip {
 		return
 	}
 	for tries := 1; ; tries++ {
-		if r.writeOnce(e, patch) {
+		if r.writeOnce(ctx, e, patch) {
 			return
 		}
 		if tries >= r.o.MaxTries {
@@ -279,8 +296,8 @@ func (r *Recorder) write(e *v1.Event) {
 			delay = time.Duration(float64(delay) * mathrand.Float64())
 		}
 		select {
-		case <-r.stopping:
-			if r.ctx.Err() == nil {
+		case <-stopping:
+			if ctx.Err() == nil {
 				r.log.Error("event dropped: the recorder is stopped", eventAttrs(e)...)
 			}
 			return
@@ -292,18 +309,18 @@ func (r *Recorder) write(e *v1.Event) {
 // writeOnce makes one attempt at writing e (a patch of the existing event if
 // its count is above 1, a creation if that event is gone or it is new). It
 // reports whether the event is done with: written or rejected by the server.
-func (r *Recorder) writeOnce(e *v1.Event, patch []byte) bool {
+func (r *Recorder) writeOnce(ctx context.Context, e *v1.Event, patch []byte) bool {
 	var (
 		out *v1.Event
 		err error
 	)
 	update := e.Count > 1
 	if update {
-		out, err = r.sink.Patch(r.ctx, e, patch)
+		out, err = r.sink.Patch(ctx, e, patch)
 	}
 	if !update || isNotFound(err) {
 		e.ResourceVersion = ""
-		out, err = r.sink.Create(r.ctx, e)
+		out, err = r.sink.Create(ctx, e)
 	}
 	if err == nil {
 		if out != nil {
@@ -322,7 +339,7 @@ func (r *Recorder) writeOnce(e *v1.Event, patch []byte) bool {
 		} else {
 			r.log.Error("event rejected by the server", append(eventAttrs(e), "err", err)...)
 		}
-	case r.ctx.Err() != nil:
+	case ctx.Err() != nil:
 		r.log.Error("event dropped: stopping took too long", eventAttrs(e)...)
 	default:
 		r.log.Warn("cannot write event, will retry", append(eventAttrs(e), "err", err)...)

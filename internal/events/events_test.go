@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,11 +58,52 @@ func (s *fakeSink) ncalls() int {
 	return len(s.calls)
 }
 
+// startRecorder is New with Run started; the function returned cancels Run's
+// context and waits for it to return.
+func startRecorder(sink Sink, o Options) (*Recorder, func()) {
+	r := New(sink, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	return r, func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				panic(err) // Run returns an error only when called twice
+			}
+		})
+	}
+}
+
+// TestRunOnce: an event recorded before Run is written by it, even when its
+// context is already done (the flush); a second Run is an error.
+func TestRunOnce(t *testing.T) {
+	s := newFakeSink()
+	r := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: clocktesting.NewFakeClock(t0)})
+	r.Event(pod1, v1.EventTypeNormal, "Early", "before Run")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := r.Run(ctx); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if got := s.created(); len(got) != 1 || got[0].Reason != "Early" {
+		t.Errorf("written %v, want the event recorded before Run", got)
+	}
+	r.Event(pod1, v1.EventTypeNormal, "Late", "after Run")
+	if err := r.Run(t.Context()); err == nil {
+		t.Error("a second Run returned nil")
+	}
+	if got := s.created(); len(got) != 1 {
+		t.Errorf("%d events written, want only the one before Run returned", len(got))
+	}
+}
+
 // TestEventFields: the event built for an object, a node and a container.
 func TestEventFields(t *testing.T) {
 	c := clocktesting.NewFakeClock(t0)
 	s := newFakeSink()
-	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
 	rec.AnnotatedEventf(pod1, map[string]string{"k": "v"}, v1.EventTypeWarning, "Evicted", "low on %s", "memory")
 	rec.Event(node1, v1.EventTypeNormal, "NodeReady", "ready")
 	c.Step(time.Millisecond) // another name for the container's event than the pod's
@@ -136,7 +178,7 @@ func TestPatchIsStrategicMerge(t *testing.T) {
 func TestNoLimit(t *testing.T) {
 	s := newFakeSink()
 	c := clocktesting.NewFakeClock(t0)
-	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
 	for i := range 500 { // distinct reasons: neither counted nor aggregated
 		rec.Event(node1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
 		c.Step(time.Microsecond) // distinct names
@@ -146,7 +188,7 @@ func TestNoLimit(t *testing.T) {
 		t.Errorf("%d events written, want 500", n)
 	}
 	s = newFakeSink()
-	rec, stop = New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: 1, Burst: 7, Clock: clocktesting.NewFakeClock(t0)})
+	rec, stop = startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: 1, Burst: 7, Clock: clocktesting.NewFakeClock(t0)})
 	for i := range 500 {
 		rec.Event(node1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
 	}
@@ -162,7 +204,7 @@ func TestStopFlushes(t *testing.T) {
 	s := newFakeSink()
 	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
 	c := clocktesting.NewFakeClock(t0)
-	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
 	for i := range 50 {
 		rec.Event(pod1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
 		c.Step(time.Millisecond)
@@ -198,7 +240,7 @@ func TestFullQueueDrops(t *testing.T) {
 	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
 	var logs syncBuffer
 	c := clocktesting.NewFakeClock(t0)
-	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c, QueueSize: 2,
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c, QueueSize: 2,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	rec.Event(pod1, v1.EventTypeNormal, "R0", "m")
 	<-s.entered
@@ -252,7 +294,7 @@ func TestRetry(t *testing.T) {
 			return nil
 		}
 		c := clocktesting.NewFakeClock(t0)
-		rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+		rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
 		defer stop()
 		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
 		for range 2 {
@@ -274,7 +316,7 @@ func TestRetry(t *testing.T) {
 		s := newFakeSink()
 		s.createErr = func(*v1.Event) error { return errDown }
 		c := clocktesting.NewFakeClock(t0)
-		rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+		rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
 		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
 		for range MaxTries - 1 {
 			waitWaiter(t, c)
@@ -296,7 +338,7 @@ func TestRetry(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		s := newFakeSink()
 		s.createErr = func(*v1.Event) error { return apierrors.NewForbidden(v1.Resource("events"), "e", errDown) }
-		rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: clocktesting.NewFakeClock(t0)})
+		rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: clocktesting.NewFakeClock(t0)})
 		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
 		stop()
 		if n := s.ncalls(); n != 1 {
@@ -307,7 +349,7 @@ func TestRetry(t *testing.T) {
 		s := newFakeSink()
 		s.createErr = func(*v1.Event) error { return errDown }
 		c := clocktesting.NewFakeClock(t0)
-		rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+		rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
 		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
 		waitWaiter(t, c)
 		stopped := make(chan struct{})
@@ -327,7 +369,7 @@ func TestFlushTimeout(t *testing.T) {
 	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
 	var logs syncBuffer
 	c := clocktesting.NewFakeClock(t0)
-	rec, stop := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c,
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 5 {
 		rec.Event(pod1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
