@@ -3,7 +3,9 @@ package cri
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"hash"
 	"slices"
 	"sync"
 
@@ -50,17 +52,18 @@ type itemCache[T any, PT interface {
 	mu      sync.Mutex // guards the fields below
 	gen     uint64     // the number of lists decoded
 	items   map[string]*cachedItem[T]
-	scratch [][]byte // an item's fields while it is looked up
-	buf     []byte   // a reply that came in several buffers, joined
+	scratch [][]byte  // an item's fields while it is looked up
+	buf     []byte    // a reply that came in several buffers, joined
+	hash    hash.Hash // SHA-256, for fieldsSum
+	sum     []byte    // its result
 }
 
-// cachedItem is one decoded item, its encoding, the encoding's fields
-// sorted, and the last list that had it.
+// cachedItem is one decoded item, the digest of its encoding's fields (see
+// fieldsSum), and the last list that had it.
 type cachedItem[T any] struct {
-	raw    []byte
-	fields [][]byte // subslices of raw, sorted
-	item   *T
-	gen    uint64
+	sum  [sha256.Size]byte
+	item *T
+	gen  uint64
 }
 
 // decodeBuffers is decode of the reply in data, which it does not keep.
@@ -133,24 +136,35 @@ func (c *itemCache[T, PT]) lookup(v []byte) (*cachedItem[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	ci := c.items[string(id)] // no allocation for the lookup
-	if ci != nil && bytes.Equal(ci.raw, v) {
-		return ci, nil
-	}
 	slices.SortFunc(fields, bytes.Compare)
-	if ci != nil && slices.EqualFunc(ci.fields, fields, bytes.Equal) {
+	sum := c.fieldsSum(fields)
+	ci := c.items[string(id)] // no allocation for the lookup
+	if ci != nil && ci.sum == sum {
 		return ci, nil
 	}
 	item := PT(new(T))
 	if err := proto.Unmarshal(v, item); err != nil {
 		return nil, err
 	}
-	raw := slices.Clone(v)
-	own, _, _ := splitFields(raw, nil)
-	slices.SortFunc(own, bytes.Compare)
-	ci = &cachedItem[T]{raw: raw, fields: own, item: (*T)(item)}
+	ci = &cachedItem[T]{sum: sum, item: (*T)(item)}
 	c.items[string(id)] = ci
 	return ci, nil
+}
+
+// fieldsSum is the SHA-256 of an item's fields, sorted, one after the
+// other. Each field is a whole tag and value, so the concatenation reads
+// back as the same fields: equal sums mean the same fields, in any order.
+// The cache keeps the 32 bytes rather than the item's encoding.
+func (c *itemCache[T, PT]) fieldsSum(sorted [][]byte) [sha256.Size]byte {
+	if c.hash == nil {
+		c.hash = sha256.New()
+	}
+	c.hash.Reset()
+	for _, f := range sorted {
+		c.hash.Write(f)
+	}
+	c.sum = c.hash.Sum(c.sum[:0])
+	return [sha256.Size]byte(c.sum)
 }
 
 // splitFields appends to fields each field of the message encoded in v (tag
