@@ -270,9 +270,9 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 
 // proxyUpgrade proxies r, an upgrade to SPDY or WebSocket, to target, the
 // runtime's streaming URL, and then the upgraded connection both ways until
-// either side ends it. A request that asks for no upgrade is refused, and a
-// runtime that answers with neither a switch of protocols nor an error is
-// one, as with the kubelet's proxy.
+// either side ends it. As with the kubelet's proxy, a request that asks for
+// no upgrade is refused, and so is a runtime's answer that neither switches
+// protocols nor is an error.
 func (s *Server) proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL) {
 	if !httpstream.IsUpgradeRequest(r) {
 		s.proxyError(w, r, errors.New("Upgrade request required"))
