@@ -66,6 +66,9 @@ type Config struct {
 	// Requests naming any other host are refused (421), so that a web page
 	// cannot reach the port through a DNS name it rebinds to this machine.
 	HostNames []string
+	// AnyHost turns that check off, for a server of /healthz alone (the
+	// kubelet's healthz port), which tells a rebinding page nothing.
+	AnyHost bool
 }
 
 // Check is one health check of /healthz.
@@ -171,7 +174,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, deps: deps, log: log, ready: make(chan struct{}), hosts: hosts}
 	s.router = s.routes(true)
-	s.readOnly = s.checkHost(s.routes(false))
+	s.readOnly = s.routes(false)
+	if !cfg.AnyHost {
+		s.readOnly = s.checkHost(s.readOnly)
+	}
 	return s, nil
 }
 
@@ -184,7 +190,8 @@ func (s *Server) Handler() http.Handler { return s.router }
 
 // ReadOnlyHandler returns what Run serves: the kubelet's read-only port's
 // endpoints (and /node), no changes, no /configz, no profiles, to requests
-// whose Host is an IP address, localhost or one of Config.HostNames.
+// whose Host is an IP address, localhost or one of Config.HostNames (any,
+// with Config.AnyHost).
 func (s *Server) ReadOnlyHandler() http.Handler { return s.readOnly }
 
 // routes builds the endpoints; all adds those that Handler serves and Run

@@ -494,6 +494,17 @@ func TestHostCheck(t *testing.T) {
 			}
 		})
 	}
+	anyHost := start(t, Config{AnyHost: true}, Deps{})
+	req, err := http.NewRequestWithContext(t.Context(), "GET", anyHost+"/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "attacker.example"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("AnyHost: %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if _, err := New(Config{HostNames: []string{"evil.example:80"}}, Deps{}); err == nil {
 		t.Error("New accepted a host name with a port")
 	}
