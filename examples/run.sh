@@ -49,7 +49,7 @@ if [ "${1:-}" = "stop" ]; then
 			tail -n 5 "$log" >&2
 			exit 1
 		fi
-		bin/nodekeeper get pods --server http://127.0.0.1:10255 >/dev/null 2>&1 || continue
+		bin/nodekeeper get pods --root-dir "$root" >/dev/null 2>&1 || continue
 		left=$(ctr --address "$root/containerd/containerd.sock" -n k8s.io containers ls -q 2>/dev/null) || continue
 		# ... and no shim is left (a task's state goes when its shim exits).
 		left+=$(ls "$root/containerd/state/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null)

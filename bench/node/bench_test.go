@@ -135,7 +135,7 @@ func (e *env) measure(b *testing.B, name string, w sizes) agentResult {
 	var extra string
 	profiling := *profileDir != "" && name == "nodekeeper"
 	if profiling {
-		extra = fmt.Sprintf("readOnlyPort: %d\nenableProfilingHandler: true\n", freePort(b))
+		extra = "enableProfilingHandler: true\n" // served on the socket
 	}
 	a := e.start(b, name, extra)
 	defer a.stop(b)

@@ -272,7 +272,7 @@ type agent struct {
 	cmd                           *exec.Cmd
 	done                          chan error
 	healthz                       string // the kubelet's healthz URL; "" for nodekeeper
-	readOnly                      string // the read-only port's base URL, if it has one
+	socket                        string // nodekeeper's root-only unix socket; "" for the kubelet
 }
 
 // configFor writes the configuration both agents get (the node's
@@ -323,9 +323,6 @@ func (e *env) start(b *testing.B, name, extra string, args ...string) *agent {
 	}
 	makeCgroups(b, e.cgroup)
 	cfg, healthz := e.configFor(b, a.dir, a.manifests, extra)
-	if _, port, ok := strings.Cut(extra, "readOnlyPort: "); ok {
-		a.readOnly = "http://127.0.0.1:" + strings.Fields(port)[0]
-	}
 	rootDir := filepath.Join(a.dir, "root")
 	switch name {
 	case "kubelet":
@@ -336,6 +333,7 @@ func (e *env) start(b *testing.B, name, extra string, args ...string) *agent {
 		a.healthz = healthz
 	case "nodekeeper":
 		a.cmd = exec.Command(e.nodekeeper, append([]string{"run", "--config", cfg, "--root-dir", rootDir, "--hostname-override", nodeName}, args...)...)
+		a.socket = filepath.Join(rootDir, "nodekeeper.sock")
 	default:
 		b.Fatalf("unknown agent %q", name)
 	}
@@ -385,11 +383,16 @@ func (a *agent) waitHealthy(b *testing.B, timeout time.Duration) {
 
 func (a *agent) pid() int { return a.cmd.Process.Pid }
 
-// fetch writes what the agent's read-only port serves at path (a pprof
-// profile) to file; a failure is logged.
+// fetch writes what nodekeeper's socket serves at path (a pprof profile) to
+// file; a failure is logged.
 func (a *agent) fetch(b *testing.B, path, file string) {
-	url := a.readOnly + path
-	resp, err := http.Get(url)
+	url := "http://localhost" + path
+	sock := a.socket
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := c.Get(url)
 	if err != nil {
 		b.Logf("fetch: %v", err)
 		return

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	neturl "net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,64 +21,31 @@ import (
 // answers.
 const applyTimeout = time.Minute
 
-// localTarget is where the pod-changing commands reach a running agent: its
-// loopback HTTP port (--server) or its unix socket (--socket).
-type localTarget struct{ server, socket string }
-
-func (lt *localTarget) flags(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&lt.server, "server", defaultServer, "base URL of the running nodekeeper (a loopback address)")
-	cmd.Flags().StringVar(&lt.socket, "socket", "", "the running nodekeeper's unix socket (ROOT_DIR/nodekeeper.sock) instead of --server")
-}
-
-// client returns the HTTP client and the base URL of the requests.
-func (lt *localTarget) client(cmd *cobra.Command) (*http.Client, string, error) {
-	if cmd.Flags().Changed("server") && cmd.Flags().Changed("socket") {
-		return nil, "", flagError{errors.New("--server and --socket: give one of them")}
+// do sends req to the agent at sock (or the URL when sock is "") through c
+// and decodes a success answer (want) into out; a failure answer is returned
+// as an error with the server's one-line message, bad input (exit 2) for a
+// 4xx status.
+func (a *agentTarget) do(c *http.Client, sock string, req *http.Request, want int, out any) error {
+	where := sock
+	if where == "" {
+		where = a.server
 	}
-	if lt.socket != "" {
-		sock := lt.socket
-		return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}}}, "http://nodekeeper", nil
-	}
-	if !isURL(lt.server) {
-		return nil, "", flagError{fmt.Errorf("--server %q: want an http:// or https:// URL", lt.server)}
-	}
-	return http.DefaultClient, strings.TrimSuffix(lt.server, "/"), nil
-}
-
-// where names the agent in errors.
-func (lt *localTarget) where() string {
-	if lt.socket != "" {
-		return lt.socket
-	}
-	return lt.server
-}
-
-// do sends req and decodes a success answer (want) into out; a failure
-// answer is returned as an error with the server's one-line message, bad
-// input (exit 2) for a 4xx status.
-func (lt *localTarget) do(c *http.Client, req *http.Request, want int, out any) error {
 	resp, err := c.Do(req)
 	if err != nil {
 		var ue *neturl.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return fmt.Errorf("%s %s: %w (is 'nodekeeper run' serving there? see --server and --socket)", req.Method, lt.where(), err)
-		}
-		return fmt.Errorf("%s %s: %w", req.Method, lt.where(), err)
+		return fmt.Errorf("%s %s: %w", req.Method, where, unreachable(sock, err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", req.Method, lt.where(), err)
+		return fmt.Errorf("%s %s: %w", req.Method, where, err)
 	}
 	if resp.StatusCode == want {
 		if err := json.Unmarshal(body, out); err != nil {
-			return fmt.Errorf("%s %s: answer: %w", req.Method, lt.where(), err)
+			return fmt.Errorf("%s %s: answer: %w", req.Method, where, err)
 		}
 		return nil
 	}
@@ -96,17 +61,18 @@ func (lt *localTarget) do(c *http.Client, req *http.Request, want int, out any) 
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusMethodNotAllowed {
 		return badInput(err)
 	}
-	return fmt.Errorf("%s %s: %s", req.Method, lt.where(), err)
+	return fmt.Errorf("%s %s: %s", req.Method, where, err)
 }
 
 func newApplyCmd() *cobra.Command {
 	var file string
-	var lt localTarget
+	var at agentTarget
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE [--server URL | --socket PATH]",
+		Use:   "apply -f FILE [--root-dir DIR | --socket PATH]",
 		Short: "Create the pods of a manifest on a running nodekeeper, as ordinary (not static) pods",
 		Long: `Sends FILE (YAML or JSON: Pods, a PodList or a List) to a running 'nodekeeper
-run', which stores the pods in its root directory (they survive restarts),
+run' through its unix socket ROOT_DIR/nodekeeper.sock (root only; default
+` + defaultSocket + `), which stores the pods in its root directory (they survive restarts),
 gives each a random UID and runs them through admission. Unlike static pods
 they are not critical unless their priorityClassName is system-node-critical
 or system-cluster-critical, so eviction and preemption may stop them.
@@ -118,7 +84,7 @@ namespace and name) or is invalid fails the command with exit code 2.`,
 			if file == "" {
 				return flagError{errors.New("apply needs -f FILE")}
 			}
-			c, base, err := lt.client(cmd)
+			c, base, sock, err := at.client(cmd)
 			if err != nil {
 				return err
 			}
@@ -135,7 +101,7 @@ namespace and name) or is invalid fails the command with exit code 2.`,
 			}
 			req.Header.Set("Content-Type", "application/yaml")
 			var list v1.PodList
-			if err := lt.do(c, req, http.StatusCreated, &list); err != nil {
+			if err := at.do(c, sock, req, http.StatusCreated, &list); err != nil {
 				return err
 			}
 			for _, p := range list.Items {
@@ -145,7 +111,7 @@ namespace and name) or is invalid fails the command with exit code 2.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "the manifest file (or an http(s) URL)")
-	lt.flags(cmd)
+	at.flags(cmd, true)
 	return cmd
 }
 
@@ -158,17 +124,18 @@ func newDeleteCmd() *cobra.Command {
 	}
 	var ns string
 	var grace int64
-	var lt localTarget
+	var at agentTarget
 	pod := &cobra.Command{
-		Use:   "pod NAME [-n NAMESPACE] [--grace-period SECONDS] [--server URL | --socket PATH]",
+		Use:   "pod NAME [-n NAMESPACE] [--grace-period SECONDS] [--root-dir DIR | --socket PATH]",
 		Short: "Delete a pod created with 'nodekeeper apply', gracefully",
-		Long: `Asks a running 'nodekeeper run' to delete the pod: its containers get the
+		Long: `Asks a running 'nodekeeper run', through its unix socket (root only; default
+` + defaultSocket + `), to delete the pod: its containers get the
 grace period (the pod's terminationGracePeriodSeconds unless --grace-period
 is given) to stop, then the pod is forgotten. The command returns once the
 pod is gone. Static pods are deleted by removing their manifest instead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, base, err := lt.client(cmd)
+			c, base, sock, err := at.client(cmd)
 			if err != nil {
 				return err
 			}
@@ -181,7 +148,7 @@ pod is gone. Static pods are deleted by removing their manifest instead.`,
 				return err
 			}
 			var p v1.Pod
-			if err := lt.do(c, req, http.StatusOK, &p); err != nil {
+			if err := at.do(c, sock, req, http.StatusOK, &p); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "pod %q deleted (namespace %s, uid %s)\n", p.Name, p.Namespace, p.UID)
@@ -190,7 +157,7 @@ pod is gone. Static pods are deleted by removing their manifest instead.`,
 	}
 	pod.Flags().StringVarP(&ns, "namespace", "n", v1.NamespaceDefault, "the pod's namespace")
 	pod.Flags().Int64Var(&grace, "grace-period", -1, "seconds the containers get to stop; -1: the pod's own")
-	lt.flags(pod)
+	at.flags(pod, true)
 	del.AddCommand(pod)
 	return del
 }

@@ -6,16 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/decode"
+	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -32,8 +37,11 @@ warning, so a cluster-wide 'kubectl get pods -A -o json' works too.
 A snapshot has no history, so every grace period is taken as elapsed.
 With --signal, the pods are ranked for that signal even when no threshold is met.
 With --live, the pods, the Summary and the configuration come from a running
-'nodekeeper run' (URL/pods, URL/stats/summary, URL/configz; URL defaults to
-`+defaultServer+`): the live node is ranked now.`,
+'nodekeeper run' (/pods, /stats/summary, /configz) through its unix socket
+(root only; default `+defaultSocket+`, or --live=PATH), or from
+--live=URL (URL/pods, URL/stats/summary, URL/configz, e.g. kubectl proxy's
+http://127.0.0.1:8001/api/v1/nodes/NODE/proxy; a read-only port serves no
+/configz): the live node is ranked now.`,
 		o.run)
 	f := cmd.Flags()
 	f.StringVar(&o.pods, "pods", "", "pods file (PodList, List or Pod stream; JSON or YAML)")
@@ -41,8 +49,8 @@ With --live, the pods, the Summary and the configuration come from a running
 	f.StringVar(&o.config, "config", "", "KubeletConfiguration file (default: kubelet defaults)")
 	f.StringVar(&o.signal, "signal", "", "rank pods for this signal (e.g. memory.available) even if no threshold is met")
 	f.StringVar(&o.layout, "image-fs", "auto", "disk layout: auto (detect from the Summary), none, dedicated or split")
-	f.StringVar(&o.live, "live", "", "rank the node of the nodekeeper serving at this URL now (default "+defaultServer+")")
-	f.Lookup("live").NoOptDefVal = defaultServer
+	f.StringVar(&o.live, "live", "", "rank the node of the running nodekeeper now, through this unix socket (default "+defaultSocket+") or URL")
+	f.Lookup("live").NoOptDefVal = defaultSocket
 	return cmd
 }
 
@@ -59,11 +67,9 @@ func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer)
 		if o.pods != "" || o.summary != "" || o.config != "" {
 			return badInput(errors.New("explain eviction: --live reads pods, summary and configuration from the agent: drop --pods, --summary and --config"))
 		}
-		if !isURL(o.live) {
-			return badInput(fmt.Errorf("--live %q: want an http:// or https:// URL", o.live))
+		if !isURL(o.live) && !filepath.IsAbs(o.live) {
+			return badInput(fmt.Errorf("--live %q: want the agent's unix socket (an absolute path) or an http:// or https:// URL", o.live))
 		}
-		base := strings.TrimSuffix(o.live, "/")
-		o.pods, o.summary = base+"/pods", base+"/stats/summary"
 	} else if o.pods == "" || o.summary == "" {
 		return badInput(errors.New("explain eviction: --pods and --summary are required (or --live)"))
 	}
@@ -85,12 +91,18 @@ func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer)
 		return badInput(fmt.Errorf("--image-fs: unknown layout %q (want auto, none, dedicated or split)", o.layout))
 	}
 	cfg := config.Default()
+	var live func(path string) ([]byte, string, error) // reads the agent, with --live
 	if o.live != "" {
-		c, err := loadConfigz(ctx, strings.TrimSuffix(o.live, "/")+"/configz")
+		c, base, sock := http.DefaultClient, strings.TrimSuffix(o.live, "/"), ""
+		if !isURL(o.live) {
+			c, base, sock = unixClient(o.live), "http://localhost", o.live
+		}
+		live = func(path string) ([]byte, string, error) { return readAgent(ctx, c, base, sock, path) }
+		c2, err := loadConfigz(live)
 		if err != nil {
 			return badInput(err)
 		}
-		cfg = c
+		cfg = c2
 	} else if o.config != "" {
 		c, err := loadConfig(ctx, o.config)
 		if err != nil {
@@ -105,11 +117,17 @@ func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer)
 			fmt.Fprintln(stderr, "warning:", decode.Escape(w))
 		}
 	}
-	pods, err := loadPods(ctx, o.pods)
-	if err != nil {
-		return badInput(err)
+	var pods []*v1.Pod
+	var summary *statsapi.Summary
+	var err error
+	if live != nil {
+		pods, summary, err = loadLive(live)
+	} else {
+		pods, err = loadPods(ctx, o.pods)
+		if err == nil {
+			summary, err = loadSummary(ctx, o.summary)
+		}
 	}
-	summary, err := loadSummary(ctx, o.summary)
 	if err != nil {
 		return badInput(err)
 	}
@@ -333,10 +351,10 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 	return nil
 }
 
-// loadConfigz reads the configuration a running agent serves at url, the
-// kubelet's /configz document {"kubeletconfig": KubeletConfiguration}.
-func loadConfigz(ctx context.Context, url string) (*config.Config, error) {
-	data, err := readInput(ctx, url)
+// loadConfigz reads the configuration a running agent serves at /configz
+// through read, the kubelet's document {"kubeletconfig": KubeletConfiguration}.
+func loadConfigz(read func(path string) ([]byte, string, error)) (*config.Config, error) {
+	data, name, err := read("/configz")
 	if err != nil {
 		return nil, fmt.Errorf("load kubelet configuration: %w", err)
 	}
@@ -344,10 +362,27 @@ func loadConfigz(ctx context.Context, url string) (*config.Config, error) {
 		KubeletConfig json.RawMessage `json:"kubeletconfig"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: not a configz document: %w", url, err)
+		return nil, fmt.Errorf("%s: not a configz document: %w", name, err)
 	}
 	if len(doc.KubeletConfig) == 0 {
-		return nil, fmt.Errorf("%s: field kubeletconfig: missing", url)
+		return nil, fmt.Errorf("%s: field kubeletconfig: missing", name)
 	}
-	return config.Parse(url, doc.KubeletConfig)
+	return config.Parse(name, doc.KubeletConfig)
+}
+
+// loadLive reads a running agent's pods and Summary through read.
+func loadLive(read func(path string) ([]byte, string, error)) ([]*v1.Pod, *statsapi.Summary, error) {
+	data, name, err := read("/pods")
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, err := snapshot.ParsePods(name, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if data, name, err = read("/stats/summary"); err != nil {
+		return nil, nil, err
+	}
+	summary, err := snapshot.ParseSummary(name, data)
+	return pods, summary, err
 }

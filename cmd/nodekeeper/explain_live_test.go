@@ -12,7 +12,7 @@ import (
 )
 
 // explain eviction --live reads /pods, /stats/summary and /configz from a
-// running agent: the served configuration decides (a 50Mi hard memory
+// running agent, through its unix socket: the served configuration decides (a 50Mi hard memory
 // threshold is not met by the 80Mi the example node has; the default 100Mi
 // would be).
 func TestExplainEvictionLive(t *testing.T) {
@@ -45,8 +45,8 @@ func TestExplainEvictionLive(t *testing.T) {
 			d.Configz = func() any {
 				return map[string]any{"kind": "KubeletConfiguration", "apiVersion": "kubelet.config.k8s.io/v1beta1", "evictionHard": tc.hard}
 			}
-			base := serve(t, d)
-			for _, arg := range []string{"--live=" + base, "--live=" + base + "/"} {
+			_, sock := serveSocket(t, d)
+			for _, arg := range []string{"--live=" + sock} {
 				doc := explainEvictionJSON(t, arg)
 				if diff := cmp.Diff(tc.wantConds, doc.Conditions); diff != "" {
 					t.Errorf("%s: conditions (-want +got):\n%s", arg, diff)
@@ -66,6 +66,8 @@ func TestExplainEvictionLive(t *testing.T) {
 func TestExplainEvictionLiveBadInput(t *testing.T) {
 	t.Parallel()
 	noConfigz := serve(t, server.Deps{Pods: func() []*v1.Pod { return nil }})
+	// A read-only port serves no /configz, even with one to serve.
+	readOnly := serve(t, server.Deps{Pods: func() []*v1.Pod { return nil }, Configz: func() any { return map[string]any{} }})
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -73,6 +75,9 @@ func TestExplainEvictionLiveBadInput(t *testing.T) {
 		{"with --pods", []string{"--live", "--pods", "x.json"}},
 		{"not a URL", []string{"--live=localhost:10255"}},
 		{"no configz", []string{"--live=" + noConfigz}},
+		{"read-only port", []string{"--live=" + readOnly + "/"}},
+		{"relative socket path", []string{"--live=nodekeeper.sock"}},
+		{"no agent", []string{"--live=" + t.TempDir() + "/nodekeeper.sock"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

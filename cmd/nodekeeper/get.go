@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strconv"
-	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -19,10 +17,6 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/snapshot"
 )
 
-// defaultServer is where `get` finds a running agent: the kubelet's
-// read-only port on the loopback.
-const defaultServer = "http://127.0.0.1:10255"
-
 func newGetCmd() *cobra.Command {
 	get := &cobra.Command{
 		Use:   "get RESOURCE",
@@ -30,42 +24,41 @@ func newGetCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	var server string
+	var at agentTarget
 	pods := &cobra.Command{
-		Use:   "pods [--server URL]",
+		Use:   "pods [--root-dir DIR | --socket PATH | --server URL]",
 		Short: "List the pods of a running nodekeeper, as kubectl get pods does",
-		Long: `Reads SERVER/pods, the PodList a running 'nodekeeper run' serves (as the
-kubelet's read-only /pods), and prints one line per pod: namespace, name,
-phase, pod IP, ready containers out of all, restarts (with the time since the
-last one) and age.`,
+		Long: `Reads /pods, the PodList a running 'nodekeeper run' serves (as the
+kubelet's read-only /pods), through its unix socket ROOT_DIR/nodekeeper.sock
+(root only; default ` + defaultSocket + `) or from a read-only port
+(--server URL, when readOnlyPort is set), and prints one line per pod:
+namespace, name, phase, pod IP, ready containers out of all, restarts (with
+the time since the last one) and age.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !isURL(server) {
-				return flagError{fmt.Errorf("--server %q: want an http:// or https:// URL", server)}
+			c, base, sock, err := at.client(cmd)
+			if err != nil {
+				return err
 			}
-			list, err := fetchPods(cmd.Context(), strings.TrimSuffix(server, "/")+"/pods")
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				return fmt.Errorf("%w (is 'nodekeeper run' serving there? see --server)", err)
-			}
+			list, err := fetchPods(cmd.Context(), c, base, sock)
 			if err != nil {
 				return err
 			}
 			return printPodTable(cmd.OutOrStdout(), list, time.Now())
 		},
 	}
-	pods.Flags().StringVar(&server, "server", defaultServer, "base URL of the running nodekeeper")
+	at.flags(pods, false)
 	get.AddCommand(pods, newGetNodeCmd())
 	return get
 }
 
-// fetchPods reads the PodList at url, under --max-input-size.
-func fetchPods(ctx context.Context, url string) ([]v1.Pod, error) {
-	limit, _ := ctx.Value(maxInputSizeKey{}).(int64)
-	data, err := readURL(ctx, url, limit, urlTimeout)
+// fetchPods reads the agent's PodList, under --max-input-size.
+func fetchPods(ctx context.Context, c *http.Client, base, sock string) ([]v1.Pod, error) {
+	data, name, err := readAgent(ctx, c, base, sock, "/pods")
 	if err != nil {
 		return nil, err
 	}
-	pods, err := snapshot.ParsePods(url, data)
+	pods, err := snapshot.ParsePods(name, data)
 	if err != nil {
 		return nil, err
 	}

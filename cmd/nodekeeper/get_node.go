@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
-	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -17,46 +15,45 @@ import (
 )
 
 func newGetNodeCmd() *cobra.Command {
-	var server string
+	var at agentTarget
 	cmd := &cobra.Command{
-		Use:   "node [--server URL]",
+		Use:   "node [--root-dir DIR | --socket PATH | --server URL]",
 		Short: "Show the node's conditions, capacity and allocatable, as kubectl describe node does",
-		Long: `Reads SERVER/node, the v1 Node a running 'nodekeeper run' serves, and prints
-its readiness, its conditions (MemoryPressure, DiskPressure, PIDPressure,
-Ready: status, reason, message, time since the last transition) and each
-resource's capacity and allocatable.`,
+		Long: `Reads /node, the v1 Node a running 'nodekeeper run' serves, through its unix
+socket ROOT_DIR/nodekeeper.sock (root only; default ` + defaultSocket + `)
+or from a read-only port (--server URL, when readOnlyPort is set), and
+prints its readiness, its conditions (MemoryPressure, DiskPressure,
+PIDPressure, Ready: status, reason, message, time since the last
+transition) and each resource's capacity and allocatable.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !isURL(server) {
-				return flagError{fmt.Errorf("--server %q: want an http:// or https:// URL", server)}
+			c, base, sock, err := at.client(cmd)
+			if err != nil {
+				return err
 			}
-			node, err := fetchNode(cmd.Context(), strings.TrimSuffix(server, "/")+"/node")
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				return fmt.Errorf("%w (is 'nodekeeper run' serving there? see --server)", err)
-			}
+			node, err := fetchNode(cmd.Context(), c, base, sock)
 			if err != nil {
 				return err
 			}
 			return printNode(cmd.OutOrStdout(), node, time.Now())
 		},
 	}
-	cmd.Flags().StringVar(&server, "server", defaultServer, "base URL of the running nodekeeper")
+	at.flags(cmd, false)
 	return cmd
 }
 
-// fetchNode reads the Node at url, under --max-input-size.
-func fetchNode(ctx context.Context, url string) (*v1.Node, error) {
-	limit, _ := ctx.Value(maxInputSizeKey{}).(int64)
-	data, err := readURL(ctx, url, limit, urlTimeout)
+// fetchNode reads the agent's Node, under --max-input-size.
+func fetchNode(ctx context.Context, c *http.Client, base, sock string) (*v1.Node, error) {
+	data, name, err := readAgent(ctx, c, base, sock, "/node")
 	if err != nil {
 		return nil, err
 	}
 	var n v1.Node
 	if err := json.Unmarshal(data, &n); err != nil {
-		return nil, fmt.Errorf("%s: not a Node: %w", url, err)
+		return nil, fmt.Errorf("%s: not a Node: %w", name, err)
 	}
 	if n.Kind != "Node" {
-		return nil, fmt.Errorf("%s: field kind: %q, want Node", url, n.Kind)
+		return nil, fmt.Errorf("%s: field kind: %q, want Node", name, n.Kind)
 	}
 	return &n, nil
 }

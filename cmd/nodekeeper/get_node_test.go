@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/server"
 )
 
@@ -31,10 +34,18 @@ func TestGetNodeFromServer(t *testing.T) {
 			},
 		},
 	}
-	base := serve(t, server.Deps{Node: func(context.Context) (*v1.Node, error) { return node, nil }})
+	deps := server.Deps{Node: func(context.Context) (*v1.Node, error) { return node, nil }}
+	base := serve(t, deps)
+	root, sock := serveSocket(t, deps)
 	code, out, errOut := runCLI(t, "get", "node", "--server", base)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{{"--root-dir", root}, {"--socket", sock}} {
+		c, o, e := runCLI(t, append([]string{"get", "node"}, args...)...)
+		if c != 0 || o != out {
+			t.Errorf("get node %v: exit %d, stdout %q, stderr %q; want what --server printed", args, c, o, e)
+		}
 	}
 	want := `NAME   STATUS
 n1     Ready
@@ -76,4 +87,38 @@ func serve(t *testing.T, deps server.Deps) string {
 	})
 	<-srv.Ready()
 	return "http://" + srv.Addr()
+}
+
+// serveSocket serves our server's Handler with deps on a unix socket,
+// ROOT/nodekeeper.sock in a new root directory, as the agent does, until the
+// test ends, and returns the root directory and the socket.
+func serveSocket(t *testing.T, deps server.Deps) (root, sock string) {
+	t.Helper()
+	srv, err := server.New(server.Config{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not t.TempDir: a unix socket's path must fit in 108 bytes.
+	root, err = os.MkdirTemp("", "nk-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock = filepath.Join(root, localpods.SocketName)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- localpods.ServeUnix(ctx, localpods.UnixConfig{Path: sock}, srv.Handler(), ready) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		os.RemoveAll(root)
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	return root, sock
 }

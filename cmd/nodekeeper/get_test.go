@@ -6,6 +6,7 @@ import (
 	"flag"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,7 @@ func TestGetPodsErrors(t *testing.T) {
 	}
 	down := "http://" + ln.Addr().String()
 	ln.Close()
+	empty := t.TempDir()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -151,7 +153,12 @@ func TestGetPodsErrors(t *testing.T) {
 	}{
 		{"not a URL", []string{"get", "pods", "--server", "127.0.0.1:10255"}, exitUsage, "nodekeeper: --server \"127.0.0.1:10255\": want an http:// or https:// URL\n"},
 		{"argument", []string{"get", "pods", "web"}, exitUsage, "nodekeeper: unknown command \"web\" for \"nodekeeper get pods\"\n"},
-		{"server down", []string{"get", "pods", "--server", down}, 1, "nodekeeper: GET " + down + "/pods: dial tcp " + strings.TrimPrefix(down, "http://") + ": connect: connection refused (is 'nodekeeper run' serving there? see --server)\n"},
+		{"server down", []string{"get", "pods", "--server", down}, 1, "nodekeeper: GET " + down + "/pods: dial tcp " + strings.TrimPrefix(down, "http://") +
+			": connect: connection refused (is 'nodekeeper run' serving there? its readOnlyPort is off unless set; see --server)\n"},
+		{"no agent", []string{"get", "pods", "--root-dir", empty}, 1, "nodekeeper: GET " + filepath.Join(empty, "nodekeeper.sock") + " /pods: dial unix " +
+			filepath.Join(empty, "nodekeeper.sock") + ": connect: no such file or directory (is 'nodekeeper run' running with this root directory?)\n"},
+		{"socket and server", []string{"get", "pods", "--server", down, "--socket", "/x.sock"}, exitUsage, "nodekeeper: --server and --socket: give one of them\n"},
+		{"empty root dir", []string{"get", "node", "--root-dir", ""}, exitUsage, "nodekeeper: --root-dir: want a directory\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -73,6 +73,12 @@ func isURL(path string) bool {
 // naming the URL). It gives up after timeout or when ctx is done; a status
 // other than 200 is an error naming the URL and the status.
 func readURL(ctx context.Context, url string, limit int64, timeout time.Duration) ([]byte, error) {
+	return fetch(ctx, http.DefaultClient, url, url, limit, timeout)
+}
+
+// fetch is readURL through the client c, naming the input name in its errors
+// (a URL, or a unix socket and a path).
+func fetch(ctx context.Context, c *http.Client, url, name string, limit int64, timeout time.Duration) ([]byte, error) {
 	if limit <= 0 {
 		limit = decode.DefaultMaxInputSize
 	}
@@ -81,43 +87,43 @@ func readURL(ctx context.Context, url string, limit int64, timeout time.Duration
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", url, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	// Our server, and the kubelet's, answer JSON.
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fetchError(parent, ctx, url, timeout, err)
+		return nil, fetchError(parent, ctx, name, timeout, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", name, resp.Status)
 	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
-		return nil, fetchError(parent, ctx, url, timeout, err)
+		return nil, fetchError(parent, ctx, name, timeout, err)
 	}
 	if int64(buf.Len()) > limit {
-		return nil, &decode.TooLargeError{Path: url, Limit: limit}
+		return nil, &decode.TooLargeError{Path: name, Limit: limit}
 	}
 	return buf.Bytes(), nil
 }
 
-// fetchError describes err, met while fetching url under ctx (parent with
+// fetchError describes err, met while fetching name under ctx (parent with
 // timeout): the parent's end as itself (an interrupt), the timeout in words,
 // anything else without net/http's repetition of the URL.
-func fetchError(parent, ctx context.Context, url string, timeout time.Duration, err error) error {
+func fetchError(parent, ctx context.Context, name string, timeout time.Duration, err error) error {
 	if parent.Err() != nil {
 		return parent.Err()
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("GET %s: no complete answer within %v", url, timeout)
+		return fmt.Errorf("GET %s: no complete answer within %v", name, timeout)
 	}
 	var ue *neturl.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return fmt.Errorf("GET %s: %w", url, err)
+	return fmt.Errorf("GET %s: %w", name, err)
 }
 
 // loadPods reads a pods file (snapshot.ParsePods).

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,11 +18,23 @@ import (
 )
 
 // TestMain runs the command itself when the test binary is started with
-// NODEKEEPER_TEST_MAIN=1, for tests that need a real process (signals).
+// NODEKEEPER_TEST_MAIN=1, for tests that need a real process (signals, another
+// user); with NODEKEEPER_TEST_POST=URL it POSTs its standard input to URL as
+// YAML and prints the answer's status code, as any local program could.
 func TestMain(m *testing.M) {
 	if os.Getenv("NODEKEEPER_TEST_MAIN") == "1" {
 		os.Args = append([]string{"nodekeeper"}, os.Args[1:]...)
 		main()
+	}
+	if url := os.Getenv("NODEKEEPER_TEST_POST"); url != "" {
+		resp, err := http.Post(url, "application/yaml", os.Stdin)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode)
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }

@@ -26,11 +26,11 @@ const (
 	// defaultAddress: the kubelet listens on 0.0.0.0; nodekeeper's plain-HTTP
 	// endpoints are on loopback unless configured otherwise.
 	defaultAddress = "127.0.0.1"
-	// defaultReadOnlyPort: the kubelet's read-only port is off (0) by default;
-	// nodekeeper serves /healthz, /metrics, /pods and /stats/summary on the
-	// kubelet's traditional read-only port 10255 so `nodekeeper get pods`
-	// finds it. An explicit 0 turns it off.
-	defaultReadOnlyPort = 10255
+	// defaultReadOnlyPort is the kubelet's: the read-only port is off. Set,
+	// it serves the kubelet's read-only endpoints, unauthenticated, to every
+	// local user and hostNetwork pod; `nodekeeper get` and `apply` use the
+	// root-only unix socket instead.
+	defaultReadOnlyPort = 0
 	// defaultHealthzBindAddress and defaultHealthzPort are the kubelet's.
 	defaultHealthzBindAddress = "127.0.0.1"
 	defaultHealthzPort        = 10248
@@ -51,13 +51,13 @@ type Agent struct {
 	PodCIDR string
 	// PodLogsDir holds the containers' logs (<ns>_<name>_<uid>/<container>/N.log).
 	PodLogsDir string
-	// Address and ReadOnlyPort are where the plain-HTTP endpoints listen; port
-	// 0 turns them off.
+	// Address and ReadOnlyPort are where the read-only port (plain HTTP,
+	// reads only) listens; port 0, the default, turns it off.
 	Address      string
 	ReadOnlyPort int32
 	// EnableProfilingHandler serves Go's runtime profiles at /debug/pprof/ on
-	// the plain-HTTP endpoints when they listen on a loopback address; true
-	// unless set (the kubelet's default).
+	// the root-only unix socket (never on the read-only port); true unless
+	// set (the kubelet's default).
 	EnableProfilingHandler bool
 	// CgroupDriver is "cgroupfs" or "systemd"; CgroupRoot is the cgroup under
 	// which the kubepods hierarchy is made. `run` supports only cgroupfs with

@@ -106,7 +106,7 @@ var supported = map[string]bool{
 	"kubeAPIBurst":              true,
 	"eventRecordQPS":            true,
 	"eventBurst":                true,
-	"enableProfilingHandler":    true, // served on the read-only port
+	"enableProfilingHandler":    true, // served on the root-only unix socket
 }
 
 // enforceKeys are the values the kubelet accepts in enforceNodeAllocatable.

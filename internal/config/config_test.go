@@ -80,7 +80,7 @@ func TestDefault(t *testing.T) {
 			CgroupRoot:                       "/",
 			CgroupsPerQOS:                    new(true),
 			Address:                          "127.0.0.1",
-			ReadOnlyPort:                     10255,
+			ReadOnlyPort:                     0, // the kubelet's: off
 			EnableProfilingHandler:           new(true),
 			SyncFrequency:                    metav1.Duration{Duration: time.Minute},
 			FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
@@ -121,7 +121,7 @@ func TestDefault(t *testing.T) {
 			KubeAPIQPS: 50, KubeAPIBurst: 100, EventRecordQPS: 50, EventBurst: 100,
 		},
 		Agent: Agent{
-			PodLogsDir: "/var/log/pods", Address: "127.0.0.1", ReadOnlyPort: 10255, EnableProfilingHandler: true,
+			PodLogsDir: "/var/log/pods", Address: "127.0.0.1", ReadOnlyPort: 0, EnableProfilingHandler: true,
 			CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
 			SyncFrequency: time.Minute, FileCheckFrequency: 20 * time.Second, RuntimeRequestTimeout: 2 * time.Minute,
 			HealthzBindAddress: "127.0.0.1", HealthzPort: 10248,

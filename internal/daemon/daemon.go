@@ -68,7 +68,7 @@ type Options struct {
 	ImageDirs []string
 	// Logger gets the agent's logs.
 	Logger *slog.Logger
-	// OnReady, when set, is called once with the HTTP address when everything is up.
+	// OnReady, when set, is called once with the endpoints when everything is up.
 	OnReady func(Ready)
 	// OOMScoreAdj is the agent's own oom_score_adj (the kubelet's
 	// --oom-score-adj), set at start where the kernel allows it; nil is
@@ -86,8 +86,10 @@ type Options struct {
 
 // Ready describes a started agent.
 type Ready struct {
-	// Addr is the HTTP endpoints' address, "" when they are off.
+	// Addr is the read-only port's address, "" when it is off.
 	Addr string
+	// Socket is the root-only unix socket's path (ROOT/nodekeeper.sock).
+	Socket string
 	// Endpoint is the CRI endpoint in use.
 	Endpoint string
 	// Pods lists the agent's pods with their status.
@@ -354,20 +356,13 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return n.Probes.Run(ctx) })
 	g.Go(func() error { return ag.Run(ctx) })
 	// Ordinary local pods (nodekeeper apply / delete pod): persisted in the
-	// root directory, changed through the unix socket or the loopback port.
+	// root directory, changed through the root-only unix socket alone.
 	local, err := localpods.New(localpods.Config{Path: filepath.Join(rootDir, localpods.FileName), NodeName: o.NodeName},
 		localpods.Deps{Agent: ag, Observed: ag.Pods, Logger: log})
 	if err != nil {
 		return err
 	}
 	g.Go(func() error { return local.Run(ctx) })
-	g.Go(func() error {
-		sock := filepath.Join(rootDir, localpods.SocketName)
-		if err := localpods.ServeUnix(ctx, sock, local.Handler(), log, nil); err != nil {
-			log.Error("Local pods socket not served; use the loopback port", "socket", sock, "err", err)
-		}
-		return nil
-	})
 	if client != nil {
 		// Pods bound to the node: run like the others, their status and
 		// deletion written back, mirror pods for the static ones.
@@ -419,9 +414,11 @@ func Run(ctx context.Context, o Options) error {
 			})
 		})
 	}
-	// The HTTP endpoints: the read-only port (plain HTTP, loopback by
-	// default, with the local pods' changes) and, in a cluster, the kubelet
-	// API over TLS (the same reads, logs, exec, attach and port-forward).
+	// The HTTP endpoints: the root-only unix socket (every read, /configz,
+	// the profiles, the local pods' changes), the read-only port when
+	// readOnlyPort is set (plain HTTP, loopback by default, the kubelet's
+	// read-only endpoints alone) and, in a cluster, the kubelet API over TLS
+	// (the reads, logs, exec, attach and port-forward, authenticated).
 	shared := server.Deps{
 		Pods: ag.Pods, Summary: st.Summary, Containers: st.Containers, NodeFilesystems: st.NodeFilesystems, Gatherer: reg, Logger: log.With("subsystem", "http"),
 		Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
@@ -441,15 +438,25 @@ func Run(ctx context.Context, o Options) error {
 		}
 		g.Go(func() error { return hz.Run(ctx) })
 	}
+	rootOnly := shared
+	rootOnly.Local, rootOnly.Profiling = local.Handler(), ac.EnableProfilingHandler
+	hostname, _ := os.Hostname()
+	srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort), HostNames: nonEmpty(o.NodeName, hostname)}, rootOnly)
+	if err != nil {
+		return ConfigError{err}
+	}
+	sock := filepath.Join(rootDir, localpods.SocketName)
+	sockReady := make(chan struct{})
+	g.Go(func() error {
+		return localpods.ServeUnix(ctx, localpods.UnixConfig{Path: sock, Logger: log.With("subsystem", "socket")}, srv.Handler(), sockReady)
+	})
+	select {
+	case <-sockReady:
+	case <-ctx.Done():
+		return g.Wait()
+	}
 	var addr string
 	if ac.ReadOnlyPort != 0 {
-		deps := shared
-		deps.Local = local.Handler()
-		deps.Profiling = ac.EnableProfilingHandler // loopback only
-		srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort)}, deps)
-		if err != nil {
-			return ConfigError{err}
-		}
 		g.Go(func() error { return srv.Run(ctx) })
 		select {
 		case <-srv.Ready():
@@ -471,13 +478,24 @@ func Run(ctx context.Context, o Options) error {
 			return g.Wait()
 		}
 	}
-	log.Info("nodekeeper running", "node", o.NodeName, "runtime", endpoint, "http", addr, "staticPodPath", ac.StaticPodPath)
+	log.Info("nodekeeper running", "node", o.NodeName, "runtime", endpoint, "socket", sock, "http", addr, "staticPodPath", ac.StaticPodPath)
 	if o.OnReady != nil {
-		o.OnReady(Ready{Addr: addr, Endpoint: endpoint, Pods: ag.Pods})
+		o.OnReady(Ready{Addr: addr, Socket: sock, Endpoint: endpoint, Pods: ag.Pods})
 	}
 	err = g.Wait()
 	log.Info("nodekeeper stopped; pods keep running")
 	return err
+}
+
+// nonEmpty returns the names that are not "".
+func nonEmpty(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // preemptFunc adapts a function to agent.Preemptor.

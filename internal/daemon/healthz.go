@@ -42,7 +42,7 @@ func newHealthz(address string, port int, checks []server.Check, retry time.Dura
 		retry = healthzRetry
 	}
 	h := &healthz{
-		cfg:       server.Config{Address: address, Port: port},
+		cfg:       server.Config{Address: address, Port: port, AnyHost: true}, // as the kubelet's
 		deps:      server.Deps{Healthz: checks, Logger: log},
 		retry:     retry,
 		log:       log,

@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,10 +30,10 @@ const MaxBodyBytes = 4 << 20
 // SocketName is the unix socket's name in the state directory.
 const SocketName = "nodekeeper.sock"
 
-// Content types a POST /pods body may have. Anything else is refused (415),
-// so that a web page cannot post a manifest to the loopback port: browsers
-// send other content types only after a CORS preflight, which is never
-// answered.
+// Content types a POST /pods body may have. Anything else is refused (415):
+// a second guard, should the handler ever be reachable from a browser,
+// which sends other content types only after a CORS preflight, never
+// answered here.
 var bodyTypes = []string{"application/yaml", "application/x-yaml", "application/json", "text/yaml"}
 
 // Handler serves the store's changes:
@@ -45,8 +47,10 @@ var bodyTypes = []string{"application/yaml", "application/x-yaml", "application/
 //     gracefully and answers 200 with the pod, marked deleted, once it is gone;
 //     404 when there is no such pod.
 //
-// It must only be served where only local users reach it: a unix socket
-// (ServeUnix) or a loopback address.
+// It must be served only where root alone reaches it: the root-only unix
+// socket (ServeUnix). Nothing here is authenticated, so no TCP port serves it,
+// not even on the loopback, which every local user and every hostNetwork pod
+// reaches.
 func (s *Store) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /pods", s.create)
@@ -144,13 +148,61 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
-// ServeUnix serves h on a unix socket at path, mode 0600 (root only), until
-// ctx ends; then it shuts down (requests in flight get five seconds), removes
-// the socket and returns nil. A stale socket at path is replaced; any other
-// file there is an error. ready, when not nil, is closed once it listens.
-func ServeUnix(ctx context.Context, path string, h http.Handler, log *slog.Logger, ready chan<- struct{}) error {
+// Timeouts of the socket's connections when UnixConfig leaves them zero: as
+// the read-only port's (internal/server). There is no write timeout: a DELETE
+// answers once the pod is gone, after its grace period, and a CPU profile
+// after the seconds asked for.
+const (
+	DefaultSocketReadHeaderTimeout = 10 * time.Second
+	DefaultSocketReadTimeout       = time.Minute
+	DefaultSocketIdleTimeout       = 2 * time.Minute
+)
+
+// UnixConfig is where and how ServeUnix serves.
+type UnixConfig struct {
+	// Path is the socket's path. Its directory must belong to this
+	// process's user and be writable by no other: anyone who could write
+	// there could replace the socket.
+	Path string
+	// ReadHeaderTimeout bounds the reading of a request's header,
+	// ReadTimeout that of the whole request, body included; IdleTimeout how
+	// long a kept-alive connection waits for the next request. Zero means
+	// the DefaultSocket... value.
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+	// Logger receives the server's errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// ServeUnix serves h on a unix socket at cfg.Path, mode 0600 (its user
+// alone: root for the agent), until ctx ends; then it shuts down (requests
+// in flight get five seconds), removes the socket and returns nil. A stale
+// socket at the path is replaced; any other file there, or a directory that
+// another user may write, is an error. ready, when not nil, is closed once it
+// listens.
+func ServeUnix(ctx context.Context, cfg UnixConfig, h http.Handler, ready chan<- struct{}) error {
+	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.ReadHeaderTimeout, DefaultSocketReadHeaderTimeout},
+		{&cfg.ReadTimeout, DefaultSocketReadTimeout},
+		{&cfg.IdleTimeout, DefaultSocketIdleTimeout},
+	} {
+		if *d.v < 0 {
+			return fmt.Errorf("localpods: socket %s: negative timeout %v", cfg.Path, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	path := cfg.Path
+	dir := filepath.Dir(path)
+	if err := privateDir(dir); err != nil {
+		return fmt.Errorf("localpods: socket %s: %w", path, err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != os.ModeSocket {
@@ -160,30 +212,33 @@ func ServeUnix(ctx context.Context, path string, h http.Handler, log *slog.Logge
 			return fmt.Errorf("localpods: %w", err)
 		}
 	}
-	// Listen on a temporary name, restrict it, then move it in place: the
-	// socket is never reachable with a wider mode.
-	tmp := path + ".tmp"
-	_ = os.Remove(tmp)
+	// Listen in a directory of our own (mode 0700), restrict the socket,
+	// then move it in place: no one else can connect before its mode is
+	// 0600, whatever the umask.
+	tmp, err := os.MkdirTemp(dir, ".nodekeeper-sock-")
+	if err != nil {
+		return fmt.Errorf("localpods: %w", err)
+	}
+	defer os.RemoveAll(tmp)
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "unix", tmp)
+	ln, err := lc.Listen(ctx, "unix", filepath.Join(tmp, "s"))
 	if err != nil {
 		return fmt.Errorf("localpods: %w", err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(filepath.Join(tmp, "s"), 0o600); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("localpods: %w", err)
+	}
+	if err := os.Rename(filepath.Join(tmp, "s"), path); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("localpods: %w", err)
+	}
 	defer os.Remove(path)
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		_ = ln.Close()
-		_ = os.Remove(tmp)
-		return fmt.Errorf("localpods: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = ln.Close()
-		_ = os.Remove(tmp)
-		return fmt.Errorf("localpods: %w", err)
-	}
 	srv := &http.Server{
-		Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		Handler: h, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -201,5 +256,26 @@ func ServeUnix(ctx context.Context, path string, h http.Handler, log *slog.Logge
 		_ = srv.Close()
 	}
 	<-served
+	return nil
+}
+
+// privateDir returns an error unless dir is a directory that belongs to this
+// process's user and that no other user may write to.
+func privateDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s: not a directory", dir)
+	case !ok:
+		return fmt.Errorf("%s: no owner information", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s: owned by uid %d, not by this process's user (uid %d): another user could replace the socket", dir, st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s: mode %#o: writable by other users, who could replace the socket", dir, fi.Mode().Perm())
+	}
 	return nil
 }

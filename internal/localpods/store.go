@@ -14,7 +14,7 @@
 // under the source name [Source] after every change. Deleting a pod is
 // graceful: the agent stops it with its grace period, then the pod leaves the
 // store. [Store.Handler] serves POST /pods and DELETE /pods/{namespace}/{name}
-// for the local endpoints only: [ServeUnix] and the loopback HTTP server.
+// on the root-only unix socket alone ([ServeUnix]), never on a TCP port.
 package localpods
 
 import (

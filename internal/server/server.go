@@ -1,7 +1,12 @@
-// Package server is nodekeeper's HTTP endpoint, the counterpart of the
-// kubelet's read-only port: /healthz (and /healthz/NAME for one check),
-// /metrics, /pods, /stats/summary, /metrics/resource and /metrics/cadvisor.
-// It serves what its Deps return and keeps no state of its own.
+// Package server is nodekeeper's HTTP endpoints. Run serves the counterpart
+// of the kubelet's read-only port on TCP: /healthz (and /healthz/NAME for one
+// check), /metrics, /pods, /stats/summary, /metrics/resource,
+// /metrics/cadvisor and nodekeeper's /node, reads only, to requests whose
+// Host names this node. Handler adds what only root may see or do, /configz,
+// /debug/pprof/ and the local pod changes, for the root-only unix socket
+// (localpods.ServeUnix) and for the authenticated kubelet API
+// (internal/kubeletserver). It serves what its Deps return and keeps no state
+// of its own.
 package server
 
 import (
@@ -27,8 +32,8 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/stats"
 )
 
-// DefaultAddress is the address served when Config.Address is empty: the
-// loopback, as nothing here is authenticated.
+// DefaultAddress is the address Run listens on when Config.Address is empty:
+// the loopback, as nothing here is authenticated.
 const DefaultAddress = "127.0.0.1"
 
 // Timeouts used when the Config leaves them zero.
@@ -55,6 +60,15 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful shutdown when Run's ctx ends; the
 	// connections still open then are closed. Zero means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// HostNames are the names, besides IP literals and "localhost", that the
+	// Host header of a request to Run's port may carry (the node's name,
+	// the machine's hostname); compared without case and trailing dot.
+	// Requests naming any other host are refused (421), so that a web page
+	// cannot reach the port through a DNS name it rebinds to this machine.
+	HostNames []string
+	// AnyHost turns that check off, for a server of /healthz alone (the
+	// kubelet's healthz port), which tells a rebinding page nothing.
+	AnyHost bool
 }
 
 // Check is one health check of /healthz.
@@ -84,7 +98,8 @@ type Deps struct {
 	// allocatable), for /node.
 	Node func(ctx context.Context) (*v1.Node, error)
 	// Configz returns the configuration in use, for /configz, served as the
-	// kubelet's: {"kubeletconfig": ...}.
+	// kubelet's: {"kubeletconfig": ...}; by Handler only, never on Run's
+	// port (the kubelet serves it only on its authenticated port).
 	Configz func() any
 	// Gatherer is served at /metrics.
 	Gatherer prometheus.Gatherer
@@ -92,28 +107,26 @@ type Deps struct {
 	// answers "ok".
 	Healthz []Check
 	// Local, when set, serves POST /pods and DELETE /pods/{namespace}/{name}
-	// (pod changes), but only when Config.Address is a loopback IP: on any
-	// other address those requests are refused with 403, since nothing here
-	// is authenticated.
+	// (pod changes) by Handler only: nothing changes through Run's port.
 	Local http.Handler
 	// Logger receives the server's errors; nil discards them.
 	Logger *slog.Logger
 	// Profiling serves Go's runtime profiles under /debug/pprof/ (the
-	// kubelet's enableProfilingHandler), but only when Config.Address is a
-	// loopback IP: on any other address they are refused with 403, since
-	// nothing here is authenticated.
+	// kubelet's enableProfilingHandler) by Handler only, never on Run's port.
 	Profiling bool
 }
 
 // Server serves the endpoints. Build it with New and run it with Run, once.
 type Server struct {
-	cfg    Config
-	deps   Deps
-	log    *slog.Logger
-	ready  chan struct{} // closed when Run has listened or failed to
-	mu     sync.Mutex    // guards addr
-	addr   net.Addr      // set once, when listening
-	router http.Handler
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	ready    chan struct{} // closed when Run has listened or failed to
+	mu       sync.Mutex    // guards addr
+	addr     net.Addr      // set once, when listening
+	router   http.Handler  // every endpoint: Handler
+	readOnly http.Handler  // the read-only port's endpoints, Host checked: Run
+	hosts    map[string]bool
 }
 
 // New validates cfg and returns a server that is not yet listening.
@@ -147,20 +160,43 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			return nil, fmt.Errorf("server: Healthz[%d]: want a name and a check function", i)
 		}
 	}
+	hosts := map[string]bool{"localhost": true}
+	for i, h := range cfg.HostNames {
+		h = normalHost(h)
+		if h == "" || strings.ContainsAny(h, "/:@ ") {
+			return nil, fmt.Errorf("server: HostNames[%d] %q: not a host name", i, cfg.HostNames[i])
+		}
+		hosts[h] = true
+	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, deps: deps, log: log, ready: make(chan struct{})}
-	s.router = s.routes()
+	s := &Server{cfg: cfg, deps: deps, log: log, ready: make(chan struct{}), hosts: hosts}
+	s.router = s.routes(true)
+	s.readOnly = s.routes(false)
+	if !cfg.AnyHost {
+		s.readOnly = s.checkHost(s.readOnly)
+	}
 	return s, nil
 }
 
-// Handler returns the server's handler, for tests and for embedding it in
-// another server.
+// Handler returns every endpoint of Deps: the reads Run serves, and /configz,
+// /debug/pprof/ (Profiling) and the pod changes (Local). It checks neither
+// credentials nor the Host header, so it must be served only where who can
+// connect is already restricted: the root-only unix socket, or behind the
+// kubelet API's authentication and authorization. Safe for concurrent use.
 func (s *Server) Handler() http.Handler { return s.router }
 
-func (s *Server) routes() http.Handler {
+// ReadOnlyHandler returns what Run serves: the kubelet's read-only port's
+// endpoints (and /node), no changes, no /configz, no profiles, to requests
+// whose Host is an IP address, localhost or one of Config.HostNames (any,
+// with Config.AnyHost).
+func (s *Server) ReadOnlyHandler() http.Handler { return s.readOnly }
+
+// routes builds the endpoints; all adds those that Handler serves and Run
+// does not.
+func (s *Server) routes(all bool) http.Handler {
 	mux := http.NewServeMux()
 	// A "GET" pattern also answers HEAD; other methods get 405 with Allow.
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -177,23 +213,15 @@ func (s *Server) routes() http.Handler {
 	if s.deps.Node != nil {
 		mux.HandleFunc("GET /node", s.node)
 	}
-	if s.deps.Configz != nil {
+	if all && s.deps.Configz != nil {
 		mux.HandleFunc("GET /configz", s.configz)
 	}
-	if s.deps.Local != nil {
-		local := s.deps.Local
-		if !net.ParseIP(s.cfg.Address).IsLoopback() {
-			local = http.HandlerFunc(refuseLocal)
-		}
-		mux.Handle("POST /pods", local)
-		mux.Handle("DELETE /pods/{namespace}/{name}", local)
+	if all && s.deps.Local != nil {
+		mux.Handle("POST /pods", s.deps.Local)
+		mux.Handle("DELETE /pods/{namespace}/{name}", s.deps.Local)
 	}
-	if s.deps.Profiling {
-		profiles := profilingHandler()
-		if !net.ParseIP(s.cfg.Address).IsLoopback() {
-			profiles = http.HandlerFunc(refuseProfiling)
-		}
-		mux.Handle("/debug/pprof/", profiles)
+	if all && s.deps.Profiling {
+		mux.Handle("/debug/pprof/", profilingHandler())
 	}
 	if s.deps.Summary != nil {
 		// The kubelet answers POST here as well.
@@ -221,8 +249,31 @@ func (s *Server) Addr() string {
 	return s.addr.String()
 }
 
-// Run listens and serves until ctx ends, then shuts down gracefully and
-// returns nil: requests in flight get up to ShutdownTimeout to finish; after
+// checkHost refuses (421) a request whose Host header names neither an IP
+// address, localhost nor one of Config.HostNames, then passes it to next.
+// Browsers always send the Host they resolved, so a page of another site
+// that rebinds its name to 127.0.0.1 is refused here.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = normalHost(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+		if host != "" && net.ParseIP(host) == nil && !s.hosts[host] {
+			http.Error(w, fmt.Sprintf("Host %q: not this node: the read-only port answers requests addressed to an IP address, localhost or the node's name",
+				r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// normalHost is a host name in lower case without a trailing dot.
+func normalHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+// Run listens on Config's TCP address and serves ReadOnlyHandler until ctx
+// ends, then shuts down gracefully and returns nil: requests in flight get up to ShutdownTimeout to finish; after
 // that their contexts are cancelled and their connections closed, and Run
 // returns without waiting for their handlers. It returns an error if it
 // cannot listen (nil if ctx ended first) or serving fails. Run may be called
@@ -246,7 +297,7 @@ func (s *Server) Run(ctx context.Context) error {
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           s.router,
+		Handler:           s.readOnly,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		WriteTimeout:      s.cfg.WriteTimeout,
@@ -325,12 +376,6 @@ func (s *Server) healthzOne(w http.ResponseWriter, r *http.Request) {
 	http.NotFound(w, r)
 }
 
-// refuseLocal answers a pod change on a non-loopback address.
-func refuseLocal(w http.ResponseWriter, r *http.Request) {
-	http.Error(w, fmt.Sprintf("%s %s: pods are changed only through the loopback address or the unix socket", r.Method, r.URL.Path),
-		http.StatusForbidden)
-}
-
 // profilingHandler serves net/http/pprof's index, named profiles, cmdline,
 // CPU profile, symbol lookup and execution trace under /debug/pprof/.
 func profilingHandler() http.Handler {
@@ -341,10 +386,6 @@ func profilingHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
-}
-
-func refuseProfiling(w http.ResponseWriter, r *http.Request) {
-	http.Error(w, fmt.Sprintf("%s: profiles are served only on a loopback address", r.URL.Path), http.StatusForbidden)
 }
 
 // pods answers a v1 PodList of Deps.Pods, as the kubelet's read-only /pods.

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -167,8 +169,7 @@ func TestEndpoints(t *testing.T) {
 		{name: "no gatherer, no metrics", base: broken, method: "GET", path: "/metrics", status: 404},
 		{name: "node", base: healthy, method: "GET", path: "/node", status: 200, contentType: "application/json", body: jsonOf(t, node)},
 		{name: "node error", base: broken, method: "GET", path: "/node", status: 500, body: "Internal Error: no capacity yet\n"},
-		{name: "configz", base: healthy, method: "GET", path: "/configz", status: 200, body: `{"kubeletconfig":{"maxPods":5}}`},
-		{name: "no configz", base: broken, method: "GET", path: "/configz", status: 404},
+		{name: "configz not on the read-only port", base: healthy, method: "GET", path: "/configz", status: 404},
 		{name: "unknown path", base: healthy, method: "GET", path: "/spec", status: 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -379,89 +380,132 @@ func TestRunStoppedBeforeListening(t *testing.T) {
 	}
 }
 
-// Pod changes reach Deps.Local only on a loopback address; GET /pods stays
-// Deps.Pods'.
-func TestLocalOnlyOnLoopback(t *testing.T) {
+// The read-only port, even on the loopback where every local user and every
+// hostNetwork pod reaches it, changes no pod and serves neither /configz nor
+// profiles, whatever Deps hold; Handler, for the root-only socket, serves
+// them all.
+func TestReadOnlyPortServesNoMore(t *testing.T) {
 	t.Parallel()
+	changes := make(chan string, 10)
 	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "local "+r.Method+" "+r.URL.Path)
+		changes <- r.Method + " " + r.URL.Path
+		w.WriteHeader(http.StatusCreated)
 	})
-	pods := func() []*v1.Pod { return nil }
-	type answer struct {
-		Code int
-		Body string
+	deps := Deps{
+		Pods: func() []*v1.Pod { return nil }, Local: local, Profiling: true,
+		Configz: func() any { return map[string]int{"maxPods": 5} },
 	}
-	call := func(method, url string) answer {
-		req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader("x"))
+	base := start(t, Config{Address: "127.0.0.1"}, deps)
+	type answer struct {
+		Method, Path string
+		Code         int
+	}
+	var port, socket []answer
+	s, err := New(Config{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ method, path string }{
+		{"POST", "/pods"}, {"DELETE", "/pods/default/web"}, {"PUT", "/pods"},
+		{"GET", "/configz"}, {"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/cmdline"}, {"GET", "/debug/pprof/goroutine?debug=1"},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), r.method, base+r.path, strings.NewReader("apiVersion: v1\nkind: Pod\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		req.Header.Set("Content-Type", "application/yaml")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return answer{resp.StatusCode, strings.TrimSpace(string(b))}
+		resp.Body.Close()
+		port = append(port, answer{r.method, r.path, resp.StatusCode})
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(r.method, r.path, strings.NewReader("x")))
+		socket = append(socket, answer{r.method, r.path, rec.Code})
 	}
-	for _, tt := range []struct {
-		addr string
-		want []answer
-	}{
-		{"127.0.0.1", []answer{
-			{200, "local POST /pods"}, {200, "local DELETE /pods/ns/p"}, {200, `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}`},
-		}},
-		{"0.0.0.0", []answer{
-			{403, "POST /pods: pods are changed only through the loopback address or the unix socket"},
-			{403, "DELETE /pods/ns/p: pods are changed only through the loopback address or the unix socket"},
-			{200, `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}`},
-		}},
-	} {
-		base := start(t, Config{Address: tt.addr}, Deps{Pods: pods, Local: local})
-		got := []answer{call("POST", base+"/pods"), call("DELETE", base+"/pods/ns/p"), call("GET", base+"/pods")}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("address %s (-want +got):\n%s", tt.addr, diff)
-		}
+	wantPort := []answer{
+		{"POST", "/pods", 405}, {"DELETE", "/pods/default/web", 404}, {"PUT", "/pods", 405},
+		{"GET", "/configz", 404}, {"GET", "/debug/pprof/", 404}, {"GET", "/debug/pprof/cmdline", 404}, {"GET", "/debug/pprof/goroutine?debug=1", 404},
+	}
+	if diff := cmp.Diff(wantPort, port); diff != "" {
+		t.Errorf("read-only port (-want +got):\n%s", diff)
+	}
+	wantSocket := []answer{
+		{"POST", "/pods", 201}, {"DELETE", "/pods/default/web", 201}, {"PUT", "/pods", 405},
+		{"GET", "/configz", 200}, {"GET", "/debug/pprof/", 200}, {"GET", "/debug/pprof/cmdline", 200}, {"GET", "/debug/pprof/goroutine?debug=1", 200},
+	}
+	if diff := cmp.Diff(wantSocket, socket); diff != "" {
+		t.Errorf("Handler (-want +got):\n%s", diff)
+	}
+	close(changes)
+	var got []string
+	for c := range changes {
+		got = append(got, c)
+	}
+	if diff := cmp.Diff([]string{"POST /pods", "DELETE /pods/default/web"}, got); diff != "" {
+		t.Errorf("changes reaching Deps.Local, all through Handler (-want +got):\n%s", diff)
 	}
 }
 
-// Deps.Profiling serves /debug/pprof/ on a loopback address, refuses it on
-// any other, and without it the path is not served.
-func TestProfiling(t *testing.T) {
+// The read-only port answers only requests addressed to an IP, localhost or
+// the node's names: a page whose DNS name was rebound to 127.0.0.1 is refused.
+func TestHostCheck(t *testing.T) {
 	t.Parallel()
-	get := func(url string) (int, string) {
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	for _, tt := range []struct {
-		name      string
-		addr      string
-		profiling bool
-		wantCode  int
-		wantBody  string // a substring of each answer
+	base := start(t, Config{HostNames: []string{"Node-1", "build.example.org."}}, Deps{Pods: func() []*v1.Pod { return nil }})
+	port := base[strings.LastIndex(base, ":"):]
+	for _, tc := range []struct {
+		host string
+		code int
 	}{
-		{"loopback", "127.0.0.1", true, 200, "goroutine"},
-		{"any address", "0.0.0.0", true, 403, "profiles are served only on a loopback address"},
-		{"off", "127.0.0.1", false, 404, "not found"},
+		{"attacker.example", http.StatusMisdirectedRequest},
+		{"attacker.example" + port, http.StatusMisdirectedRequest},
+		{"127.0.0.1.attacker.example", http.StatusMisdirectedRequest},
+		{"localhost.attacker.example", http.StatusMisdirectedRequest},
+		{"127.0.0.1" + port, 200},
+		{"127.0.0.1", 200},
+		{"[::1]" + port, 200},
+		{"[::1]", 200},
+		{"10.1.2.3", 200},
+		{"localhost" + port, 200},
+		{"LOCALHOST.", 200},
+		{"node-1" + port, 200},
+		{"build.example.org", 200},
+		{"node-2", http.StatusMisdirectedRequest},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(tc.host, func(t *testing.T) {
 			t.Parallel()
-			base := start(t, Config{Address: tt.addr}, Deps{Profiling: tt.profiling})
-			for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
-				code, body := get(base + path)
-				want := tt.wantBody
-				if path == "/debug/pprof/cmdline" && tt.wantCode == 200 {
-					want = "server.test"
-				}
-				if code != tt.wantCode || !strings.Contains(body, want) {
-					t.Errorf("GET %s: %d %.200q, want %d containing %q", path, code, body, tt.wantCode, want)
-				}
+			req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/pods", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = tc.host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.code {
+				t.Fatalf("Host %q: %d %q, want %d", tc.host, resp.StatusCode, b, tc.code)
+			}
+			if tc.code != 200 && !strings.Contains(string(b), fmt.Sprintf("Host %q: not this node", tc.host)) {
+				t.Errorf("Host %q: body %q does not say why", tc.host, b)
 			}
 		})
+	}
+	anyHost := start(t, Config{AnyHost: true}, Deps{})
+	req, err := http.NewRequestWithContext(t.Context(), "GET", anyHost+"/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "attacker.example"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("AnyHost: %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if _, err := New(Config{HostNames: []string{"evil.example:80"}}, Deps{}); err == nil {
+		t.Error("New accepted a host name with a port")
 	}
 }

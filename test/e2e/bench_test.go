@@ -304,7 +304,7 @@ const (
 // cpuProfile writes a profileSeconds CPU profile of the agent to path.
 func cpuProfile(b *testing.B, a *Agent, path string) {
 	b.Helper()
-	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", a.URL, profileSeconds))
+	resp, err := a.Client().Get(fmt.Sprintf("http://localhost/debug/pprof/profile?seconds=%d", profileSeconds))
 	if err != nil {
 		b.Fatal(err)
 	}

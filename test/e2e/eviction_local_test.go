@@ -11,10 +11,10 @@ import (
 )
 
 // applyLocal creates an ordinary (non-static, evictable) pod through the
-// agent's POST /pods (nodekeeper apply's endpoint).
+// agent's POST /pods on its socket (nodekeeper apply's endpoint).
 func (a *Agent) applyLocal(manifest string) {
 	a.t.Helper()
-	resp, err := http.Post(a.URL+"/pods", "application/yaml", strings.NewReader(manifest))
+	resp, err := a.Client().Post("http://localhost/pods", "application/yaml", strings.NewReader(manifest))
 	if err != nil {
 		a.t.Fatalf("POST /pods: %v", err)
 	}
@@ -27,11 +27,11 @@ func (a *Agent) applyLocal(manifest string) {
 // deleteLocal deletes an ordinary pod through DELETE /pods/NAMESPACE/NAME,
 // ignoring one already gone.
 func (a *Agent) deleteLocal(name string) {
-	req, err := http.NewRequest(http.MethodDelete, a.URL+"/pods/default/"+name+"?gracePeriodSeconds=0", nil)
+	req, err := http.NewRequest(http.MethodDelete, "http://localhost/pods/default/"+name+"?gracePeriodSeconds=0", nil)
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.Client().Do(req)
 	if err != nil {
 		a.t.Logf("DELETE pod %s: %v", name, err)
 		return

@@ -130,7 +130,7 @@ func TestMemoryPressureStaticPod(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`(?m)^MemoryPressure\s+True\s+KubeletHasInsufficientMemory`).Match(out) {
 		t.Errorf("get node: %v\n%s", err, out)
 	}
-	out, err = exec.Command(a.art.bin, "explain", "eviction", "--live="+a.URL).CombinedOutput()
+	out, err = exec.Command(a.art.bin, "explain", "eviction", "--live="+a.Socket()).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Node conditions: [MemoryPressure]") || !strings.Contains(string(out), "default/hog-e2e") {
 		t.Errorf("explain eviction --live: %v\n%s", err, out)
 	}

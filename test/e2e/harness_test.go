@@ -88,7 +88,10 @@ type Agent struct {
 	Dir, Root, Manifests, Logs, ConfigPath string
 	// CgroupRoot is the agent's cgroupRoot; PodCIDR its pod network.
 	CgroupRoot, PodCIDR string
-	// URL is the agent's HTTP endpoints' base, "http://127.0.0.1:PORT".
+	// URL is the agent's read-only port's base, "http://127.0.0.1:PORT",
+	// set explicitly as the kubelet's node e2e harness sets it; "" with
+	// Options.NoReadOnlyPort. Everything else, pod changes and /configz
+	// included, goes through the root-only socket (Socket).
 	URL string
 
 	art    artifacts
@@ -110,6 +113,9 @@ type Options struct {
 	Prepare func(a *Agent)
 	// Args are further `nodekeeper run` flags (e.g. --kubeconfig).
 	Args []string
+	// NoReadOnlyPort leaves readOnlyPort out of the configuration: the
+	// default, no TCP port but the ones the test sets.
+	NoReadOnlyPort bool
 }
 
 // StartAgent starts `nodekeeper run` for t on its own directories and waits
@@ -139,18 +145,21 @@ func StartAgent(t testing.TB, opts Options) *Agent {
 	if opts.Prepare != nil {
 		opts.Prepare(a)
 	}
-	port := freePort(t)
-	a.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	readOnly := ""
+	if !opts.NoReadOnlyPort {
+		port := freePort(t)
+		a.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		readOnly = fmt.Sprintf("readOnlyPort: %d\n", port)
+	}
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 staticPodPath: %s
 podLogsDir: %s
 cgroupRoot: %s
 podCIDR: %s
-readOnlyPort: %d
-healthzPort: 0
+%shealthzPort: 0
 fileCheckFrequency: 2s
-%s`, a.Manifests, a.Logs, a.CgroupRoot, a.PodCIDR, port, opts.Config)
+%s`, a.Manifests, a.Logs, a.CgroupRoot, a.PodCIDR, readOnly, opts.Config)
 	if err := os.WriteFile(a.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +182,21 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Start starts the agent process (again) and waits until /healthz answers ok.
+// Socket is the agent's root-only unix socket, ROOT/nodekeeper.sock.
+func (a *Agent) Socket() string { return filepath.Join(a.Root, "nodekeeper.sock") }
+
+// Client returns an HTTP client whose every request goes to the agent's
+// socket; give it URLs of the form "http://localhost/PATH".
+func (a *Agent) Client() *http.Client {
+	sock := a.Socket()
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+}
+
+// Start starts the agent process (again) and waits until /healthz answers ok
+// on its socket.
 func (a *Agent) Start() {
 	a.t.Helper()
 	a.mu.Lock()
@@ -195,7 +218,7 @@ func (a *Agent) Start() {
 			a.t.Fatalf("nodekeeper exited at start (%v):\n%s", cmd.ProcessState, buf.String())
 		default:
 		}
-		resp, err := http.Get(a.URL + "/healthz")
+		resp, err := a.Client().Get("http://localhost/healthz")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -259,9 +282,9 @@ func (a *Agent) RemoveManifest(name string) {
 	}
 }
 
-// Pods returns the agent's pods from GET /pods.
+// Pods returns the agent's pods from GET /pods on its socket.
 func (a *Agent) Pods() ([]v1.Pod, error) {
-	resp, err := http.Get(a.URL + "/pods")
+	resp, err := a.Client().Get("http://localhost/pods")
 	if err != nil {
 		return nil, err
 	}

@@ -28,17 +28,17 @@ func (a *Agent) cli(args ...string) (int, string) {
 	return 0, string(out)
 }
 
-// apply creates the pods of manifest with `nodekeeper apply` over the
-// loopback port, failing the test unless it succeeds, and deletes them
-// (through the unix socket) when the test ends, before the harness stops the
-// agent.
+// apply creates the pods of manifest with `nodekeeper apply` through the
+// agent's socket (found by its root directory), failing the test unless it
+// succeeds, and deletes them when the test ends, before the harness stops
+// the agent.
 func (a *Agent) apply(name, manifest string) {
 	a.t.Helper()
 	path := filepath.Join(a.Dir, name)
 	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
 		a.t.Fatal(err)
 	}
-	if code, out := a.cli("apply", "-f", path, "--server", a.URL); code != 0 {
+	if code, out := a.cli("apply", "-f", path, "--root-dir", a.Root); code != 0 {
 		a.t.Fatalf("apply %s: exit %d: %s", name, code, out)
 	}
 	a.t.Cleanup(func() {
@@ -49,12 +49,10 @@ func (a *Agent) apply(name, manifest string) {
 			return
 		}
 		for _, p := range a.localPods() {
-			a.cli("delete", "pod", p.Name, "-n", p.Namespace, "--grace-period", "1", "--socket", a.sock())
+			a.cli("delete", "pod", p.Name, "-n", p.Namespace, "--grace-period", "1", "--socket", a.Socket())
 		}
 	})
 }
-
-func (a *Agent) sock() string { return filepath.Join(a.Root, "nodekeeper.sock") }
 
 // localPods are the agent's pods from the local store.
 func (a *Agent) localPods() []v1.Pod {
@@ -99,7 +97,7 @@ func TestLocalPodLifecycle(t *testing.T) {
 			pod.UID, pod.Annotations, pod.Namespace, pod.Spec.Priority, pod.CreationTimestamp)
 	}
 	path := filepath.Join(a.Dir, "job.yaml")
-	if code, out := a.cli("apply", "-f", path, "--socket", a.sock()); code != 2 || out != "nodekeeper: pod \"default/job\": already exists\n" {
+	if code, out := a.cli("apply", "-f", path, "--socket", a.Socket()); code != 2 || out != "nodekeeper: pod \"default/job\": already exists\n" {
 		t.Errorf("duplicate apply: exit %d, %q", code, out)
 	}
 	ctr := pod.Status.ContainerStatuses[0].ContainerID
@@ -114,7 +112,7 @@ func TestLocalPodLifecycle(t *testing.T) {
 	}
 
 	start := time.Now()
-	code, out := a.cli("delete", "pod", "job", "--socket", a.sock())
+	code, out := a.cli("delete", "pod", "job", "--socket", a.Socket())
 	if code != 0 || !strings.HasPrefix(out, `pod "job" deleted`) {
 		t.Fatalf("delete: exit %d: %s", code, out)
 	}
@@ -132,7 +130,7 @@ func TestLocalPodLifecycle(t *testing.T) {
 			t.Errorf("container %s of the deleted pod is still in containerd (%v)", c.GetId(), c.GetState())
 		}
 	}
-	if code, out := a.cli("delete", "pod", "job", "--server", a.URL); code != 2 || out != "nodekeeper: pod \"default/job\": not found\n" {
+	if code, out := a.cli("delete", "pod", "job", "--root-dir", a.Root); code != 2 || out != "nodekeeper: pod \"default/job\": not found\n" {
 		t.Errorf("second delete: exit %d, %q", code, out)
 	}
 }
