@@ -14,19 +14,41 @@ import (
 
 // AllocatePod assigns devices to every container of pod that requests device
 // resources: init containers first, in order, then app containers, as pod
-// admission does. See Allocate.
+// admission does. See Allocate. The pod counts as in admission (its devices
+// are never freed as inactive) for the whole call, so that calls for
+// different pods may overlap: each waits only on the plugins of the
+// resources it asks for. On error the pod holds none of the devices this
+// call assigned to any of its containers: they are free again at once.
 func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
-	for i := range pod.Spec.InitContainers {
-		if err := m.Allocate(ctx, pod, &pod.Spec.InitContainers[i]); err != nil {
-			return err
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if err := m.Allocate(ctx, pod, &pod.Spec.Containers[i]); err != nil {
-			return err
+	uid := string(pod.UID)
+	defer m.admitting(uid)()
+	var got []assigned
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			a, err := m.allocate(ctx, pod, &cs[i])
+			got = append(got, a...)
+			if err != nil {
+				m.release(pod, got)
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// RequestsDevices reports whether a container of pod, init containers
+// included, asks for a device resource: one that a plugin registered or
+// that some container still holds. Only such a pod's AllocatePod may wait
+// on a plugin (or assign anything); admission need not wait for the others.
+func (m *Manager) RequestsDevices(pod *v1.Pod) bool {
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if len(m.deviceRequests(&cs[i])) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Allocate assigns devices of every device resource in container's limits,
@@ -39,35 +61,58 @@ func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
 //
 // A container that already holds devices keeps them (a restart); a changed
 // count is an error. Before choosing, devices of pods that Deps.ActivePods no
-// longer lists are freed. Errors read exactly as the kubelet's and match, with
+// longer lists are freed. The choice of devices is made under the Manager's
+// lock, the RPCs outside it: calls for other resources go ahead while a
+// plugin is slow, and a device reserved for one call is never chosen by
+// another. Errors read exactly as the kubelet's and match, with
 // errors.Is, ErrUnavailable (unregistered resource, no or too few healthy
 // devices, previously assigned devices unhealthy) or ErrPlugin (an RPC failed
-// or timed out); on error the container holds no new devices of the failing
-// resource.
+// or timed out); on error the container holds none of the devices this call
+// assigned.
 func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Container) error {
+	defer m.admitting(string(pod.UID))()
+	got, err := m.allocate(ctx, pod, container)
+	if err != nil {
+		m.release(pod, got)
+	}
+	return err
+}
+
+// admitting marks the pod as in admission until the returned func is
+// called: its devices are not freed as inactive meanwhile.
+func (m *Manager) admitting(uid string) (done func()) {
+	m.mu.Lock()
+	m.inAdmission[uid]++
+	m.lastAdmitted = uid
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.inAdmission[uid]--; m.inAdmission[uid] <= 0 {
+			delete(m.inAdmission, uid)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// assigned names one resource newly assigned to one container.
+type assigned struct{ ctr, res string }
+
+// allocate is Allocate for a pod marked in admission. It returns what it
+// newly assigned, also on error (the resources before the failing one).
+func (m *Manager) allocate(ctx context.Context, pod *v1.Pod, container *v1.Container) ([]assigned, error) {
 	uid := string(pod.UID)
 	reqs := m.deviceRequests(container)
 
-	m.mu.Lock()
-	m.admitting[uid]++
-	m.lastAdmitted = uid
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		if m.admitting[uid]--; m.admitting[uid] <= 0 {
-			delete(m.admitting, uid)
-		}
-		m.mu.Unlock()
-	}()
-
 	m.freeInactive(ctx)
-	changed := false
+	var got []assigned
 	for _, r := range reqs {
 		c, err := m.allocateResource(ctx, pod, container.Name, r.name, r.count)
 		if err != nil {
-			return err
+			return got, err
 		}
-		changed = changed || c
+		if c {
+			got = append(got, assigned{container.Name, r.name})
+		}
 	}
 
 	restartable := false
@@ -80,8 +125,10 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 		}
 	}
 	m.mu.Lock()
+	// The reuse sets of pods no longer in admission are done with; those
+	// of pods whose admission overlaps this one are still needed.
 	for other := range m.reuse {
-		if other != uid {
+		if other != uid && m.inAdmission[other] == 0 {
 			delete(m.reuse, other)
 		}
 	}
@@ -97,12 +144,38 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 	}
 	m.mu.Unlock()
 
-	if changed {
+	if len(got) > 0 {
 		// Written in the background; ContainerOptions waits for it, so
 		// the assignment is on disk before the container can use it.
 		m.notify()
 	}
-	return nil
+	return got, nil
+}
+
+// release frees what a failed allocation of pod assigned: the pod will not
+// run (admission rejects it), so its new devices go back at once rather
+// than when the pod is next seen inactive. Devices the pod held before the
+// call stay.
+func (m *Manager) release(pod *v1.Pod, got []assigned) {
+	if len(got) == 0 {
+		return
+	}
+	uid := string(pod.UID)
+	var freed []string
+	m.mu.Lock()
+	for _, g := range got {
+		a := m.pods.get(uid, g.ctr, g.res)
+		if a == nil {
+			continue
+		}
+		m.used.remove(g.res, a.ids...)
+		m.pods.remove(uid, g.ctr, g.res)
+		freed = append(freed, a.ids...)
+	}
+	delete(m.reuse, uid)
+	m.mu.Unlock()
+	m.log.Info("Released the devices of a pod whose allocation failed", "pod", nodeapi.PodName(pod), "podUID", uid, "devices", quoted(freed))
+	m.notify()
 }
 
 type deviceRequest struct {
@@ -157,7 +230,7 @@ func (m *Manager) freeInactive(ctx context.Context) {
 		defer m.mu.Unlock()
 		var out []string
 		for uid := range m.pods {
-			if !active.Has(uid) && m.admitting[uid] == 0 && uid != m.lastAdmitted {
+			if !active.Has(uid) && m.inAdmission[uid] == 0 && uid != m.lastAdmitted {
 				out = append(out, uid)
 			}
 		}
@@ -171,7 +244,7 @@ func (m *Manager) freeInactive(ctx context.Context) {
 	m.mu.Lock()
 	for _, uid := range candidates {
 		ctrs, ok := m.pods[uid]
-		if !ok || keep[uid] || active.Has(uid) || m.admitting[uid] > 0 || uid == m.lastAdmitted {
+		if !ok || keep[uid] || active.Has(uid) || m.inAdmission[uid] > 0 || uid == m.lastAdmitted {
 			continue
 		}
 		for _, byRes := range ctrs {

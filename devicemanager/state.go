@@ -154,6 +154,17 @@ func (p podDevices) put(pod, ctr, res string, a *allocation) {
 	p[pod][ctr][res] = a
 }
 
+// remove deletes one allocation, and the maps it leaves empty.
+func (p podDevices) remove(pod, ctr, res string) {
+	delete(p[pod][ctr], res)
+	if len(p[pod][ctr]) == 0 {
+		delete(p[pod], ctr)
+	}
+	if len(p[pod]) == 0 {
+		delete(p, pod)
+	}
+}
+
 // inUse counts, per resource and device, the allocations and in-flight
 // reservations holding the device. A device shared by an init container and
 // an app container of one pod is counted twice.
