@@ -2,6 +2,7 @@ package devicemanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -289,9 +290,27 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	}
 	log := m.log.With("pod", nodeapi.PodName(pod), "podUID", uid, "containerName", ctr, "resourceName", res)
 
-	m.mu.Lock()
-	ch, askPreferred, err := m.choose(uid, ctr, res, need, running, nil)
-	m.mu.Unlock()
+	var ch *choice
+	var askPreferred *pluginapi.ContainerPreferredAllocationRequest
+	var err error
+	for waited := false; ; waited = true {
+		var wait <-chan struct{}
+		ch, askPreferred, wait, err = m.chooseOrWait(uid, ctr, res, need, running, nil)
+		if wait == nil {
+			break
+		}
+		// Too few free devices, but other allocations of the resource
+		// are in flight: as the kubelet, which allocates one pod after
+		// the other, the container gets the devices a failed one frees.
+		if !waited {
+			log.Info("Waiting for devices reserved by allocations in progress", "err", err)
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false, err
+		}
+	}
 	if err != nil || ch == nil {
 		return false, err
 	}
@@ -300,9 +319,9 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 		if err != nil {
 			return false, err
 		}
-		m.mu.Lock()
-		ch, _, err = m.choose(uid, ctr, res, need, running, preferred)
-		m.mu.Unlock()
+		// With the plugin's answer, too few devices is final (another
+		// container took some meanwhile), and chooseOrWait never waits.
+		ch, _, _, err = m.chooseOrWait(uid, ctr, res, need, running, preferred)
 		if err != nil || ch == nil {
 			return false, err
 		}
@@ -323,6 +342,7 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	if err != nil {
 		m.mu.Lock()
 		m.used.remove(res, ch.reserved...)
+		m.settle(res, ch)
 		m.mu.Unlock()
 		// The RPC's error as it is, as the kubelet reports it.
 		return false, classed(ErrPlugin, "%w", err)
@@ -336,9 +356,49 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	m.pods.put(uid, ctr, res, &allocation{devices: rs.perNUMA(ch.devices), ids: ch.devices, resp: resp.ContainerResponses[0]})
 	// The reused devices are now held by this container as well.
 	m.used.add(res, without(ch.devices, ch.reserved)...)
+	m.settle(res, ch)
 	m.mu.Unlock()
 	log.Info("Allocated devices", "devices", quoted(ch.devices))
 	return true, nil
+}
+
+// chooseOrWait is choose under m.mu. A choice that reserved devices counts
+// as in flight until settle. When there are too few free devices while
+// other reservations of res are in flight, and preferred is nil, it also
+// returns a channel closed when one of them settles: the caller may wait
+// for it and choose again.
+func (m *Manager) chooseOrWait(uid, ctr, res string, need int, running bool, preferred []string) (*choice, *pluginapi.ContainerPreferredAllocationRequest, <-chan struct{}, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, ask, err := m.choose(uid, ctr, res, need, running, preferred)
+	var short *shortError
+	if f := m.inFlight[res]; f != nil && preferred == nil && errors.As(err, &short) {
+		return nil, nil, f.settled, err
+	}
+	if ch != nil && len(ch.reserved) > 0 {
+		f := m.inFlight[res]
+		if f == nil {
+			f = &inFlight{settled: make(chan struct{})}
+			m.inFlight[res] = f
+		}
+		f.n++
+	}
+	return ch, ask, nil, err
+}
+
+// settle ends ch's reservation of res being in flight (its devices are now
+// assigned or free again) and wakes the allocations waiting for one. Call
+// with m.mu held.
+func (m *Manager) settle(res string, ch *choice) {
+	f := m.inFlight[res]
+	if len(ch.reserved) == 0 || f == nil {
+		return
+	}
+	close(f.settled) // a close, not a send: never blocks
+	f.settled = make(chan struct{})
+	if f.n--; f.n <= 0 {
+		delete(m.inFlight, res)
+	}
 }
 
 func without(all, drop []string) []string {
@@ -458,9 +518,15 @@ func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred
 }
 
 func errTooFew(res string, requested, available int) error {
-	return classed(ErrUnavailable, "requested number of devices unavailable for %s. Requested: %d, Available: %d",
-		res, requested, available)
+	return &shortError{classed(ErrUnavailable, "requested number of devices unavailable for %s. Requested: %d, Available: %d",
+		res, requested, available)}
 }
+
+// shortError marks errTooFew's errors: too few free devices, which devices
+// in flight may still change.
+type shortError struct{ error }
+
+func (e *shortError) Unwrap() error { return e.error }
 
 func sorted(ids []string) []string {
 	slices.Sort(ids)

@@ -73,6 +73,9 @@ type Manager struct {
 	// list them yet.
 	inAdmission  map[string]int
 	lastAdmitted string
+	// inFlight holds, per resource, the reservations whose Allocate RPC is
+	// in progress; allocations short of free devices wait for them.
+	inFlight map[string]*inFlight
 	// oversized holds the resources whose last ListAndWatch message was
 	// refused as too large and already logged at ERROR.
 	oversized map[string]bool
@@ -119,6 +122,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		reuse:       map[string]map[string]sets.Set[string]{},
 		inAdmission: map[string]int{},
 		oversized:   map[string]bool{},
+		inFlight:    map[string]*inFlight{},
 	}
 	if err := m.restore(m.clock.Now()); err != nil {
 		return nil, err

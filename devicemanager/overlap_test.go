@@ -3,6 +3,8 @@ package devicemanager
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,5 +133,110 @@ func TestOverlappingAdmissionsKeepInitDevicesForReuse(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("devices (-want +got):\n%s", diff)
+	}
+}
+
+// lineWatch is a log writer that closes seen once a line containing substr
+// was written.
+type lineWatch struct {
+	substr string
+	once   sync.Once
+	seen   chan struct{}
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.substr) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+// TestShortAllocationWaitsForDevicesInFlight: a container that finds too
+// few free devices while another allocation of the resource waits on its
+// plugin waits for it, as the kubelet's serial admission would: when that
+// allocation fails, the container gets the devices it freed; when it
+// succeeds, the container fails with the kubelet's text. No device goes to
+// two containers.
+func TestShortAllocationWaitsForDevicesInFlight(t *testing.T) {
+	t.Parallel()
+	for _, firstFails := range []bool{true, false} {
+		name := "first succeeds"
+		if firstFails {
+			name = "first fails"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			watch := &lineWatch{substr: "Waiting for devices reserved by allocations in progress", seen: make(chan struct{})}
+			env := startManagerLogged(t, "", Config{AllocateTimeout: 10 * waitLimit}, nil, watch)
+			type call struct {
+				ids    []string
+				answer chan error
+			}
+			calls := make(chan call)
+			defaults := plugintest.New("", nil, nil, plugintest.Funcs{})
+			env.plugin("g.sock", gpu, devices(pluginapi.Healthy, "d0"), nil,
+				plugintest.Funcs{Allocate: func(ctx context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+					c := call{r.GetContainerRequests()[0].GetDevicesIds(), make(chan error, 1)}
+					select {
+					case calls <- c:
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+					select {
+					case err := <-c.answer:
+						if err != nil {
+							return nil, err
+						}
+						return defaults.Allocate(ctx, r)
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}})
+			env.waitCounts(gpu, counts{1, 1})
+			ctx := testCtx(t)
+			first, second := pod("first", nil, ctr("app", map[string]int64{gpu: 1})), pod("second", nil, ctr("app", map[string]int64{gpu: 1}))
+			*env.active = []*v1.Pod{first, second}
+			firstErr, secondErr := make(chan error, 1), make(chan error, 1)
+			go func() { firstErr <- env.m.AllocatePod(ctx, first) }()
+			c := <-calls
+			go func() { secondErr <- env.m.AllocatePod(ctx, second) }()
+			select {
+			case <-watch.seen:
+			case err := <-secondErr:
+				t.Fatalf("second pod did not wait for the device in flight: %v", err)
+			case <-ctx.Done():
+				t.Fatal("second pod's allocation did not wait")
+			}
+			if firstFails {
+				c.answer <- errors.New("gpu on fire")
+				if err := <-firstErr; err == nil {
+					t.Fatal("first pod's allocation succeeded")
+				}
+				c2 := <-calls
+				if diff := cmp.Diff([]string{"d0"}, c2.ids); diff != "" {
+					t.Errorf("second pod's Allocate devices (-want +got):\n%s", diff)
+				}
+				c2.answer <- nil
+				if err := <-secondErr; err != nil {
+					t.Fatalf("second pod after the first failed: %v", err)
+				}
+			} else {
+				c.answer <- nil
+				if err := <-firstErr; err != nil {
+					t.Fatalf("first pod: %v", err)
+				}
+				wantErr(t, <-secondErr, ErrUnavailable, "requested number of devices unavailable for example.com/gpu. Requested: 1, Available: 0")
+			}
+			got := map[string]map[string][]string{
+				"first": env.m.AllocatedDevices("first", "app"), "second": env.m.AllocatedDevices("second", "app"),
+			}
+			want := map[string]map[string][]string{"first": {gpu: {"d0"}}, "second": {}}
+			if firstFails {
+				want = map[string]map[string][]string{"first": {}, "second": {gpu: {"d0"}}}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

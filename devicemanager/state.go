@@ -137,6 +137,13 @@ type allocation struct {
 	resp    *pluginapi.ContainerAllocateResponse
 }
 
+// inFlight counts a resource's reservations whose Allocate RPC is in
+// progress. settled is closed, and replaced, whenever one of them ends.
+type inFlight struct {
+	n       int
+	settled chan struct{}
+}
+
 // podDevices maps pod UID → container name → resource name → allocation.
 type podDevices map[string]map[string]map[string]*allocation
 
