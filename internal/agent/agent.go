@@ -60,10 +60,14 @@ type Runtime interface {
 }
 
 // Admitter decides whether a new pod may run. *admission.Chain satisfies it.
-// It is called only from the sync loop, one pod at a time, in creation order;
-// the pods admitted before are in ActivePods by then.
+// Start is called only from the sync loop, one pod at a time, in creation
+// order; the pods admitted before, and those whose admission is pending, are
+// in ActivePods by then. A Response with Pending set (the pod asks for
+// devices, whose plugins may be slow) is finished off the loop: the loop runs
+// Pending.Wait on a goroutine of its own and Pending.Resume back on the loop,
+// and admits other pods meanwhile.
 type Admitter interface {
-	Admit(ctx context.Context, pod *v1.Pod) admission.Response
+	Start(ctx context.Context, pod *v1.Pod) admission.Response
 }
 
 // Preemptor carries out a preemption plan: it kills the victims in order,
