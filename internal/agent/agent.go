@@ -1,6 +1,8 @@
 // Package agent is the node agent's sync loop: the one goroutine that owns the
 // pod table. Pod sources hand it their complete pod sets (SetPods); it admits
-// new pods in creation order, runs each admitted pod through the pod runtime
+// new pods in creation order (a pod that asks for devices finishes its
+// admission off the loop, so no other pod waits on a device plugin), runs each
+// admitted pod through the pod runtime
 // (one operation of a pod at a time, each on a goroutine that ends with it),
 // relists the runtime every second to notice what changed, kills and removes
 // pods their sources dropped, kills pods on request (nodeapi.PodKiller:
