@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,8 +21,8 @@ import (
 // "slow": its Admit waits for a value on release (admit when true).
 type slowStep struct {
 	release chan bool
-	// admits counts Admit calls.
-	admits int
+	// admits counts Admit calls, which run on goroutines of their own.
+	admits atomic.Int32
 }
 
 func (s *slowStep) Name() string { return "slow" }
@@ -32,7 +33,7 @@ func (s *slowStep) Admit(ctx context.Context, req *admission.Request, resp *admi
 	if !s.Slow(req) {
 		return nil
 	}
-	s.admits++
+	s.admits.Add(1)
 	select {
 	case ok := <-s.release:
 		if !ok {
@@ -191,8 +192,8 @@ func TestPodStoppedWhileAdmissionPending(t *testing.T) {
 		step.admit(t, true)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		if step.admits != 3 {
-			t.Errorf("slow step ran %d times, want 3", step.admits)
+		if n := step.admits.Load(); n != 3 {
+			t.Errorf("slow step ran %d times, want 3", n)
 		}
 		if diff := cmp.Diff(map[string]v1.PodPhase{"default/slow-dropped": v1.PodRunning}, phases(a.ActivePods())); diff != "" {
 			t.Errorf("active pods (-want +got):\n%s", diff)
@@ -240,8 +241,8 @@ func TestAdoptedPodGivenBackWhileAdmissionPending(t *testing.T) {
 		step.admit(t, true) // the other
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		if step.admits != 2 {
-			t.Errorf("slow step ran %d times, want 2", step.admits)
+		if n := step.admits.Load(); n != 2 {
+			t.Errorf("slow step ran %d times, want 2", n)
 		}
 		if diff := cmp.Diff(map[string]v1.PodPhase{"default/slow": v1.PodRunning}, phases(a.ActivePods())); diff != "" {
 			t.Errorf("active pods (-want +got):\n%s", diff)
