@@ -18,6 +18,10 @@
 // handler does inline (preemption.Executor does it with the kubelet's logs, events
 // and metric).
 //
+// The agent admits with Start rather than Admit: for a pod that asks for devices,
+// Start stops before the device allocation, which may wait on a device plugin, and
+// returns a Pending to finish off the sync loop, so that no other pod waits on it.
+//
 // Differences from the kubelet: the plan is checked (the fit again, without the
 // victims) before the pod is admitted (the kubelet admits without checking); the
 // operating-system and device checks of the kubelet's predicate handler are
