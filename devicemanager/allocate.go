@@ -2,6 +2,7 @@ package devicemanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -14,19 +15,41 @@ import (
 
 // AllocatePod assigns devices to every container of pod that requests device
 // resources: init containers first, in order, then app containers, as pod
-// admission does. See Allocate.
+// admission does. See Allocate. The pod counts as in admission (its devices
+// are never freed as inactive) for the whole call, so that calls for
+// different pods may overlap: each waits only on the plugins of the
+// resources it asks for. On error the pod holds none of the devices this
+// call assigned to any of its containers: they are free again at once.
 func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
-	for i := range pod.Spec.InitContainers {
-		if err := m.Allocate(ctx, pod, &pod.Spec.InitContainers[i]); err != nil {
-			return err
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if err := m.Allocate(ctx, pod, &pod.Spec.Containers[i]); err != nil {
-			return err
+	uid := string(pod.UID)
+	defer m.admitting(uid)()
+	var got []assigned
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			a, err := m.allocate(ctx, pod, &cs[i])
+			got = append(got, a...)
+			if err != nil {
+				m.release(pod, got)
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// RequestsDevices reports whether a container of pod, init containers
+// included, asks for a device resource: one that a plugin registered or
+// that some container still holds. Only such a pod's AllocatePod may wait
+// on a plugin (or assign anything); admission need not wait for the others.
+func (m *Manager) RequestsDevices(pod *v1.Pod) bool {
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if len(m.deviceRequests(&cs[i])) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Allocate assigns devices of every device resource in container's limits,
@@ -39,35 +62,58 @@ func (m *Manager) AllocatePod(ctx context.Context, pod *v1.Pod) error {
 //
 // A container that already holds devices keeps them (a restart); a changed
 // count is an error. Before choosing, devices of pods that Deps.ActivePods no
-// longer lists are freed. Errors read exactly as the kubelet's and match, with
+// longer lists are freed. The choice of devices is made under the Manager's
+// lock, the RPCs outside it: calls for other resources go ahead while a
+// plugin is slow, and a device reserved for one call is never chosen by
+// another. Errors read exactly as the kubelet's and match, with
 // errors.Is, ErrUnavailable (unregistered resource, no or too few healthy
 // devices, previously assigned devices unhealthy) or ErrPlugin (an RPC failed
-// or timed out); on error the container holds no new devices of the failing
-// resource.
+// or timed out); on error the container holds none of the devices this call
+// assigned.
 func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Container) error {
+	defer m.admitting(string(pod.UID))()
+	got, err := m.allocate(ctx, pod, container)
+	if err != nil {
+		m.release(pod, got)
+	}
+	return err
+}
+
+// admitting marks the pod as in admission until the returned func is
+// called: its devices are not freed as inactive meanwhile.
+func (m *Manager) admitting(uid string) (done func()) {
+	m.mu.Lock()
+	m.inAdmission[uid]++
+	m.lastAdmitted = uid
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.inAdmission[uid]--; m.inAdmission[uid] <= 0 {
+			delete(m.inAdmission, uid)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// assigned names one resource newly assigned to one container.
+type assigned struct{ ctr, res string }
+
+// allocate is Allocate for a pod marked in admission. It returns what it
+// newly assigned, also on error (the resources before the failing one).
+func (m *Manager) allocate(ctx context.Context, pod *v1.Pod, container *v1.Container) ([]assigned, error) {
 	uid := string(pod.UID)
 	reqs := m.deviceRequests(container)
 
-	m.mu.Lock()
-	m.admitting[uid]++
-	m.lastAdmitted = uid
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		if m.admitting[uid]--; m.admitting[uid] <= 0 {
-			delete(m.admitting, uid)
-		}
-		m.mu.Unlock()
-	}()
-
 	m.freeInactive(ctx)
-	changed := false
+	var got []assigned
 	for _, r := range reqs {
 		c, err := m.allocateResource(ctx, pod, container.Name, r.name, r.count)
 		if err != nil {
-			return err
+			return got, err
 		}
-		changed = changed || c
+		if c {
+			got = append(got, assigned{container.Name, r.name})
+		}
 	}
 
 	restartable := false
@@ -80,8 +126,10 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 		}
 	}
 	m.mu.Lock()
+	// The reuse sets of pods no longer in admission are done with; those
+	// of pods whose admission overlaps this one are still needed.
 	for other := range m.reuse {
-		if other != uid {
+		if other != uid && m.inAdmission[other] == 0 {
 			delete(m.reuse, other)
 		}
 	}
@@ -97,12 +145,38 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 	}
 	m.mu.Unlock()
 
-	if changed {
+	if len(got) > 0 {
 		// Written in the background; ContainerOptions waits for it, so
 		// the assignment is on disk before the container can use it.
 		m.notify()
 	}
-	return nil
+	return got, nil
+}
+
+// release frees what a failed allocation of pod assigned: the pod will not
+// run (admission rejects it), so its new devices go back at once rather
+// than when the pod is next seen inactive. Devices the pod held before the
+// call stay.
+func (m *Manager) release(pod *v1.Pod, got []assigned) {
+	if len(got) == 0 {
+		return
+	}
+	uid := string(pod.UID)
+	var freed []string
+	m.mu.Lock()
+	for _, g := range got {
+		a := m.pods.get(uid, g.ctr, g.res)
+		if a == nil {
+			continue
+		}
+		m.used.remove(g.res, a.ids...)
+		m.pods.remove(uid, g.ctr, g.res)
+		freed = append(freed, a.ids...)
+	}
+	delete(m.reuse, uid)
+	m.mu.Unlock()
+	m.log.Info("Released the devices of a pod whose allocation failed", "pod", nodeapi.PodName(pod), "podUID", uid, "devices", quoted(freed))
+	m.notify()
 }
 
 type deviceRequest struct {
@@ -157,7 +231,7 @@ func (m *Manager) freeInactive(ctx context.Context) {
 		defer m.mu.Unlock()
 		var out []string
 		for uid := range m.pods {
-			if !active.Has(uid) && m.admitting[uid] == 0 && uid != m.lastAdmitted {
+			if !active.Has(uid) && m.inAdmission[uid] == 0 && uid != m.lastAdmitted {
 				out = append(out, uid)
 			}
 		}
@@ -171,7 +245,7 @@ func (m *Manager) freeInactive(ctx context.Context) {
 	m.mu.Lock()
 	for _, uid := range candidates {
 		ctrs, ok := m.pods[uid]
-		if !ok || keep[uid] || active.Has(uid) || m.admitting[uid] > 0 || uid == m.lastAdmitted {
+		if !ok || keep[uid] || active.Has(uid) || m.inAdmission[uid] > 0 || uid == m.lastAdmitted {
 			continue
 		}
 		for _, byRes := range ctrs {
@@ -216,9 +290,27 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	}
 	log := m.log.With("pod", nodeapi.PodName(pod), "podUID", uid, "containerName", ctr, "resourceName", res)
 
-	m.mu.Lock()
-	ch, askPreferred, err := m.choose(uid, ctr, res, need, running, nil)
-	m.mu.Unlock()
+	var ch *choice
+	var askPreferred *pluginapi.ContainerPreferredAllocationRequest
+	var err error
+	for waited := false; ; waited = true {
+		var wait <-chan struct{}
+		ch, askPreferred, wait, err = m.chooseOrWait(uid, ctr, res, need, running, nil)
+		if wait == nil {
+			break
+		}
+		// Too few free devices, but other allocations of the resource
+		// are in flight: as the kubelet, which allocates one pod after
+		// the other, the container gets the devices a failed one frees.
+		if !waited {
+			log.Info("Waiting for devices reserved by allocations in progress", "err", err)
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false, err
+		}
+	}
 	if err != nil || ch == nil {
 		return false, err
 	}
@@ -227,9 +319,9 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 		if err != nil {
 			return false, err
 		}
-		m.mu.Lock()
-		ch, _, err = m.choose(uid, ctr, res, need, running, preferred)
-		m.mu.Unlock()
+		// With the plugin's answer, too few devices is final (another
+		// container took some meanwhile), and chooseOrWait never waits.
+		ch, _, _, err = m.chooseOrWait(uid, ctr, res, need, running, preferred)
 		if err != nil || ch == nil {
 			return false, err
 		}
@@ -250,6 +342,7 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	if err != nil {
 		m.mu.Lock()
 		m.used.remove(res, ch.reserved...)
+		m.settle(res, ch)
 		m.mu.Unlock()
 		// The RPC's error as it is, as the kubelet reports it.
 		return false, classed(ErrPlugin, "%w", err)
@@ -263,9 +356,49 @@ func (m *Manager) allocateResource(ctx context.Context, pod *v1.Pod, ctr, res st
 	m.pods.put(uid, ctr, res, &allocation{devices: rs.perNUMA(ch.devices), ids: ch.devices, resp: resp.ContainerResponses[0]})
 	// The reused devices are now held by this container as well.
 	m.used.add(res, without(ch.devices, ch.reserved)...)
+	m.settle(res, ch)
 	m.mu.Unlock()
 	log.Info("Allocated devices", "devices", quoted(ch.devices))
 	return true, nil
+}
+
+// chooseOrWait is choose under m.mu. A choice that reserved devices counts
+// as in flight until settle. When there are too few free devices while
+// other reservations of res are in flight, and preferred is nil, it also
+// returns a channel closed when one of them settles: the caller may wait
+// for it and choose again.
+func (m *Manager) chooseOrWait(uid, ctr, res string, need int, running bool, preferred []string) (*choice, *pluginapi.ContainerPreferredAllocationRequest, <-chan struct{}, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, ask, err := m.choose(uid, ctr, res, need, running, preferred)
+	var short *shortError
+	if f := m.inFlight[res]; f != nil && preferred == nil && errors.As(err, &short) {
+		return nil, nil, f.settled, err
+	}
+	if ch != nil && len(ch.reserved) > 0 {
+		f := m.inFlight[res]
+		if f == nil {
+			f = &inFlight{settled: make(chan struct{})}
+			m.inFlight[res] = f
+		}
+		f.n++
+	}
+	return ch, ask, nil, err
+}
+
+// settle ends ch's reservation of res being in flight (its devices are now
+// assigned or free again) and wakes the allocations waiting for one. Call
+// with m.mu held.
+func (m *Manager) settle(res string, ch *choice) {
+	f := m.inFlight[res]
+	if len(ch.reserved) == 0 || f == nil {
+		return
+	}
+	close(f.settled) // a close, not a send: never blocks
+	f.settled = make(chan struct{})
+	if f.n--; f.n <= 0 {
+		delete(m.inFlight, res)
+	}
 }
 
 func without(all, drop []string) []string {
@@ -385,9 +518,15 @@ func (m *Manager) choose(uid, ctr, res string, need int, running bool, preferred
 }
 
 func errTooFew(res string, requested, available int) error {
-	return classed(ErrUnavailable, "requested number of devices unavailable for %s. Requested: %d, Available: %d",
-		res, requested, available)
+	return &shortError{classed(ErrUnavailable, "requested number of devices unavailable for %s. Requested: %d, Available: %d",
+		res, requested, available)}
 }
+
+// shortError marks errTooFew's errors: too few free devices, which devices
+// in flight may still change.
+type shortError struct{ error }
+
+func (e *shortError) Unwrap() error { return e.error }
 
 func sorted(ids []string) []string {
 	slices.Sort(ids)

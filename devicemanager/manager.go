@@ -64,14 +64,18 @@ type Manager struct {
 	resources map[string]*resourceState
 	pods      podDevices
 	used      inUse
-	// reuse holds, for the pod being admitted, the devices its
-	// non-restartable init containers used, for its app containers.
+	// reuse holds, for the pods being admitted, the devices their
+	// non-restartable init containers used, for their app containers.
 	reuse map[string]map[string]sets.Set[string]
-	// admitting counts the Allocate calls in flight per pod UID, and
-	// lastAdmitted is the pod of the latest call: both keep their devices
-	// while ActivePods may not list them yet.
-	admitting    map[string]int
+	// inAdmission counts the Allocate and AllocatePod calls in flight per
+	// pod UID (several pods' calls may overlap), and lastAdmitted is the pod
+	// of the latest call: both keep their devices while ActivePods may not
+	// list them yet.
+	inAdmission  map[string]int
 	lastAdmitted string
+	// inFlight holds, per resource, the reservations whose Allocate RPC is
+	// in progress; allocations short of free devices wait for them.
+	inFlight map[string]*inFlight
 	// oversized holds the resources whose last ListAndWatch message was
 	// refused as too large and already logged at ERROR.
 	oversized map[string]bool
@@ -98,26 +102,27 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		clk = clock.RealClock{}
 	}
 	m := &Manager{
-		cfg:        cfg,
-		log:        log.With("subsystem", "devicemanager"),
-		deps:       deps,
-		clock:      clk,
-		metrics:    met,
-		socket:     filepath.Join(cfg.Dir, SocketName),
-		checkpoint: filepath.Join(cfg.Dir, checkpoint.FileName),
-		writeFile:  filecheckpoint.WriteFile,
-		regC:       make(chan registration),
-		saveC:      make(chan chan error),
-		dirty:      make(chan struct{}, 1),
-		changed:    make(chan struct{}, 1),
-		started:    make(chan struct{}),
-		saverDone:  make(chan struct{}),
-		resources:  map[string]*resourceState{},
-		pods:       podDevices{},
-		used:       inUse{},
-		reuse:      map[string]map[string]sets.Set[string]{},
-		admitting:  map[string]int{},
-		oversized:  map[string]bool{},
+		cfg:         cfg,
+		log:         log.With("subsystem", "devicemanager"),
+		deps:        deps,
+		clock:       clk,
+		metrics:     met,
+		socket:      filepath.Join(cfg.Dir, SocketName),
+		checkpoint:  filepath.Join(cfg.Dir, checkpoint.FileName),
+		writeFile:   filecheckpoint.WriteFile,
+		regC:        make(chan registration),
+		saveC:       make(chan chan error),
+		dirty:       make(chan struct{}, 1),
+		changed:     make(chan struct{}, 1),
+		started:     make(chan struct{}),
+		saverDone:   make(chan struct{}),
+		resources:   map[string]*resourceState{},
+		pods:        podDevices{},
+		used:        inUse{},
+		reuse:       map[string]map[string]sets.Set[string]{},
+		inAdmission: map[string]int{},
+		oversized:   map[string]bool{},
+		inFlight:    map[string]*inFlight{},
 	}
 	if err := m.restore(m.clock.Now()); err != nil {
 		return nil, err

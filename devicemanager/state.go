@@ -137,6 +137,13 @@ type allocation struct {
 	resp    *pluginapi.ContainerAllocateResponse
 }
 
+// inFlight counts a resource's reservations whose Allocate RPC is in
+// progress. settled is closed, and replaced, whenever one of them ends.
+type inFlight struct {
+	n       int
+	settled chan struct{}
+}
+
 // podDevices maps pod UID → container name → resource name → allocation.
 type podDevices map[string]map[string]map[string]*allocation
 
@@ -152,6 +159,17 @@ func (p podDevices) put(pod, ctr, res string, a *allocation) {
 		p[pod][ctr] = map[string]*allocation{}
 	}
 	p[pod][ctr][res] = a
+}
+
+// remove deletes one allocation, and the maps it leaves empty.
+func (p podDevices) remove(pod, ctr, res string) {
+	delete(p[pod][ctr], res)
+	if len(p[pod][ctr]) == 0 {
+		delete(p[pod], ctr)
+	}
+	if len(p[pod]) == 0 {
+		delete(p, pod)
+	}
 }
 
 // inUse counts, per resource and device, the allocations and in-flight

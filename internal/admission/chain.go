@@ -18,6 +18,10 @@
 // handler does inline (preemption.Executor does it with the kubelet's logs, events
 // and metric).
 //
+// The agent admits with Start rather than Admit: for a pod that asks for devices,
+// Start stops before the device allocation, which may wait on a device plugin, and
+// returns a Pending to finish off the sync loop, so that no other pod waits on it.
+//
 // Differences from the kubelet: the plan is checked (the fit again, without the
 // victims) before the pod is admitted (the kubelet admits without checking); the
 // operating-system and device checks of the kubelet's predicate handler are
@@ -71,6 +75,11 @@ type Response struct {
 	// pod. It is nil when the pod fits without preempting anyone. The chain has
 	// killed nothing.
 	Preemption *preemption.Plan
+	// Pending, set only by Chain.Start, means the verdict is not known yet: a
+	// slow step (the pod's device allocation) remains, then the handlers after it.
+	// Admit is true so far; the pod may neither start nor be rejected before
+	// Pending.Resume gives the verdict.
+	Pending *Pending
 }
 
 // Victims returns the kills the pod's admission requires, in order: those of
@@ -94,8 +103,20 @@ type Handler interface {
 	// Admit looks at req and either leaves resp alone (admit) or calls
 	// resp.Reject. It returns an error only when it cannot decide; the chain then
 	// rejects with ReasonUnexpected. It is called only from the goroutine that runs
-	// the Chain, with resp.Admit true.
+	// the Chain, with resp.Admit true (a SlowHandler's slow requests excepted).
 	Admit(ctx context.Context, req *Request, resp *Response) error
+}
+
+// SlowHandler is a Handler whose step may wait long for some pods: the device
+// handler, on a device plugin's Allocate. Chain.Start leaves that step to
+// Pending.Wait, off the admitting goroutine.
+type SlowHandler interface {
+	Handler
+	// Slow reports whether Admit may wait long for req. It is called from the
+	// admitting goroutine and must itself be quick. For a slow request, Admit is
+	// called from Pending.Wait's goroutine, with a Response of its own (Admit
+	// true, nothing else set) that the chain merges in Pending.Resume.
+	Slow(req *Request) bool
 }
 
 // Chain runs handlers in order and stops at the first rejection. It has no state of
@@ -110,20 +131,91 @@ func NewChain(handlers ...Handler) *Chain {
 	return &Chain{handlers: handlers}
 }
 
-// Admit decides whether pod may start now. A handler error becomes a rejection with
+// Admit decides whether pod may start now, running every step, slow ones included,
+// on the calling goroutine. A handler error becomes a rejection with
 // ReasonUnexpected.
 func (c *Chain) Admit(ctx context.Context, pod *v1.Pod) Response {
-	req := &Request{Pod: pod}
-	resp := Response{Admit: true}
-	for _, h := range c.handlers {
+	resp := c.Start(ctx, pod)
+	for resp.Pending != nil {
+		resp.Pending.Wait(ctx)
+		resp = resp.Pending.Resume(ctx)
+	}
+	return resp
+}
+
+// Start is Admit up to the first slow step the pod needs (a SlowHandler whose
+// Slow is true: the pod asks for devices). It returns the verdict when there is
+// none, or when an earlier handler rejected the pod; otherwise a Response with
+// Pending set, whose Wait runs the slow step and whose Resume then the handlers
+// after it. A pod that needs no slow step never waits on one, whatever other
+// pods' slow steps are doing.
+func (c *Chain) Start(ctx context.Context, pod *v1.Pod) Response {
+	return c.run(ctx, &Request{Pod: pod}, Response{Admit: true}, 0)
+}
+
+// run runs the handlers from the i-th on, stopping before a slow step.
+func (c *Chain) run(ctx context.Context, req *Request, resp Response, i int) Response {
+	for ; i < len(c.handlers); i++ {
+		h := c.handlers[i]
+		if s, ok := h.(SlowHandler); ok && s.Slow(req) {
+			resp.Pending = &Pending{chain: c, req: req, resp: resp, at: i}
+			return resp
+		}
 		if err := h.Admit(ctx, req, &resp); err != nil {
-			resp.Reject(ReasonUnexpected, fmt.Sprintf("%s admission: %v", h.Name(), err))
+			rejectUnexpected(&resp, h, err)
 		}
 		if !resp.Admit {
 			break
 		}
 	}
 	return resp
+}
+
+func rejectUnexpected(resp *Response, h Handler, err error) {
+	resp.Reject(ReasonUnexpected, fmt.Sprintf("%s admission: %v", h.Name(), err))
+}
+
+// Pending is a pod's admission stopped before a slow step. Wait runs the step
+// and Resume the rest; each is called once, Wait first. Wait may run on any
+// goroutine (it is meant for one of its own); Resume runs where the chain runs,
+// so the handlers after the slow step (the resource fit) see the pods admitted
+// while it waited.
+type Pending struct {
+	chain *Chain
+	req   *Request
+	resp  Response // the verdict before the slow step
+	at    int      // the slow handler's index
+	// Set by Wait.
+	stepResp Response
+	stepErr  error
+}
+
+// Pod is the pod being admitted. Callers must not modify it.
+func (p *Pending) Pod() *v1.Pod { return p.req.Pod }
+
+// Wait runs the slow step. It returns when the step is done, which for device
+// allocation is bounded by the device plugins' RPC timeout and by ctx.
+func (p *Pending) Wait(ctx context.Context) {
+	p.stepResp = Response{Admit: true}
+	p.stepErr = p.chain.handlers[p.at].Admit(ctx, p.req, &p.stepResp)
+}
+
+// Resume finishes the admission after Wait returned: the slow step's verdict,
+// then the handlers after it. The result may be Pending again (another slow
+// step).
+func (p *Pending) Resume(ctx context.Context) Response {
+	resp := p.resp
+	resp.Pending = nil
+	h := p.chain.handlers[p.at]
+	switch {
+	case p.stepErr != nil:
+		rejectUnexpected(&resp, h, p.stepErr)
+		return resp
+	case !p.stepResp.Admit:
+		resp.Reject(p.stepResp.Reason, p.stepResp.Message)
+		return resp
+	}
+	return p.chain.run(ctx, p.req, resp, p.at+1)
 }
 
 // Deps are the outside things the default chain needs.

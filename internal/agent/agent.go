@@ -1,6 +1,8 @@
 // Package agent is the node agent's sync loop: the one goroutine that owns the
 // pod table. Pod sources hand it their complete pod sets (SetPods); it admits
-// new pods in creation order, runs each admitted pod through the pod runtime
+// new pods in creation order (a pod that asks for devices finishes its
+// admission off the loop, so no other pod waits on a device plugin), runs each
+// admitted pod through the pod runtime
 // (one operation of a pod at a time, each on a goroutine that ends with it),
 // relists the runtime every second to notice what changed, kills and removes
 // pods their sources dropped, kills pods on request (nodeapi.PodKiller:
@@ -60,10 +62,14 @@ type Runtime interface {
 }
 
 // Admitter decides whether a new pod may run. *admission.Chain satisfies it.
-// It is called only from the sync loop, one pod at a time, in creation order;
-// the pods admitted before are in ActivePods by then.
+// Start is called only from the sync loop, one pod at a time, in creation
+// order; the pods admitted before, and those whose admission is pending, are
+// in ActivePods by then. A Response with Pending set (the pod asks for
+// devices, whose plugins may be slow) is finished off the loop: the loop runs
+// Pending.Wait on a goroutine of its own and Pending.Resume back on the loop,
+// and admits other pods meanwhile.
 type Admitter interface {
-	Admit(ctx context.Context, pod *v1.Pod) admission.Response
+	Start(ctx context.Context, pod *v1.Pod) admission.Response
 }
 
 // Preemptor carries out a preemption plan: it kills the victims in order,

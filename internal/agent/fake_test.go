@@ -177,7 +177,7 @@ func podName(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
 // admitFunc is an Admitter of a function.
 type admitFunc func(ctx context.Context, pod *v1.Pod) admission.Response
 
-func (f admitFunc) Admit(ctx context.Context, pod *v1.Pod) admission.Response { return f(ctx, pod) }
+func (f admitFunc) Start(ctx context.Context, pod *v1.Pod) admission.Response { return f(ctx, pod) }
 
 func admitAll(context.Context, *v1.Pod) admission.Response { return admission.Response{Admit: true} }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekeeper/nodekeeper/internal/admission"
 	"github.com/nodekeeper/nodekeeper/internal/podruntime"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
@@ -24,9 +25,14 @@ import (
 type state int
 
 const (
+	// stateAdmitting: the admission waits on a slow step (the pod's device
+	// allocation) on a goroutine of its own; not synced yet, but counted
+	// among the active pods, so that the pods admitted meanwhile leave room
+	// for it and its devices are not freed as those of an inactive pod.
+	stateAdmitting state = iota
 	// stateWaitingVictims: admitted with a preemption plan whose victims are
 	// being killed; not synced yet.
-	stateWaitingVictims state = iota
+	stateWaitingVictims
 	// stateActive: admitted, synced whenever needed.
 	stateActive
 	// stateTerminating: its containers are to be stopped (killed on request,
@@ -49,6 +55,11 @@ type entry struct {
 	state     state
 	// rejected: admission refused the pod; final holds the rejection.
 	rejected bool
+	// admitting is the pod's pending admission, from the moment it went
+	// off the loop until its verdict; it stays set when the pod is stopped
+	// before the verdict, so that such a pod is never started again
+	// without an admission (see givenAgain).
+	admitting *admission.Pending
 	// deleting: the pod has a deletionTimestamp; it is stopped with the
 	// deletion's grace period and never started again.
 	deleting bool
@@ -174,7 +185,9 @@ type loop struct {
 	results  chan result
 	relistC  chan relistResult
 	victimsC chan types.UID
-	wg       sync.WaitGroup
+	// admittedC carries admissions whose slow step is done.
+	admittedC chan *admission.Pending
+	wg        sync.WaitGroup
 
 	// replies are answered after the next publish.
 	replies []pendingReply
@@ -208,6 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		results:      make(chan result),
 		relistC:      make(chan relistResult),
 		victimsC:     make(chan types.UID),
+		admittedC:    make(chan *admission.Pending),
 		probeC:       make(chan prober.Update),
 		probed:       map[types.UID]*probedPod{},
 	}
@@ -240,6 +254,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			l.result(r)
 		case uid := <-l.victimsC:
 			l.victimsDone(uid)
+		case p := <-l.admittedC:
+			l.admissionDone(p)
 		case u := <-l.probeC:
 			l.probeUpdate(u)
 		case <-relistT.C():
@@ -464,25 +480,69 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 			l.publish()
 			continue
 		}
-		resp := l.a.admit.Admit(l.ctx, p)
-		switch {
-		case !resp.Admit:
-			e.state, e.rejected = stateTerminated, true
-			e.final = &v1.PodStatus{Phase: v1.PodFailed, Reason: resp.Reason, Message: resp.Message}
-			l.a.log.Info("Pod rejected by admission", "pod", nodeapi.PodName(p), "podUID", p.UID, "reason", resp.Reason, "message", resp.Message)
-			l.a.rec.Event(p, v1.EventTypeWarning, resp.Reason, resp.Message)
-			if hasRunning(e.runtime) {
-				e.state = stateTerminating // adopted but no longer admissible
-			}
-		case len(resp.Victims()) > 0:
-			e.state = stateWaitingVictims
-			l.preempt(e.uid, resp.Preemption)
-		default:
-			e.state, e.needSync = stateActive, true
-		}
-		// The next admission counts this pod.
+		resp := l.a.admit.Start(l.ctx, p)
+		l.verdict(e, resp)
+		// The next admission counts this pod, also while its own admission
+		// is pending.
 		l.refresh(now)
 		l.publish()
+		if resp.Pending != nil {
+			l.waitAdmission(resp.Pending)
+		}
+	}
+}
+
+// verdict applies the admission's response to e, a pod being admitted.
+func (l *loop) verdict(e *entry, resp admission.Response) {
+	p := e.pod
+	switch {
+	case resp.Pending != nil:
+		e.setState(stateAdmitting)
+		e.admitting = resp.Pending
+	case !resp.Admit:
+		e.setState(stateTerminated)
+		e.rejected = true
+		e.final = &v1.PodStatus{Phase: v1.PodFailed, Reason: resp.Reason, Message: resp.Message}
+		l.a.log.Info("Pod rejected by admission", "pod", nodeapi.PodName(p), "podUID", p.UID, "reason", resp.Reason, "message", resp.Message)
+		l.a.rec.Event(p, v1.EventTypeWarning, resp.Reason, resp.Message)
+		if hasRunning(e.runtime) {
+			e.state = stateTerminating // adopted but no longer admissible
+		}
+	case len(resp.Victims()) > 0:
+		e.setState(stateWaitingVictims)
+		l.preempt(e.uid, resp.Preemption)
+	default:
+		e.setState(stateActive)
+		e.needSync = true
+	}
+}
+
+// waitAdmission runs a pending admission's slow step from a goroutine of its
+// own, then hands it back to the loop: the loop admits other pods meanwhile.
+func (l *loop) waitAdmission(p *admission.Pending) {
+	l.wg.Go(func() {
+		p.Wait(l.ctx)
+		select {
+		case l.admittedC <- p:
+		case <-l.ctx.Done():
+		}
+	})
+}
+
+// admissionDone finishes an admission whose slow step is done, unless its
+// pod was stopped (killed, deleted or dropped) meanwhile: such a pod is not
+// started, and the devices it was given are freed as those of an inactive
+// pod.
+func (l *loop) admissionDone(p *admission.Pending) {
+	e := l.pods[p.Pod().UID]
+	if e == nil || e.admitting != p || e.state != stateAdmitting {
+		return
+	}
+	e.admitting = nil
+	resp := p.Resume(l.ctx)
+	l.verdict(e, resp)
+	if resp.Pending != nil {
+		l.waitAdmission(resp.Pending)
 	}
 }
 
@@ -523,7 +583,7 @@ func (l *loop) victimsDone(uid types.UID) {
 func (l *loop) remove(e *entry) {
 	e.removed, e.dirty = true, true
 	switch e.state {
-	case stateWaitingVictims, stateActive:
+	case stateAdmitting, stateWaitingVictims, stateActive:
 		l.terminate(e)
 	case stateTerminated:
 		if e.runtime == nil && !e.busy {
@@ -541,7 +601,7 @@ func (l *loop) deleting(e *entry) {
 		e.grace = g
 	}
 	switch e.state {
-	case stateWaitingVictims, stateActive:
+	case stateAdmitting, stateWaitingVictims, stateActive:
 		args := []any{"pod", nodeapi.PodName(e.pod), "podUID", e.uid}
 		if e.grace != nil {
 			args = append(args, "gracePeriod", *e.grace)
@@ -681,9 +741,10 @@ type pendingReply struct {
 // givenAgain returns the pod that e's source gives again after removing it,
 // or nil: the same UID, which for a static pod is the same manifest put back.
 // Only a pod removed with no final status of its own (not rejected, evicted,
-// preempted or deleted) qualifies.
+// preempted or deleted) and admitted before (not stopped while its admission
+// was pending) qualifies.
 func (l *loop) givenAgain(e *entry) *v1.Pod {
-	if !e.removed || e.pod == nil || e.final != nil || e.rejected || e.deleting {
+	if !e.removed || e.pod == nil || e.final != nil || e.rejected || e.deleting || e.admitting != nil {
 		return nil
 	}
 	return l.desired[e.source][e.uid]

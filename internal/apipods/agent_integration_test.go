@@ -144,7 +144,7 @@ func (m *memRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, now time.T
 
 type admitAll struct{}
 
-func (admitAll) Admit(context.Context, *v1.Pod) admission.Response {
+func (admitAll) Start(context.Context, *v1.Pod) admission.Response {
 	return admission.Response{Admit: true}
 }
 

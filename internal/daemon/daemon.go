@@ -273,7 +273,7 @@ func Run(ctx context.Context, o Options) error {
 	// admission, the managers kill through the agent. Closures over the two
 	// variables tie them; neither runs before both are built.
 	var ag *agent.Agent
-	admit := admitFunc(func(ctx context.Context, pod *v1.Pod) admission.Response { return n.Admission.Admit(ctx, pod) })
+	admit := admitFunc(func(ctx context.Context, pod *v1.Pod) admission.Response { return n.Admission.Start(ctx, pod) })
 	preempt := preemptFunc(func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
 		return n.Preemption.Execute(ctx, plan)
 	})
@@ -508,4 +508,4 @@ func (f preemptFunc) Execute(ctx context.Context, plan *preemption.Plan) ([]*v1.
 // admitFunc adapts a function to agent.Admitter.
 type admitFunc func(ctx context.Context, pod *v1.Pod) admission.Response
 
-func (f admitFunc) Admit(ctx context.Context, pod *v1.Pod) admission.Response { return f(ctx, pod) }
+func (f admitFunc) Start(ctx context.Context, pod *v1.Pod) admission.Response { return f(ctx, pod) }
