@@ -17,7 +17,8 @@ import (
 // directory, nor read or write a file a pod wrote in its emptyDir, nor read
 // the pod's log (issue 26, item 5: the root directory was 0755, the
 // emptyDir 0777 below it). The root directory an older nodekeeper left 0755
-// is 0750 after the start; the container's log file is 0640.
+// is 0750 after the start; the container's log file is 0640; a container
+// running as uid 65534 still writes in the emptyDir.
 func TestPodFilesRefuseOtherUsers(t *testing.T) {
 	a := StartAgent(t, Options{Prepare: func(a *Agent) {
 		// The test's directory is 0700: open it, so that only the modes
@@ -42,28 +43,44 @@ spec:
     args: ["fill", "/scratch/secret", "1Ki"]
     volumeMounts:
     - {name: scratch, mountPath: /scratch}
+  - name: nobody
+    image: %s
+    args: ["fill", "/scratch/by-nobody", "1Ki"]
+    securityContext: {runAsUser: 65534, runAsGroup: 65534}
+    volumeMounts:
+    - {name: scratch, mountPath: /scratch}
   volumes:
   - {name: scratch, emptyDir: {}}
-`, testbox))
+`, testbox, testbox))
 	pod := a.WaitPod("writer", "running", running)
 	podDir := filepath.Join(a.Root, "pods", string(pod.UID))
 	secret := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", "scratch", "secret")
 	logDir := filepath.Join(a.Logs, "default_writer_"+string(pod.UID), "main")
 	logFile := filepath.Join(logDir, "0.log")
-	a.Eventually("the pod wrote its file and its log", 30*time.Second, func() (bool, string) {
-		for _, p := range []string{secret, logFile} {
+	byNobody := filepath.Join(filepath.Dir(secret), "by-nobody")
+	a.Eventually("the pod wrote its files and its log", 30*time.Second, func() (bool, string) {
+		for _, p := range []string{secret, byNobody, logFile} {
 			if info, err := os.Stat(p); err != nil || info.Size() == 0 {
 				return false, fmt.Sprintf("%s: %v", p, err)
 			}
 		}
 		return true, ""
 	})
+	// A container of any user still writes in the emptyDir (0777): the
+	// closed directories are above its bind mount.
+	if info, err := os.Stat(byNobody); err != nil || info.Sys().(*syscall.Stat_t).Uid != 65534 {
+		t.Errorf("%s: %v, want a file of uid 65534", byNobody, err)
+	}
 	for _, d := range []string{a.Root, filepath.Join(a.Root, "pods"), podDir, a.Logs} {
-		if info, err := os.Stat(d); err != nil || info.Mode().Perm() != 0o750 {
+		if info, err := os.Stat(d); err != nil {
+			t.Error(err)
+		} else if info.Mode().Perm() != 0o750 {
 			t.Errorf("%s: %v, want mode 0750", d, info.Mode())
 		}
 	}
-	if info, err := os.Stat(logFile); err != nil || info.Mode().Perm() != 0o640 {
+	if info, err := os.Stat(logFile); err != nil {
+		t.Error(err)
+	} else if info.Mode().Perm() != 0o640 {
 		t.Errorf("%s: %v, want mode 0640", logFile, info.Mode())
 	}
 	for _, tc := range []struct {
