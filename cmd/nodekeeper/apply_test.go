@@ -200,3 +200,41 @@ func copyFile(from, to string) error {
 	}
 	return os.WriteFile(to, data, 0o755)
 }
+
+// TestApplyRefusesUnsafePod: `apply` of a pod whose hostPath has type Bogus
+// (or '..', or a relative path), against a real store behind the root-only
+// socket, exits 2 with one line naming the file, the field path and the
+// value, and the store keeps no pod (issue 26, item 12).
+func TestApplyRefusesUnsafePod(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store, err := localpods.New(localpods.Config{Path: filepath.Join(dir, localpods.FileName), NodeName: "n1"},
+		localpods.Deps{Agent: nopAgent{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = store.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, sock := serveSocket(t, server.Deps{Local: store.Handler(), Pods: store.Pods})
+	for _, tc := range []struct{ name, hostPath, want string }{
+		{"type Bogus", "{path: /, type: Bogus}", `spec.volumes[0].hostPath.type: "Bogus": want "", DirectoryOrCreate`},
+		{"..", "{path: /tmp/../etc}", `spec.volumes[0].hostPath.path: "/tmp/../etc": must not contain '..'`},
+		{"relative", "{path: etc}", `spec.volumes[0].hostPath.path: "etc": must be an absolute path`},
+	} {
+		manifest := filepath.Join(dir, "root.yaml")
+		if err := os.WriteFile(manifest, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: root}\nspec:\n"+
+			"  containers: [{name: c, image: i, volumeMounts: [{name: h, mountPath: /h}]}]\n  volumes: [{name: h, hostPath: "+tc.hostPath+"}]\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := runCLI(t, "apply", "-f", manifest, "--socket", sock)
+		want := `^nodekeeper: ` + regexp.QuoteMeta(manifest+`: document 1: pod "root": `+tc.want) + `.*\n$`
+		if code != exitUsage || out != "" || !regexp.MustCompile(want).MatchString(errOut) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want %d and %s", tc.name, code, out, errOut, exitUsage, want)
+		}
+	}
+	if n := len(store.Pods()); n != 0 {
+		t.Errorf("the store holds %d pods, want none", n)
+	}
+}

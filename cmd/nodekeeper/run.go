@@ -146,8 +146,23 @@ func loadRunConfig(flags *pflag.FlagSet, f runFlags) (*config.Config, error) {
 	return cfg, nil
 }
 
+// checkValues refuses the flag values that parse but mean nothing: a
+// negative --v or --status-interval.
+func (f runFlags) checkValues() error {
+	switch {
+	case f.verbosity < 0:
+		return badInput(fmt.Errorf("--v \"%d\": must not be negative", f.verbosity))
+	case f.statusEvery < 0:
+		return badInput(fmt.Errorf("--status-interval %q: must not be negative (0 prints no table)", f.statusEvery))
+	}
+	return nil
+}
+
 // runAgent loads the configuration, applies the flags and runs the agent.
 func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
+	if err := f.checkValues(); err != nil {
+		return err
+	}
 	cfg, err := loadRunConfig(cmd.Flags(), f)
 	if err != nil {
 		return err

@@ -109,8 +109,12 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		return fail("staticPodPath", k.StaticPodPath, "must be an absolute path")
 	}
 	if k.PodCIDR != "" {
-		if _, err := netip.ParsePrefix(k.PodCIDR); err != nil {
+		p, err := netip.ParsePrefix(k.PodCIDR)
+		if err != nil {
 			return fail("podCIDR", k.PodCIDR, "not a CIDR (for example 10.88.0.0/16)")
+		}
+		if reason := podCIDRReason(p); reason != "" {
+			return fail("podCIDR", k.PodCIDR, reason)
 		}
 	}
 	if k.CgroupDriver == "" {

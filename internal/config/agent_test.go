@@ -65,6 +65,22 @@ func TestAgentFieldErrors(t *testing.T) {
 		{"negative syncFrequency", "syncFrequency: -1s\n", []string{"syncFrequency", `"-1s"`}},
 		{"healthzBindAddress not an IP", "healthzBindAddress: localhost\n", []string{"healthzBindAddress", `"localhost"`}},
 		{"healthzPort out of range", "healthzPort: -1\n", []string{"healthzPort", `"-1"`}},
+		{"loopback podCIDR", "podCIDR: 127.0.0.0/8\n", []string{`podCIDR: "127.0.0.0/8"`, "loopback"}},
+		{"podCIDR inside loopback", "podCIDR: 127.1.0.0/16\n", []string{`podCIDR: "127.1.0.0/16"`, "loopback"}},
+		{"podCIDR holding loopback", "podCIDR: 96.0.0.0/3\n", []string{`podCIDR: "96.0.0.0/3"`, "loopback"}},
+		{"link-local podCIDR", "podCIDR: 169.254.0.0/16\n", []string{`podCIDR: "169.254.0.0/16"`, "link-local"}},
+		{"multicast podCIDR", "podCIDR: 224.1.0.0/16\n", []string{`podCIDR: "224.1.0.0/16"`, "multicast"}},
+		{"unspecified podCIDR", "podCIDR: 0.0.0.0/0\n", []string{`podCIDR: "0.0.0.0/0"`, "unspecified"}},
+		{"broadcast podCIDR", "podCIDR: 255.255.255.255/32\n", []string{`podCIDR: "255.255.255.255/32"`, "broadcast"}},
+		{"IPv6 loopback podCIDR", "podCIDR: ::1/128\n", []string{`podCIDR: "::1/128"`, "loopback"}},
+		{"IPv6 unspecified podCIDR", "podCIDR: ::/0\n", []string{`podCIDR: "::/0"`, "unspecified"}},
+		{"IPv6 link-local podCIDR", "podCIDR: fe80::/64\n", []string{`podCIDR: "fe80::/64"`, "link-local"}},
+		{"IPv6 multicast podCIDR", "podCIDR: ff02::/16\n", []string{`podCIDR: "ff02::/16"`, "multicast"}},
+		{"IPv4-mapped podCIDR", "podCIDR: ::ffff:10.0.0.0/104\n", []string{`podCIDR: "::ffff:10.0.0.0/104"`, "IPv4-mapped"}},
+		{"readOnlyPort on healthzPort", "readOnlyPort: 10248\n", []string{`readOnlyPort: "10248"`, "healthzPort"}},
+		{"both set on one port", "readOnlyPort: 9000\nhealthzPort: 9000\n", []string{`healthzPort: "9000"`, "readOnlyPort"}},
+		{"readOnlyPort on the kubelet API's port", "readOnlyPort: 10250\n", []string{`readOnlyPort: "10250"`, "port (the kubelet API"}},
+		{"port on healthzPort", "port: 10248\n", []string{`port: "10248"`, "healthzPort"}},
 		{"node-level unsafe sysctl", "allowedUnsafeSysctls: [net.core.somaxconn, vm.swappiness]\n", []string{"allowedUnsafeSysctls[1]", `"vm.swappiness"`, "namespaced"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +95,28 @@ func TestAgentFieldErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAgentAcceptedNetworks: pod networks of unicast ranges, listeners on
+// distinct ports, listeners turned off (two 0 ports share nothing), and the
+// read-only port on the kubelet API's port while that is not served, are
+// accepted.
+func TestAgentAcceptedNetworks(t *testing.T) {
+	t.Parallel()
+	for _, data := range []string{
+		"podCIDR: 10.0.0.0/8\n",
+		"podCIDR: 100.64.0.0/10\n",
+		"podCIDR: 126.0.0.0/8\n",
+		"podCIDR: fd00:10::/64\n",
+		"readOnlyPort: 0\nhealthzPort: 0\n",
+		"readOnlyPort: 0\nhealthzPort: 0\nport: 10250\n",
+		"readOnlyPort: 10250\nenableServer: false\n",
+		"readOnlyPort: 9001\nhealthzPort: 9002\nport: 9003\n",
+	} {
+		if _, err := Parse("ok.yaml", []byte(header+data)); err != nil {
+			t.Errorf("Parse(%q): %v", data, err)
+		}
 	}
 }
 

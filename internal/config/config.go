@@ -493,6 +493,9 @@ func resolve(name string, kc kubeletv1beta1.KubeletConfiguration, raw map[string
 	if err != nil {
 		return nil, err
 	}
+	if err := checkListeners(name, agent, cluster, raw); err != nil {
+		return nil, err
+	}
 
 	return &Config{
 		Agent:   agent,

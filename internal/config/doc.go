@@ -59,5 +59,9 @@
 // checks them, image GC percentages within [0, 100] with low <= high,
 // imageMaximumGCAge 0 or above imageMinimumGCAge, reserved quantities parseable
 // and not negative for cpu, memory, ephemeral-storage and pid, no negative
-// durations or counts.
+// durations or counts. nodekeeper refuses besides a podCIDR that overlaps a
+// loopback, link-local, multicast, broadcast or unspecified range, and two
+// of its TCP listeners on one port (readOnlyPort, healthzPort, and port while
+// enableServer is true; 0 turns a listener off and shares nothing): the
+// second would fail to bind for as long as the agent runs.
 package config

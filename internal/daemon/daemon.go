@@ -139,7 +139,7 @@ func Run(ctx context.Context, o Options) error {
 			return ConfigError{err}
 		}
 	}
-	if err := os.MkdirAll(o.RootDir, 0o755); err != nil {
+	if err := os.MkdirAll(o.RootDir, dataDirMode); err != nil {
 		return fmt.Errorf("root directory: %w", err)
 	}
 	unlock, err := lockRoot(o.RootDir)
@@ -147,6 +147,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer unlock()
+	if err := setUpDataDirs(o.RootDir); err != nil {
+		return fmt.Errorf("root directory: %w", err)
+	}
 	// The agent's own oom_score_adj, before it starts containerd (which
 	// inherits it): where lowering is refused, containers' negative scores
 	// are clamped to it (containerd's restrict_oom_score_adj).

@@ -3,6 +3,7 @@ package podruntime
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,6 +100,35 @@ func mountTmpfs(dir string, size int64) (bool, error) {
 		return false, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return true, nil
+}
+
+// podDirMode is the mode of PodsDir, PodsDir/<uid> and its volumes
+// directory, as the kubelet's (makePodDataDirs): only root and its group
+// may list or traverse them, so the volumes below (an emptyDir is 0777, for
+// containers of any user), hosts file and termination-message files are out
+// of other local users' reach.
+const podDirMode fs.FileMode = 0o750
+
+// makePodDirs makes PodsDir/<uid> and PodsDir/<uid>/volumes, and PodsDir
+// if missing, mode podDirMode; one that exists with more permissions (an
+// older nodekeeper made them 0755) loses the others, so that an upgrade
+// closes what that mode left open. It is idempotent.
+func makePodDirs(podsDir, uid string) error {
+	for _, dir := range []string{podsDir, filepath.Join(podsDir, uid), filepath.Join(podsDir, uid, "volumes")} {
+		if err := os.MkdirAll(dir, podDirMode); err != nil {
+			return err
+		}
+		info, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		if extra := info.Mode().Perm() &^ podDirMode; extra != 0 {
+			if err := os.Chmod(dir, info.Mode()&^extra); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // removePodDir unmounts the pod's memory-backed emptyDirs and subPath binds

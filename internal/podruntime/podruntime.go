@@ -94,9 +94,12 @@ type Config struct {
 	// NodeName is spec.nodeName for the downward API.
 	NodeName string
 	// PodsDir is <rootDir>/pods: volumes and termination-log files live
-	// under PodsDir/<uid>.
+	// under PodsDir/<uid>. A sync makes PodsDir, PodsDir/<uid> and its
+	// volumes directory 0750 (and takes other users' permissions away from
+	// ones that have them), as the kubelet's.
 	PodsDir string
-	// PodLogsDir holds the pod log directories NS_NAME_UID (/var/log/pods).
+	// PodLogsDir holds the pod log directories NS_NAME_UID (/var/log/pods);
+	// made 0750 when missing, as the kubelet's.
 	PodLogsDir string
 	// ContainerLogsDir, if set, holds the kubelet's legacy symlinks to the
 	// containers' logs, POD_NAMESPACE_CONTAINER-ID.log

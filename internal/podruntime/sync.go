@@ -80,6 +80,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 			return res
 		}
 	}
+	if err := makePodDirs(m.cfg.PodsDir, string(pod.UID)); err != nil {
+		res.Err = fmt.Errorf("pod directory: %w", err)
+		return res
+	}
 	if err := m.setUpVolumes(ctx, pod); err != nil {
 		res.Err = err
 		return res
@@ -224,6 +228,11 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 
 // createSandbox runs the pod's sandbox and returns its ID and IPs.
 func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeapi.PodSandboxConfig) (string, []string, error) {
+	// The pod logs root as the kubelet makes it, 0750 (a container's log
+	// file is 0640 root:root, the runtime's); a pod's own directory 0755.
+	if err := os.MkdirAll(m.cfg.PodLogsDir, 0o750); err != nil {
+		return "", nil, err
+	}
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", nil, err
 	}

@@ -3,6 +3,7 @@ package podsource
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,8 +13,11 @@ import (
 
 // Validate checks a defaulted pod (SetDefaults) for what a node relies on,
 // before it is made static for nodeName: names, container names and images,
-// resource quantities, enums, ports, volumes and their mounts, probes, and no
-// references to API objects (which a static pod cannot have). It
+// resource quantities, enums, ports, volumes (a hostPath absolute, without
+// '..', of a known type) and their mounts (subPaths that stay in the
+// volume), security contexts (user and group IDs, procMount, capability
+// names, seccomp and AppArmor profiles), probes, and no references to API
+// objects (which a static pod cannot have). It
 // returns one error per problem, each naming the field path and the value;
 // nil when the pod is valid.
 func Validate(pod *v1.Pod, nodeName string) []error {
@@ -161,14 +165,170 @@ func (v *validator) spec(s *v1.PodSpec) {
 		if ed := vol.EmptyDir; ed != nil && ed.SizeLimit != nil && ed.SizeLimit.Sign() < 0 {
 			v.add(fmt.Sprintf("spec.volumes[%d].emptyDir.sizeLimit", i), ed.SizeLimit.String(), "must not be negative")
 		}
-		if hp := vol.HostPath; hp != nil && hp.Path == "" {
-			v.add(fmt.Sprintf("spec.volumes[%d].hostPath.path", i), "", "required")
+		if hp := vol.HostPath; hp != nil {
+			v.hostPath(fmt.Sprintf("spec.volumes[%d].hostPath", i), hp)
 		}
 	}
+	v.podSecurityContext(s.SecurityContext)
 
 	names := map[string]string{} // container name -> the path of the first container with it
+	hostUsers := s.HostUsers == nil || *s.HostUsers
 	for _, ct := range containersOf(s) {
 		v.container(ct.path, ct.c, ct.init, s.HostNetwork, names, volumes)
+		v.securityContext(ct.path+".securityContext", ct.c.SecurityContext, hostUsers)
+	}
+}
+
+// hostPathTypes are the valid spec.volumes[*].hostPath.type values.
+var hostPathTypes = []v1.HostPathType{v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
+	v1.HostPathFileOrCreate, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev}
+
+// hostPath checks a hostPath volume as the API server does (a path without
+// '..' elements, a known type) and, as a node that resolves it on its own
+// file system, that the path is absolute.
+func (v *validator) hostPath(path string, hp *v1.HostPathVolumeSource) {
+	switch {
+	case hp.Path == "":
+		v.add(path+".path", "", "required")
+	case !strings.HasPrefix(hp.Path, "/"):
+		v.add(path+".path", hp.Path, "must be an absolute path")
+	case hasBackstep(hp.Path):
+		v.add(path+".path", hp.Path, "must not contain '..'")
+	}
+	if t := hp.Type; t != nil && !slices.Contains(hostPathTypes, *t) {
+		v.add(path+".type", string(*t), `want "", DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice or BlockDevice`)
+	}
+}
+
+// hasBackstep reports whether p has a '..' element.
+func hasBackstep(p string) bool {
+	return slices.Contains(strings.Split(p, "/"), "..")
+}
+
+// descendingPath checks a path that must stay below the directory it is
+// taken in (a subPath, a localhost profile): relative, without '..'.
+func (v *validator) descendingPath(path, p string) {
+	switch {
+	case strings.HasPrefix(p, "/"):
+		v.add(path, p, "must be a relative path")
+	case hasBackstep(p):
+		v.add(path, p, "must not contain '..'")
+	}
+}
+
+// ids checks user and group IDs: 0 to 2147483647, as the API server.
+func (v *validator) ids(path string, uid, gid *int64) {
+	if uid != nil {
+		if msgs := validation.IsValidUserID(*uid); len(msgs) > 0 {
+			v.add(path+".runAsUser", *uid, "%s", strings.Join(msgs, "; "))
+		}
+	}
+	if gid != nil {
+		if msgs := validation.IsValidGroupID(*gid); len(msgs) > 0 {
+			v.add(path+".runAsGroup", *gid, "%s", strings.Join(msgs, "; "))
+		}
+	}
+}
+
+// podSecurityContext checks the pod's security context: its IDs, groups
+// and profiles.
+func (v *validator) podSecurityContext(sc *v1.PodSecurityContext) {
+	if sc == nil {
+		return
+	}
+	const path = "spec.securityContext"
+	v.ids(path, sc.RunAsUser, sc.RunAsGroup)
+	if g := sc.FSGroup; g != nil {
+		if msgs := validation.IsValidGroupID(*g); len(msgs) > 0 {
+			v.add(path+".fsGroup", *g, "%s", strings.Join(msgs, "; "))
+		}
+	}
+	for i, g := range sc.SupplementalGroups {
+		if msgs := validation.IsValidGroupID(g); len(msgs) > 0 {
+			v.add(fmt.Sprintf("%s.supplementalGroups[%d]", path, i), g, "%s", strings.Join(msgs, "; "))
+		}
+	}
+	v.seccomp(path+".seccompProfile", sc.SeccompProfile)
+	v.appArmor(path+".appArmorProfile", sc.AppArmorProfile)
+}
+
+// securityContext checks a container's security context: its IDs, the
+// procMount (Unmasked only in a user namespace), capability names,
+// privileged without privilege escalation, and profiles.
+func (v *validator) securityContext(path string, sc *v1.SecurityContext, hostUsers bool) {
+	if sc == nil {
+		return
+	}
+	v.ids(path, sc.RunAsUser, sc.RunAsGroup)
+	if pm := sc.ProcMount; pm != nil {
+		switch *pm {
+		case v1.DefaultProcMount:
+		case v1.UnmaskedProcMount:
+			if hostUsers {
+				v.add(path+".procMount", string(*pm), "needs spec.hostUsers false")
+			}
+		default:
+			v.add(path+".procMount", string(*pm), "want Default or Unmasked")
+		}
+	}
+	if c := sc.Capabilities; c != nil {
+		for _, l := range []struct {
+			name string
+			caps []v1.Capability
+		}{{"add", c.Add}, {"drop", c.Drop}} {
+			for i, cp := range l.caps {
+				if strings.TrimSpace(string(cp)) == "" {
+					v.add(fmt.Sprintf("%s.capabilities.%s[%d]", path, l.name, i), string(cp), "must not be empty")
+				}
+			}
+		}
+	}
+	if sc.Privileged != nil && *sc.Privileged && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+		v.add(path+".allowPrivilegeEscalation", "false", "cannot be false while privileged is true")
+	}
+	v.seccomp(path+".seccompProfile", sc.SeccompProfile)
+	v.appArmor(path+".appArmorProfile", sc.AppArmorProfile)
+}
+
+// seccomp checks a seccomp profile: a known type; localhostProfile, a
+// path below the node's seccomp directory, with Localhost and only then.
+func (v *validator) seccomp(path string, p *v1.SeccompProfile) {
+	if p == nil {
+		return
+	}
+	switch p.Type {
+	case v1.SeccompProfileTypeRuntimeDefault, v1.SeccompProfileTypeUnconfined:
+		if p.LocalhostProfile != nil {
+			v.add(path+".localhostProfile", *p.LocalhostProfile, "only with type Localhost")
+		}
+	case v1.SeccompProfileTypeLocalhost:
+		if p.LocalhostProfile == nil || *p.LocalhostProfile == "" {
+			v.add(path+".localhostProfile", "", "required with type Localhost")
+		} else {
+			v.descendingPath(path+".localhostProfile", *p.LocalhostProfile)
+		}
+	default:
+		v.add(path+".type", string(p.Type), "want RuntimeDefault, Unconfined or Localhost")
+	}
+}
+
+// appArmor checks an AppArmor profile: a known type; localhostProfile
+// with Localhost and only then.
+func (v *validator) appArmor(path string, p *v1.AppArmorProfile) {
+	if p == nil {
+		return
+	}
+	switch p.Type {
+	case v1.AppArmorProfileTypeRuntimeDefault, v1.AppArmorProfileTypeUnconfined:
+		if p.LocalhostProfile != nil {
+			v.add(path+".localhostProfile", *p.LocalhostProfile, "only with type Localhost")
+		}
+	case v1.AppArmorProfileTypeLocalhost:
+		if p.LocalhostProfile == nil || strings.TrimSpace(*p.LocalhostProfile) == "" {
+			v.add(path+".localhostProfile", "", "required with type Localhost")
+		}
+	default:
+		v.add(path+".type", string(p.Type), "want RuntimeDefault, Unconfined or Localhost")
 	}
 }
 
@@ -283,6 +443,11 @@ func (v *validator) container(path string, c *v1.Container, init, hostNetwork bo
 			v.add(mp+".mountPath", m.MountPath, "mounted twice")
 		}
 		mounts[m.MountPath] = true
+		if m.SubPath != "" && m.SubPathExpr != "" {
+			v.add(mp+".subPathExpr", m.SubPathExpr, "subPath and subPathExpr are mutually exclusive")
+		}
+		v.descendingPath(mp+".subPath", m.SubPath)
+		v.descendingPath(mp+".subPathExpr", m.SubPathExpr)
 	}
 
 	for _, pr := range []struct {

@@ -188,7 +188,9 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v *v1.Volume, kind str
 		return err
 	}
 	dir := m.dir(pod.UID, kind, v.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The parents as the kubelet's, 0750 (PodsDir/<uid> keeps other users
+	// out); the volume's own directory is set below.
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
 	if !m.cfg.OnDisk && kind != KindConfigMap {
