@@ -16,11 +16,19 @@ import (
 // 256 MiB, far above any real pod list, Summary, configuration or scenario.
 const DefaultMaxInputSize int64 = 256 << 20
 
+// DefaultMaxConfigSize is the size limit of a file the agent reads to run:
+// its configuration file and drop-ins, its kubeconfig and the files that
+// names, its static pod manifests. 10 MiB, the kubelet's limit on a static
+// pod manifest (maxConfigLength): far above any real one, far below what
+// would make the agent's memory grow with a mistake.
+const DefaultMaxConfigSize int64 = 10 << 20
+
 // ReadFile reads the input file at path, of at most limit bytes (limit <= 0
 // means DefaultMaxInputSize). A larger file is bad input, one line naming the
 // file and the limit. A regular file is checked by its size before reading; a
 // FIFO, a character device (/dev/zero) or any other file is read up to the
-// limit, so it fails the same way once the limit is passed.
+// limit, so it fails the same way once the limit is passed. A directory is
+// bad input naming it.
 //
 // ReadFile gives up when ctx is done and returns ctx.Err(), even while the
 // open blocks (a FIFO without a writer) or a read does (a FIFO or device that
@@ -64,7 +72,11 @@ func ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 // readLimited reads f, named path in errors, up to limit bytes.
 func readLimited(f *os.File, path string, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err == nil && st.IsDir() {
+		return nil, Badf(path, "is a directory, want a file")
+	}
+	if err == nil && st.Mode().IsRegular() {
 		if st.Size() > limit {
 			return nil, tooLarge(path, limit)
 		}

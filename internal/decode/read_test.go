@@ -138,3 +138,13 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFileDirectory: a directory is bad input naming it, not a read error.
+func TestReadFileDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, err := ReadFile(t.Context(), dir, 10)
+	if want := dir + ": is a directory, want a file"; err == nil || err.Error() != want || !errors.Is(err, ErrBadInput) {
+		t.Errorf("ReadFile(directory) = %v, want bad input %q", err, want)
+	}
+}
