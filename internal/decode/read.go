@@ -71,18 +71,29 @@ func ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 
 // readLimited reads f, named path in errors, up to limit bytes.
 func readLimited(f *os.File, path string, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
 	st, err := f.Stat()
 	if err == nil && st.IsDir() {
 		return nil, Badf(path, "is a directory, want a file")
 	}
+	size := int64(-1)
 	if err == nil && st.Mode().IsRegular() {
 		if st.Size() > limit {
 			return nil, tooLarge(path, limit)
 		}
-		buf.Grow(int(st.Size()) + bytes.MinRead) // the file may grow; the limit still holds
+		size = st.Size()
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+	return readAtMost(f, size, path, limit)
+}
+
+// readAtMost reads r to its end, named path in errors, taking at most limit+1
+// bytes from it: one byte past limit is enough to know it is too large. size,
+// when not negative, is how much r is expected to hold.
+func readAtMost(r io.Reader, size int64, path string, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if size >= 0 {
+		buf.Grow(int(size) + bytes.MinRead) // the file may grow; the limit still holds
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
 		return nil, err
 	}
 	if int64(buf.Len()) > limit {

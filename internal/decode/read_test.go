@@ -148,3 +148,26 @@ func TestReadFileDirectory(t *testing.T) {
 		t.Errorf("ReadFile(directory) = %v, want bad input %q", err, want)
 	}
 }
+
+// endless is a reader that never ends and counts the bytes it gave.
+type endless struct{ n int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	e.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestReadAtMostStopsPastLimit: a reader without end is read up to one byte
+// past the limit, not further.
+func TestReadAtMostStopsPastLimit(t *testing.T) {
+	t.Parallel()
+	r := &endless{}
+	_, err := readAtMost(r, -1, "x", 1000)
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.Path != "x" || tl.Limit != 1000 {
+		t.Fatalf("readAtMost = %v, want too large", err)
+	}
+	if r.n != 1001 {
+		t.Errorf("read %d bytes, want 1001 (the limit and one)", r.n)
+	}
+}
