@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -67,6 +68,34 @@ func ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 		}()
 		return nil, ctx.Err()
 	}
+}
+
+// ReadRegularFile reads the regular file at path, of at most limit bytes
+// (limit <= 0 means DefaultMaxConfigSize), for a file that a configuration
+// names (a certificate, a key, a CA bundle) and that is read again while the
+// agent runs, without a ctx. Anything but a regular file is refused without
+// blocking (a FIFO is opened non-blocking, then refused): "PATH: not a regular
+// file (mode ...)". A larger file is a *TooLargeError.
+func ReadRegularFile(path string, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = DefaultMaxConfigSize
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (mode %v)", path, st.Mode())
+	}
+	if st.Size() > limit {
+		return nil, tooLarge(path, limit)
+	}
+	return readAtMost(f, st.Size(), path, limit)
 }
 
 // readLimited reads f, named path in errors, up to limit bytes.

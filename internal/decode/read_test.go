@@ -171,3 +171,28 @@ func TestReadAtMostStopsPastLimit(t *testing.T) {
 		t.Errorf("read %d bytes, want 1001 (the limit and one)", r.n)
 	}
 }
+
+// TestReadRegularFile: a regular file within the limit is read; a FIFO
+// without a writer and a device are refused at once; a larger file is too
+// large.
+func TestReadRegularFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadRegularFile(path, 10); err != nil || string(got) != "0123456789" {
+		t.Errorf("ReadRegularFile = %q, %v; want the file", got, err)
+	}
+	var tl *TooLargeError
+	if _, err := ReadRegularFile(path, 9); !errors.As(err, &tl) {
+		t.Errorf("ReadRegularFile(limit 9) = %v, want too large", err)
+	}
+	fifo := mkfifo(t)
+	for _, p := range []string{fifo, "/dev/zero"} {
+		if _, err := ReadRegularFile(p, 10); err == nil || !strings.Contains(err.Error(), p+": not a regular file") {
+			t.Errorf("ReadRegularFile(%s) = %v, want not a regular file", p, err)
+		}
+	}
+}

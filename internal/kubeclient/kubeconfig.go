@@ -3,8 +3,6 @@ package kubeclient
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -103,12 +101,8 @@ func checkNamedFiles(ctx context.Context, path string, cfg *clientcmdapi.Config,
 // readNamed reads a file a kubeconfig names: a regular file of at most limit
 // bytes. Its errors name the file.
 func readNamed(ctx context.Context, file string, limit int64) ([]byte, error) {
-	fi, err := os.Stat(file)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (mode %v)", filepath.Clean(file), fi.Mode())
-	}
-	return decode.ReadFile(ctx, file, limit)
+	return decode.ReadRegularFile(file, limit)
 }
