@@ -1,7 +1,6 @@
 package podsource
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
@@ -71,15 +69,7 @@ func decodeManifest(file string, data []byte) (pods []decoded, podErrs []error, 
 	if !utf8.Valid(data) {
 		return nil, nil, &Error{File: file, Err: fmt.Errorf("not UTF-8 text (invalid byte at offset %d)", invalidUTF8At(data))}
 	}
-	var in io.Reader = bytes.NewReader(data)
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		// apimachinery's YAML reader drops a last line that ends the input
-		// without a newline when it comes with io.EOF (a line of at least
-		// the 4096-byte buffer, the input a multiple of it): a one-line
-		// JSON manifest of 8192 bytes held no pod.
-		in = io.MultiReader(in, strings.NewReader("\n"))
-	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(in))
+	r := decode.NewYAMLReader(data)
 	for n := 1; ; n++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {

@@ -4,7 +4,6 @@
 package snapshot
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/internal/decode"
@@ -155,7 +153,7 @@ func splitDocuments(name string, data []byte) ([]json.RawMessage, error) {
 			}
 		}
 	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	r := decode.NewYAMLReader(data)
 	for n := 1; ; n++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
