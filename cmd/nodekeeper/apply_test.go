@@ -238,3 +238,18 @@ func TestApplyRefusesUnsafePod(t *testing.T) {
 		t.Errorf("the store holds %d pods, want none", n)
 	}
 }
+
+// TestApplyInputTooLarge: a manifest over --max-input-size is a usage error
+// (exit 2) naming the file and the limit, before any request.
+func TestApplyInputTooLarge(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "pods.yaml")
+	if err := os.WriteFile(path, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "--max-input-size", "10", "apply", "-f", path, "--server", "http://127.0.0.1:1")
+	want := "nodekeeper: " + path + ": larger than the input size limit of 10 (10 bytes; see --max-input-size)\n"
+	if code != exitUsage || errOut != want {
+		t.Errorf("exit %d, stderr %q; want exit %d, %q", code, errOut, exitUsage, want)
+	}
+}

@@ -241,3 +241,27 @@ func TestExplainOOMBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainDuplicateKind: a pods file whose top-level kind is given twice
+// ({"kind":"Pod","kind":"List"}) is refused by explain oom and explain
+// eviction with exit 2 naming the file and the key; it was read as an empty
+// List and the pod dropped, exit 0.
+func TestExplainDuplicateKind(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "pods.json")
+	pod := `{"kind":"Pod","kind":"List","apiVersion":"v1","metadata":{"name":"a","namespace":"default"},` +
+		`"spec":{"containers":[{"name":"c","image":"x","resources":{"requests":{"memory":"1Gi"}}}]}}`
+	if err := os.WriteFile(path, []byte(pod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"explain", "oom", "--memory-capacity", "4Gi", "--pods", path},
+		{"explain", "eviction", "--summary", "../../examples/eviction/memory/summary.json", "--pods", path},
+	} {
+		code, _, errOut := runCLI(t, args...)
+		want := "nodekeeper: " + path + ": duplicate field \"kind\"\n"
+		if code != exitUsage || errOut != want {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d, %q", args[1], code, errOut, exitUsage, want)
+		}
+	}
+}

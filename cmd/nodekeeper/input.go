@@ -28,7 +28,7 @@ type maxInputSizeKey struct{}
 func registerMaxInputSize(root *cobra.Command) {
 	var size string
 	root.PersistentFlags().StringVar(&size, "max-input-size", "256Mi",
-		"largest input file read, in bytes or as a quantity (e.g. 1Gi); a larger file, FIFO or device is an error")
+		"largest input file read, in bytes or as a quantity (e.g. 1Gi); a larger file, FIFO or device is an error (run: its configuration, drop-ins and kubeconfig, 10Mi unless given)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		limit, err := decode.ParseSize(size)
 		if err != nil {

@@ -44,7 +44,8 @@ const shutdownGrace = 60 * time.Second
 const annotationDaemon = "nodekeeper/daemon"
 
 // usageError marks an error caused by the user's command line or input files: it is
-// printed as one line and the process exits with exitUsage.
+// printed as one line and the process exits with exitUsage, as does an error of
+// class decode.ErrBadInput.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
@@ -112,8 +113,10 @@ func execute(ctx context.Context, root *cobra.Command, grace time.Duration, stde
 	}
 	// Input echoed in a message is escaped: no raw bytes reach the terminal.
 	fmt.Fprintf(stderr, "nodekeeper: %s\n", decode.Escape(err.Error()))
+	// Bad input is a usage error wherever it was not marked one: an input
+	// file too large or malformed (decode.ErrBadInput) exits 2 like the rest.
 	var ue usageError
-	if errors.As(err, &ue) || isFlagError(err) {
+	if errors.As(err, &ue) || isFlagError(err) || errors.Is(err, decode.ErrBadInput) {
 		return exitUsage
 	}
 	return 1

@@ -18,11 +18,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/daemon"
+	"github.com/nodekeeper/nodekeeper/internal/decode"
+	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 )
 
 // agentGCPercent is the Go GC target `run` sets unless GOGC is set.
@@ -95,17 +96,29 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.runtimeCgroups, "runtime-cgroups", "", "the kubelet's --runtime-cgroups; accepted, nodekeeper moves no process")
 }
 
+// runInputLimit is the largest file run reads (its configuration file and
+// drop-ins, its kubeconfig and the files that names): --max-input-size when
+// given, else decode.DefaultMaxConfigSize (10 MiB), not the 256 MiB the
+// other commands read by default.
+func runInputLimit(ctx context.Context, flags *pflag.FlagSet) int64 {
+	if limit, _ := ctx.Value(maxInputSizeKey{}).(int64); limit > 0 && flags.Changed("max-input-size") {
+		return limit
+	}
+	return decode.DefaultMaxConfigSize
+}
+
 // loadRunConfig loads the configuration from --config, --config-dir and the
-// flags that override its fields, and checks that run can use it. Its errors
-// are usage errors but for a file that exists and cannot be read.
-func loadRunConfig(flags *pflag.FlagSet, f runFlags) (*config.Config, error) {
+// flags that override its fields, each file of at most limit bytes, and checks
+// that run can use it. Its errors are usage errors but for a file that exists
+// and cannot be read; it returns ctx.Err() when ctx ends first.
+func loadRunConfig(ctx context.Context, flags *pflag.FlagSet, f runFlags, limit int64) (*config.Config, error) {
 	str := func(name, v string) *string {
 		if flags.Changed(name) {
 			return &v
 		}
 		return nil
 	}
-	src := config.Sources{File: f.config, DropInDir: f.configDir, Flags: config.Flags{
+	src := config.Sources{File: f.config, DropInDir: f.configDir, MaxFileSize: limit, Flags: config.Flags{
 		ContainerRuntimeEndpoint: str("container-runtime-endpoint", f.endpoint),
 		ImageServiceEndpoint:     str("image-service-endpoint", f.imageEndpoint),
 		SystemCgroups:            str("system-cgroups", f.systemCgroups),
@@ -129,8 +142,11 @@ func loadRunConfig(flags *pflag.FlagSet, f runFlags) (*config.Config, error) {
 			maps.Copy(src.Flags.FeatureGates, gates)
 		}
 	}
-	cfg, err := config.LoadSources(src)
+	cfg, err := config.LoadSources(ctx, src)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if errors.Is(err, config.ErrInvalid) || errors.Is(err, os.ErrNotExist) {
 			return nil, badInput(err)
 		}
@@ -163,7 +179,8 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err := f.checkValues(); err != nil {
 		return err
 	}
-	cfg, err := loadRunConfig(cmd.Flags(), f)
+	limit := runInputLimit(ctx, cmd.Flags())
+	cfg, err := loadRunConfig(ctx, cmd.Flags(), f, limit)
 	if err != nil {
 		return err
 	}
@@ -188,6 +205,9 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 			return badInput(fmt.Errorf("--root-dir %q: want a directory", f.rootDir))
 		}
 		f.rootDir = abs
+	}
+	if fi, err := os.Stat(f.rootDir); err == nil && !fi.IsDir() {
+		return badInput(fmt.Errorf("--root-dir %s: not a directory", f.rootDir))
 	}
 	name := f.hostname
 	if name == "" {
@@ -222,11 +242,13 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		return badInput(fmt.Errorf("--node-ip %q: not an IP address", f.nodeIP))
 	}
 	if f.kubeconfig != "" {
-		if _, err := os.Stat(f.kubeconfig); err != nil {
-			return badInput(fmt.Errorf("--kubeconfig: %v", err))
-		}
-		if _, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig); err != nil {
-			return badInput(fmt.Errorf("--kubeconfig %s: %v", f.kubeconfig, err))
+		// Checked here for a usage error before anything starts; the
+		// daemon reads it again (kubeclient.LoadKubeconfig, same limit).
+		if _, err := kubeclient.LoadKubeconfig(ctx, f.kubeconfig, limit); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return badInput(fmt.Errorf("--kubeconfig: %w", err))
 		}
 		// client-go logs through klog: into the same log. klog is
 		// process-wide, so this is set only once the agent is about to
@@ -234,7 +256,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		klog.SetSlogLogger(logger.With("subsystem", "client-go"))
 	}
 	opts := daemon.Options{Config: cfg, RootDir: f.rootDir, NodeName: name, ImageDirs: f.imageDirs, Logger: logger,
-		OOMScoreAdj: &oomScore, Kubeconfig: f.kubeconfig, NodeIP: f.nodeIP, Version: versionString()}
+		OOMScoreAdj: &oomScore, Kubeconfig: f.kubeconfig, MaxInputSize: limit, NodeIP: f.nodeIP, Version: versionString()}
 	if f.statusEvery > 0 {
 		opts.OnReady = func(r daemon.Ready) {
 			go printStatus(ctx, cmd.OutOrStdout(), r.Pods, f.statusEvery)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -27,6 +28,14 @@ func TestRunBadInput(t *testing.T) {
 		return p
 	}
 	root := filepath.Join(dir, "root")
+	zeroDropIns := filepath.Join(dir, "zero.d")
+	if err := os.MkdirAll(zeroDropIns, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(zeroDropIns, "10-zero.conf")); err != nil {
+		t.Fatal(err)
+	}
+	big := write("big.yaml", "maxPods: 100\n"+strings.Repeat("# padding\n", 20))
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -50,6 +59,16 @@ func TestRunBadInput(t *testing.T) {
 		{"bad feature gate", []string{"--feature-gates", "A=maybe"}, []string{"--feature-gates", `"A=maybe"`}},
 		{"missing drop-in directory", []string{"--config-dir", filepath.Join(dir, "nodir")}, []string{"nodir"}},
 		{"bad drop-in", []string{"--config-dir", dropInDir(t, dir, "maxPods: -3\n")}, []string{"50-bad.conf", "maxPods", `"-3"`}},
+		{"config is a directory", []string{"--config", dir}, []string{dir + ": is a directory"}},
+		{"root dir is a file", []string{"--root-dir", big}, []string{"--root-dir", big, "not a directory"}},
+		{"kubeconfig is /dev/zero", []string{"--kubeconfig", "/dev/zero"},
+			[]string{"--kubeconfig", "/dev/zero: larger than the input size limit of 10Mi (10485760 bytes"}},
+		{"drop-in is /dev/zero", []string{"--config-dir", zeroDropIns},
+			[]string{"10-zero.conf: larger than the input size limit of 10Mi (10485760 bytes"}},
+		{"config over --max-input-size", []string{"--max-input-size", "100", "--config", big},
+			[]string{"big.yaml: larger than the input size limit of 100 (100 bytes"}},
+		{"kubeconfig over --max-input-size", []string{"--max-input-size", "100", "--kubeconfig", big},
+			[]string{"--kubeconfig", "big.yaml: larger than the input size limit of 100 (100 bytes"}},
 		{"other image endpoint", []string{"--container-runtime-endpoint", "unix:///a.sock", "--image-service-endpoint", "unix:///b.sock"},
 			[]string{"imageServiceEndpoint", `"unix:///b.sock"`}},
 	} {
@@ -159,7 +178,7 @@ func TestRunKubeletFlags(t *testing.T) {
 			if err := fl.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			c, err := loadRunConfig(fl, f)
+			c, err := loadRunConfig(t.Context(), fl, f, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,4 +205,34 @@ func dropInDir(t *testing.T, dir, body string) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestRunReadsBounded: /dev/zero as --kubeconfig and as a drop-in ends run
+// with exit 2 having read up to the 10 MiB limit, not the 256 MiB of the
+// other commands' inputs (or, for the kubeconfig, until memory ran out).
+// Not parallel: parallel tests run after it, so the allocation is its own.
+func TestRunReadsBounded(t *testing.T) {
+	dir := t.TempDir()
+	dropIns := filepath.Join(dir, "conf.d")
+	if err := os.MkdirAll(dropIns, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dropIns, "10-zero.conf")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--kubeconfig", "/dev/zero"}, {"--config-dir", dropIns}} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), append([]string{"run", "--root-dir", filepath.Join(dir, "root")}, args...), &stdout, &stderr)
+		runtime.ReadMemStats(&after)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr %q", args, code, exitUsage, stderr.String())
+		}
+		// Reading to the 10 MiB limit, the doubling buffer allocates 32 MiB
+		// (64 MiB with -race); the 256 MiB limit would take over 512 MiB.
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 128<<20 {
+			t.Errorf("%v: allocated %d MiB, want a few times the 10 MiB limit", args, alloc>>20)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,9 +153,11 @@ type Config struct {
 // Load reads, decodes, defaults and validates the configuration file at path.
 // A failure to read the file is returned wrapped (an *os.PathError, so
 // errors.Is(err, fs.ErrNotExist) works); every problem with its content wraps
-// ErrInvalid and names the file, the field and the value.
+// ErrInvalid and names the file, the field and the value. The file may be
+// up to decode.DefaultMaxConfigSize (10 MiB) large. Load cannot be
+// interrupted: a FIFO without a writer blocks it; LoadSources takes a ctx.
 func Load(path string) (*Config, error) {
-	data, err := readConfig(path)
+	data, err := readConfig(context.Background(), path, inputs.DefaultMaxConfigSize)
 	if err != nil {
 		return nil, err
 	}

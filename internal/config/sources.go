@@ -38,6 +38,9 @@ type Sources struct {
 	DropInDir string
 	// Flags override what the files set.
 	Flags Flags
+	// MaxFileSize is the largest file read, File and each drop-in, in bytes;
+	// 0 means decode.DefaultMaxConfigSize (10 MiB).
+	MaxFileSize int64
 }
 
 // Flags are the kubelet command-line flags that set a configuration field
@@ -114,11 +117,19 @@ func ParseFeatureGates(s string) (map[string]bool, error) {
 // file that cannot be read is returned wrapped (errors.Is(err,
 // fs.ErrNotExist) works); every problem with a file's content wraps
 // ErrInvalid and names the file that set the field (a drop-in file, or the
-// flag) with the field and the value. Config.File is Sources.File.
-func LoadSources(s Sources) (*Config, error) {
+// flag) with the field and the value. Config.File is Sources.File. A file
+// larger than MaxFileSize, or a directory given as a file, is of class
+// ErrInvalid too, naming the file (and the limit). LoadSources gives up when
+// ctx ends, even while a read blocks (a FIFO without a writer), and returns
+// ctx.Err().
+func LoadSources(ctx context.Context, s Sources) (*Config, error) {
+	limit := s.MaxFileSize
+	if limit <= 0 {
+		limit = inputs.DefaultMaxConfigSize
+	}
 	var base *layer
 	if s.File != "" {
-		data, err := readConfig(s.File)
+		data, err := readConfig(ctx, s.File, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +144,7 @@ func LoadSources(s Sources) (*Config, error) {
 		}
 		skipped = skip
 		for _, p := range paths {
-			data, err := readConfig(p)
+			data, err := readConfig(ctx, p, limit)
 			if err != nil {
 				return nil, err
 			}
@@ -148,12 +159,17 @@ func LoadSources(s Sources) (*Config, error) {
 	return c, nil
 }
 
-// readConfig reads one configuration file within the input size limit.
-func readConfig(path string) ([]byte, error) {
-	data, err := inputs.ReadFile(context.Background(), path, inputs.DefaultMaxInputSize)
+// readConfig reads one configuration file of at most limit bytes, under ctx.
+func readConfig(ctx context.Context, path string, limit int64) ([]byte, error) {
+	data, err := inputs.ReadFile(ctx, path, limit)
 	if err != nil {
-		if tl := (*inputs.TooLargeError)(nil); errors.As(err, &tl) {
-			return nil, invalidInput{err} // too large: "FILE: larger than the input size limit ..."
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, inputs.ErrBadInput) {
+			// Too large ("FILE: larger than the input size limit ...") or
+			// a directory ("FILE: is a directory, want a file").
+			return nil, invalidInput{err}
 		}
 		return nil, fmt.Errorf("load kubelet configuration: %w", err)
 	}

@@ -190,7 +190,7 @@ func TestLoadSourcesMerge(t *testing.T) {
 				s.File = filepath.Join(dir, "config.yaml")
 				writeTree(t, dir, map[string]string{"config.yaml": tc.base})
 			}
-			c, err := LoadSources(s)
+			c, err := LoadSources(t.Context(), s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +252,7 @@ func TestLoadSourcesErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeTree(t, s.DropInDir, tc.dropIns)
-			c, err := LoadSources(s)
+			c, err := LoadSources(t.Context(), s)
 			if err == nil {
 				t.Fatalf("no error; config %+v", c)
 			}
@@ -276,7 +276,7 @@ func TestLoadSourcesErrors(t *testing.T) {
 func TestLoadSourcesMissingDropInDir(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "nope")
-	_, err := LoadSources(Sources{DropInDir: dir})
+	_, err := LoadSources(t.Context(), Sources{DropInDir: dir})
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("error %v: want one naming %s that is fs.ErrNotExist", err, dir)
 	}
@@ -288,7 +288,7 @@ func TestLoadSourcesMissingDropInDir(t *testing.T) {
 func TestLoadE2ENodeConfig(t *testing.T) {
 	t.Parallel()
 	const file = "testdata/e2e-node-kubelet-config.yaml"
-	c, err := LoadSources(Sources{File: file, DropInDir: t.TempDir(), Flags: Flags{
+	c, err := LoadSources(t.Context(), Sources{File: file, DropInDir: t.TempDir(), Flags: Flags{
 		ContainerRuntimeEndpoint: new("unix:///run/e2e.sock"),
 		SystemCgroups:            new(""), KubeletCgroups: new(""), RuntimeCgroups: "/docker-daemon",
 	}})
@@ -390,7 +390,7 @@ featureGates: {KubeletServiceAccountTokenForCredentialProviders: true, PodAndCon
 	if err != nil {
 		t.Fatal(err)
 	}
-	merged, err := LoadSources(Sources{File: file, DropInDir: dir})
+	merged, err := LoadSources(t.Context(), Sources{File: file, DropInDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

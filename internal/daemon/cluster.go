@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
@@ -28,15 +28,13 @@ import (
 // kubelet's: tools and tests select the node's events by it.
 const eventComponent = "kubelet"
 
-// newClient builds the API client from a kubeconfig file with the
+// newClient builds the API client from the client configuration of a
+// kubeconfig (kubeclient.LoadKubeconfig), which it does not modify, with the
 // configuration's rate limits, speaking protobuf as the kubelet does. A
 // timeout bounds each request (0: none, as watches need); the kubelet's
 // heartbeat client has one of nodeStatusUpdateFrequency.
-func newClient(kubeconfig string, c config.Cluster, version string, timeout time.Duration) (*kubeclient.Clientset, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %q: %w", kubeconfig, err)
-	}
+func newClient(kubeconfig *rest.Config, c config.Cluster, version string, timeout time.Duration) (*kubeclient.Clientset, error) {
+	rc := rest.CopyConfig(kubeconfig)
 	rc.QPS, rc.Burst = float32(c.KubeAPIQPS), int(c.KubeAPIBurst)
 	if c.KubeAPIQPS == 0 {
 		rc.QPS = -1 // no client-side limit, as the kubelet's kubeAPIQPS 0
@@ -47,7 +45,7 @@ func newClient(kubeconfig string, c config.Cluster, version string, timeout time
 	rc.UserAgent = fmt.Sprintf("nodekeeper/%s (%s/%s)", version, runtime.GOOS, runtime.GOARCH)
 	cs, err := kubeclient.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %q: %w", kubeconfig, err)
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
 	return cs, nil
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,17 +57,5 @@ func TestClusterRecorder(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "reason=Evicted") {
 		t.Errorf("the event was not logged: %q", logs.String())
-	}
-}
-
-// TestNewClientBadKubeconfig: a malformed kubeconfig is an error naming the file.
-func TestNewClientBadKubeconfig(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, []byte("clusters: [\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := newClient(path, config.Default().Cluster, "test", 0)
-	if err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("newClient = %v, want an error naming %s", err, path)
 	}
 }

@@ -77,6 +77,9 @@ type Options struct {
 	// Kubeconfig, when set, joins the node to that API server's cluster (the
 	// kubelet's --kubeconfig); empty runs standalone.
 	Kubeconfig string
+	// MaxInputSize is the largest kubeconfig, or file it names, read in
+	// bytes (kubeclient.LoadKubeconfig); 0 is decode.DefaultMaxConfigSize.
+	MaxInputSize int64
 	// NodeIP is the node's IP (the kubelet's --node-ip); empty picks the
 	// first up non-loopback IPv4.
 	NodeIP string
@@ -132,10 +135,17 @@ func Run(ctx context.Context, o Options) error {
 	// status and Lease, whose requests time out.
 	var client, heartbeat *kubeclient.Clientset // nil: standalone
 	if o.Kubeconfig != "" {
-		if client, err = newClient(o.Kubeconfig, o.Config.Cluster, o.Version, 0); err != nil {
+		rc, err := kubeclient.LoadKubeconfig(ctx, o.Kubeconfig, o.MaxInputSize)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return ConfigError{fmt.Errorf("--kubeconfig: %w", err)}
+		}
+		if client, err = newClient(rc, o.Config.Cluster, o.Version, 0); err != nil {
 			return ConfigError{err}
 		}
-		if heartbeat, err = newClient(o.Kubeconfig, o.Config.Cluster, o.Version, o.Config.Cluster.NodeStatusUpdateFrequency); err != nil {
+		if heartbeat, err = newClient(rc, o.Config.Cluster, o.Version, o.Config.Cluster.NodeStatusUpdateFrequency); err != nil {
 			return ConfigError{err}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -16,11 +17,19 @@ import (
 // 256 MiB, far above any real pod list, Summary, configuration or scenario.
 const DefaultMaxInputSize int64 = 256 << 20
 
+// DefaultMaxConfigSize is the size limit of a file the agent reads to run:
+// its configuration file and drop-ins, its kubeconfig and the files that
+// names, its static pod manifests. 10 MiB, the kubelet's limit on a static
+// pod manifest (maxConfigLength): far above any real one, far below what
+// would make the agent's memory grow with a mistake.
+const DefaultMaxConfigSize int64 = 10 << 20
+
 // ReadFile reads the input file at path, of at most limit bytes (limit <= 0
 // means DefaultMaxInputSize). A larger file is bad input, one line naming the
 // file and the limit. A regular file is checked by its size before reading; a
 // FIFO, a character device (/dev/zero) or any other file is read up to the
-// limit, so it fails the same way once the limit is passed.
+// limit, so it fails the same way once the limit is passed. A directory is
+// bad input naming it.
 //
 // ReadFile gives up when ctx is done and returns ctx.Err(), even while the
 // open blocks (a FIFO without a writer) or a read does (a FIFO or device that
@@ -61,16 +70,59 @@ func ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 	}
 }
 
+// ReadRegularFile reads the regular file at path, of at most limit bytes
+// (limit <= 0 means DefaultMaxConfigSize), for a file that a configuration
+// names (a certificate, a key, a CA bundle) and that is read again while the
+// agent runs, without a ctx. Anything but a regular file is refused without
+// blocking (a FIFO is opened non-blocking, then refused): "PATH: not a regular
+// file (mode ...)". A larger file is a *TooLargeError.
+func ReadRegularFile(path string, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = DefaultMaxConfigSize
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (mode %v)", path, st.Mode())
+	}
+	if st.Size() > limit {
+		return nil, tooLarge(path, limit)
+	}
+	return readAtMost(f, st.Size(), path, limit)
+}
+
 // readLimited reads f, named path in errors, up to limit bytes.
 func readLimited(f *os.File, path string, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err == nil && st.IsDir() {
+		return nil, Badf(path, "is a directory, want a file")
+	}
+	size := int64(-1)
+	if err == nil && st.Mode().IsRegular() {
 		if st.Size() > limit {
 			return nil, tooLarge(path, limit)
 		}
-		buf.Grow(int(st.Size()) + bytes.MinRead) // the file may grow; the limit still holds
+		size = st.Size()
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+	return readAtMost(f, size, path, limit)
+}
+
+// readAtMost reads r to its end, named path in errors, taking at most limit+1
+// bytes from it: one byte past limit is enough to know it is too large. size,
+// when not negative, is how much r is expected to hold.
+func readAtMost(r io.Reader, size int64, path string, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if size >= 0 {
+		buf.Grow(int(size) + bytes.MinRead) // the file may grow; the limit still holds
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
 		return nil, err
 	}
 	if int64(buf.Len()) > limit {

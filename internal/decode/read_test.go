@@ -138,3 +138,61 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFileDirectory: a directory is bad input naming it, not a read error.
+func TestReadFileDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, err := ReadFile(t.Context(), dir, 10)
+	if want := dir + ": is a directory, want a file"; err == nil || err.Error() != want || !errors.Is(err, ErrBadInput) {
+		t.Errorf("ReadFile(directory) = %v, want bad input %q", err, want)
+	}
+}
+
+// endless is a reader that never ends and counts the bytes it gave.
+type endless struct{ n int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	e.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestReadAtMostStopsPastLimit: a reader without end is read up to one byte
+// past the limit, not further.
+func TestReadAtMostStopsPastLimit(t *testing.T) {
+	t.Parallel()
+	r := &endless{}
+	_, err := readAtMost(r, -1, "x", 1000)
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.Path != "x" || tl.Limit != 1000 {
+		t.Fatalf("readAtMost = %v, want too large", err)
+	}
+	if r.n != 1001 {
+		t.Errorf("read %d bytes, want 1001 (the limit and one)", r.n)
+	}
+}
+
+// TestReadRegularFile: a regular file within the limit is read; a FIFO
+// without a writer and a device are refused at once; a larger file is too
+// large.
+func TestReadRegularFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadRegularFile(path, 10); err != nil || string(got) != "0123456789" {
+		t.Errorf("ReadRegularFile = %q, %v; want the file", got, err)
+	}
+	var tl *TooLargeError
+	if _, err := ReadRegularFile(path, 9); !errors.As(err, &tl) {
+		t.Errorf("ReadRegularFile(limit 9) = %v, want too large", err)
+	}
+	fifo := mkfifo(t)
+	for _, p := range []string{fifo, "/dev/zero"} {
+		if _, err := ReadRegularFile(p, 10); err == nil || !strings.Contains(err.Error(), p+": not a regular file") {
+			t.Errorf("ReadRegularFile(%s) = %v, want not a regular file", p, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -326,6 +327,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(true)}}
 	allow := kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow}
 	ok := Config{NodeName: "n", CertDir: dir, Authentication: noWebhook, Authorization: allow}
+	fifo := filepath.Join(dir, "ca-fifo.crt")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		change func(*Config)
@@ -341,6 +346,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"missing cert file", func(c *Config) { c.TLSCertFile, c.TLSPrivateKeyFile = "/nonexistent.crt", "/nonexistent.key" }, false, `tlsCertFile "/nonexistent.crt"`},
 		{"relative cert dir", func(c *Config) { c.CertDir = "pki" }, false, `Config.CertDir "pki"`},
 		{"missing client CA", func(c *Config) { c.Authentication.X509.ClientCAFile = "/nonexistent-ca.crt" }, false, `authentication.x509.clientCAFile "/nonexistent-ca.crt"`},
+		// Files the configuration names are read as regular files of at most
+		// 10 MiB: a FIFO without a writer is refused, not waited on forever;
+		// /dev/zero is refused, not read until memory runs out.
+		{"client CA is a FIFO", func(c *Config) { c.Authentication.X509.ClientCAFile = fifo }, false, fifo + ": not a regular file"},
+		{"cert is /dev/zero", func(c *Config) { c.TLSCertFile, c.TLSPrivateKeyFile = "/dev/zero", "/dev/zero" }, false, "/dev/zero: not a regular file"},
 		{"webhook authn without client", func(c *Config) { c.Authentication.Webhook.Enabled = nil }, false, "authentication.webhook.enabled is true but there is no API server client"},
 		{"webhook authz without client", func(c *Config) { c.Authorization.Mode = "" }, false, "authorization.mode Webhook needs an API server client"},
 		{"no authentication at all", func(c *Config) { c.Authentication.Anonymous.Enabled = nil }, false, "no authentication method configured"},

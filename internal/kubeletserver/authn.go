@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +26,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 )
 
 // TokenReviewer creates TokenReviews on the API server. client-go's
@@ -115,7 +116,7 @@ func newX509Auth(file string, clk clock.WithTicker, log *slog.Logger) (*x509Auth
 // reload reads the bundle and, when it changed, replaces the pool; it
 // reports whether it did. A bad bundle leaves the pool as it was.
 func (a *x509Auth) reload() (bool, error) {
-	data, err := os.ReadFile(a.file)
+	data, err := decode.ReadRegularFile(a.file, 0) // at most 10 MiB; a FIFO is refused, not waited on
 	if err != nil {
 		return false, err
 	}

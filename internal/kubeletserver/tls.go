@@ -11,6 +11,8 @@ import (
 
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/nodekeeper/nodekeeper/internal/decode"
 )
 
 // The self-signed certificate's file names in Config.CertDir, the kubelet's.
@@ -73,6 +75,20 @@ func cipherSuites(names []string) ([]uint16, error) {
 	return ids, nil
 }
 
+// loadKeyPair is tls.LoadX509KeyPair with the files read as
+// decode.ReadRegularFile reads them: regular files of at most 10 MiB.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := decode.ReadRegularFile(certFile, 0)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := decode.ReadRegularFile(keyFile, 0)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
 // servingCert loads Config.TLSCertFile and TLSPrivateKeyFile, or else the
 // self-signed pair in CertDir, made and written there when it is missing,
 // unreadable or expired at now.
@@ -81,7 +97,7 @@ func servingCert(cfg Config, log *slog.Logger, now time.Time) (tls.Certificate, 
 		if cfg.TLSCertFile == "" || cfg.TLSPrivateKeyFile == "" {
 			return tls.Certificate{}, fmt.Errorf("kubeletserver: tlsCertFile %q and tlsPrivateKeyFile %q: set both or neither", cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
 		}
-		c, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
+		c, err := loadKeyPair(cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
 		if err != nil {
 			return tls.Certificate{}, fmt.Errorf("kubeletserver: tlsCertFile %q, tlsPrivateKeyFile %q: %w", cfg.TLSCertFile, cfg.TLSPrivateKeyFile, err)
 		}
@@ -91,7 +107,7 @@ func servingCert(cfg Config, log *slog.Logger, now time.Time) (tls.Certificate, 
 		return tls.Certificate{}, fmt.Errorf("kubeletserver: Config.CertDir %q: want an absolute path (no tlsCertFile given)", cfg.CertDir)
 	}
 	certPath, keyPath := filepath.Join(cfg.CertDir, selfSignedCert), filepath.Join(cfg.CertDir, selfSignedKey)
-	c, err := tls.LoadX509KeyPair(certPath, keyPath)
+	c, err := loadKeyPair(certPath, keyPath)
 	if err == nil && c.Leaf != nil && now.Before(c.Leaf.NotAfter) {
 		return c, nil
 	}

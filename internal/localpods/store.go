@@ -270,14 +270,52 @@ func (s *Store) Run(ctx context.Context) error {
 	}
 	t := s.clock.NewTicker(ObservePeriod)
 	defer t.Stop()
+	var clashes map[string]bool // only Run's goroutine touches it
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
-			s.recordFinished(s.observed())
+			pods := s.observed()
+			s.recordFinished(pods)
+			clashes = s.warnClashes(pods, clashes)
 		}
 	}
+}
+
+// warnClashes logs a warning for each stored pod whose namespace and name a
+// pod of another source in pods (the agent's) has, unless warned (the clashes
+// of the last call) holds it; it returns the clashes seen. Create refuses
+// such a name; a static pod written later with a stored pod's name runs
+// beside it, as the kubelet runs an API pod and a static pod of one name
+// (its config merge keeps each source's pods), until one is removed.
+func (s *Store) warnClashes(pods []*v1.Pod, warned map[string]bool) map[string]bool {
+	others := map[string]*v1.Pod{}
+	for _, q := range pods {
+		if q.Annotations[qos.ConfigSourceAnnotation] != ConfigSource {
+			others[q.Namespace+"/"+q.Name] = q
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	var now map[string]bool
+	for _, p := range s.Pods() {
+		q := others[p.Namespace+"/"+p.Name]
+		if q == nil {
+			continue
+		}
+		key := string(p.UID) + "/" + string(q.UID)
+		if now == nil {
+			now = map[string]bool{}
+		}
+		now[key] = true
+		if !warned[key] {
+			s.log.Warn("A pod of another source has the namespace and name of a local pod; both run until one is removed",
+				"pod", nodeapi.PodName(p), "podUID", p.UID, "otherUID", q.UID, "otherSource", q.Annotations[qos.ConfigSourceAnnotation])
+		}
+	}
+	return now
 }
 
 // recordFinished saves the final status of the stored pods that pods, the
@@ -367,6 +405,9 @@ func (s *Store) Create(ctx context.Context, name string, data []byte) ([]*v1.Pod
 		}
 		seen[key] = true
 	}
+	if err := s.nameTaken(pods); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	for _, p := range pods {
 		if s.findLocked(p.Namespace, p.Name) >= 0 {
@@ -390,6 +431,34 @@ func (s *Store) Create(ctx context.Context, name string, data []byte) ([]*v1.Pod
 		return nil, err
 	}
 	return pods, nil
+}
+
+// nameTaken returns an ErrExists error when the agent (Deps.Observed) runs a
+// pod of another source than the API's, a static pod, with the namespace and
+// name of one of pods: the agent keeps pods by UID and would run both.
+// Pods of source "api" (the store's own, and an API server's) are the
+// store's to check (ErrExists) or not its concern.
+func (s *Store) nameTaken(pods []*v1.Pod) error {
+	if s.observed == nil {
+		return nil
+	}
+	want := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		want[p.Namespace+"/"+p.Name] = true
+	}
+	for _, q := range s.observed() {
+		key := q.Namespace + "/" + q.Name
+		src := q.Annotations[qos.ConfigSourceAnnotation]
+		if !want[key] || src == ConfigSource {
+			continue
+		}
+		what := fmt.Sprintf("the pod of config source %q", src)
+		if src == podsource.FileSource {
+			what = "the static pod"
+		}
+		return fmt.Errorf("pod %q: %w: %s %s (uid %s) has that namespace and name", key, ErrExists, what, key, q.UID)
+	}
+	return nil
 }
 
 // Prepare gives a parsed pod (defaulted and valid) the identity and the

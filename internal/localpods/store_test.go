@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -555,4 +559,69 @@ func TestRunFailsWhenTheAgentRefusesTheSource(t *testing.T) {
 	if err := s.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "unknown pod source") {
 		t.Errorf("Run: %v, want the agent's error", err)
 	}
+}
+
+// TestStaticPodNameTaken: a local pod may not take the namespace and name of
+// a static pod the agent runs (409 naming the static pod; the agent would run
+// both, two default/web-node1 at once); a static pod written later with a
+// local pod's name is logged once as a clash, both running as in the kubelet.
+func TestStaticPodNameTaken(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		static := func(name, uid string) *v1.Pod {
+			return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(uid),
+				Annotations: map[string]string{qos.ConfigSourceAnnotation: "file"}}}
+		}
+		var mu sync.Mutex
+		agentView := []*v1.Pod{static("web-node1", "static-1")}
+		observed := func() []*v1.Pod { mu.Lock(); defer mu.Unlock(); return slices.Clone(agentView) }
+		ag := &fakeAgent{}
+		var logs bytes.Buffer
+		s, err := New(Config{Path: filepath.Join(t.TempDir(), FileName), NodeName: "node1"},
+			Deps{Agent: ag, NewUID: seqUIDs(), Observed: observed, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		synctest.Wait()
+		sets := ag.setCount()
+
+		const pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec: {containers: [{name: c, image: i}]}\n"
+		_, err = s.Create(t.Context(), "p.yaml", []byte(strings.Replace(pod, "%s", "web-node1", 1)))
+		want := `pod "default/web-node1": already exists: the static pod default/web-node1 (uid static-1) has that namespace and name`
+		if !errors.Is(err, ErrExists) || err.Error() != want {
+			t.Fatalf("Create = %v, want ErrExists %q", err, want)
+		}
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/pods", strings.NewReader(strings.Replace(pod, "%s", "web-node1", 1)))
+		req.Header.Set("Content-Type", "application/yaml")
+		s.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "the static pod default/web-node1") {
+			t.Errorf("POST /pods: %d %s, want 409 naming the static pod", rec.Code, rec.Body.String())
+		}
+		if len(s.Pods()) != 0 || ag.setCount() != sets {
+			t.Errorf("the refused pod was stored (%v) or handed over", names(s.Pods()))
+		}
+
+		// Another name is fine; a static pod then written with it clashes.
+		db, err := s.Create(t.Context(), "p.yaml", []byte(strings.Replace(pod, "%s", "db", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		agentView = append(agentView, static("db", "static-2"))
+		mu.Unlock()
+		time.Sleep(3 * ObservePeriod)
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(logs.String(), "A pod of another source has the namespace and name of a local pod"); n != 1 ||
+			!strings.Contains(logs.String(), "pod=default/db podUID="+string(db[0].UID)+" otherUID=static-2 otherSource=file") {
+			t.Errorf("clash logged %d times, want once naming both pods:\n%s", n, logs.String())
+		}
+	})
 }

@@ -1,7 +1,6 @@
 package podsource
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/nodekeeper/nodekeeper/internal/decode"
 	"github.com/nodekeeper/nodekeeper/internal/quantity"
@@ -71,7 +69,7 @@ func decodeManifest(file string, data []byte) (pods []decoded, podErrs []error, 
 	if !utf8.Valid(data) {
 		return nil, nil, &Error{File: file, Err: fmt.Errorf("not UTF-8 text (invalid byte at offset %d)", invalidUTF8At(data))}
 	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	r := decode.NewYAMLReader(data)
 	for n := 1; ; n++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {

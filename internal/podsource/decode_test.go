@@ -184,3 +184,18 @@ func TestParseManifest(t *testing.T) {
 		})
 	}
 }
+
+// TestParseManifestLongLastLine: a manifest whose last line has no newline
+// and ends the input at a multiple of the YAML reader's 4096-byte buffer
+// holds its pod (apimachinery's reader dropped that line: no pod, no error).
+func TestParseManifestLongLastLine(t *testing.T) {
+	t.Parallel()
+	const js = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"x:1"}]}}`
+	for _, size := range []int{4096, 8192, 3 << 20} {
+		data := js + strings.Repeat(" ", size-len(js))
+		pods, errs := ParsePods("web.json", []byte(data), "node")
+		if len(pods) != 1 || len(errs) != 0 {
+			t.Errorf("%d bytes: %d pods, errors %v; want the pod", size, len(pods), errs)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package podsource
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -55,9 +57,16 @@ type FileConfig struct {
 	// (the kubelet's fileCheckFrequency); 0 means DefaultPeriod.
 	Period time.Duration
 	// MaxFileSize is the largest manifest file read, in bytes; 0 means
-	// decode.DefaultMaxInputSize.
+	// DefaultMaxFileSize.
 	MaxFileSize int64
 }
+
+// DefaultMaxFileSize is the largest manifest file read when
+// FileConfig.MaxFileSize is 0: 10 MiB, the kubelet's limit
+// (maxConfigLength). A larger file is skipped unread past the limit, with an
+// InvalidManifest event: its pod could not start anyway (a CRI message is at
+// most 16 MiB), and reading it would grow the agent by many times its size.
+const DefaultMaxFileSize = decode.DefaultMaxConfigSize
 
 // FileDeps are the collaborators of a File source.
 type FileDeps struct {
@@ -112,7 +121,7 @@ func NewFile(cfg FileConfig, deps FileDeps) (*File, error) {
 		f.period = DefaultPeriod
 	}
 	if f.maxSize == 0 {
-		f.maxSize = decode.DefaultMaxInputSize
+		f.maxSize = DefaultMaxFileSize
 	}
 	if f.clock == nil {
 		f.clock = clock.RealClock{}
@@ -414,6 +423,10 @@ func (f *File) readFile(ctx context.Context, st *scanState, file string) (*fileR
 	}
 	data, err := decode.ReadFile(ctx, file, f.maxSize)
 	if err != nil {
+		if tl := (*decode.TooLargeError)(nil); errors.As(err, &tl) {
+			return nil, fmt.Errorf("%s: larger than %s (%d bytes), the largest static pod manifest read, as the kubelet's",
+				file, resource.NewQuantity(tl.Limit, resource.BinarySI), tl.Limit)
+		}
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
@@ -421,6 +434,15 @@ func (f *File) readFile(ctx context.Context, st *scanState, file string) (*fileR
 		return old, nil
 	}
 	pods, errs := ParseManifest(file, data, f.nodeName)
+	if len(pods) == 0 && len(errs) == 0 {
+		// The kubelet cannot parse such a file and says so; say it once
+		// per content, as for the other problems.
+		what := "holds no pod (only comments or empty YAML documents)"
+		if len(bytes.TrimSpace(data)) == 0 {
+			what = "is empty: no pod"
+		}
+		errs = []error{&Error{File: file, Err: errors.New(what)}}
+	}
 	r := &fileResult{sum: sum, pods: pods, errs: errs, keys: make([]string, len(pods))}
 	for i, p := range pods {
 		// The generated protobuf encoding: deterministic (map keys sorted)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -496,7 +497,7 @@ func TestFileSkipsInvalidManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := huge.Truncate(257 << 20); err != nil { // sparse: above the default limit, nothing to read
+	if err := huge.Truncate(200 << 20); err != nil { // sparse: above the default limit, nothing to read
 		t.Fatal(err)
 	}
 	huge.Close()
@@ -508,7 +509,7 @@ func TestFileSkipsInvalidManifests(t *testing.T) {
 		"Warning FailedValidation: " + p("uid2.yaml") + `: pod "default/uid2-node": duplicate pod UID: ` + p("uid1.yaml") + " has a pod with metadata.uid u-1; skipped",
 		"Warning FailedValidation: " + p("zz-dup.yaml") + `: pod "default/good-node": duplicate pod name: ` + p("good.yaml") + " has a pod of the same namespace and name; skipped",
 		"Warning InvalidManifest: " + p("fifo.yaml") + ": not a regular file (mode prw-r--r--)",
-		"Warning InvalidManifest: " + p("huge.yaml") + ": larger than the input size limit of 256Mi (268435456 bytes; see --max-input-size)",
+		"Warning InvalidManifest: " + p("huge.yaml") + ": larger than 10Mi (10485760 bytes), the largest static pod manifest read, as the kubelet's",
 		"Warning InvalidManifest: " + p("latin1.yaml") + ": not UTF-8 text (invalid byte at offset 46)",
 		"Warning InvalidManifest: " + p("name.yaml") + `: document 1: pod "Not_DNS": metadata.name: "Not_DNS": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
 		"Warning InvalidManifest: " + p("number.json") + `: document 1: pod "n": spec.activeDeadlineSeconds: 1e400: want a whole number that fits int64`,
@@ -568,7 +569,7 @@ func TestNewFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.path != "/etc/kubernetes/manifests" || f.period != DefaultPeriod || f.maxSize != 256<<20 {
+	if f.path != "/etc/kubernetes/manifests" || f.period != DefaultPeriod || f.maxSize != 10<<20 {
 		t.Errorf("defaults: path %q period %v size %d", f.path, f.period, f.maxSize)
 	}
 }
@@ -635,5 +636,84 @@ func TestFileRemovedAndWrittenAgain(t *testing.T) {
 	after := next()
 	if got := names(after); !slices.Equal(got, []string{"default/web-node"}) || after[0].UID != before[0].UID {
 		t.Fatalf("set after the manifest came back %v (UID %s), want default/web-node with UID %s", got, after[0].UID, before[0].UID)
+	}
+}
+
+// TestFileManifestOverLimitNotRead: a 200 MiB manifest (the kubelet reads at
+// most 10 MiB) is skipped with an event without being read, and one byte over
+// the limit is too much; a manifest of exactly the limit is read. Not
+// parallel: parallel tests run after it, so the allocation is its own.
+func TestFileManifestOverLimitNotRead(t *testing.T) {
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	huge, err := os.Create(p("huge.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := huge.Truncate(200 << 20); err != nil { // sparse
+		t.Fatal(err)
+	}
+	huge.Close()
+	pad := func(body string, size int) string { return body + "#" + strings.Repeat(" ", size-len(body)-1) }
+	write(t, p("over-limit.yaml"), pad(manifest("over", "x:1"), int(DefaultMaxFileSize)+1))
+
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	h := start(t, FileConfig{Path: dir, Period: period}, false)
+	h.expect()
+	goruntime.ReadMemStats(&after)
+	want := []string{
+		"Warning InvalidManifest: " + p("huge.yaml") + ": larger than 10Mi (10485760 bytes), the largest static pod manifest read, as the kubelet's",
+		"Warning InvalidManifest: " + p("over-limit.yaml") + ": larger than 10Mi (10485760 bytes), the largest static pod manifest read, as the kubelet's",
+	}
+	if d := cmp.Diff(want, h.rec.take()); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("the scan allocated %d MiB: a manifest over the limit was read", alloc>>20)
+	}
+
+	// JSON padded with blanks: cheap to parse, even with -race on a busy machine.
+	fits := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"fits"},"spec":{"containers":[{"name":"c","image":"x:1"}]}}`
+	write(t, p("at-limit.json"), fits+strings.Repeat(" ", int(DefaultMaxFileSize)-len(fits)-1)+"\n")
+	h.tick(period)
+	h.expect("default/fits-node")
+}
+
+// TestFileEmptyManifest: an empty manifest, or one of only comments, holds no
+// pod: it is logged at warning and recorded as an InvalidManifest event once
+// per content (the kubelet logs it at every rescan), and the other pods run.
+func TestFileEmptyManifest(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	write(t, p("empty.yaml"), "")
+	write(t, p("comments.yaml"), "# disabled\n---\n")
+	write(t, p("web.yaml"), manifest("web", "x:1"))
+	h := start(t, FileConfig{Path: dir, Period: period}, false)
+	h.expect("default/web-node")
+	want := []string{
+		"Warning InvalidManifest: " + p("comments.yaml") + ": holds no pod (only comments or empty YAML documents)",
+		"Warning InvalidManifest: " + p("empty.yaml") + ": is empty: no pod",
+	}
+	if d := cmp.Diff(want, h.rec.take()); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, p("empty.yaml")+": is empty: no pod") {
+		t.Errorf("the empty manifest is not logged at warning:\n%s", logs)
+	}
+	h.quiet(period)
+	if ev := h.rec.take(); len(ev) != 0 {
+		t.Errorf("events at the second scan: %v", ev)
+	}
+	// Written, then emptied again: a change each time, reported again.
+	write(t, p("empty.yaml"), manifest("api", "x:1"))
+	h.tick(period)
+	h.until("default/api-node", "default/web-node")
+	write(t, p("empty.yaml"), "")
+	h.tick(period)
+	h.until("default/web-node")
+	if d := cmp.Diff(want[1:], h.rec.take()); d != "" {
+		t.Errorf("events after emptying it again (-want +got):\n%s", d)
 	}
 }

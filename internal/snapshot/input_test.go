@@ -30,3 +30,18 @@ func TestParseSummaryRejectsEmptyNode(t *testing.T) {
 		}
 	}
 }
+
+// TestParsePodsLongLastLine: a YAML pods file whose last line has no newline
+// and is a multiple of 4096 bytes long keeps that line (the YAML reader
+// dropped it: here the pod's name, so "no metadata.name").
+func TestParsePodsLongLastLine(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{4096, 8192} {
+		const head, last = "kind: Pod\nmetadata:\n  annotations: {a: b}\n", "  name: "
+		name := strings.Repeat("a", size-len(last))
+		pods, err := ParsePods("p.yaml", []byte(head+last+name))
+		if err != nil || len(pods) != 1 || pods[0].Name != name {
+			t.Errorf("last line of %d bytes: %d pods, %v; want the pod with its long name", size, len(pods), err)
+		}
+	}
+}

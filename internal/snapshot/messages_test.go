@@ -40,6 +40,13 @@ func TestParsePodsMessages(t *testing.T) {
 			`p.json: pod a: spec.containers[1].name: 5: cannot use a JSON number as string`},
 		{"duplicate JSON field", `{"kind":"Pod","metadata":{"name":"a","name":"b"}}`, `p.json: pod b: duplicate field "metadata.name"`},
 		{"duplicate YAML key", "kind: Pod\nmetadata: {name: a, name: b}\n", `p.json: duplicate field "metadata.name" (line 2; first on line 2)`},
+		// Issue 26, item 13: the second kind made the pod an empty List.
+		{"duplicate top-level kind", `{"kind":"Pod","kind":"List","metadata":{"name":"a"},"spec":{"containers":[{"name":"c"}]}}`,
+			`p.json: duplicate field "kind"`},
+		{"duplicate list items", `{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a"}}],"items":[]}`, `p.json: duplicate field "items"`},
+		{"duplicate list metadata", `{"kind":"PodList","metadata":{},"metadata":{},"items":[]}`, `p.json: duplicate field "metadata"`},
+		{"duplicate kind in a JSON stream's second object", `{"kind":"Pod","metadata":{"name":"a"}} {"kind":"Pod","metadata":{"name":"b"},"kind":"List"}`,
+			`p.json: duplicate field "kind"`},
 		{"non-UTF-8 pod name in JSON", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\\u001b[31m\"},\"spec\":{\"priority\":\"x\"}}",
 			`p.json: pod a\x1b[31m: spec.priority: "x": cannot use a JSON string as int32`},
 		{"non-UTF-8 quantity", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"cpu\":\"1\xff\"}}}]}}",

@@ -4,7 +4,6 @@
 package snapshot
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/internal/decode"
@@ -74,17 +72,28 @@ func parsePods(name string, data []byte, strict bool) ([]*v1.Pod, error) {
 	var pods []*v1.Pod
 	lists := 0 // a list with no items is a node with no pods, not an error
 	for _, doc := range docs {
+		// A key given twice is refused ({"kind":"Pod","kind":"List"} read
+		// as an empty List dropped the pod); the items, each decoded as a
+		// pod, are checked at every level there.
 		var head struct {
-			Kind  string            `json:"kind"`
-			Items []json.RawMessage `json:"items"`
+			APIVersion string          `json:"apiVersion"`
+			Kind       string          `json:"kind"`
+			Metadata   json.RawMessage `json:"metadata"`
+			Items      json.RawMessage `json:"items"`
 		}
-		if err := json.Unmarshal(doc, &head); err != nil {
+		if err := decode.Lenient(doc, &head); err != nil {
 			return nil, decode.Badf(name, "%v", err)
 		}
 		switch head.Kind {
 		case "PodList", "List":
 			lists++
-			for i, item := range head.Items {
+			var items []json.RawMessage
+			if t := bytes.TrimSpace(head.Items); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+				if t[0] != '[' || json.Unmarshal(t, &items) != nil {
+					return nil, decode.Badf(name, "items: want a list of pods, found %s", decode.Quote(truncate(string(t), 40)))
+				}
+			}
+			for i, item := range items {
 				p, err := decodePod(name, fmt.Sprintf("items[%d]", i), item, strict)
 				if err != nil {
 					return nil, err
@@ -144,7 +153,7 @@ func splitDocuments(name string, data []byte) ([]json.RawMessage, error) {
 			}
 		}
 	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	r := decode.NewYAMLReader(data)
 	for n := 1; ; n++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {

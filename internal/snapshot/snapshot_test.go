@@ -217,7 +217,7 @@ func TestParsePodsErrors(t *testing.T) {
 		{
 			name: "items of the wrong type",
 			data: `{"kind": "PodList", "items": {"a": 1}}`,
-			want: []string{"cannot unmarshal"},
+			want: []string{`items: want a list of pods, found "{\"a\": 1}"`},
 		},
 		{
 			name: "bad request quantity",
