@@ -247,7 +247,7 @@ func TestApplyInputTooLarge(t *testing.T) {
 	if err := os.WriteFile(path, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut := runCLI(t, "--max-input-size", "10", "apply", "-f", path, "--server", "http://127.0.0.1:1")
+	code, _, errOut := runCLI(t, "--max-input-size", "10", "apply", "-f", path, "--socket", filepath.Join(t.TempDir(), "none.sock"))
 	want := "nodekeeper: " + path + ": larger than the input size limit of 10 (10 bytes; see --max-input-size)\n"
 	if code != exitUsage || errOut != want {
 		t.Errorf("exit %d, stderr %q; want exit %d, %q", code, errOut, exitUsage, want)
