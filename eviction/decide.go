@@ -19,9 +19,9 @@ func ThresholdsMet(ts []Threshold, obs Observations, enforceMinReclaim bool) []T
 		if !ok || o.Available == nil {
 			continue
 		}
-		q := t.Value.Of(o.Capacity)
+		q := t.Value.of(o.Capacity)
 		if enforceMinReclaim && t.MinReclaim != nil {
-			q.Add(*t.MinReclaim.Of(o.Capacity))
+			q.Add(t.MinReclaim.of(o.Capacity))
 		}
 		if q.Cmp(*o.Available) > 0 {
 			out = append(out, t)
@@ -60,7 +60,12 @@ func keyOf(t Threshold) thresholdKey { return thresholdKey{Signal: t.Signal, Sof
 
 // firstObservedAt records when each met threshold was first seen met: thresholds
 // seen before keep their time, new ones get now, and ones no longer met are dropped.
+// It returns nil when nothing is met (a pass every 10 s on a quiet node then
+// allocates nothing here).
 func firstObservedAt(met []Threshold, last map[thresholdKey]time.Time, now time.Time) map[thresholdKey]time.Time {
+	if len(met) == 0 {
+		return nil
+	}
 	out := make(map[thresholdKey]time.Time, len(met))
 	for _, t := range met {
 		k := keyOf(t)
@@ -123,8 +128,12 @@ func Conditions(ts []Threshold) []v1.NodeConditionType {
 }
 
 // conditionsLastObservedAt sets now as the last observation time of each condition
-// in conds, keeping the others from last.
+// in conds, keeping the others from last. It never modifies last, and returns
+// last itself when conds is empty (the common pass, which then allocates nothing).
 func conditionsLastObservedAt(conds []v1.NodeConditionType, last map[v1.NodeConditionType]time.Time, now time.Time) map[v1.NodeConditionType]time.Time {
+	if len(conds) == 0 {
+		return last
+	}
 	out := make(map[v1.NodeConditionType]time.Time, len(last)+len(conds))
 	for c, at := range last {
 		out[c] = at

@@ -193,7 +193,7 @@ func TestFirstObservedAt(t *testing.T) {
 		last map[thresholdKey]time.Time
 		want map[thresholdKey]time.Time
 	}{
-		{name: "nothing met", met: nil, last: map[thresholdKey]time.Time{keyOf(memHard): t0}, want: map[thresholdKey]time.Time{}},
+		{name: "nothing met", met: nil, last: map[thresholdKey]time.Time{keyOf(memHard): t0}, want: nil},
 		{name: "newly met gets now", met: []Threshold{memHard}, want: map[thresholdKey]time.Time{keyOf(memHard): now}},
 		{
 			name: "still met keeps the first time, no longer met is dropped",

@@ -31,6 +31,9 @@ type Violation struct {
 func LocalStorageViolations(pods []*v1.Pod, stats StatsFunc, layout DiskLayout) []Violation {
 	var out []Violation
 	for _, pod := range pods {
+		if !hasLocalStorageLimit(pod) {
+			continue // nothing to violate; and no stats looked up
+		}
 		ps, ok := stats(pod)
 		if !ok || ps == nil {
 			continue

@@ -105,10 +105,11 @@ func planPass(in passInput) passPlan {
 			return p
 		}
 	}
-	target, res, ok := ReclaimTarget(in.actionable)
+	t, res, ok := ReclaimTarget(in.actionable)
 	if !ok {
 		return p
 	}
+	target := t // on the heap only when there is one
 	p.Target, p.Resource = &target, res
 	p.Ranked = Rank(target.Signal, in.layout, in.pods, in.stats)
 	for _, r := range p.Ranked {

@@ -24,30 +24,42 @@ type StatsFunc func(pod *v1.Pod) (stats *statsapi.PodStats, ok bool)
 // namespace/name twice, the later entry wins. The returned func is safe for
 // concurrent use; pods must not be modified while it is in use.
 func PodStatsFunc(pods []statsapi.PodStats) StatsFunc {
-	byUID := make(map[string]*statsapi.PodStats, len(pods))
-	for i := range pods {
-		if uid := pods[i].PodRef.UID; uid != "" {
-			byUID[uid] = &pods[i]
-		}
-	}
-	// The name index is built on first need, once, so that the returned
-	// function stays safe for concurrent use.
-	byName := sync.OnceValue(func() map[podName]*statsapi.PodStats {
-		x := make(map[podName]*statsapi.PodStats, len(pods))
-		for i := range pods {
-			x[podName{pods[i].PodRef.Namespace, pods[i].PodRef.Name}] = &pods[i]
-		}
-		return x
-	})
-	return func(pod *v1.Pod) (*statsapi.PodStats, bool) {
-		if uid := string(pod.UID); uid != "" {
-			if ps, ok := byUID[uid]; ok {
-				return ps, true
+	return (&podStatsIndex{pods: pods}).lookup
+}
+
+// podStatsIndex is PodStatsFunc's lookup. Both indexes are built on first
+// need, once, so that lookup stays safe for concurrent use and a pass that
+// looks up no pod (no pressure, no local-storage limit) builds neither.
+type podStatsIndex struct {
+	pods     []statsapi.PodStats
+	uidOnce  sync.Once
+	byUID    map[string]*statsapi.PodStats // written once, under uidOnce
+	nameOnce sync.Once
+	byName   map[podName]*statsapi.PodStats // written once, under nameOnce
+}
+
+func (x *podStatsIndex) lookup(pod *v1.Pod) (*statsapi.PodStats, bool) {
+	if uid := string(pod.UID); uid != "" {
+		x.uidOnce.Do(func() {
+			x.byUID = make(map[string]*statsapi.PodStats, len(x.pods))
+			for i := range x.pods {
+				if uid := x.pods[i].PodRef.UID; uid != "" {
+					x.byUID[uid] = &x.pods[i]
+				}
 			}
+		})
+		if ps, ok := x.byUID[uid]; ok {
+			return ps, true
 		}
-		ps, ok := byName()[podName{pod.Namespace, pod.Name}]
-		return ps, ok
 	}
+	x.nameOnce.Do(func() {
+		x.byName = make(map[podName]*statsapi.PodStats, len(x.pods))
+		for i := range x.pods {
+			x.byName[podName{x.pods[i].PodRef.Namespace, x.pods[i].PodRef.Name}] = &x.pods[i]
+		}
+	})
+	ps, ok := x.byName[podName{pod.Namespace, pod.Name}]
+	return ps, ok
 }
 
 // podName is a pod's namespace and name.

@@ -90,15 +90,20 @@ type Value struct {
 // Of returns the value as a quantity against capacity. A percentage is applied to
 // capacity's integer value and truncated, as the kubelet does.
 func (v Value) Of(capacity *resource.Quantity) *resource.Quantity {
+	q := v.of(capacity)
+	return &q
+}
+
+// of is Of by value, for callers that keep the quantity on their stack.
+func (v Value) of(capacity *resource.Quantity) resource.Quantity {
 	if v.Quantity != nil {
-		q := v.Quantity.DeepCopy()
-		return &q
+		return v.Quantity.DeepCopy()
 	}
 	var c int64
 	if capacity != nil {
 		c = capacity.Value()
 	}
-	return resource.NewQuantity(int64(float64(c)*float64(v.Percentage)), resource.BinarySI)
+	return *resource.NewQuantity(int64(float64(c)*float64(v.Percentage)), resource.BinarySI)
 }
 
 // String renders the value as it would be written in a KubeletConfiguration.

@@ -1,8 +1,11 @@
 package simulate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"testing"
 	"time"
 )
@@ -137,5 +140,79 @@ func TestLargeScenarioPlays(t *testing.T) {
 	}
 	if evicted == 0 {
 		t.Errorf("no eviction in %d events", len(events))
+	}
+}
+
+// longRun is the memory-pressure example played for until (a Go duration)
+// instead of its 5 minutes: after its last step the node is quiet, and the
+// managers' loops wake on their own schedules (an eviction pass every 10 s,
+// image GC's cache refresh every 30 s, container GC every minute, image
+// detection and GC every 5 minutes), about 550 wake-ups per virtual hour. Set
+// to 10000h it is issue 26's 10,000 h scenario.
+func longRun(tb testing.TB, until string) *Scenario {
+	tb.Helper()
+	data, err := os.ReadFile("../../examples/scenarios/memory-pressure.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sc, err := Parse("long.yaml", bytes.Replace(data, []byte("\nuntil: 5m\n"), []byte("\nuntil: "+until+"\n"), 1))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if sc.Until.String() != until {
+		tb.Fatalf("until = %s, want %s", sc.Until, until)
+	}
+	return sc
+}
+
+// BenchmarkLongRun plays 1,000 h of the long scenario (550,000 wake-ups of
+// the managers' loops), its events written as JSON as nodekeeper simulate
+// does: the hot path of a long run is a loop's wake-up, not the steps.
+func BenchmarkLongRun(b *testing.B) {
+	sc := longRun(b, "1000h0m0s")
+	b.ReportAllocs()
+	var wakeups int
+	for b.Loop() {
+		s := newSim(sc, nil)
+		if err := s.stream(b.Context(), func(ev []Event) error { return WriteJSON(io.Discard, ev) }); err != nil {
+			b.Fatal(err)
+		}
+		wakeups = s.clk.fired
+	}
+	b.ReportMetric(float64(wakeups), "wakeups/op")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*wakeups), "ns/wakeup")
+}
+
+// maxAllocsPerWakeup bounds the allocations of a loop's wake-up on a quiet
+// node, averaged over the long scenario's mix (mostly eviction passes). The
+// simulator before issue 26 made 15.0 (a pass indexed the pods' stats and
+// copied its condition times whether or not it needed them, and allocated
+// each observed quantity apart).
+const maxAllocsPerWakeup = 8
+
+// A long run's wake-ups stay cheap in allocations: the run's cost per
+// further virtual hour is measured as the difference between 20 h and 10 h.
+// Not parallel: AllocsPerRun counts the whole process's allocations.
+func TestLongRunAllocsPerWakeup(t *testing.T) {
+	measure := func(until string) (allocs float64, wakeups int) {
+		sc := longRun(t, until)
+		allocs = testing.AllocsPerRun(2, func() {
+			s := newSim(sc, nil)
+			if err := s.stream(t.Context(), func([]Event) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			wakeups = s.clk.fired
+		})
+		return allocs, wakeups
+	}
+	a10, w10 := measure("10h0m0s")
+	a20, w20 := measure("20h0m0s")
+	if w20 <= w10 {
+		t.Fatalf("%d wake-ups in 20 h, %d in 10 h", w20, w10)
+	}
+	per := (a20 - a10) / float64(w20-w10)
+	t.Logf("%.0f allocations in 10 h, %.0f in 20 h: %.2f per wake-up (%d more wake-ups)", a10, a20, per, w20-w10)
+	if per > maxAllocsPerWakeup {
+		t.Errorf("%.2f allocations per wake-up, want at most %d", per, maxAllocsPerWakeup)
 	}
 }

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -9,13 +10,13 @@ import (
 
 // loop is a Run loop with the discipline the clock expects: one timer, armed for
 // 0, re-armed once per wake-up.
-func loop(ctx context.Context, c *virtualClock, name string, period time.Duration, log *[]string) {
+func loop(ctx context.Context, c *virtualClock, name string, period time.Duration, log *[]string) error {
 	t := c.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C():
 		}
 		*log = append(*log, c.Now().Sub(start).String()+" "+name)
@@ -32,14 +33,12 @@ func TestVirtualClockOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	c := newVirtualClock(start)
 	var log []string
-	stopped := make(chan struct{})
-	done := make(chan struct{}, 2)
 	for _, l := range []struct {
 		name   string
 		period time.Duration
 	}{{"a", 10 * time.Second}, {"b", 15 * time.Second}} {
-		go func() { loop(ctx, c, l.name, l.period, &log); done <- struct{}{} }()
-		if err := c.awaitArm(ctx, stopped); err != nil {
+		run := func(ctx context.Context) error { return loop(ctx, c, l.name, l.period, &log) }
+		if err := c.startLoop(ctx, l.name, run); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,7 +52,7 @@ func TestVirtualClockOrder(t *testing.T) {
 		}
 		c.SetTime(at)
 		for {
-			fired, err := c.fireDue(ctx, stopped)
+			fired, err := c.fireDue()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,18 +62,41 @@ func TestVirtualClockOrder(t *testing.T) {
 		}
 	}
 	cancel()
-	<-done
-	<-done
+	if err := c.stopLoops(); err != nil {
+		t.Fatal(err)
+	}
 	want := []string{"0s a", "0s b", "10s a", "15s b", "20s a", "30s a", "30s b"}
 	if !slices.Equal(log, want) {
 		t.Errorf("fired %q, want %q", log, want)
 	}
 }
 
+// A loop that returns instead of arming its timer again stops the run with
+// its error.
+func TestVirtualClockLoopReturns(t *testing.T) {
+	t.Parallel()
+	c := newVirtualClock(start)
+	boom := errors.New("boom")
+	err := c.startLoop(t.Context(), "once", func(context.Context) error {
+		tm := c.NewTimer(time.Second)
+		<-tm.C()
+		return boom
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetTime(start.Add(time.Second))
+	if fired, err := c.fireDue(); !fired || !errors.Is(err, errLoopStopped) {
+		t.Errorf("fireDue = %v, %v; want true, %v", fired, err, errLoopStopped)
+	}
+	if err := c.stopLoops(); !errors.Is(err, boom) {
+		t.Errorf("stopLoops = %v, want %v", err, boom)
+	}
+}
+
 func TestVirtualClockStop(t *testing.T) {
 	t.Parallel()
 	c := newVirtualClock(start)
-	go func() { <-c.armed }()
 	tm := c.NewTimer(time.Second)
 	if !tm.Stop() || tm.Stop() {
 		t.Error("Stop of an armed timer should report true once")

@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -126,11 +125,15 @@ func (s *sim) stream(ctx context.Context, sink Sink) error {
 		return err
 	}
 	loopCtx, stopLoops := context.WithCancel(ctx)
-	stopped, wait := s.startLoops(loopCtx)
-	err := s.play(ctx, stopped)
+	err := s.startLoops(loopCtx)
+	if err == nil {
+		err = s.play(ctx)
+	}
+	if errors.Is(err, errLoopStopped) && ctx.Err() != nil {
+		err = ctx.Err() // the loop returned because the run was interrupted
+	}
 	stopLoops()
-	s.clk.stop()
-	err = errors.Join(err, wait())
+	err = errors.Join(err, s.clk.stopLoops())
 	s.passDepth = 0
 	s.flush()
 	if s.sinkErr != nil && !errors.Is(err, s.sinkErr) {
@@ -189,41 +192,23 @@ func (s *sim) build() error {
 
 // startLoops starts the managers' loops, when the scenario runs them, one at a
 // time: each has made its timer before the next starts, so the order of their
-// timers is fixed. stopped is closed when a loop returns; wait waits for every
-// loop (after ctx ends) and returns their errors.
-func (s *sim) startLoops(ctx context.Context) (stopped <-chan struct{}, wait func() error) {
-	done := make(chan struct{})
+// timers is fixed. The loops run on ctx, which must end before the clock stops
+// them.
+func (s *sim) startLoops(ctx context.Context) error {
 	if !s.sc.Loops {
-		return done, func() error { return nil }
+		return nil
 	}
-	var (
-		wg   sync.WaitGroup
-		once sync.Once
-		mu   sync.Mutex
-		errs []error
-	)
 	for _, l := range s.mgrs.Loops() {
-		wg.Go(func() {
-			if err := l.Run(ctx); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("simulate: %s loop: %w", l.Name, err))
-				mu.Unlock()
-			}
-			once.Do(func() { close(done) })
-		})
-		if err := s.clk.awaitArm(ctx, done); err != nil {
-			break
+		if err := s.clk.startLoop(ctx, l.Name, l.Run); err != nil {
+			return err
 		}
 	}
-	return done, func() error {
-		wg.Wait()
-		return errors.Join(errs...)
-	}
+	return nil
 }
 
 // play moves virtual time from step to step and deadline to deadline, until the
 // scenario's end.
-func (s *sim) play(ctx context.Context, stopped <-chan struct{}) error {
+func (s *sim) play(ctx context.Context) error {
 	steps := s.sc.Steps
 	for {
 		t, ok := time.Duration(0), false
@@ -254,7 +239,7 @@ func (s *sim) play(ctx context.Context, stopped <-chan struct{}) error {
 			var fired bool
 			var err error
 			s.inLoop = true
-			s.observePass(func() { fired, err = s.clk.fireDue(ctx, stopped) })
+			s.observePass(func() { fired, err = s.clk.fireDue() })
 			s.inLoop = false
 			if err != nil {
 				return err
