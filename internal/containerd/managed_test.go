@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
@@ -60,7 +61,7 @@ func newState(t *testing.T) state {
 func (s state) config(t *testing.T) containerd.Config {
 	return containerd.Config{
 		StateDir: s.dir, SandboxImage: s.sandbox.Ref, PodCIDR: s.podCIDR, CNIBridge: s.bridge,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), DieWithParent: true,
 	}
 }
 
@@ -368,7 +369,7 @@ func TestManagedImportDir(t *testing.T) {
 }
 
 // agentEnv names the state dir the test binary runs a Managed on when
-// TestManagedDiesWithAgent starts it as a stand-in agent.
+// TestManagedOutlivesAgent starts it as a stand-in agent.
 const agentEnv = "NODEKEEPER_TEST_AGENT_STATE"
 
 func TestMain(m *testing.M) {
@@ -378,8 +379,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// agentProcess runs a Managed on dir, prints containerd's PID once ready and
-// waits to be killed.
+// agentProcess runs a Managed on dir as the agent does (containerd outlives
+// it), prints containerd's PID once ready and waits to be killed.
 func agentProcess(dir, bridge string) int {
 	m, err := containerd.New(containerd.Config{StateDir: dir, SandboxImage: containerdtest.SandboxImageRef, CNIBridge: bridge})
 	if err != nil {
@@ -392,12 +393,10 @@ func agentProcess(dir, bridge string) int {
 	select {} // until SIGKILL
 }
 
-// TestManagedDiesWithAgent: a SIGKILLed agent takes its containerd with it
-// (Pdeathsig); a containerd left running with the state dir's config (here
-// one started by hand) is killed by the next Run, which then starts cleanly
-// over the stale socket.
-func TestManagedDiesWithAgent(t *testing.T) {
-	s := newState(t)
+// startAgent runs agentProcess on s in a child process and returns it with
+// the PID of its containerd, once that is ready.
+func startAgent(t *testing.T, s state) (*exec.Cmd, int) {
+	t.Helper()
 	agent := exec.Command(os.Args[0])
 	agent.Env = append(os.Environ(), agentEnv+"="+s.dir, agentEnv+"_BRIDGE="+s.bridge)
 	out, err := agent.StdoutPipe()
@@ -409,6 +408,13 @@ func TestManagedDiesWithAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	// A containerd the agent left is stopped (through its pid file) before
+	// the state dir goes (cleanups run last first).
+	t.Cleanup(func() {
+		if pid, _, err := containerd.StopRecorded(s.dir, 5*time.Second); err != nil || pid != 0 {
+			t.Logf("cleanup: stopped the agent's containerd pid %d: %v", pid, err)
+		}
+	})
 	pidc := make(chan int, 1)
 	go func() {
 		buf := make([]byte, 4096)
@@ -438,15 +444,61 @@ func TestManagedDiesWithAgent(t *testing.T) {
 	if pid == 0 || !alive(pid) {
 		t.Fatalf("containerd pid %d not running", pid)
 	}
+	return agent, pid
+}
+
+// TestManagedOutlivesAgent: a SIGKILLed agent leaves its containerd running
+// (its CRI API answers); the next Managed on the same state dir adopts it
+// (no new process), restarts it when it dies, and stops it on ctx end; a
+// containerd left running with the state dir's config but no pid file (here
+// one started by hand) is killed by the next Run, which then starts cleanly.
+func TestManagedOutlivesAgent(t *testing.T) {
+	s := newState(t)
+	agent, pid := startAgent(t, s)
 	if err := agent.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = agent.Wait()
-	waitGone(t, pid)
+	if !alive(pid) {
+		t.Fatalf("containerd pid %d died with its agent", pid)
+	}
+	c, err := cri.New("unix://"+filepath.Join(s.dir, "containerd.sock"), cri.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Version(t.Context(), ""); err != nil {
+		t.Fatalf("CRI of the containerd whose agent died: %v", err)
+	}
+	// It runs in a session of its own, not its agent's.
+	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+		t.Errorf("containerd's session %d (%v), want its own (%d)", sid, err, pid)
+	}
 
-	// A containerd started by hand on the same config, not tied to us.
+	r := start(t, s.config(t))
+	if got := r.m.PID(); got != pid || r.m.Starts() != 0 {
+		t.Fatalf("after the agent's restart: PID %d, Starts %d; want the adopted %d and no start", got, r.m.Starts(), pid)
+	}
+	// The adopted containerd dies: restarted as a child of ours.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r.m.Restarts(), "restart", r.log)
+	second := r.m.PID()
+	if second == 0 || second == pid || r.m.Starts() != 1 {
+		t.Errorf("after the adopted containerd died: PID %d (was %d), Starts %d; want a new PID and 1 start", second, pid, r.m.Starts())
+	}
+	r.stop(t)
+	if alive(second) {
+		t.Errorf("containerd pid %d alive after Run returned", second)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "containerd.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pid file after Run returned: %v, want none", err)
+	}
+
+	// A containerd started by hand on the same config, not recorded.
 	rogue := exec.Command("containerd", "--config", filepath.Join(s.dir, "config.toml"))
-	rogue.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	rogue.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := rogue.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -454,29 +506,69 @@ func TestManagedDiesWithAgent(t *testing.T) {
 	go func() { _ = rogue.Wait(); close(rogueDone) }()
 	t.Cleanup(func() { _ = rogue.Process.Kill(); <-rogueDone })
 
-	r := start(t, s.config(t))
+	r = start(t, s.config(t))
 	select {
 	case <-rogueDone:
 	case <-time.After(10 * time.Second):
 		t.Errorf("the stale containerd pid %d still runs after Run started", rogue.Process.Pid)
 	}
-	if r.m.PID() == rogue.Process.Pid {
-		t.Errorf("Managed reports the stale containerd's PID %d", r.m.PID())
+	if r.m.PID() == rogue.Process.Pid || r.m.Starts() != 1 {
+		t.Errorf("Managed reports PID %d (the stale one is %d), %d starts; want its own and 1 start", r.m.PID(), rogue.Process.Pid, r.m.Starts())
 	}
 }
 
-// waitGone waits (bounded, polling: pid is not our child) for pid to exit.
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("containerd pid %d still alive 10s after its agent was SIGKILLed", pid)
-		}
-		<-tick.C
+// TestManagedIgnoresForeignPidFile: a pid file naming a process that is not
+// the recorded containerd (another start time, another command line, or a
+// file that does not parse) is not adopted, and that process is not
+// signalled: Run starts its own containerd.
+func TestManagedIgnoresForeignPidFile(t *testing.T) {
+	s := newState(t)
+	other := exec.Command("sleep", "600")
+	other.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
 	}
+	otherDone := make(chan struct{})
+	go func() { _ = other.Wait(); close(otherDone) }()
+	t.Cleanup(func() { _ = other.Process.Kill(); <-otherDone })
+	st := procStartTime(t, other.Process.Pid)
+	cfgPath := filepath.Join(s.dir, "config.toml")
+	for _, tc := range []struct{ name, file string }{
+		{"wrong start time", fmt.Sprintf(`{"pid":%d,"startTime":%d,"config":%q}`, other.Process.Pid, st+1, cfgPath)},
+		{"not containerd", fmt.Sprintf(`{"pid":%d,"startTime":%d,"config":%q}`, other.Process.Pid, st, cfgPath)},
+		{"garbage", fmt.Sprintf("%d\n", other.Process.Pid)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(s.dir, "containerd.pid"), []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := start(t, s.config(t))
+			if r.m.Starts() != 1 || r.m.PID() == other.Process.Pid {
+				t.Errorf("Starts %d, PID %d; want a containerd of its own (the pid file names %d)", r.m.Starts(), r.m.PID(), other.Process.Pid)
+			}
+			r.stop(t)
+			select {
+			case <-otherDone:
+				t.Fatalf("pid %d, named by the pid file, was killed", other.Process.Pid)
+			default:
+			}
+		})
+	}
+}
+
+// procStartTime returns field 22 of /proc/pid/stat.
+func procStartTime(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	var st uint64
+	if _, err := fmt.Sscan(f[19], &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // TestManagedReadyAfterFailedStart: when the first containerd dies before
