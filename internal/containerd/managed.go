@@ -337,6 +337,14 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string, a *
 	} else {
 		log.Info("containerd ready", "pid", pid, "version", version)
 	}
+	// Before anyone uses it: what an interrupted operation left.
+	cleanCtx, cancel := context.WithTimeout(ctx, cleanTimeout)
+	if c, err := m.Clean(cleanCtx); err != nil {
+		log.Warn("cleaning containerd's leftovers", "err", err, "shims", c.Shims, "runcInits", c.Inits, "taskDirs", c.TaskDirs)
+	} else if c != (Cleaned{}) {
+		log.Info("containerd's leftovers cleaned", "shims", c.Shims, "runcInits", c.Inits, "taskDirs", c.TaskDirs)
+	}
+	cancel()
 	if !m.wasReady {
 		m.wasReady = true
 		close(m.ready)

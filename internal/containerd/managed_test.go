@@ -2,6 +2,7 @@ package containerd_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -599,4 +601,131 @@ func TestManagedReadyAfterFailedStart(t *testing.T) {
 		t.Error("Restarts signalled for the first ready containerd")
 	default:
 	}
+}
+
+// TestManagedCleansLeftovers: a containerd that lost its record of a running
+// sandbox (its metadata is gone, as when it dies before committing it) leaves
+// the sandbox's shim and processes running, which containerd itself never
+// reaps; the next Run kills them, removes the runc state and the task
+// directory, and touches nothing of another containerd.
+func TestManagedCleansLeftovers(t *testing.T) {
+	s := newState(t)
+	r := start(t, s.config(t))
+	if _, err := r.m.ImportDir(t.Context(), s.images); err != nil {
+		t.Fatal(err)
+	}
+	id := runPod(t, r, s.dir, "leaked", true)
+	shims := containerdtest.ShimPIDs(r.m.Socket())
+	if len(shims) != 1 {
+		t.Fatalf("shims %v, want one", shims)
+	}
+
+	other := newState(t)
+	r2 := start(t, other.config(t))
+	if _, err := r2.m.ImportDir(t.Context(), other.images); err != nil {
+		t.Fatal(err)
+	}
+	otherID := runPod(t, r2, other.dir, "bystander", true)
+	otherShims := containerdtest.ShimPIDs(r2.m.Socket())
+
+	// A container runc created and nobody started: its `runc init` waits on
+	// its exec fifo forever, holding its cgroup (as one a containerd killed
+	// between creating and starting a task leaves).
+	stuck, initPID := runcCreate(t, s.dir, filepath.Join(s.dir, "state", "io.containerd.runtime.v2.task", containerd.Namespace, id, "rootfs"))
+
+	r.stop(t) // the shim keeps running
+	if err := os.Remove(filepath.Join(s.dir, "root", "io.containerd.metadata.v1.bolt", "meta.db")); err != nil {
+		t.Fatal(err)
+	}
+	r = start(t, s.config(t))
+	for _, pid := range shims {
+		if alive(pid) {
+			t.Errorf("the leaked shim %d still runs", pid)
+		}
+	}
+	if alive(initPID) {
+		t.Errorf("the stuck runc init %d still runs", initPID)
+	}
+	for _, dir := range []string{
+		filepath.Join(s.dir, "state", "io.containerd.runtime.v2.task", containerd.Namespace, id),
+		filepath.Join(s.dir, "runc", containerd.Namespace, id),
+		filepath.Join(s.dir, "runc", containerd.Namespace, stuck),
+	} {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %v, want it gone", dir, err)
+		}
+	}
+	for _, pid := range otherShims {
+		if !alive(pid) {
+			t.Errorf("the other containerd's shim %d was killed", pid)
+		}
+	}
+	if got := sandboxState(t, r2, otherID); got != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("the other containerd's sandbox: %v, want READY", got)
+	}
+}
+
+// runcCreate creates, with runc on the runc root of the containerd in dir, a
+// container (not started) over rootfs, in a cgroup of its own, and returns its
+// ID and the pid of its `runc init`. Cleanup deletes it and its cgroup.
+func runcCreate(t *testing.T, dir, rootfs string) (string, int) {
+	t.Helper()
+	id := fmt.Sprintf("stuck-%08x", rand.Uint32())
+	bundle := filepath.Join(dir, "bundle-"+id)
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		t.Fatalf("runc spec: %v: %s", err, out)
+	}
+	var spec map[string]any
+	b, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &spec)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgroup := "/" + id
+	spec["process"].(map[string]any)["terminal"] = false
+	spec["process"].(map[string]any)["args"] = []string{"/pause"}
+	spec["root"] = map[string]any{"path": rootfs, "readonly": true}
+	spec["linux"].(map[string]any)["cgroupsPath"] = cgroup
+	if b, err = json.Marshal(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "runc", containerd.Namespace)
+	pidFile := filepath.Join(bundle, "pid")
+	// Output to a file: runc init keeps runc's stdio open, a pipe would
+	// never end.
+	out, err := os.Create(filepath.Join(bundle, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	create := exec.Command("runc", "--root", root, "create", "--bundle", bundle, "--pid-file", pidFile, id)
+	create.Stdout, create.Stderr = out, out
+	if err := create.Run(); err != nil {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("runc create: %v: %s", err, b)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("runc", "--root", root, "delete", "--force", id).Run()
+		hs, _ := filepath.Glob("/sys/fs/cgroup/*")
+		for _, h := range append(hs, "/sys/fs/cgroup") {
+			_ = syscall.Rmdir(filepath.Join(h, cgroup))
+		}
+	})
+	b, err = os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || !alive(pid) {
+		t.Fatalf("runc init pid %q (%v) not running", b, err)
+	}
+	return id, pid
 }

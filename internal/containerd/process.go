@@ -133,18 +133,6 @@ func hasFlag(args []string, name, value string) bool {
 	return false
 }
 
-// matches reports whether r's process is the containerd it records: alive,
-// the same start time and --config r.Config. A pid reused by any other
-// process fails it.
-func (r record) matches() bool {
-	st, err := startTime(r.PID)
-	if err != nil || st != r.StartTime || !alive(r.PID) {
-		return false
-	}
-	args, err := cmdline(r.PID)
-	return err == nil && hasFlag(args, "--config", r.Config)
-}
-
 // pidfd is an open pidfd of a process this one may not wait for (not its
 // child): it signals exactly that process, even after its pid is reused, and
 // reports its exit.
@@ -157,17 +145,28 @@ type pidfd struct {
 // process is still the one r records (no reuse between the check and the
 // open). The caller must close it.
 func openPidfd(r record) (*pidfd, error) {
-	fd, err := unix.PidfdOpen(r.PID, unix.PIDFD_NONBLOCK)
+	return openPidfdIf(r.PID, r.StartTime, func() bool {
+		args, err := cmdline(r.PID)
+		return err == nil && hasFlag(args, "--config", r.Config)
+	})
+}
+
+// openPidfdIf opens a pidfd for pid when, after the open, pid still has the
+// start time start, is alive and same reports true: the pidfd then refers to
+// the process that was checked, whatever happens to the pid later. The
+// caller must close it.
+func openPidfdIf(pid int, start uint64, same func() bool) (*pidfd, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
-		return nil, fmt.Errorf("pidfd_open %d: %w", r.PID, err)
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
-	// The pid named r's process before the open; it still does after it
-	// only if the start time did not change.
-	if !r.matches() {
+	// The pid named the checked process before the open; it still does
+	// after it only if the start time did not change.
+	if st, err := startTime(pid); err != nil || st != start || !alive(pid) || !same() {
 		unix.Close(fd)
-		return nil, fmt.Errorf("pid %d is no longer the recorded containerd", r.PID)
+		return nil, fmt.Errorf("pid %d is no longer the process checked", pid)
 	}
-	p := &pidfd{f: os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(r.PID)), exited: make(chan struct{})}
+	p := &pidfd{f: os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid)), exited: make(chan struct{})}
 	rc, err := p.f.SyscallConn()
 	if err != nil {
 		p.f.Close()
