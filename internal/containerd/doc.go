@@ -22,4 +22,10 @@
 // stop-runtime`). Its shims, and so the pods, survive containerd's own stops
 // and restarts: the next containerd on the state directory re-attaches them.
 // Test harnesses set Config.DieWithParent (Pdeathsig) to leave nothing behind.
+//
+// Each time a containerd answers, before Ready or a restart is signalled, Run
+// calls Clean: it removes what an interrupted operation (a containerd killed
+// while it created a task) left under StateDir — shims of this socket whose
+// task containerd does not know, `runc init` processes of unknown containers
+// and stale task directories — and nothing else.
 package containerd
