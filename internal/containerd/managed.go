@@ -465,19 +465,30 @@ func waitReady(ctx context.Context, endpoint string, exited <-chan struct{}) (st
 // killStale SIGKILLs the containerd processes, other than except, left
 // running with this config (an agent that died before it could stop them, or
 // a containerd started by hand on our StateDir) and waits until they are
-// gone: two containerds on one root would fight over it.
+// gone: two containerds on one root would fight over it. Each is signalled
+// through a pidfd opened after its command line was checked, so a pid reused
+// meanwhile is not.
 func killStale(cfgPath string, except ...int) error {
-	pids := staleContainerds(cfgPath, except...)
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	deadline := time.Now().Add(staleTimeout)
-	for _, pid := range pids {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("containerd: a stale containerd (pid %d) serving %s did not exit on SIGKILL", pid, cfgPath)
+	for _, pid := range staleContainerds(cfgPath, except...) {
+		st, err := startTime(pid)
+		if err != nil {
+			continue // gone
+		}
+		p, err := openPidfdIf(pid, st, func() bool { return ours(pid, cfgPath) })
+		if err != nil {
+			continue // gone, or another process now
+		}
+		err = p.signal(syscall.SIGKILL)
+		if err == nil {
+			select {
+			case <-p.exited:
+			case <-time.After(staleTimeout):
+				err = fmt.Errorf("containerd: a stale containerd (pid %d) serving %s did not exit on SIGKILL", pid, cfgPath)
 			}
-			time.Sleep(10 * time.Millisecond) // bounded poll: no way to wait on a non-child
+		}
+		p.close()
+		if err != nil {
+			return err
 		}
 	}
 	return nil
