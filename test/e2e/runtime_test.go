@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
+	"github.com/nodekeeper/nodekeeper/internal/daemon"
 )
 
 // stopRuntime runs `nodekeeper stop-runtime` on the agent's root directory
@@ -38,6 +41,13 @@ func TestStopRuntime(t *testing.T) {
 	ctr := before.Status.ContainerStatuses[0].ContainerID
 	pid := a.ContainerPID(ctr)
 	cpid := containerdPID(t, a)
+	// containerd and its shims run in the runtime cgroup, not the agent's.
+	want := daemon.RuntimeCgroup(a.CgroupRoot, a.Root)
+	for _, p := range append([]int{cpid}, containerdtest.ShimPIDs(a.socket())...) {
+		if got := pidsCgroup(t, p); got != want {
+			t.Errorf("pid %d (%s) is in cgroup %q, want %q", p, cmdName(p), got, want)
+		}
+	}
 
 	code, out, errOut := stopRuntime(t, a)
 	if code != 1 || !strings.Contains(errOut, "another nodekeeper is running") || !strings.Contains(errOut, a.Root) {
@@ -73,4 +83,31 @@ func TestStopRuntime(t *testing.T) {
 	if p := containerdPIDOrZero(a); p == 0 || p == cpid {
 		t.Errorf("containerd pid %d after the restart, want a new one", p)
 	}
+}
+
+// pidsCgroup returns pid's cgroup in the pids hierarchy (v1) or the unified
+// tree (v2).
+func pidsCgroup(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := ""
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		switch {
+		case len(f) != 3:
+		case f[1] == "pids":
+			return f[2]
+		case f[0] == "0" && f[1] == "":
+			v2 = f[2]
+		}
+	}
+	return v2
+}
+
+func cmdName(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(b))
 }
