@@ -290,3 +290,120 @@ func (m *Managed) removeBundle(id string) error {
 	}
 	return nil
 }
+
+// Stuck `runc init` reaping: a `runc init` lives from the creation of its
+// task to its start, milliseconds apart. A create whose start never came (the
+// CRI call was cut off: its client, the agent, died) leaves it waiting on its
+// exec fifo forever, holding the pod's cgroup, while containerd keeps the
+// task it cannot delete ("cannot delete running task"). Run looks for them
+// every reapInterval and kills those seen for stuckAfter.
+const (
+	reapInterval = 20 * time.Second
+	stuckAfter   = time.Minute
+)
+
+// initKey names one `runc init` process: its pid and start time.
+type initKey struct {
+	pid   int
+	start uint64
+}
+
+// stuckInits returns the processes of firstSeen seen at least after before now.
+func stuckInits(firstSeen map[initKey]time.Time, now time.Time, after time.Duration) []initKey {
+	var out []initKey
+	for k, t := range firstSeen {
+		if now.Sub(t) >= after {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// reapStuck updates firstSeen (the `runc init`s of this StateDir seen, with
+// the time each was first seen; gone ones are dropped) and kills those seen
+// for stuckAfter, then deletes their stopped tasks in containerd (which the
+// CRI plugin leaves, so that removing the container fails with "cannot
+// delete running task"); a task containerd does not know goes with `runc
+// delete`. It returns the updated map.
+func (m *Managed) reapStuck(ctx context.Context, firstSeen map[initKey]time.Time, now time.Time) map[initKey]time.Time {
+	current := map[initKey]time.Time{}
+	ids := map[initKey]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		id := isInit(pid, m.runcRoot())
+		if id == "" {
+			continue
+		}
+		st, err := startTime(pid)
+		if err != nil {
+			continue
+		}
+		k := initKey{pid, st}
+		ids[k] = id
+		if t, ok := firstSeen[k]; ok {
+			current[k] = t
+		} else {
+			current[k] = now
+		}
+	}
+	for _, k := range stuckInits(current, now, m.stuckAfter) {
+		id := ids[k]
+		p, err := openPidfdIf(k.pid, k.start, func() bool { return isInit(k.pid, m.runcRoot()) == id })
+		if err != nil {
+			continue
+		}
+		err = p.signal(syscall.SIGKILL)
+		if err == nil {
+			select {
+			case <-p.exited:
+			case <-ctx.Done():
+			}
+		}
+		p.close()
+		first := current[k]
+		delete(current, k)
+		if err != nil {
+			continue
+		}
+		err = m.deleteTask(ctx, id)
+		m.cfg.Logger.Warn("killed a stuck runc init: its task was created and never started", "pid", k.pid, "id", id,
+			"after", now.Sub(first).Round(time.Second), "deleteTaskErr", err)
+	}
+	return current
+}
+
+// deleteTask deletes the task of container id, whose process was killed, in
+// containerd when it knows the container (it may take a moment to see the
+// task stopped), else with `runc delete`.
+func (m *Managed) deleteTask(ctx context.Context, id string) error {
+	known, err := m.containers(ctx)
+	if err != nil {
+		return err
+	}
+	if !known[id] {
+		return m.runcDelete(ctx, id)
+	}
+	ctr, err := m.ctrPath()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		out, err := exec.CommandContext(ctx, ctr, "-a", m.Socket(), "-n", Namespace, "tasks", "delete", id).CombinedOutput()
+		if err == nil || strings.Contains(string(out), "not found") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ctr tasks delete %s: %w: %s", id, err, strings.TrimSpace(string(out)))
+		case <-tick.C: // the shim reports the exit asynchronously
+		}
+	}
+}

@@ -58,6 +58,9 @@ type Managed struct {
 	pid      atomic.Int64  // the running containerd's PID, 0 when none
 	// stopTimeout is defaultStopTimeout (tests shorten it); set by New.
 	stopTimeout time.Duration
+	// reapInterval and stuckAfter time the reaping of stuck runc inits
+	// (tests shorten them); set by New.
+	reapInterval, stuckAfter time.Duration
 }
 
 // New validates cfg and resolves its defaults and the oom_score_adj detection.
@@ -69,7 +72,8 @@ func New(cfg Config) (*Managed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Managed{cfg: cfg, ready: make(chan struct{}), restarts: make(chan struct{}, 1), stopTimeout: defaultStopTimeout}, nil
+	return &Managed{cfg: cfg, ready: make(chan struct{}), restarts: make(chan struct{}, 1), stopTimeout: defaultStopTimeout,
+		reapInterval: reapInterval, stuckAfter: stuckAfter}, nil
 }
 
 // Endpoint is the CRI endpoint, "unix://<StateDir>/containerd.sock".
@@ -354,14 +358,22 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string, a *
 		default: // one pending already
 		}
 	}
-	select {
-	case <-exited:
-		removeRecord(m.cfg.StateDir)
-		log.Error("containerd exited", "pid", pid, "err", exitErr(), "log", m.LogPath())
-	case <-ctx.Done():
-		stop()
+	reap := time.NewTicker(m.reapInterval)
+	defer reap.Stop()
+	seen := map[initKey]time.Time{} // runc inits, when first seen
+	for {
+		select {
+		case <-exited:
+			removeRecord(m.cfg.StateDir)
+			log.Error("containerd exited", "pid", pid, "err", exitErr(), "log", m.LogPath())
+			return true
+		case <-ctx.Done():
+			stop()
+			return true
+		case now := <-reap.C:
+			seen = m.reapStuck(ctx, seen, now)
+		}
 	}
-	return true
 }
 
 // start starts a containerd with cfgPath, records it in the pid file and

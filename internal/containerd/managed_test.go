@@ -79,9 +79,18 @@ type running struct {
 // registered as a cleanup too (a no-op after an explicit stop).
 func start(t *testing.T, cfg containerd.Config) *running {
 	t.Helper()
+	return startWith(t, cfg, nil)
+}
+
+// startWith is start with set, when not nil, called on the Managed before Run.
+func startWith(t *testing.T, cfg containerd.Config, set func(*containerd.Managed)) *running {
+	t.Helper()
 	m, err := containerd.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if set != nil {
+		set(m)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{m: m, cancel: cancel, done: make(chan error, 1)}
@@ -728,4 +737,44 @@ func runcCreate(t *testing.T, dir, rootfs string) (string, int) {
 		t.Fatalf("runc init pid %q (%v) not running", b, err)
 	}
 	return id, pid
+}
+
+// TestManagedReapsStuckInit: a `runc init` of this containerd's runc root
+// that waits on its exec fifo (a task created and never started) is killed
+// once it has been seen for the stuck time; a fresh one is not.
+func TestManagedReapsStuckInit(t *testing.T) {
+	s := newState(t)
+	r := startWith(t, s.config(t), func(m *containerd.Managed) {
+		containerd.SetReapTiming(m, 50*time.Millisecond, 2*time.Second)
+	})
+	if _, err := r.m.ImportDir(t.Context(), s.images); err != nil {
+		t.Fatal(err)
+	}
+	id := runPod(t, r, s.dir, "host", true)
+	stuck, initPID := runcCreate(t, s.dir, filepath.Join(s.dir, "state", "io.containerd.runtime.v2.task", containerd.Namespace, id, "rootfs"))
+	created := time.Now()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for alive(initPID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stuck runc init %d still runs 30s after it was made", initPID)
+		}
+		<-tick.C // bounded poll: the process is not our child
+	}
+	if d := time.Since(created); d < 2*time.Second {
+		t.Errorf("the runc init was killed %s after it was made, before the 2s stuck time", d)
+	}
+	// containerd does not know it: its runc state goes with runc delete.
+	for state := filepath.Join(s.dir, "runc", containerd.Namespace, stuck); ; <-tick.C {
+		if _, err := os.Stat(state); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runc state %s still there 30s after the runc init was made", state)
+		}
+	}
+	if got := sandboxState(t, r, id); got != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("the pod's sandbox: %v, want READY (only the stuck init is killed)", got)
+	}
 }
