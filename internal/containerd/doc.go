@@ -27,5 +27,9 @@
 // calls Clean: it removes what an interrupted operation (a containerd killed
 // while it created a task) left under StateDir — shims of this socket whose
 // task containerd does not know, `runc init` processes of unknown containers
-// and stale task directories — and nothing else.
+// and stale task directories — and nothing else. While containerd runs, a
+// `runc init` of its runc root seen for a minute is killed and its task
+// deleted: a task created and never started (the agent died in the middle of
+// StartContainer) otherwise holds its pod cgroup, and blocks the removal of
+// its container, forever.
 package containerd
