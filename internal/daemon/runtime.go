@@ -45,6 +45,10 @@ func StopRuntime(rootDir string, timeout time.Duration) (pid int, killed bool, e
 	if st, err := os.Stat(rootDir); err != nil || !st.IsDir() {
 		return 0, false, ConfigError{fmt.Errorf("--root-dir %q: want the directory of a nodekeeper run", rootDir)}
 	}
+	// The pid file records absolute paths (containerd's --config).
+	if rootDir, err = filepath.Abs(rootDir); err != nil {
+		return 0, false, err
+	}
 	unlock, err := lockRoot(rootDir)
 	if err != nil {
 		var ce ConfigError
