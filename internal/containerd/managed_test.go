@@ -725,7 +725,11 @@ func runcCreate(t *testing.T, dir, rootfs string) (string, int) {
 		_ = exec.Command("runc", "--root", root, "delete", "--force", id).Run()
 		hs, _ := filepath.Glob("/sys/fs/cgroup/*")
 		for _, h := range append(hs, "/sys/fs/cgroup") {
-			_ = syscall.Rmdir(filepath.Join(h, cgroup))
+			d := filepath.Join(h, cgroup)
+			// A killed runc init may take a moment to leave it: bounded retry.
+			for try := 0; syscall.Rmdir(d) == syscall.EBUSY && try < 100; try++ {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 	})
 	b, err = os.ReadFile(pidFile)
