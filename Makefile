@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build images test vet fmt-check fuzz bench clean conformance
+.PHONY: all build images test vet fmt-check fuzz bench clean conformance killtest
 
 all: build
 
@@ -58,6 +58,16 @@ PROCS ?= 6
 conformance:
 	$(GO) run ./test/conformance run -agents $(AGENTS) -procs $(PROCS) $(if $(FOCUS),-focus '$(FOCUS)') $(if $(CHUNK),-chunk $(CHUNK)) $(if $(NOT_RUN),-not-run)
 	$(GO) run ./test/conformance report
+
+# killtest kills `nodekeeper run` with SIGKILL at random points N times (default
+# 50) while static pods are created and deleted, restarting it each time, then
+# checks that no shim, process or task directory leaked, no pod was lost or
+# duplicated, no adopted container restarted and the agent's state files parse
+# (test/killtest; its output ends with the numbers). Needs root, containerd, runc
+# and the CNI plugins; takes minutes, so it is not part of test.
+N ?= 50
+killtest: build
+	$(GO) run ./test/killtest -bin bin/nodekeeper -images bin/images -n $(N)
 
 # bench runs the benchmarks recorded in docs/benchmarks.md.
 bench:

@@ -5,10 +5,11 @@
 # imports the images and runs examples/pods/*.yaml as static pods, each in its
 # own network namespace. It prints the pods' table whenever it changes.
 #
-#   sudo ./examples/run.sh        run (Ctrl-C stops the agent; the pods keep
-#                                 running, as a kubelet's do, and the next run
-#                                 adopts them)
-#   sudo ./examples/run.sh stop   stop and remove the example pods, then exit
+#   sudo ./examples/run.sh        run (Ctrl-C stops the agent and its
+#                                 containerd; the pods keep running, as a
+#                                 kubelet's do, and the next run adopts them)
+#   sudo ./examples/run.sh stop   stop and remove the example pods, stop
+#                                 nodekeeper's containerd, then exit
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
@@ -54,6 +55,11 @@ if [ "${1:-}" = "stop" ]; then
 		# ... and no shim is left (a task's state goes when its shim exits).
 		left+=$(ls "$root/containerd/state/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null)
 		if [ -z "$left" ]; then
+			# The agent stops its containerd when it stops; stop-runtime
+			# stops one that an agent killed earlier left (none is left now).
+			kill "$agent"
+			wait "$agent" || true
+			bin/nodekeeper stop-runtime --root-dir "$root"
 			echo "run.sh: example pods stopped and removed"
 			exit 0
 		fi

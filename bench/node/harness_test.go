@@ -118,7 +118,7 @@ func setup(b *testing.B) *env {
 	}
 
 	state := filepath.Join(dir, "c")
-	m, err := containerd.New(containerd.Config{StateDir: state, SandboxImage: ocibuild.PauseRef, PodCIDR: e.podCIDR, CNIBridge: e.bridge, Logger: e.log})
+	m, err := containerd.New(containerd.Config{StateDir: state, SandboxImage: ocibuild.PauseRef, PodCIDR: e.podCIDR, CNIBridge: e.bridge, Logger: e.log, DieWithParent: true})
 	if err != nil {
 		b.Fatal(err)
 	}

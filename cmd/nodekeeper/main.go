@@ -151,7 +151,7 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 	root.SetVersionTemplate("nodekeeper {{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version and exit")
 	registerMaxInputSize(root)
-	root.AddCommand(newVersionCmd(), newRunCmd(), newExplainCmd(logger), newSimulateCmd(logger), newGetCmd(), newApplyCmd(), newDeleteCmd())
+	root.AddCommand(newVersionCmd(), newRunCmd(), newExplainCmd(logger), newSimulateCmd(logger), newGetCmd(), newApplyCmd(), newDeleteCmd(), newStopRuntimeCmd())
 	markArgErrors(root)
 	return root
 }

@@ -273,7 +273,12 @@ func (m *Manager) Pods() ([]types.UID, error) {
 // every hierarchy. On v1 a new cpuset cgroup gets its parent's cpus and mems
 // (a cpuset cgroup without them cannot hold tasks); on v2 the controllers are
 // enabled in each ancestor's cgroup.subtree_control.
-func (m *Manager) ensureTree(cgroupPath string) error {
+func (m *Manager) ensureTree(cgroupPath string) error { return m.makeTree(cgroupPath, true) }
+
+// makeTree is ensureTree; without leafControllers, on v2, the controllers are
+// not enabled in the leaf's own cgroup.subtree_control, so that it may hold
+// processes (a cgroup with controllers enabled for children may not).
+func (m *Manager) makeTree(cgroupPath string, leafControllers bool) error {
 	elems := strings.Split(strings.Trim(cgroupPath, "/"), "/")
 	for _, h := range m.layout.hierarchies() {
 		dir := h.dir
@@ -305,10 +310,35 @@ func (m *Manager) ensureTree(cgroupPath string) error {
 				}
 			}
 		}
-		if m.layout.Version == V2 {
+		if m.layout.Version == V2 && leafControllers {
 			if err := m.enableControllers(dir); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// Place makes the cgroup at cgroupPath (absolute, as "/nodekeeper-containerd";
+// not "/" and not under kubepods) in every hierarchy, with no limits, and
+// moves the process pid (all its threads) into it: the agent puts the
+// containerd it runs there, apart from itself and the pods, as the kubelet's
+// --runtime-cgroups does. Processes pid starts later inherit the cgroup.
+// Idempotent; the cgroup is left in place (Place never removes one).
+func (m *Manager) Place(cgroupPath string, pid int) error {
+	p, err := cleanRoot(cgroupPath)
+	if err != nil || cgroupPath == "" {
+		return fmt.Errorf("cgroup %q: want an absolute cgroup path without ..", cgroupPath)
+	}
+	if k := KubepodsPath(m.root); p == "/" || p == k || strings.HasPrefix(p, k+"/") {
+		return fmt.Errorf("cgroup %q: want a cgroup of its own, not / or under %s", cgroupPath, k)
+	}
+	if err := m.makeTree(p, false); err != nil {
+		return err
+	}
+	for _, h := range m.layout.hierarchies() {
+		if err := write(filepath.Join(h.dir, p), "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -477,6 +478,55 @@ func TestHugepages(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("hugetlb files (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlace: the runtime's cgroup is made in every hierarchy with the pid in
+// its cgroup.procs; on v2 its ancestors enable the controllers and it does
+// not (a cgroup that enables them for children may hold no process). / and
+// the pods' tree are refused.
+func TestPlace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		tree func(*testing.T) string
+		want map[string]string // files under the fixture root that Place writes
+	}{
+		{"v1", func(t *testing.T) string { return v1Tree(t, true) }, map[string]string{
+			"cpu,cpuacct/nk/rt/cgroup.procs": "42", "cpuset/nk/rt/cgroup.procs": "42", "cpuset/nk/rt/cpuset.cpus": "0-1",
+			"cpuset/nk/rt/cpuset.mems": "0", "cpuset/nk/cpuset.cpus": "0-1", "cpuset/nk/cpuset.mems": "0",
+			"memory/nk/rt/cgroup.procs": "42", "pids/nk/rt/cgroup.procs": "42", "freezer/nk/rt/cgroup.procs": "42",
+			"unified/nk/rt/cgroup.procs": "42",
+		}},
+		{"v2", v2Tree, map[string]string{
+			"cgroup.subtree_control":    "+cpuset +cpu +io +memory +pids",
+			"nk/cgroup.subtree_control": "+cpuset +cpu +io +memory +pids",
+			"nk/rt/cgroup.procs":        "42",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := tc.tree(t)
+			before := files(t, root)
+			m := fixtureManager(t, Config{FSRoot: root, CgroupRoot: "/nk"})
+			if err := m.Place("/nk/rt", 42); err != nil {
+				t.Fatal(err)
+			}
+			got := files(t, root)
+			for k, v := range before {
+				if got[k] == v {
+					delete(got, k)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("files written (-want +got):\n%s", diff)
+			}
+			for _, bad := range []string{"/", "/nk/kubepods", "/nk/kubepods/x", "rel", "/a/../b"} {
+				if err := m.Place(bad, 42); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+					t.Errorf("Place(%q): %v, want an error naming it", bad, err)
+				}
 			}
 		})
 	}

@@ -205,3 +205,43 @@ func removeRoot(t *testing.T, l Layout, root string) {
 		}
 	}
 }
+
+// TestRealPlace places a process of its own in a cgroup under a root of its
+// own on this machine: it is there in every hierarchy.
+func TestRealPlace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		integration.Require(t, "cgroup tests need root")
+	}
+	if _, err := os.Stat(DefaultFSRoot); err != nil {
+		integration.Require(t, "no cgroup filesystem at "+DefaultFSRoot)
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	root := "/nk-test-" + hex.EncodeToString(rnd[:])
+	m, err := New(Config{CgroupRoot: root, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeRoot(t, m.Layout(), root) })
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // before removeRoot
+	rt := root + "/nodekeeper-containerd"
+	if err := m.Place(rt, cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	got := cgroupOf(t, cmd.Process.Pid)
+	for _, h := range m.Layout().hierarchies() {
+		b, err := os.ReadFile(filepath.Join(h.dir, rt, "cgroup.procs"))
+		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(cmd.Process.Pid) {
+			t.Errorf("%s/cgroup.procs = %q, %v; want %d", filepath.Join(h.dir, rt), b, err, cmd.Process.Pid)
+		}
+	}
+	for _, c := range []string{"memory", "cpu", "pids"} {
+		if got[c] != rt {
+			t.Errorf("the process's %s cgroup is %q, want %q", c, got[c], rt)
+		}
+	}
+}

@@ -79,6 +79,16 @@ type Config struct {
 	// unpacked for; "" detects it: Overlayfs when an overlay mount works in
 	// StateDir's filesystem, else Native.
 	Snapshotter string
+	// Place, when set, is called with the pid of each containerd Run starts,
+	// before it serves, to move it into a cgroup of its own (the agent's
+	// runtime cgroup); the shims it starts inherit that cgroup. An error is
+	// logged and containerd runs on where it was started.
+	Place func(pid int) error
+	// DieWithParent starts containerd with Pdeathsig SIGKILL, so that it dies
+	// with this process: for test harnesses, which must leave nothing
+	// behind. The agent leaves it false: containerd then outlives the agent,
+	// and the next agent's Run adopts it.
+	DieWithParent bool
 	// Logger receives the supervisor's logs (nil: discarded).
 	Logger *slog.Logger
 	// Clock times the restart back-off (nil: the real clock).

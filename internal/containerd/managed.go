@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +58,9 @@ type Managed struct {
 	pid      atomic.Int64  // the running containerd's PID, 0 when none
 	// stopTimeout is defaultStopTimeout (tests shorten it); set by New.
 	stopTimeout time.Duration
+	// reapInterval and stuckAfter time the reaping of stuck runc inits
+	// (tests shorten them); set by New.
+	reapInterval, stuckAfter time.Duration
 }
 
 // New validates cfg and resolves its defaults and the oom_score_adj detection.
@@ -70,7 +72,8 @@ func New(cfg Config) (*Managed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Managed{cfg: cfg, ready: make(chan struct{}), restarts: make(chan struct{}, 1), stopTimeout: defaultStopTimeout}, nil
+	return &Managed{cfg: cfg, ready: make(chan struct{}), restarts: make(chan struct{}, 1), stopTimeout: defaultStopTimeout,
+		reapInterval: reapInterval, stuckAfter: stuckAfter}, nil
 }
 
 // Endpoint is the CRI endpoint, "unix://<StateDir>/containerd.sock".
@@ -107,44 +110,71 @@ func (m *Managed) Config() Config {
 }
 
 // Run writes containerd's config (and the CNI config when the conf dir has
-// none), starts containerd and keeps it running until ctx ends, restarting it
-// with back-off when it dies. When ctx ends it stops containerd (SIGTERM, then
-// SIGKILL after 10s) but not the pods: their shims keep running and the next
-// containerd started on the same StateDir re-attaches them. Run returns nil
-// after containerd is gone, or an error if it cannot set up the StateDir. It
-// may be called once.
+// none), then adopts the containerd a previous Run left running on the same
+// StateDir (see below) or starts one, and keeps it running until ctx ends,
+// restarting it with back-off when it dies. When ctx ends it stops containerd
+// (SIGTERM, then SIGKILL after 10s) but not the pods: their shims keep
+// running and the next containerd started on the same StateDir re-attaches
+// them. Run returns nil after containerd is gone, or an error if it cannot
+// set up the StateDir. It may be called once.
+//
+// containerd runs in its own session (and, with Config.Place, its own
+// cgroup), so the death of this process does not take it along (unless
+// Config.DieWithParent). Its pid and start time are kept in
+// StateDir/containerd.pid: Run adopts the containerd that file records when
+// that process still runs with this StateDir's config and its CRI API
+// answers, and supervises it through a pidfd as it would its child. Any other
+// process running containerd with this StateDir's config is killed first;
+// nothing else is.
 func (m *Managed) Run(ctx context.Context) error {
 	if !m.started.CompareAndSwap(false, true) {
 		return errors.New("containerd: Run called twice")
 	}
-	// containerd dies with this process through Pdeathsig, which fires when the
-	// thread that started it ends: keep this goroutine on one thread while
-	// containerd runs (Go otherwise may end the thread under it).
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-
-	cfgPath, env, err := m.prepare()
+	if m.cfg.DieWithParent {
+		// Pdeathsig fires when the thread that started the child ends: keep
+		// this goroutine on one thread while containerd runs (Go otherwise
+		// may end the thread under it).
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	cfgPath, env, changed, err := m.prepare()
 	if err != nil {
 		return err
 	}
 	log := m.cfg.Logger
-	if err := killStale(cfgPath); err != nil {
+	adopted := m.adoptable(cfgPath, changed)
+	var keep []int
+	if adopted != nil {
+		keep = append(keep, adopted.pid)
+	}
+	if err := killStale(cfgPath, keep...); err != nil {
+		if adopted != nil {
+			adopted.fd.close()
+		}
 		return err
 	}
 	var delay time.Duration
 	for {
-		// A socket left by a containerd that was killed must not block the
-		// next (containerd unlinks it too, but a non-socket file would stop it).
-		for _, s := range []string{m.Socket(), ttrpcSocket(m.cfg.StateDir)} {
-			if err := os.Remove(s); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("containerd: remove stale socket: %w", err)
+		if adopted == nil {
+			// A socket left by a containerd that was killed must not block the
+			// next (containerd unlinks it too, but a non-socket file would stop it).
+			for _, s := range []string{m.Socket(), ttrpcSocket(m.cfg.StateDir)} {
+				if err := os.Remove(s); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("containerd: remove stale socket: %w", err)
+				}
 			}
 		}
 		startedAt := m.cfg.Clock.Now()
-		ranOK := m.runOnce(ctx, cfgPath, env)
+		ranOK := m.runOnce(ctx, cfgPath, env, adopted)
 		if ctx.Err() != nil {
 			return nil
 		}
+		if adopted != nil && !ranOK {
+			// The recorded containerd did not answer: start ours at once.
+			adopted = nil
+			continue
+		}
+		adopted = nil
 		if !ranOK {
 			// Never became ready: count it as a run of zero length.
 			startedAt = m.cfg.Clock.Now()
@@ -162,12 +192,13 @@ func (m *Managed) Run(ctx context.Context) error {
 }
 
 // prepare makes the StateDir layout, detects the snapshotter, writes the CNI
-// and containerd configs and returns the config path and the child's env.
-func (m *Managed) prepare() (string, []string, error) {
+// and containerd configs and returns the config path, the child's env and
+// whether the config differs from the one found there.
+func (m *Managed) prepare() (string, []string, bool, error) {
 	cfg := m.Config()
 	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "root"), filepath.Join(cfg.StateDir, "state"), cfg.CNIConfDir} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
-			return "", nil, fmt.Errorf("containerd: %w", err)
+			return "", nil, false, fmt.Errorf("containerd: %w", err)
 		}
 	}
 	var overlayErr error
@@ -179,17 +210,19 @@ func (m *Managed) prepare() (string, []string, error) {
 	}
 	binDir, err := cniBinDir(cfg.StateDir, cfg.CNIBinDirs)
 	if err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
 	written, err := WriteCNIConfig(cfg.CNIConfDir, cfg.PodCIDR, CNIOptions{
 		Bridge: cfg.CNIBridge, DataDir: filepath.Join(cfg.StateDir, "cni", "networks"),
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
 	path := filepath.Join(cfg.StateDir, "config.toml")
-	if err := writeFileAtomic(path, []byte(configTOML(cfg, binDir))); err != nil {
-		return "", nil, fmt.Errorf("containerd: write config: %w", err)
+	toml := configTOML(cfg, binDir)
+	old, _ := os.ReadFile(path)
+	if err := writeFileAtomic(path, []byte(toml)); err != nil {
+		return "", nil, false, fmt.Errorf("containerd: write config: %w", err)
 	}
 	attrs := []any{"stateDir", cfg.StateDir, "binary", cfg.Binary, "snapshotter", cfg.Snapshotter,
 		"restrictOOMScoreAdj", *cfg.RestrictOOMScoreAdj, "cniBinDirs", cfg.CNIBinDirs, "cniBinDir", binDir,
@@ -205,52 +238,117 @@ func (m *Managed) prepare() (string, []string, error) {
 	// containerd looks the shim up in PATH before its own directory: put the
 	// binary's directory first, so a containerd outside PATH uses its own shim.
 	env := append(os.Environ(), "PATH="+filepath.Dir(cfg.Binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	return path, env, nil
+	return path, env, string(old) != toml, nil
 }
 
-// runOnce starts containerd, waits for its CRI API and then for its exit or the
-// end of ctx (then it stops it). It reports whether CRI answered.
-func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string) bool {
+// adoptee is a containerd left running by an earlier Run, found through the
+// pid file.
+type adoptee struct {
+	pid int
+	fd  *pidfd
+}
+
+// adoptable returns the containerd the pid file records when it still runs
+// with cfgPath and the config did not change; nil otherwise. A recorded
+// containerd whose config changed is stopped (it is ours: the pid file and
+// its start time say so), so that one with the new config starts.
+func (m *Managed) adoptable(cfgPath string, changed bool) *adoptee {
 	log := m.cfg.Logger
-	logf, err := os.OpenFile(m.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	r, ok, err := readRecord(m.cfg.StateDir)
 	if err != nil {
-		log.Error("open containerd log", "err", err)
-		return false
+		log.Warn("ignoring the containerd pid file", "err", err)
+		removeRecord(m.cfg.StateDir)
+		return nil
 	}
-	defer logf.Close()
-	cmd := exec.Command(m.cfg.Binary, "--config", cfgPath)
-	cmd.Stdout, cmd.Stderr, cmd.Env = logf, logf, env
-	// Its own process group, so a terminal's SIGINT reaches only us; SIGKILL
-	// when this thread (see Run) dies, so a SIGKILLed agent leaves no
-	// containerd behind. The shims are not its children in this sense: they
-	// outlive it, and with them the pods.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Error("start containerd", "err", err)
-		return false
+	if !ok {
+		return nil
 	}
-	m.starts.Add(1)
-	m.pid.Store(int64(cmd.Process.Pid))
-	// exited is closed when containerd has exited, with exitErr set before.
-	exited := make(chan struct{})
-	var exitErr error
-	go func() {
-		exitErr = cmd.Wait()
-		m.pid.Store(0)
-		close(exited)
-	}()
+	if r.Config != cfgPath {
+		log.Warn("ignoring the containerd pid file: another config", "pid", r.PID, "config", r.Config, "want", cfgPath)
+		removeRecord(m.cfg.StateDir)
+		return nil
+	}
+	fd, err := openPidfd(r)
+	if err != nil {
+		log.Info("the recorded containerd is gone", "pid", r.PID, "reason", err.Error())
+		removeRecord(m.cfg.StateDir)
+		return nil
+	}
+	if changed {
+		log.Info("containerd's config changed; restarting the running containerd", "pid", r.PID)
+		terminate(fd.signal, fd.exited, m.stopTimeout)
+		fd.close()
+		removeRecord(m.cfg.StateDir)
+		return nil
+	}
+	return &adoptee{pid: r.PID, fd: fd}
+}
+
+// runOnce starts containerd (or, with a, adopts that one), waits for its CRI
+// API and then for its exit or the end of ctx (then it stops it). It reports
+// whether CRI answered.
+func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string, a *adoptee) bool {
+	log := m.cfg.Logger
+	var (
+		pid     int
+		exited  <-chan struct{}
+		signal  func(syscall.Signal) error
+		exitErr func() error // how it ended, once exited is closed
+	)
+	if a != nil {
+		defer a.fd.close()
+		pid, exited, signal = a.pid, a.fd.exited, a.fd.signal
+		exitErr = func() error { return errors.New("exited (not our child: no status)") }
+	} else {
+		cmd, done, err := m.start(cfgPath, env)
+		if err != nil {
+			log.Error("start containerd", "err", err)
+			return false
+		}
+		var waitErr error
+		ch := make(chan struct{})
+		go func() {
+			waitErr = cmd.Wait()
+			close(ch)
+		}()
+		done()
+		pid, exited, signal = cmd.Process.Pid, ch, func(s syscall.Signal) error { return cmd.Process.Signal(s) }
+		exitErr = func() error { return waitErr }
+	}
+	m.pid.Store(int64(pid))
+	defer m.pid.Store(0)
+	stop := func() {
+		if terminate(signal, exited, m.stopTimeout) {
+			log.Warn("containerd ignored SIGTERM; killed it", "pid", pid, "after", m.stopTimeout)
+		} else {
+			log.Info("containerd stopped", "pid", pid)
+		}
+		removeRecord(m.cfg.StateDir)
+	}
 
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	version, err := waitReady(readyCtx, m.Endpoint(), exited)
 	cancel()
 	if err != nil {
-		stop(cmd, exited, m.stopTimeout, log)
+		stop()
 		if ctx.Err() == nil {
-			log.Error("containerd did not become ready", "pid", cmd.Process.Pid, "err", err, "exit", exitErr, "log", m.LogPath())
+			log.Error("containerd did not become ready", "pid", pid, "adopted", a != nil, "err", err, "exit", exitErr(), "log", m.LogPath())
 		}
 		return false
 	}
-	log.Info("containerd ready", "pid", cmd.Process.Pid, "version", version)
+	if a != nil {
+		log.Info("adopted the running containerd", "pid", pid, "version", version)
+	} else {
+		log.Info("containerd ready", "pid", pid, "version", version)
+	}
+	// Before anyone uses it: what an interrupted operation left.
+	cleanCtx, cancel := context.WithTimeout(ctx, cleanTimeout)
+	if c, err := m.Clean(cleanCtx); err != nil {
+		log.Warn("cleaning containerd's leftovers", "err", err, "shims", c.Shims, "runcInits", c.Inits, "taskDirs", c.TaskDirs)
+	} else if c != (Cleaned{}) {
+		log.Info("containerd's leftovers cleaned", "shims", c.Shims, "runcInits", c.Inits, "taskDirs", c.TaskDirs)
+	}
+	cancel()
 	if !m.wasReady {
 		m.wasReady = true
 		close(m.ready)
@@ -260,34 +358,61 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string) boo
 		default: // one pending already
 		}
 	}
-	select {
-	case <-exited:
-		log.Error("containerd exited", "pid", cmd.Process.Pid, "err", exitErr, "log", m.LogPath())
-	case <-ctx.Done():
-		stop(cmd, exited, m.stopTimeout, log)
+	reap := time.NewTicker(m.reapInterval)
+	defer reap.Stop()
+	seen := map[initKey]time.Time{} // runc inits, when first seen
+	for {
+		select {
+		case <-exited:
+			removeRecord(m.cfg.StateDir)
+			log.Error("containerd exited", "pid", pid, "err", exitErr(), "log", m.LogPath())
+			return true
+		case <-ctx.Done():
+			stop()
+			return true
+		case now := <-reap.C:
+			seen = m.reapStuck(ctx, seen, now)
+		}
 	}
-	return true
 }
 
-// stop ends containerd: SIGTERM, then SIGKILL after timeout. It does not
-// touch the shims (the pods keep running).
-func stop(cmd *exec.Cmd, exited <-chan struct{}, timeout time.Duration, log *slog.Logger) {
-	select {
-	case <-exited:
-		return
-	default:
+// start starts a containerd with cfgPath, records it in the pid file and
+// places it with Config.Place. The caller must Wait for it, then call done
+// (which closes this end of the log).
+func (m *Managed) start(cfgPath string, env []string) (*exec.Cmd, func(), error) {
+	log := m.cfg.Logger
+	logf, err := os.OpenFile(m.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open containerd log: %w", err)
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-exited:
-		log.Info("containerd stopped", "pid", cmd.Process.Pid)
-	case <-t.C:
-		log.Warn("containerd ignored SIGTERM; killing it", "pid", cmd.Process.Pid, "after", timeout)
-		_ = cmd.Process.Kill()
-		<-exited
+	cmd := exec.Command(m.cfg.Binary, "--config", cfgPath)
+	cmd.Stdout, cmd.Stderr, cmd.Env = logf, logf, env
+	// Its own session: neither a terminal's signals nor the death of this
+	// process reach it (its shims, and so the pods, outlive it anyway).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if m.cfg.DieWithParent {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, nil, err
+	}
+	m.starts.Add(1)
+	pid := cmd.Process.Pid
+	// Placed before it serves: the shims it starts for pods inherit its
+	// cgroup.
+	if m.cfg.Place != nil {
+		if err := m.cfg.Place(pid); err != nil {
+			log.Warn("cannot place containerd in its cgroup; it runs in the agent's", "pid", pid, "err", err)
+		}
+	}
+	// Its start time tells it from a later process with the same pid.
+	if st, err := startTime(pid); err != nil {
+		log.Warn("containerd's start time unknown; the next agent will not adopt it", "pid", pid, "err", err)
+	} else if err := writeRecord(m.cfg.StateDir, record{PID: pid, StartTime: st, Config: cfgPath}); err != nil {
+		log.Warn("the next agent will not adopt containerd", "pid", pid, "err", err)
+	}
+	return cmd, func() { logf.Close() }, nil
 }
 
 // nextBackoff returns the delay before the next restart, given the previous
@@ -349,48 +474,36 @@ func waitReady(ctx context.Context, endpoint string, exited <-chan struct{}) (st
 	}
 }
 
-// killStale SIGKILLs containerd processes left running with this config (by a
-// parent that died without Pdeathsig reaching them) and waits until they are
-// gone: two containerds on one root would fight over it.
-func killStale(cfgPath string) error {
-	pids := staleContainerds(cfgPath)
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	deadline := time.Now().Add(staleTimeout)
-	for _, pid := range pids {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("containerd: a stale containerd (pid %d) serving %s did not exit on SIGKILL", pid, cfgPath)
+// killStale SIGKILLs the containerd processes, other than except, left
+// running with this config (an agent that died before it could stop them, or
+// a containerd started by hand on our StateDir) and waits until they are
+// gone: two containerds on one root would fight over it. Each is signalled
+// through a pidfd opened after its command line was checked, so a pid reused
+// meanwhile is not.
+func killStale(cfgPath string, except ...int) error {
+	for _, pid := range staleContainerds(cfgPath, except...) {
+		st, err := startTime(pid)
+		if err != nil {
+			continue // gone
+		}
+		p, err := openPidfdIf(pid, st, func() bool { return ours(pid, cfgPath) })
+		if err != nil {
+			continue // gone, or another process now
+		}
+		err = p.signal(syscall.SIGKILL)
+		if err == nil {
+			select {
+			case <-p.exited:
+			case <-time.After(staleTimeout):
+				err = fmt.Errorf("containerd: a stale containerd (pid %d) serving %s did not exit on SIGKILL", pid, cfgPath)
 			}
-			time.Sleep(10 * time.Millisecond) // bounded poll: no way to wait on a non-child
+		}
+		p.close()
+		if err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// staleContainerds lists processes whose command line is "... --config cfgPath".
-func staleContainerds(cfgPath string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		for i := 0; i+1 < len(args); i++ {
-			if args[i] == "--config" && args[i+1] == cfgPath {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
 }
 
 // alive reports whether pid exists and is not a zombie.

@@ -2,6 +2,7 @@ package containerd_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/containerd"
@@ -60,7 +63,7 @@ func newState(t *testing.T) state {
 func (s state) config(t *testing.T) containerd.Config {
 	return containerd.Config{
 		StateDir: s.dir, SandboxImage: s.sandbox.Ref, PodCIDR: s.podCIDR, CNIBridge: s.bridge,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), DieWithParent: true,
 	}
 }
 
@@ -76,9 +79,18 @@ type running struct {
 // registered as a cleanup too (a no-op after an explicit stop).
 func start(t *testing.T, cfg containerd.Config) *running {
 	t.Helper()
+	return startWith(t, cfg, nil)
+}
+
+// startWith is start with set, when not nil, called on the Managed before Run.
+func startWith(t *testing.T, cfg containerd.Config, set func(*containerd.Managed)) *running {
+	t.Helper()
 	m, err := containerd.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if set != nil {
+		set(m)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{m: m, cancel: cancel, done: make(chan error, 1)}
@@ -368,7 +380,7 @@ func TestManagedImportDir(t *testing.T) {
 }
 
 // agentEnv names the state dir the test binary runs a Managed on when
-// TestManagedDiesWithAgent starts it as a stand-in agent.
+// TestManagedOutlivesAgent starts it as a stand-in agent.
 const agentEnv = "NODEKEEPER_TEST_AGENT_STATE"
 
 func TestMain(m *testing.M) {
@@ -378,8 +390,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// agentProcess runs a Managed on dir, prints containerd's PID once ready and
-// waits to be killed.
+// agentProcess runs a Managed on dir as the agent does (containerd outlives
+// it), prints containerd's PID once ready and waits to be killed.
 func agentProcess(dir, bridge string) int {
 	m, err := containerd.New(containerd.Config{StateDir: dir, SandboxImage: containerdtest.SandboxImageRef, CNIBridge: bridge})
 	if err != nil {
@@ -392,12 +404,10 @@ func agentProcess(dir, bridge string) int {
 	select {} // until SIGKILL
 }
 
-// TestManagedDiesWithAgent: a SIGKILLed agent takes its containerd with it
-// (Pdeathsig); a containerd left running with the state dir's config (here
-// one started by hand) is killed by the next Run, which then starts cleanly
-// over the stale socket.
-func TestManagedDiesWithAgent(t *testing.T) {
-	s := newState(t)
+// startAgent runs agentProcess on s in a child process and returns it with
+// the PID of its containerd, once that is ready.
+func startAgent(t *testing.T, s state) (*exec.Cmd, int) {
+	t.Helper()
 	agent := exec.Command(os.Args[0])
 	agent.Env = append(os.Environ(), agentEnv+"="+s.dir, agentEnv+"_BRIDGE="+s.bridge)
 	out, err := agent.StdoutPipe()
@@ -409,6 +419,13 @@ func TestManagedDiesWithAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	// A containerd the agent left is stopped (through its pid file) before
+	// the state dir goes (cleanups run last first).
+	t.Cleanup(func() {
+		if pid, _, err := containerd.StopRecorded(s.dir, 5*time.Second); err != nil || pid != 0 {
+			t.Logf("cleanup: stopped the agent's containerd pid %d: %v", pid, err)
+		}
+	})
 	pidc := make(chan int, 1)
 	go func() {
 		buf := make([]byte, 4096)
@@ -438,15 +455,61 @@ func TestManagedDiesWithAgent(t *testing.T) {
 	if pid == 0 || !alive(pid) {
 		t.Fatalf("containerd pid %d not running", pid)
 	}
+	return agent, pid
+}
+
+// TestManagedOutlivesAgent: a SIGKILLed agent leaves its containerd running
+// (its CRI API answers); the next Managed on the same state dir adopts it
+// (no new process), restarts it when it dies, and stops it on ctx end; a
+// containerd left running with the state dir's config but no pid file (here
+// one started by hand) is killed by the next Run, which then starts cleanly.
+func TestManagedOutlivesAgent(t *testing.T) {
+	s := newState(t)
+	agent, pid := startAgent(t, s)
 	if err := agent.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = agent.Wait()
-	waitGone(t, pid)
+	if !alive(pid) {
+		t.Fatalf("containerd pid %d died with its agent", pid)
+	}
+	c, err := cri.New("unix://"+filepath.Join(s.dir, "containerd.sock"), cri.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Version(t.Context(), ""); err != nil {
+		t.Fatalf("CRI of the containerd whose agent died: %v", err)
+	}
+	// It runs in a session of its own, not its agent's.
+	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+		t.Errorf("containerd's session %d (%v), want its own (%d)", sid, err, pid)
+	}
 
-	// A containerd started by hand on the same config, not tied to us.
+	r := start(t, s.config(t))
+	if got := r.m.PID(); got != pid || r.m.Starts() != 0 {
+		t.Fatalf("after the agent's restart: PID %d, Starts %d; want the adopted %d and no start", got, r.m.Starts(), pid)
+	}
+	// The adopted containerd dies: restarted as a child of ours.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r.m.Restarts(), "restart", r.log)
+	second := r.m.PID()
+	if second == 0 || second == pid || r.m.Starts() != 1 {
+		t.Errorf("after the adopted containerd died: PID %d (was %d), Starts %d; want a new PID and 1 start", second, pid, r.m.Starts())
+	}
+	r.stop(t)
+	if alive(second) {
+		t.Errorf("containerd pid %d alive after Run returned", second)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "containerd.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pid file after Run returned: %v, want none", err)
+	}
+
+	// A containerd started by hand on the same config, not recorded.
 	rogue := exec.Command("containerd", "--config", filepath.Join(s.dir, "config.toml"))
-	rogue.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	rogue.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := rogue.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -454,29 +517,69 @@ func TestManagedDiesWithAgent(t *testing.T) {
 	go func() { _ = rogue.Wait(); close(rogueDone) }()
 	t.Cleanup(func() { _ = rogue.Process.Kill(); <-rogueDone })
 
-	r := start(t, s.config(t))
+	r = start(t, s.config(t))
 	select {
 	case <-rogueDone:
 	case <-time.After(10 * time.Second):
 		t.Errorf("the stale containerd pid %d still runs after Run started", rogue.Process.Pid)
 	}
-	if r.m.PID() == rogue.Process.Pid {
-		t.Errorf("Managed reports the stale containerd's PID %d", r.m.PID())
+	if r.m.PID() == rogue.Process.Pid || r.m.Starts() != 1 {
+		t.Errorf("Managed reports PID %d (the stale one is %d), %d starts; want its own and 1 start", r.m.PID(), rogue.Process.Pid, r.m.Starts())
 	}
 }
 
-// waitGone waits (bounded, polling: pid is not our child) for pid to exit.
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("containerd pid %d still alive 10s after its agent was SIGKILLed", pid)
-		}
-		<-tick.C
+// TestManagedIgnoresForeignPidFile: a pid file naming a process that is not
+// the recorded containerd (another start time, another command line, or a
+// file that does not parse) is not adopted, and that process is not
+// signalled: Run starts its own containerd.
+func TestManagedIgnoresForeignPidFile(t *testing.T) {
+	s := newState(t)
+	other := exec.Command("sleep", "600")
+	other.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
 	}
+	otherDone := make(chan struct{})
+	go func() { _ = other.Wait(); close(otherDone) }()
+	t.Cleanup(func() { _ = other.Process.Kill(); <-otherDone })
+	st := procStartTime(t, other.Process.Pid)
+	cfgPath := filepath.Join(s.dir, "config.toml")
+	for _, tc := range []struct{ name, file string }{
+		{"wrong start time", fmt.Sprintf(`{"pid":%d,"startTime":%d,"config":%q}`, other.Process.Pid, st+1, cfgPath)},
+		{"not containerd", fmt.Sprintf(`{"pid":%d,"startTime":%d,"config":%q}`, other.Process.Pid, st, cfgPath)},
+		{"garbage", fmt.Sprintf("%d\n", other.Process.Pid)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(s.dir, "containerd.pid"), []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := start(t, s.config(t))
+			if r.m.Starts() != 1 || r.m.PID() == other.Process.Pid {
+				t.Errorf("Starts %d, PID %d; want a containerd of its own (the pid file names %d)", r.m.Starts(), r.m.PID(), other.Process.Pid)
+			}
+			r.stop(t)
+			select {
+			case <-otherDone:
+				t.Fatalf("pid %d, named by the pid file, was killed", other.Process.Pid)
+			default:
+			}
+		})
+	}
+}
+
+// procStartTime returns field 22 of /proc/pid/stat.
+func procStartTime(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	var st uint64
+	if _, err := fmt.Sscan(f[19], &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // TestManagedReadyAfterFailedStart: when the first containerd dies before
@@ -506,5 +609,176 @@ func TestManagedReadyAfterFailedStart(t *testing.T) {
 	case <-r.m.Restarts():
 		t.Error("Restarts signalled for the first ready containerd")
 	default:
+	}
+}
+
+// TestManagedCleansLeftovers: a containerd that lost its record of a running
+// sandbox (its metadata is gone, as when it dies before committing it) leaves
+// the sandbox's shim and processes running, which containerd itself never
+// reaps; the next Run kills them, removes the runc state and the task
+// directory, and touches nothing of another containerd.
+func TestManagedCleansLeftovers(t *testing.T) {
+	s := newState(t)
+	r := start(t, s.config(t))
+	if _, err := r.m.ImportDir(t.Context(), s.images); err != nil {
+		t.Fatal(err)
+	}
+	id := runPod(t, r, s.dir, "leaked", true)
+	shims := containerdtest.ShimPIDs(r.m.Socket())
+	if len(shims) != 1 {
+		t.Fatalf("shims %v, want one", shims)
+	}
+
+	other := newState(t)
+	r2 := start(t, other.config(t))
+	if _, err := r2.m.ImportDir(t.Context(), other.images); err != nil {
+		t.Fatal(err)
+	}
+	otherID := runPod(t, r2, other.dir, "bystander", true)
+	otherShims := containerdtest.ShimPIDs(r2.m.Socket())
+
+	// A container runc created and nobody started: its `runc init` waits on
+	// its exec fifo forever, holding its cgroup (as one a containerd killed
+	// between creating and starting a task leaves).
+	stuck, initPID := runcCreate(t, s.dir, filepath.Join(s.dir, "state", "io.containerd.runtime.v2.task", containerd.Namespace, id, "rootfs"))
+
+	r.stop(t) // the shim keeps running
+	if err := os.Remove(filepath.Join(s.dir, "root", "io.containerd.metadata.v1.bolt", "meta.db")); err != nil {
+		t.Fatal(err)
+	}
+	r = start(t, s.config(t))
+	for _, pid := range shims {
+		if alive(pid) {
+			t.Errorf("the leaked shim %d still runs", pid)
+		}
+	}
+	if alive(initPID) {
+		t.Errorf("the stuck runc init %d still runs", initPID)
+	}
+	for _, dir := range []string{
+		filepath.Join(s.dir, "state", "io.containerd.runtime.v2.task", containerd.Namespace, id),
+		filepath.Join(s.dir, "runc", containerd.Namespace, id),
+		filepath.Join(s.dir, "runc", containerd.Namespace, stuck),
+	} {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %v, want it gone", dir, err)
+		}
+	}
+	for _, pid := range otherShims {
+		if !alive(pid) {
+			t.Errorf("the other containerd's shim %d was killed", pid)
+		}
+	}
+	if got := sandboxState(t, r2, otherID); got != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("the other containerd's sandbox: %v, want READY", got)
+	}
+}
+
+// runcCreate creates, with runc on the runc root of the containerd in dir, a
+// container (not started) over rootfs, in a cgroup of its own, and returns its
+// ID and the pid of its `runc init`. Cleanup deletes it and its cgroup.
+func runcCreate(t *testing.T, dir, rootfs string) (string, int) {
+	t.Helper()
+	id := fmt.Sprintf("stuck-%08x", rand.Uint32())
+	bundle := filepath.Join(dir, "bundle-"+id)
+	if err := os.MkdirAll(bundle, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		t.Fatalf("runc spec: %v: %s", err, out)
+	}
+	var spec map[string]any
+	b, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &spec)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgroup := "/" + id
+	spec["process"].(map[string]any)["terminal"] = false
+	spec["process"].(map[string]any)["args"] = []string{"/pause"}
+	spec["root"] = map[string]any{"path": rootfs, "readonly": true}
+	spec["linux"].(map[string]any)["cgroupsPath"] = cgroup
+	if b, err = json.Marshal(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "runc", containerd.Namespace)
+	pidFile := filepath.Join(bundle, "pid")
+	// Output to a file: runc init keeps runc's stdio open, a pipe would
+	// never end.
+	out, err := os.Create(filepath.Join(bundle, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	create := exec.Command("runc", "--root", root, "create", "--bundle", bundle, "--pid-file", pidFile, id)
+	create.Stdout, create.Stderr = out, out
+	if err := create.Run(); err != nil {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("runc create: %v: %s", err, b)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("runc", "--root", root, "delete", "--force", id).Run()
+		hs, _ := filepath.Glob("/sys/fs/cgroup/*")
+		for _, h := range append(hs, "/sys/fs/cgroup") {
+			d := filepath.Join(h, cgroup)
+			// A killed runc init may take a moment to leave it: bounded retry.
+			for try := 0; syscall.Rmdir(d) == syscall.EBUSY && try < 100; try++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+	b, err = os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || !alive(pid) {
+		t.Fatalf("runc init pid %q (%v) not running", b, err)
+	}
+	return id, pid
+}
+
+// TestManagedReapsStuckInit: a `runc init` of this containerd's runc root
+// that waits on its exec fifo (a task created and never started) is killed
+// once it has been seen for the stuck time; a fresh one is not.
+func TestManagedReapsStuckInit(t *testing.T) {
+	s := newState(t)
+	r := startWith(t, s.config(t), func(m *containerd.Managed) {
+		containerd.SetReapTiming(m, 50*time.Millisecond, 2*time.Second)
+	})
+	if _, err := r.m.ImportDir(t.Context(), s.images); err != nil {
+		t.Fatal(err)
+	}
+	id := runPod(t, r, s.dir, "host", true)
+	stuck, initPID := runcCreate(t, s.dir, filepath.Join(s.dir, "state", "io.containerd.runtime.v2.task", containerd.Namespace, id, "rootfs"))
+	created := time.Now()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for alive(initPID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stuck runc init %d still runs 30s after it was made", initPID)
+		}
+		<-tick.C // bounded poll: the process is not our child
+	}
+	if d := time.Since(created); d < 2*time.Second {
+		t.Errorf("the runc init was killed %s after it was made, before the 2s stuck time", d)
+	}
+	// containerd does not know it: its runc state goes with runc delete.
+	for state := filepath.Join(s.dir, "runc", containerd.Namespace, stuck); ; <-tick.C {
+		if _, err := os.Stat(state); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runc state %s still there 30s after the runc init was made", state)
+		}
+	}
+	if got := sandboxState(t, r, id); got != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("the pod's sandbox: %v, want READY (only the stuck init is killed)", got)
 	}
 }

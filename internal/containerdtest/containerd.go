@@ -119,7 +119,7 @@ func StartWith(t testing.TB, opts Options) *Containerd {
 	}
 	c.Managed, err = containerd.New(containerd.Config{
 		StateDir: dir, Binary: bin, SandboxImage: SandboxImageRef, Snapshotter: containerd.Native,
-		PodCIDR: c.PodCIDR, CNIBridge: c.Bridge,
+		PodCIDR: c.PodCIDR, CNIBridge: c.Bridge, DieWithParent: true,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)).With("subsystem", "containerd"),
 	})
 	if err != nil {

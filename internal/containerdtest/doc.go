@@ -8,6 +8,8 @@
 // CNI bridge network of its own (a unique bridge name and /24, so pods
 // without host network get an IP; RunPod's pods use the host's) and, where
 // this process may not lower its oom_score_adj, restrict_oom_score_adj = true.
+// containerd dies with the test process (containerd.Config.DieWithParent), so
+// a test binary killed on a timeout leaves none behind.
 // Cleanup, registered with t.Cleanup, removes the pods, stops containerd and
 // calls RemoveState: it kills the shims it left (by PID, only those serving
 // this containerd), deletes the bridge, unmounts what is left under the

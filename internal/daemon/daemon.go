@@ -204,9 +204,13 @@ func Run(ctx context.Context, o Options) error {
 	defer func() { cancel(); _ = g.Wait() }()
 	endpoint := ac.RuntimeEndpoint
 	if endpoint == "" {
+		// containerd outlives the agent (a restarted agent adopts it), in a
+		// session and a cgroup of its own.
+		rtCgroup := RuntimeCgroup(ac.CgroupRoot, o.RootDir)
 		m, err := containerd.New(containerd.Config{
-			StateDir: filepath.Join(o.RootDir, "containerd"), SandboxImage: ocibuild.PauseRef,
+			StateDir: containerdDir(o.RootDir), SandboxImage: ocibuild.PauseRef,
 			PodCIDR: ac.PodCIDR, CNIBridge: BridgeName(o.RootDir), Logger: log.With("subsystem", "containerd"),
+			Place: func(pid int) error { return cg.Place(rtCgroup, pid) },
 		})
 		if err != nil {
 			return ConfigError{err}

@@ -31,7 +31,7 @@ func lockRoot(rootDir string) (unlock func(), err error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if err == unix.EWOULDBLOCK {
-			return nil, ConfigError{fmt.Errorf("--root-dir %s: another nodekeeper is running with it (%s is locked)", rootDir, path)}
+			return nil, ConfigError{fmt.Errorf("--root-dir %s: %w (%s is locked)", rootDir, ErrAgentRunning, path)}
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

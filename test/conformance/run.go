@@ -165,7 +165,7 @@ func run(ctx context.Context, o runOptions) error {
 	defer stopContainerd()
 	m, err := containerd.New(containerd.Config{
 		StateDir: filepath.Join(o.work, "containerd"), SandboxImage: ocibuild.PauseRef,
-		PodCIDR: podCIDR, CNIBridge: "nkconf0", Logger: log.With("subsystem", "containerd"),
+		PodCIDR: podCIDR, CNIBridge: "nkconf0", Logger: log.With("subsystem", "containerd"), DieWithParent: true,
 	})
 	if err != nil {
 		return err

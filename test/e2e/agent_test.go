@@ -367,10 +367,10 @@ func readInt(t *testing.T, path string) int64 {
 }
 
 // TestAdoptAfterKill: an agent stopped with SIGTERM exits 0 and leaves its
-// pods running; one killed with SIGKILL takes its containerd with it and the
-// pods keep running too; each time the next agent adopts them without a
-// restart. Then the managed containerd, killed under a running agent, is
-// restarted and the pods are still there.
+// pods running; one killed with SIGKILL leaves its containerd running too,
+// and the next agent adopts that containerd; each time the next agent adopts
+// the pods without a restart. Then the managed containerd, killed under a
+// running agent, is restarted and the pods are still there.
 func TestAdoptAfterKill(t *testing.T) {
 	a := StartAgent(t, Options{})
 	a.WriteManifest("web.yaml", webManifest("web", "adopt"))
@@ -389,11 +389,18 @@ func TestAdoptAfterKill(t *testing.T) {
 		t.Errorf("after a graceful restart: container %s restarts %d; want %s and 0", c.ContainerID, c.RestartCount, ctr)
 	}
 
+	cpid := containerdPID(t, a)
 	a.Stop(syscall.SIGKILL)
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("the container process %d died with the agent: %v", pid, err)
 	}
+	if p := containerdPIDOrZero(a); p != cpid {
+		t.Fatalf("containerd pid %d after the agent's SIGKILL, want %d still running", p, cpid)
+	}
 	a.Start()
+	if p := containerdPIDOrZero(a); p != cpid {
+		t.Errorf("containerd pid %d after the agent's restart, want the adopted %d", p, cpid)
+	}
 	after := a.WaitPod("web-e2e", "running after the restart", running)
 	if c := after.Status.ContainerStatuses[0]; c.ContainerID != ctr || c.RestartCount != 0 || after.UID != before.UID {
 		t.Errorf("after the agent's restart: uid %s container %s restarts %d; want uid %s container %s restarts 0",
@@ -401,7 +408,6 @@ func TestAdoptAfterKill(t *testing.T) {
 	}
 
 	// containerd dies under the agent: it is restarted, the pod stays.
-	cpid := containerdPID(t, a)
 	if err := syscall.Kill(cpid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

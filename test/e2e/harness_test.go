@@ -416,6 +416,10 @@ func (a *Agent) cleanup() {
 		}
 		a.Stop(syscall.SIGTERM)
 	}
+	// A killed agent leaves its containerd running (the next one adopts it).
+	if pid, _, err := daemon.StopRuntime(a.Root, 10*time.Second); err != nil || pid != 0 {
+		t.Logf("cleanup: stopped the containerd the agent left, pid %d: %v", pid, err)
+	}
 	containerdtest.RemoveState(t, a.Dir, a.socket(), daemon.BridgeName(a.Root))
 	removeCgroups(t, a.CgroupRoot)
 }
