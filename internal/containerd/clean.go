@@ -308,6 +308,42 @@ type initKey struct {
 	start uint64
 }
 
+// inits returns the `runc init` processes of this StateDir's runc root, with
+// their container IDs.
+func (m *Managed) inits() map[initKey]string {
+	ids := map[initKey]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		id := isInit(pid, m.runcRoot())
+		if id == "" {
+			continue
+		}
+		st, err := startTime(pid)
+		if err != nil {
+			continue
+		}
+		ids[initKey{pid, st}] = id
+	}
+	return ids
+}
+
+// initsBefore returns the `runc init`s running now as first seen at since:
+// Run seeds the reaping with those that run before this process has asked
+// containerd anything (they were made by an operation of an agent that
+// died), dated back by stuckAfter so the first pass, reapInterval later,
+// reaps them.
+func (m *Managed) initsBefore(since time.Time) map[initKey]time.Time {
+	seen := map[initKey]time.Time{}
+	for k := range m.inits() {
+		seen[k] = since
+	}
+	return seen
+}
+
 // stuckInits returns the processes of firstSeen seen at least after before now.
 func stuckInits(firstSeen map[initKey]time.Time, now time.Time, after time.Duration) []initKey {
 	var out []initKey
@@ -327,23 +363,8 @@ func stuckInits(firstSeen map[initKey]time.Time, now time.Time, after time.Durat
 // delete`. It returns the updated map.
 func (m *Managed) reapStuck(ctx context.Context, firstSeen map[initKey]time.Time, now time.Time) map[initKey]time.Time {
 	current := map[initKey]time.Time{}
-	ids := map[initKey]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		id := isInit(pid, m.runcRoot())
-		if id == "" {
-			continue
-		}
-		st, err := startTime(pid)
-		if err != nil {
-			continue
-		}
-		k := initKey{pid, st}
-		ids[k] = id
+	ids := m.inits()
+	for k := range ids {
 		if t, ok := firstSeen[k]; ok {
 			current[k] = t
 		} else {

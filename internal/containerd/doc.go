@@ -28,8 +28,9 @@
 // while it created a task) left under StateDir — shims of this socket whose
 // task containerd does not know, `runc init` processes of unknown containers
 // and stale task directories — and nothing else. While containerd runs, a
-// `runc init` of its runc root seen for a minute is killed and its task
-// deleted: a task created and never started (the agent died in the middle of
+// `runc init` of its runc root seen for a minute, or one that ran before
+// Ready or the restart was signalled, at the first pass (reapInterval), is
+// killed and its task deleted: a task created and never started (the agent died in the middle of
 // StartContainer) otherwise holds its pod cgroup, and blocks the removal of
 // its container, forever.
 package containerd

@@ -349,6 +349,10 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string, a *
 		log.Info("containerd's leftovers cleaned", "shims", c.Shims, "runcInits", c.Inits, "taskDirs", c.TaskDirs)
 	}
 	cancel()
+	// The runc inits that run before anyone was told containerd is ready can
+	// only be an interrupted operation's (the agent that asked died between
+	// a task's creation and its start): the first pass reaps them.
+	seen := m.initsBefore(time.Now().Add(-m.stuckAfter))
 	if !m.wasReady {
 		m.wasReady = true
 		close(m.ready)
@@ -360,7 +364,6 @@ func (m *Managed) runOnce(ctx context.Context, cfgPath string, env []string, a *
 	}
 	reap := time.NewTicker(m.reapInterval)
 	defer reap.Stop()
-	seen := map[initKey]time.Time{} // runc inits, when first seen
 	for {
 		select {
 		case <-exited:
