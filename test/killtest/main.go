@@ -73,6 +73,7 @@ func main() {
 type env struct {
 	bin, dir, root, manifests, config, log string
 	cgroupRoot, healthz                    string
+	podCIDR                                string // the agent's, so its CNI rules are told from others'
 	rnd                                    *rand.Rand
 	args                                   []string
 }
@@ -106,16 +107,17 @@ func run(bin, images string, n int, maxUp, settle time.Duration, seed uint64, ke
 		return false, err
 	}
 	e.healthz = fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+	e.podCIDR = fmt.Sprintf("10.%d.%d.0/24", 150+rand.IntN(40), rand.IntN(256))
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 staticPodPath: %s
 podLogsDir: %s
 cgroupRoot: %s
-podCIDR: 10.%d.%d.0/24
+podCIDR: %s
 readOnlyPort: 0
 healthzPort: %d
 fileCheckFrequency: 1s
-`, e.manifests, filepath.Join(dir, "logs"), e.cgroupRoot, 150+rand.IntN(40), rand.IntN(256), port)
+`, e.manifests, filepath.Join(dir, "logs"), e.cgroupRoot, e.podCIDR, port)
 	if err := os.MkdirAll(e.manifests, 0o755); err != nil {
 		return false, err
 	}
@@ -232,9 +234,9 @@ fileCheckFrequency: 1s
 	}
 	fmt.Printf("killtest: %d kills (%d before the agent answered /healthz), %d pods created and %d deleted during the kills\n",
 		n, early, created, deleted)
-	fmt.Printf("killtest: leaked shims %d, leaked processes %d, stale task dirs %d, lost pods %d, duplicated pods %d, restarts of adopted containers %d, corrupt state files %d\n",
-		leaks.shims, leaks.procs, leaks.taskDirs, final.lost, final.duplicated, restarts, corrupt)
-	return cerr == nil && leaks.shims+leaks.procs+leaks.taskDirs+final.lost+final.duplicated+restarts+corrupt == 0, nil
+	fmt.Printf("killtest: leaked shims %d, leaked processes %d, stale task dirs %d, leaked CNI rules %d, lost pods %d, duplicated pods %d, restarts of adopted containers %d, corrupt state files %d\n",
+		leaks.shims, leaks.procs, leaks.taskDirs, leaks.rules, final.lost, final.duplicated, restarts, corrupt)
+	return cerr == nil && leaks.total()+final.lost+final.duplicated+restarts+corrupt == 0, nil
 }
 
 // agent is a running `nodekeeper run`.
@@ -465,9 +467,9 @@ func (e *env) converge(c *cri.Client, timeout time.Duration) (state, error) {
 }
 
 // leakCounts are the leftovers found.
-type leakCounts struct{ shims, procs, taskDirs int }
+type leakCounts struct{ shims, procs, taskDirs, rules int }
 
-func (l leakCounts) total() int { return l.shims + l.procs + l.taskDirs }
+func (l leakCounts) total() int { return l.shims + l.procs + l.taskDirs + l.rules }
 
 // leaks counts the shims of our containerd serving no READY sandbox, the
 // processes in our pod cgroups of pods that do not run (and every `runc
@@ -486,6 +488,14 @@ func (e *env) leaks(s state, report bool) (leakCounts, error) {
 				fmt.Printf("killtest: leaked shim pid %d, id %s\n", sh.pid, sh.id)
 			}
 			l.shims++
+		}
+	}
+	for _, id := range e.cniRules() {
+		if !readyIDs[id] {
+			if report {
+				fmt.Printf("killtest: leaked CNI rule of sandbox %s\n", id)
+			}
+			l.rules++
 		}
 	}
 	taskDir := filepath.Join(e.root, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io")
@@ -525,6 +535,43 @@ func (e *env) leaks(s state, report bool) (leakCounts, error) {
 		return nil
 	})
 	return l, nil
+}
+
+// cniRules returns the sandbox IDs of the bridge plugin's NAT rules for
+// addresses of our podCIDR; none when iptables is not installed.
+func (e *env) cniRules() []string {
+	_, cidr, err := net.ParseCIDR(e.podCIDR)
+	if err != nil {
+		return nil
+	}
+	out, err := exec.Command("iptables", "-w", "-t", "nat", "-S", "POSTROUTING").Output()
+	if err != nil {
+		return nil
+	}
+	return cniRuleIDs(string(out), cidr)
+}
+
+// cniRuleIDs returns the sandbox IDs of the rules in iptables -S output
+// whose source address is in cidr: the bridge plugin adds one POSTROUTING
+// rule per sandbox, commented `name: "NETWORK" id: "SANDBOX-ID"`.
+func cniRuleIDs(rules string, cidr *net.IPNet) []string {
+	const idKey = `id: \"`
+	var ids []string
+	for _, line := range strings.Split(rules, "\n") {
+		f := strings.Fields(line)
+		i := slices.Index(f, "-s")
+		j := strings.Index(line, idKey)
+		if i < 0 || i+1 >= len(f) || j < 0 {
+			continue
+		}
+		ip, _, _ := strings.Cut(f[i+1], "/")
+		if a := net.ParseIP(ip); a == nil || !cidr.Contains(a) {
+			continue
+		}
+		id, _, _ := strings.Cut(line[j+len(idKey):], `\"`)
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // podUID returns the UID of the pod cgroup that path (below kubepods) is in.
