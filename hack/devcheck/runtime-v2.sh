@@ -4,6 +4,7 @@
 # 0 restarts), the root dirs are 0750, the socket is root-only and no TCP
 # read-only port opens; then make killtest's loop (N kills).
 set -u
+cd "$(dirname "$0")/../.."
 N=${N:-25}
 P=${P:-/opt/nk}; mkdir -p $P; tar -C $P -xJf .devcheck/pack.tar.xz
 [ -x /usr/lib/cni/bridge ] || { mkdir -p /opt/cni/bin; cp $P/cni/* /opt/cni/bin/; }
