@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 // unixClient returns a client whose every request goes to the socket.
@@ -284,7 +286,7 @@ func TestServeUnixDirectory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			if tc.chown && os.Geteuid() != 0 {
-				t.Skip("needs root to give the directory away")
+				integration.Require(t, "needs root to give the directory away")
 			}
 			dir, err := os.MkdirTemp("", "nk-lp-")
 			if err != nil {
