@@ -149,7 +149,7 @@ func Run(ctx context.Context, o Options) error {
 			return ConfigError{err}
 		}
 	}
-	if err := os.MkdirAll(o.RootDir, dataDirMode); err != nil {
+	if err := os.MkdirAll(o.RootDir, podruntime.DataDirMode); err != nil {
 		return fmt.Errorf("root directory: %w", err)
 	}
 	unlock, err := lockRoot(o.RootDir)

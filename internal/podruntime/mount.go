@@ -102,33 +102,39 @@ func mountTmpfs(dir string, size int64) (bool, error) {
 	return true, nil
 }
 
-// podDirMode is the mode of PodsDir, PodsDir/<uid> and its volumes
-// directory, as the kubelet's (makePodDataDirs): only root and its group
-// may list or traverse them, so the volumes below (an emptyDir is 0777, for
-// containers of any user), hosts file and termination-message files are out
-// of other local users' reach.
-const podDirMode fs.FileMode = 0o750
+// DataDirMode is the mode of the agent's root directory, PodsDir,
+// PodsDir/<uid> and its volumes directory, as the kubelet's (setupDataDirs,
+// makePodDataDirs): only root and its group may list or traverse them, so
+// the volumes below (an emptyDir is 0777, for containers of any user), hosts
+// file and termination-message files are out of other local users' reach.
+const DataDirMode fs.FileMode = 0o750
 
-// makePodDirs makes PodsDir/<uid> and PodsDir/<uid>/volumes, and PodsDir
-// if missing, mode podDirMode; one that exists with more permissions (an
-// older nodekeeper made them 0755) loses the others, so that an upgrade
-// closes what that mode left open. It is idempotent.
-func makePodDirs(podsDir, uid string) error {
-	for _, dir := range []string{podsDir, filepath.Join(podsDir, uid), filepath.Join(podsDir, uid, "volumes")} {
-		if err := os.MkdirAll(dir, podDirMode); err != nil {
+// RestrictDirs makes each of dirs (with its parents) mode DataDirMode; one
+// that exists with more permissions (an older nodekeeper made them 0755)
+// loses the others, so that an upgrade closes what that mode left open. It
+// never adds a permission and is idempotent.
+func RestrictDirs(dirs ...string) error {
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, DataDirMode); err != nil {
 			return err
 		}
 		info, err := os.Stat(dir)
 		if err != nil {
 			return err
 		}
-		if extra := info.Mode().Perm() &^ podDirMode; extra != 0 {
+		if extra := info.Mode().Perm() &^ DataDirMode; extra != 0 {
 			if err := os.Chmod(dir, info.Mode()&^extra); err != nil {
-				return err
+				return fmt.Errorf("restrict %s to mode %v: %w", dir, DataDirMode, err)
 			}
 		}
 	}
 	return nil
+}
+
+// makePodDirs makes PodsDir/<uid> and PodsDir/<uid>/volumes, and PodsDir if
+// missing, with RestrictDirs.
+func makePodDirs(podsDir, uid string) error {
+	return RestrictDirs(podsDir, filepath.Join(podsDir, uid), filepath.Join(podsDir, uid, "volumes"))
 }
 
 // removePodDir unmounts the pod's memory-backed emptyDirs and subPath binds
