@@ -93,25 +93,38 @@ func removeRecord(stateDir string) {
 	_ = os.Remove(pidFile(stateDir))
 }
 
-// startTime returns field 22 of /proc/pid/stat, the process's start time in
-// clock ticks after boot.
-func startTime(pid int) (uint64, error) {
+// procStat returns the state (field 3) and the start time in clock ticks
+// after boot (field 22) of /proc/pid/stat, read once.
+func procStat(pid int) (state byte, start uint64, err error) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces and parentheses: the
 	// fields after it start after the last ')'.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	const field = 22 - 3 // f[0] is field 3, the state
-	if len(f) <= field {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	if len(f) <= field || len(f[0]) != 1 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
 	}
-	return strconv.ParseUint(f[field], 10, 64)
+	start, err = strconv.ParseUint(f[field], 10, 64)
+	return f[0][0], start, err
+}
+
+// startTime returns the start time of process pid (procStat).
+func startTime(pid int) (uint64, error) {
+	_, start, err := procStat(pid)
+	return start, err
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	state, _, err := procStat(pid)
+	return err == nil && state != 'Z'
 }
 
 // cmdline returns the arguments of process pid.
@@ -162,7 +175,7 @@ func openPidfdIf(pid int, start uint64, same func() bool) (*pidfd, error) {
 	}
 	// The pid named the checked process before the open; it still does
 	// after it only if the start time did not change.
-	if st, err := startTime(pid); err != nil || st != start || !alive(pid) || !same() {
+	if state, st, err := procStat(pid); err != nil || st != start || state == 'Z' || !same() {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pid %d is no longer the process checked", pid)
 	}
