@@ -39,7 +39,7 @@ if [ "${1:-}" = "stop" ]; then
 	log=$(mktemp)
 	bin/nodekeeper "${args[@]}" --pod-manifest-path "$empty" --status-interval 0 2>"$log" &
 	agent=$!
-	trap 'kill $agent 2>/dev/null; rmdir "$empty"; rm -f "$log"' EXIT
+	trap 'kill $agent 2>/dev/null || true; rmdir "$empty"; rm -f "$log"' EXIT
 	# The agent lists no pods (it has no manifests); it stops and removes the
 	# runtime's pods as orphans: wait until containerd holds no container.
 	for _ in $(seq 1 120); do
