@@ -1,11 +1,13 @@
 package prober
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -484,9 +486,12 @@ func TestManagerRetriesErrorsOnly(t *testing.T) {
 // spread over their first period and cost no goroutine each.
 func TestManagerSpreadsManyProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, defaultJitter)
+		var h *harness
+		pprof.Do(t.Context(), pprof.Labels("test", t.Name()), func(context.Context) {
+			h = newHarness(t, defaultJitter) // Run and its workers carry the label
+		})
 		synctest.Wait()
-		base := runtime.NumGoroutine()
+		base := labelledGoroutines(t, t.Name())
 		for i := range 2000 {
 			pod := testPod(fmt.Sprintf("p%d", i), v1.Container{Name: "app", LivenessProbe: execProbe("live")})
 			h.status.set(pod.UID, runningStatus(fmt.Sprintf("c%d", i), ptr.To(true)))
@@ -494,7 +499,7 @@ func TestManagerSpreadsManyProbes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := runtime.NumGoroutine(); n > base+2 {
+		if n := labelledGoroutines(t, t.Name()); n > base+2 {
 			t.Errorf("goroutines %d after adding 2000 probes, want about %d", n, base)
 		}
 		h.advance(10 * time.Second)
@@ -524,6 +529,31 @@ func countSeries(reg *prometheus.Registry, name string) (int, error) {
 	return 0, nil
 }
 
+// labelledGoroutines counts the live goroutines whose profiler label
+// "test" is name, from the goroutine profile's grouped form: a line
+// "N @ PCS" opens each group and "# labels: {...}" follows it.
+func labelledGoroutines(t *testing.T, name string) int {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("# labels: {%q:%q}", "test", name)
+	n, count := 0, 0
+	for line := range strings.Lines(buf.String()) {
+		line = strings.TrimRight(line, "\n")
+		if c, _, ok := strings.Cut(line, " @ "); ok {
+			count, _ = strconv.Atoi(c)
+			continue
+		}
+		if line == want {
+			n += count
+			count = 0
+		}
+	}
+	return n
+}
+
 // TestManagerStartsWorkersAsNeeded: a Manager without probes runs no pool
 // goroutines; they start as runs need them, never more than Concurrency,
 // and runs beyond it wait for a free one.
@@ -550,10 +580,16 @@ func TestManagerStartsWorkersAsNeeded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		base := runtime.NumGoroutine()
+		// Other tests of this package run in parallel, so the process-wide
+		// runtime.NumGoroutine is no measure: count the goroutines that
+		// carry this test's profiler label, which Run and the workers it
+		// starts inherit.
+		label := pprof.Labels("test", t.Name())
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
-		go func() { done <- m.Run(ctx) }()
+		pprof.Do(ctx, label, func(ctx context.Context) {
+			go func() { done <- m.Run(ctx) }()
+		})
 		defer func() {
 			cancel()
 			if err := <-done; err != nil {
@@ -561,7 +597,7 @@ func TestManagerStartsWorkersAsNeeded(t *testing.T) {
 			}
 		}()
 		synctest.Wait()
-		if n := runtime.NumGoroutine() - base; n != 1 {
+		if n := labelledGoroutines(t, t.Name()); n != 1 {
 			t.Errorf("%d goroutines with no probes, want 1 (Run)", n)
 		}
 		for i := range 5 {
@@ -573,7 +609,7 @@ func TestManagerStartsWorkersAsNeeded(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if n := runtime.NumGoroutine() - base; n != 3 {
+		if n := labelledGoroutines(t, t.Name()); n != 3 {
 			t.Errorf("%d goroutines with 5 runs due, want 3 (Run and 2 workers)", n)
 		}
 		time.Sleep(8 * time.Second) // the runs at 0 s, 3 s and 6 s end
