@@ -234,7 +234,7 @@ func (p *Provider) nodeStats(s *summary) (*statsapi.NodeStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node cpu: %w", err)
 	}
-	n.CPU = s.cpu("node", usage, s.now.Time)
+	n.CPU = s.cpu("node", usage, p.clock.Now())
 
 	// PSI, where the kernel has it.
 	if psi, err := readPSI(filepath.Join(proc, "pressure/cpu")); err == nil {
@@ -285,7 +285,7 @@ func (p *Provider) podsContainer(s *summary, capacity uint64) (statsapi.Containe
 		c.Memory = memoryStats(m, s.now)
 	}
 	if u, err := p.cg.cpuUsage(path); err == nil {
-		c.CPU = s.cpu("pods", u, s.now.Time)
+		c.CPU = s.cpu("pods", u, p.clock.Now())
 	}
 	return c, true
 }
@@ -309,7 +309,10 @@ func memoryStats(m memStats, t metav1.Time) *statsapi.MemoryStats {
 }
 
 // cpu returns CPUStats for a cumulative usage read at, and queues the sample
-// so that rates fills in usageNanoCores.
+// so that rates fills in usageNanoCores. at is taken right after the read,
+// not at the call's start: the files read before it (meminfo, memory.stat)
+// take milliseconds on a busy machine, and a rate over two close calls
+// would otherwise divide one interval's usage by another's time.
 func (s *summary) cpu(key string, usage uint64, at time.Time) *statsapi.CPUStats {
 	out := &statsapi.CPUStats{Time: metav1.NewTime(at), UsageCoreNanoSeconds: &usage}
 	s.samples = append(s.samples, pendingCPU{key: key, sample: cpuSample{usage: usage, at: at}, out: out})
@@ -552,7 +555,7 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 			ps.Memory = memoryStats(m, s.now)
 		}
 		if u, err := p.cg.cpuUsage(path); err == nil {
-			ps.CPU = s.cpu("pod/"+md.GetUid(), u, s.now.Time)
+			ps.CPU = s.cpu("pod/"+md.GetUid(), u, p.clock.Now())
 		}
 		if n, err := p.cg.processes(path, sb.Id); err == nil {
 			ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}

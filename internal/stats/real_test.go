@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -59,6 +60,11 @@ func TestRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A measuring window, not a wait for a goroutine: the rate is checked
+	// against NumCPU cores, and over a window of a few microseconds the gap
+	// between reading the usage and reading the clock (a preemption on a
+	// busy machine) would dominate it.
+	time.Sleep(200 * time.Millisecond)
 	s, err := p.Summary(t.Context())
 	if err != nil {
 		t.Fatal(err)
