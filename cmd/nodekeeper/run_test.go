@@ -105,8 +105,10 @@ func TestRunRootDirLocked(t *testing.T) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
+	// On any machine: cgroup v1 and swap refusals come before the lock.
+	conf := writeConfig(t, t.TempDir(), "k.yaml", "failCgroupV1: false\nfailSwapOn: false\n")
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{"run", "--root-dir", root}, &stdout, &stderr)
+	code := run(t.Context(), []string{"run", "--root-dir", root, "--config", conf}, &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stderr.String(), "another nodekeeper is running") || !strings.Contains(stderr.String(), root) {
 		t.Fatalf("exit %d, stderr %q: want exit 2 saying another nodekeeper runs on %s", code, stderr.String(), root)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -34,6 +35,17 @@ const (
 	// defaultHealthzBindAddress and defaultHealthzPort are the kubelet's.
 	defaultHealthzBindAddress = "127.0.0.1"
 	defaultHealthzPort        = 10248
+)
+
+// The values of memorySwap.swapBehavior (the kubelet's kubelettypes.NoSwap
+// and LimitedSwap).
+const (
+	// SwapNo gives containers no swap: memory.swap.max 0 on cgroup v2,
+	// memory+swap equal to the memory limit on v1.
+	SwapNo = "NoSwap"
+	// SwapLimited gives the containers of Burstable pods swap in proportion
+	// to their memory request (cgroup v2 only).
+	SwapLimited = "LimitedSwap"
 )
 
 // Agent holds the resolved fields `nodekeeper run` uses beyond the managers'.
@@ -69,9 +81,16 @@ type Agent struct {
 	SyncFrequency, FileCheckFrequency time.Duration
 	// RuntimeRequestTimeout bounds every CRI call but image pulls.
 	RuntimeRequestTimeout time.Duration
-	// FailCgroupV1 refuses to start on a cgroup v1 host (nodekeeper's default is
-	// false: it supports cgroup v1).
+	// FailCgroupV1 refuses to start on a cgroup v1 host; true unless set (the
+	// kubelet's default since 1.35). HostErr applies it.
 	FailCgroupV1 bool
+	// FailSwapOn refuses to start while the host has swap on; true unless
+	// set (the kubelet's). HostErr applies it.
+	FailSwapOn bool
+	// SwapBehavior is memorySwap.swapBehavior: SwapNo ("" in the file is
+	// NoSwap, the kubelet's default) or SwapLimited, which cgroup v1 refuses
+	// (HostErr). It decides the containers' swap limit (podruntime.Swap).
+	SwapBehavior string
 	// HealthzBindAddress and HealthzPort are where GET /healthz is served on
 	// its own (the kubelet's 127.0.0.1:10248); port 0 turns it off.
 	HealthzBindAddress string
@@ -180,9 +199,18 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 			return fail(fmt.Sprintf("allowedUnsafeSysctls[%d]", i), p, "not a namespaced sysctl or pattern (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)")
 		}
 	}
-	failV1 := false
-	if k.FailCgroupV1 != nil {
-		failV1 = *k.FailCgroupV1
+	if k.FailCgroupV1 == nil {
+		k.FailCgroupV1 = new(true)
+	}
+	if k.FailSwapOn == nil {
+		k.FailSwapOn = new(true)
+	}
+	switch k.MemorySwap.SwapBehavior {
+	case "":
+		k.MemorySwap.SwapBehavior = SwapNo
+	case SwapNo, SwapLimited:
+	default:
+		return fail("memorySwap.swapBehavior", k.MemorySwap.SwapBehavior, `unknown behavior; want "", NoSwap or LimitedSwap`)
 	}
 	return Agent{
 		StaticPodPath:         k.StaticPodPath,
@@ -198,7 +226,9 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		SyncFrequency:         k.SyncFrequency.Duration,
 		FileCheckFrequency:    k.FileCheckFrequency.Duration,
 		RuntimeRequestTimeout: k.RuntimeRequestTimeout.Duration,
-		FailCgroupV1:          failV1,
+		FailCgroupV1:          *k.FailCgroupV1,
+		FailSwapOn:            *k.FailSwapOn,
+		SwapBehavior:          k.MemorySwap.SwapBehavior,
 		HealthzBindAddress:    k.HealthzBindAddress,
 		HealthzPort:           *k.HealthzPort,
 		SystemCgroups:         k.SystemCgroups,
@@ -222,6 +252,51 @@ func (a Agent) RunnableErr(file string) error {
 	case a.ImageServiceEndpoint != "" && a.ImageServiceEndpoint != a.RuntimeEndpoint:
 		return fieldError(file, "imageServiceEndpoint", a.ImageServiceEndpoint,
 			fmt.Sprintf("nodekeeper run pulls images through the runtime endpoint (%q): leave it empty or the same", a.RuntimeEndpoint))
+	}
+	return nil
+}
+
+// Host is what the machine has that HostErr checks the settings against.
+type Host struct {
+	// CgroupV2 is true when /sys/fs/cgroup is a cgroup2 mount (unified),
+	// false on cgroup v1 or hybrid.
+	CgroupV2 bool
+	// Swaps is the content of /proc/swaps ("" when it is missing): swap is
+	// on when it lists a device or file below its header line.
+	Swaps string
+}
+
+// SwapOn reports whether h's /proc/swaps lists a swap device or file, the
+// kubelet's test (more than the header line), and the first one listed.
+func (h Host) SwapOn() (on bool, first string) {
+	lines := strings.Split(strings.TrimSpace(h.Swaps), "\n")
+	if len(lines) < 2 {
+		return false, ""
+	}
+	f := strings.Fields(lines[1])
+	if len(f) == 0 {
+		return true, lines[1]
+	}
+	return true, f[0]
+}
+
+// HostErr returns why `nodekeeper run` refuses to start on host with these
+// settings, as the kubelet refuses at start, or nil: failCgroupV1 on cgroup
+// v1, failSwapOn while swap is on, memorySwap.swapBehavior LimitedSwap on
+// cgroup v1. The error names file, the field, its value and what the machine
+// has; it is of class ErrInvalid.
+func (a Agent) HostErr(file string, h Host) error {
+	switch on, first := h.SwapOn(); {
+	case a.FailCgroupV1 && !h.CgroupV2:
+		return fieldError(file, "failCgroupV1", "true",
+			"this host uses cgroup v1 (/sys/fs/cgroup is not a cgroup2 mount), which the kubelet refuses by default since 1.35: "+
+				"cgroup v1 support is unsupported and will be removed in a future release; set failCgroupV1: false to run on it")
+	case a.SwapBehavior == SwapLimited && !h.CgroupV2:
+		return fieldError(file, "memorySwap.swapBehavior", SwapLimited,
+			"this host uses cgroup v1 (/sys/fs/cgroup is not a cgroup2 mount); LimitedSwap needs cgroup v2 (use NoSwap or leave it unset)")
+	case a.FailSwapOn && on:
+		return fieldError(file, "failSwapOn", "true",
+			fmt.Sprintf("swap is on (/proc/swaps lists %s): running with swap on is not supported; turn swap off or set failSwapOn: false", first))
 	}
 	return nil
 }

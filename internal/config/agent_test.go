@@ -22,7 +22,9 @@ cgroupRoot: /nk
 syncFrequency: 30s
 fileCheckFrequency: 5s
 runtimeRequestTimeout: 1m
-failCgroupV1: true
+failCgroupV1: false
+failSwapOn: false
+memorySwap: {swapBehavior: LimitedSwap}
 healthzBindAddress: 0.0.0.0
 healthzPort: 0
 clusterDomain: cluster.local
@@ -35,7 +37,7 @@ allowedUnsafeSysctls: ["kernel.msg*", "net.core.somaxconn"]
 		StaticPodPath: "/etc/nk/manifests", RuntimeEndpoint: "unix:///run/x.sock", PodCIDR: "10.99.0.0/24",
 		PodLogsDir: "/tmp/logs", Address: "0.0.0.0", ReadOnlyPort: 0, CgroupDriver: "cgroupfs", CgroupRoot: "/nk",
 		CgroupsPerQOS: true, SyncFrequency: 30 * time.Second, FileCheckFrequency: 5 * time.Second,
-		RuntimeRequestTimeout: time.Minute, FailCgroupV1: true, HealthzBindAddress: "0.0.0.0", HealthzPort: 0,
+		RuntimeRequestTimeout: time.Minute, FailCgroupV1: false, FailSwapOn: false, SwapBehavior: SwapLimited, HealthzBindAddress: "0.0.0.0", HealthzPort: 0,
 		ClusterDomain: "cluster.local", AllowedUnsafeSysctls: []string{"kernel.msg*", "net.core.somaxconn"},
 	}
 	if diff := cmp.Diff(want, c.Agent); diff != "" {
@@ -59,6 +61,8 @@ func TestAgentFieldErrors(t *testing.T) {
 		{"relative staticPodPath", "staticPodPath: manifests\n", []string{"staticPodPath", `"manifests"`}},
 		{"bad podCIDR", "podCIDR: 10.0.0.0/33\n", []string{"podCIDR", `"10.0.0.0/33"`}},
 		{"unknown cgroupDriver", "cgroupDriver: cgroupv3\n", []string{"cgroupDriver", `"cgroupv3"`}},
+		{"unknown swapBehavior", "memorySwap: {swapBehavior: UnlimitedSwap}\n", []string{"memorySwap.swapBehavior", `"UnlimitedSwap"`, "NoSwap or LimitedSwap"}},
+		{"swapBehavior of the wrong case", "memorySwap: {swapBehavior: limitedswap}\n", []string{"memorySwap.swapBehavior", `"limitedswap"`}},
 		{"unclean cgroupRoot", "cgroupRoot: /a/../b\n", []string{"cgroupRoot", `"/a/../b"`}},
 		{"address not an IP", "address: localhost\n", []string{"address", `"localhost"`}},
 		{"readOnlyPort out of range", "readOnlyPort: 70000\n", []string{"readOnlyPort", `"70000"`}},
@@ -138,5 +142,80 @@ func TestAgentRunnable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalid) {
 			t.Errorf("RunnableErr for %q = %v, want an ErrInvalid error naming %s", tc.data, err, tc.want)
 		}
+	}
+}
+
+// TestAgentHostDefaults: failCgroupV1 and failSwapOn are true unless set and
+// memorySwap.swapBehavior is NoSwap, the kubelet's defaults.
+func TestAgentHostDefaults(t *testing.T) {
+	t.Parallel()
+	for _, data := range []string{"", "memorySwap: {}\n", "memorySwap: {swapBehavior: \"\"}\n"} {
+		c, err := Parse("d.yaml", []byte(header+data))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", data, err)
+		}
+		if a := c.Agent; !a.FailCgroupV1 || !a.FailSwapOn || a.SwapBehavior != SwapNo {
+			t.Errorf("Parse(%q): FailCgroupV1 %v, FailSwapOn %v, SwapBehavior %q; want true, true, NoSwap",
+				data, a.FailCgroupV1, a.FailSwapOn, a.SwapBehavior)
+		}
+	}
+	if a := Default().Agent; !a.FailCgroupV1 || !a.FailSwapOn || a.SwapBehavior != SwapNo {
+		t.Errorf("Default(): FailCgroupV1 %v, FailSwapOn %v, SwapBehavior %q; want true, true, NoSwap", a.FailCgroupV1, a.FailSwapOn, a.SwapBehavior)
+	}
+}
+
+// TestAgentHostErr: the kubelet's start-time refusals of the machine: cgroup
+// v1 with failCgroupV1, swap on with failSwapOn (whatever the swap
+// behavior), LimitedSwap on cgroup v1. Each error names the file, the field,
+// its value and what the machine has.
+func TestAgentHostErr(t *testing.T) {
+	t.Parallel()
+	const (
+		header2 = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+		swapOn  = header2 + "/var/tmp/swapfile                       file\t\t65532\t\t0\t\t-2\n"
+	)
+	v1, v2 := Host{}, Host{CgroupV2: true}
+	on := func(h Host) Host { h.Swaps = swapOn; return h }
+	headerOnly := func(h Host) Host { h.Swaps = header2; return h }
+	for _, tc := range []struct {
+		name string
+		data string
+		host Host
+		want []string // nil: no error
+	}{
+		{"defaults on v2", "", v2, nil},
+		{"defaults on v2, /proc/swaps only a header", "", headerOnly(v2), nil},
+		{"defaults on v1", "", v1, []string{`failCgroupV1: "true"`, "cgroup v1", "failCgroupV1: false"}},
+		{"failCgroupV1 false on v1", "failCgroupV1: false\n", v1, nil},
+		{"defaults with swap on", "", on(v2), []string{`failSwapOn: "true"`, "/var/tmp/swapfile", "failSwapOn: false"}},
+		{"LimitedSwap with failSwapOn and swap on", "memorySwap: {swapBehavior: LimitedSwap}\n", on(v2), []string{`failSwapOn: "true"`}},
+		{"LimitedSwap with swap on", "failSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n", on(v2), nil},
+		{"failSwapOn false, swap on, NoSwap", "failSwapOn: false\n", on(v2), nil},
+		{"LimitedSwap on v1", "failCgroupV1: false\nfailSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n", on(v1),
+			[]string{`memorySwap.swapBehavior: "LimitedSwap"`, "cgroup v1", "cgroup v2"}},
+		{"NoSwap on v1", "failCgroupV1: false\nmemorySwap: {swapBehavior: NoSwap}\n", v1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse("h.yaml", []byte(header+tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Agent.HostErr("h.yaml", tc.host)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("HostErr = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("HostErr = %v, want an ErrInvalid error", err)
+			}
+			for _, w := range append(tc.want, "h.yaml") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
 	}
 }

@@ -79,6 +79,8 @@ var supported = map[string]bool{
 	"fileCheckFrequency":    true,
 	"runtimeRequestTimeout": true,
 	"failCgroupV1":          true,
+	"failSwapOn":            true,
+	"memorySwap":            true,
 	"healthzBindAddress":    true,
 	"healthzPort":           true,
 	"oomScoreAdj":           true, // the agent's own, set by nodekeeper run

@@ -85,6 +85,9 @@ func TestDefault(t *testing.T) {
 			SyncFrequency:                    metav1.Duration{Duration: time.Minute},
 			FileCheckFrequency:               metav1.Duration{Duration: 20 * time.Second},
 			RuntimeRequestTimeout:            metav1.Duration{Duration: 2 * time.Minute},
+			FailCgroupV1:                     new(true),
+			FailSwapOn:                       new(true),
+			MemorySwap:                       kubeletv1beta1.MemorySwapConfiguration{SwapBehavior: "NoSwap"},
 			EnableServer:                     new(true),
 			Port:                             10250,
 			Authentication: kubeletv1beta1.KubeletAuthentication{
@@ -125,6 +128,7 @@ func TestDefault(t *testing.T) {
 			CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
 			SyncFrequency: time.Minute, FileCheckFrequency: 20 * time.Second, RuntimeRequestTimeout: 2 * time.Minute,
 			HealthzBindAddress: "127.0.0.1", HealthzPort: 10248,
+			FailCgroupV1: true, FailSwapOn: true, SwapBehavior: SwapNo,
 		},
 		Eviction: eviction.Config{
 			Thresholds:                    defaultHardThresholds(),
@@ -325,7 +329,7 @@ func TestLoadWarnings(t *testing.T) {
 			file: "testdata/kubeadm.yaml",
 			want: []string{"testdata/kubeadm.yaml: fields not supported by nodekeeper and ignored: " +
 				"clusterDNS, cpuManagerReconcilePeriod, " +
-				"httpCheckFrequency, logging, memorySwap, rotateCertificates, " +
+				"httpCheckFrequency, logging, rotateCertificates, " +
 				"shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, " +
 				"volumeStatsAggPeriod"},
 		},

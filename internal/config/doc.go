@@ -46,6 +46,9 @@
 //	featureGates                      none; nodekeeper acts on none (a warning when set)
 //	clusterDomain                     none (pod FQDNs end in "svc.")
 //	allowedUnsafeSysctls              none: pods may set the safe sysctls only
+//	failCgroupV1                      true (defaults.go, since v1.35): run refuses cgroup v1
+//	failSwapOn                        true (defaults.go): run refuses a machine with swap on
+//	memorySwap.swapBehavior           NoSwap ("" is NoSwap; LimitedSwap needs cgroup v2)
 //
 // LoadSources adds the kubelet's other two sources: the drop-in directory
 // (--config-dir), whose *.conf files are merged over the file in lexical

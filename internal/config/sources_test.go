@@ -304,6 +304,7 @@ func TestLoadE2ENodeConfig(t *testing.T) {
 		CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
 		SyncFrequency: defaultSyncFrequency, FileCheckFrequency: defaultFileCheckFrequency, RuntimeRequestTimeout: defaultRuntimeRequestTimeout,
 		HealthzBindAddress: "127.0.0.1", HealthzPort: 10248, RuntimeCgroups: "/docker-daemon",
+		FailSwapOn: true, SwapBehavior: SwapNo,
 	}
 	wantEq(t, "Agent", want, c.Agent)
 	wantEq(t, "Cluster.Authorization.Mode", "AlwaysAllow", string(c.Cluster.Authorization.Mode))
@@ -313,7 +314,8 @@ func TestLoadE2ENodeConfig(t *testing.T) {
 		c.Warnings[1] != `--runtime-cgroups "/docker-daemon": nodekeeper does not move processes into these cgroups; ignored` {
 		t.Errorf("Warnings = %q: want the ignored fields and the runtime cgroups, one line each", c.Warnings)
 	}
-	for _, f := range []string{"healthzPort", "healthzBindAddress", "systemCgroups", "kubeletCgroups", "oomScoreAdj", "staticPodPath"} {
+	for _, f := range []string{"healthzPort", "healthzBindAddress", "systemCgroups", "kubeletCgroups", "oomScoreAdj", "staticPodPath",
+		"failCgroupV1", "failSwapOn", "memorySwap"} {
 		if strings.Contains(c.Warnings[0], " "+f+",") || strings.HasSuffix(c.Warnings[0], " "+f) {
 			t.Errorf("warning names %s, which nodekeeper reads: %s", f, c.Warnings[0])
 		}

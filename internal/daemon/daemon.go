@@ -131,6 +131,19 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return ConfigError{err}
 	}
+	// The machine, before anything is touched: the kubelet refuses cgroup v1
+	// (failCgroupV1), swap (failSwapOn) and LimitedSwap on v1 at start.
+	host, layout, err := readHost("", defaultSwapsFile)
+	if err != nil {
+		return ConfigError{fmt.Errorf("cgroups: %w", err)}
+	}
+	file := o.Config.File
+	if file == "" {
+		file = "(defaults)"
+	}
+	if err := ac.HostErr(file, host); err != nil {
+		return ConfigError{err}
+	}
 	// In a cluster: the API client, and the heartbeat client of the Node's
 	// status and Lease, whose requests time out.
 	var client, heartbeat *kubeclient.Clientset // nil: standalone
@@ -190,12 +203,15 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return ConfigError{err}
 	}
-	if ac.FailCgroupV1 && cg.Layout().Version == cgroups.V1 {
-		return ConfigError{fmt.Errorf("%s: failCgroupV1 is true and this host uses cgroup v1", o.Config.File)}
-	}
 	if err := cg.EnsureQoS(); err != nil {
 		return fmt.Errorf("pod cgroups: %w", err)
 	}
+	swapCapacity, err := stats.SwapCapacity("")
+	if err != nil {
+		return err
+	}
+	swap := swapSettings(layout, ac.CgroupRoot, ac.SwapBehavior, swapCapacity)
+	log.Info("container swap", "swapBehavior", ac.SwapBehavior, "swapController", swap.Controller, "swapCapacity", swapCapacity)
 
 	// Every part runs in g; an early return stops the ones already started.
 	ctx, cancel := context.WithCancel(ctx)
@@ -255,6 +271,7 @@ func Run(ctx context.Context, o Options) error {
 			}
 		}()
 	}
+	warnCgroupV1(recorder, o.NodeName, layout.Version)
 	hostIP := o.NodeIP
 	switch {
 	case hostIP == "" && client != nil:
@@ -280,7 +297,7 @@ func Run(ctx context.Context, o Options) error {
 	containerLogsDir := filepath.Join(filepath.Dir(ac.PodLogsDir), "containers")
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir, ContainerLogsDir: containerLogsDir,
-		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(), ClusterDomain: ac.ClusterDomain,
+		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(), ClusterDomain: ac.ClusterDomain, Swap: swap,
 	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n},
 		Probes: lateProbes{&n}, KubeAPI: kubeAPI})
 	if err != nil {

@@ -86,6 +86,8 @@ type containerInput struct {
 	podsDir      string
 	memCapacity  int64
 	cpus         int
+	// swap is the node's swap setting for containers.
+	swap Swap
 	// termLog is the host file mounted at the termination message path; ""
 	// makes one under podsDir.
 	termLog string
@@ -200,6 +202,7 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 			SecurityContext: containerSecurity(pod, c),
 		},
 	}
+	applySwap(cfg.Linux.Resources, pod, c, in.memCapacity, in.swap)
 	if ns := cfg.Linux.SecurityContext.NamespaceOptions; in.targetID != "" && ns.Pid == runtimeapi.NamespaceMode_CONTAINER {
 		// An ephemeral container sees its target's processes; in a pod that
 		// shares one process namespace (or the host's) it sees them anyway.

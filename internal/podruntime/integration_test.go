@@ -69,7 +69,13 @@ func startNode(t *testing.T) *node {
 // API status, or fails t after 30s.
 func (n *node) runUntil(t *testing.T, pod *v1.Pod, what string, done func(v1.PodStatus) bool) v1.PodStatus {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	return n.runUntilWithin(t, pod, what, 30*time.Second, done)
+}
+
+// runUntilWithin is runUntil with a limit of d.
+func (n *node) runUntilWithin(t *testing.T, pod *v1.Pod, what string, d time.Duration, done func(v1.PodStatus) bool) v1.PodStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

@@ -113,6 +113,9 @@ type Config struct {
 	// CPUs is the node's cpu count for a container without a cpu limit in the
 	// downward API; 0 means runtime.NumCPU().
 	CPUs int
+	// Swap is the containers' swap setting (memorySwap.swapBehavior on this
+	// node); the zero value sets none.
+	Swap Swap
 	// DNS is the host's resolv.conf ("" = /etc/resolv.conf).
 	DNS string
 	// HostsFile is the host's hosts file ("" = /etc/hosts), which containers

@@ -124,6 +124,22 @@ func MemoryCapacity(procRoot string) (int64, error) {
 	return int64(m.total), nil
 }
 
+// SwapCapacity returns the machine's swap (SwapTotal of procRoot/meminfo,
+// "" being /proc), in bytes; 0 when it has none or the kernel reports none.
+func SwapCapacity(procRoot string) (int64, error) {
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	m, err := readMeminfo(filepath.Join(procRoot, "meminfo"))
+	if err != nil {
+		return 0, fmt.Errorf("swap capacity: %w", err)
+	}
+	if m.swapTotal > math.MaxInt64 {
+		return 0, fmt.Errorf("swap capacity: SwapTotal %d bytes is out of range", m.swapTotal)
+	}
+	return int64(m.swapTotal), nil
+}
+
 // readThreads returns the number of scheduling entities (processes and
 // threads) on the machine: the denominator of /proc/loadavg's fourth field.
 func readThreads(path string) (int64, error) {

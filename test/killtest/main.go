@@ -110,6 +110,7 @@ func run(bin, images string, n int, maxUp, settle time.Duration, seed uint64, ke
 	e.podCIDR = fmt.Sprintf("10.%d.%d.0/24", 150+rand.IntN(40), rand.IntN(256))
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+failCgroupV1: false
 staticPodPath: %s
 podLogsDir: %s
 cgroupRoot: %s
