@@ -755,8 +755,11 @@ func TestManagedReapsStuckInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := runPod(t, r, s.dir, "host", true)
-	stuck, initPID := runcCreate(t, s.dir, filepath.Join(s.dir, "state", "io.containerd.runtime.v2.task", containerd.Namespace, id, "rootfs"))
+	// Stamped before runc create: the reaper may first see the runc init
+	// at any moment after it exists, before runcCreate returns on a busy
+	// machine, so only the time before its creation bounds the stuck time.
 	created := time.Now()
+	stuck, initPID := runcCreate(t, s.dir, filepath.Join(s.dir, "state", "io.containerd.runtime.v2.task", containerd.Namespace, id, "rootfs"))
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()

@@ -157,25 +157,30 @@ func testLogger(t *testing.T) *slog.Logger {
 // wakes counts Wake calls and signals each on a channel.
 type wakes struct {
 	n atomic.Int32
-	c chan struct{}
+	c chan time.Time
 }
 
-func newWakes() *wakes { return &wakes{c: make(chan struct{}, 64)} }
+func newWakes() *wakes { return &wakes{c: make(chan time.Time, 64)} }
 
 func (w *wakes) wake() {
 	w.n.Add(1)
 	select {
-	case w.c <- struct{}{}:
+	case w.c <- time.Now():
 	default:
 	}
 }
 
-func (w *wakes) await(t *testing.T, d time.Duration, what string) {
+// await waits up to d for a wake and returns when it happened (stamped by
+// wake, not when the test goroutine got to it: on a busy machine that can
+// be much later).
+func (w *wakes) await(t *testing.T, d time.Duration, what string) time.Time {
 	t.Helper()
 	select {
-	case <-w.c:
+	case at := <-w.c:
+		return at
 	case <-time.After(d):
 		t.Fatalf("no wake within %v: %s", d, what)
+		return time.Time{}
 	}
 }
 
@@ -434,13 +439,11 @@ func TestNotificationsSpaced(t *testing.T) {
 		}
 	}
 	signal()
-	w.await(t, 10*time.Second, "the first notification")
-	first := time.Now()
+	first := w.await(t, 10*time.Second, "the first notification")
 	for range 5 { // a burst within the interval
 		signal()
 	}
-	w.await(t, 10*time.Second, "the burst, merged")
-	if gap := time.Since(first); gap < 250*time.Millisecond {
+	if gap := w.await(t, 10*time.Second, "the burst, merged").Sub(first); gap < 250*time.Millisecond {
 		t.Errorf("the burst woke %v after the first wake, want about the 300ms interval", gap)
 	}
 	select {
