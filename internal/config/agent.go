@@ -76,6 +76,10 @@ type Agent struct {
 	// CgroupsPerQOS (RunnableErr says so); explain reads any of them.
 	CgroupDriver, CgroupRoot string
 	CgroupsPerQOS            bool
+	// CgroupDriverSet is true when the configuration sets cgroupDriver;
+	// false when CgroupDriver is the default. RuntimeDriver decides with it
+	// whether the runtime's driver is taken or must match.
+	CgroupDriverSet bool
 	// SyncFrequency is the longest time between two syncs of a running pod;
 	// FileCheckFrequency the period of the static pod directory's rescan.
 	SyncFrequency, FileCheckFrequency time.Duration
@@ -136,7 +140,8 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 			return fail("podCIDR", k.PodCIDR, reason)
 		}
 	}
-	if k.CgroupDriver == "" {
+	driverSet := k.CgroupDriver != ""
+	if !driverSet {
 		k.CgroupDriver = defaultCgroupDriver
 	}
 	if k.CgroupDriver != "cgroupfs" && k.CgroupDriver != "systemd" {
@@ -223,6 +228,7 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		CgroupDriver:          k.CgroupDriver,
 		CgroupRoot:            k.CgroupRoot,
 		CgroupsPerQOS:         *k.CgroupsPerQOS,
+		CgroupDriverSet:       driverSet,
 		SyncFrequency:         k.SyncFrequency.Duration,
 		FileCheckFrequency:    k.FileCheckFrequency.Duration,
 		RuntimeRequestTimeout: k.RuntimeRequestTimeout.Duration,
@@ -254,6 +260,28 @@ func (a Agent) RunnableErr(file string) error {
 			fmt.Sprintf("nodekeeper run pulls images through the runtime endpoint (%q): leave it empty or the same", a.RuntimeEndpoint))
 	}
 	return nil
+}
+
+// RuntimeDriver returns the cgroup driver `nodekeeper run` uses when the
+// container runtime at endpoint reports that it uses runtimeDriver
+// ("cgroupfs" or "systemd"; CRI RuntimeConfig): runtimeDriver when
+// cgroupDriver is unset, as the kubelet takes it (KubeletCgroupDriverFromCRI),
+// and the configured one when it is set to the same. Set to another, the
+// runtime and the agent would place pods' cgroups apart: the error names
+// file, cgroupDriver, its value and the runtime's driver; it is of class
+// ErrInvalid. The kubelet takes the runtime's driver there too
+// (docs/differences.md).
+func (a Agent) RuntimeDriver(file, endpoint, runtimeDriver string) (string, error) {
+	switch {
+	case runtimeDriver == a.CgroupDriver:
+		return a.CgroupDriver, nil
+	case !a.CgroupDriverSet:
+		return runtimeDriver, nil
+	}
+	return "", fieldError(file, "cgroupDriver", a.CgroupDriver, fmt.Sprintf(
+		"the container runtime at %s uses the %s cgroup driver: set cgroupDriver: %s (or leave it unset to take the runtime's), "+
+			"or configure the runtime for %s (containerd: SystemdCgroup = %s in the runc options)",
+		endpoint, runtimeDriver, runtimeDriver, a.CgroupDriver, strconv.FormatBool(a.CgroupDriver == "systemd")))
 }
 
 // Host is what the machine has that HostErr checks the settings against.

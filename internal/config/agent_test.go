@@ -219,3 +219,50 @@ func TestAgentHostErr(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentRuntimeDriver: the runtime's cgroup driver is taken when
+// cgroupDriver is unset (null or "" included), kept when it agrees, and
+// refused when the file sets another one: the error names the file,
+// cgroupDriver, its value, the runtime's driver and its endpoint.
+func TestAgentRuntimeDriver(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, data, runtime string
+		want                string   // the driver used, "" when refused
+		wantErr             []string // what the error names
+	}{
+		{"unset takes systemd", "", "systemd", "systemd", nil},
+		{"unset takes cgroupfs", "", "cgroupfs", "cgroupfs", nil},
+		{"null is unset", "cgroupDriver: null\n", "systemd", "systemd", nil},
+		{"empty is unset", "cgroupDriver: \"\"\n", "systemd", "systemd", nil},
+		{"cgroupfs agrees", "cgroupDriver: cgroupfs\n", "cgroupfs", "cgroupfs", nil},
+		{"systemd agrees", "cgroupDriver: systemd\n", "systemd", "systemd", nil},
+		{"cgroupfs against systemd", "cgroupDriver: cgroupfs\n", "systemd", "",
+			[]string{`cgroupDriver: "cgroupfs"`, "uses the systemd cgroup driver", "unix:///run/rt.sock", "SystemdCgroup = false"}},
+		{"systemd against cgroupfs", "cgroupDriver: systemd\n", "cgroupfs", "",
+			[]string{`cgroupDriver: "systemd"`, "uses the cgroupfs cgroup driver", "SystemdCgroup = true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse("d.yaml", []byte(header+tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Agent.RuntimeDriver("d.yaml", "unix:///run/rt.sock", tc.runtime)
+			if tc.wantErr == nil {
+				if err != nil || got != tc.want {
+					t.Fatalf("RuntimeDriver = %q, %v; want %q", got, err, tc.want)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("RuntimeDriver = %q, %v; want an ErrInvalid error", got, err)
+			}
+			for _, w := range append(tc.wantErr, "d.yaml") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}

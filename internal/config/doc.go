@@ -49,6 +49,8 @@
 //	failCgroupV1                      true (defaults.go, since v1.35): run refuses cgroup v1
 //	failSwapOn                        true (defaults.go): run refuses a machine with swap on
 //	memorySwap.swapBehavior           NoSwap ("" is NoSwap; LimitedSwap needs cgroup v2)
+//	cgroupDriver                      cgroupfs; unset, run takes the container runtime's
+//	                                  (CRI RuntimeConfig); set, the runtime must agree
 //
 // LoadSources adds the kubelet's other two sources: the drop-in directory
 // (--config-dir), whose *.conf files are merged over the file in lexical

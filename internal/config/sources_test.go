@@ -301,7 +301,7 @@ func TestLoadE2ENodeConfig(t *testing.T) {
 	want := Agent{
 		StaticPodPath: "/tmp/e2e-node/static-pods357026526", RuntimeEndpoint: "unix:///run/e2e.sock",
 		PodLogsDir: "/var/log/pods", Address: "0.0.0.0", ReadOnlyPort: 10255, EnableProfilingHandler: true,
-		CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
+		CgroupDriver: "cgroupfs", CgroupDriverSet: true, CgroupRoot: "/", CgroupsPerQOS: true, // the file sets it
 		SyncFrequency: defaultSyncFrequency, FileCheckFrequency: defaultFileCheckFrequency, RuntimeRequestTimeout: defaultRuntimeRequestTimeout,
 		HealthzBindAddress: "127.0.0.1", HealthzPort: 10248, RuntimeCgroups: "/docker-daemon",
 		FailSwapOn: true, SwapBehavior: SwapNo,

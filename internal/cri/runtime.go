@@ -18,3 +18,10 @@ func (c *Client) UpdateContainerResources(ctx context.Context, containerID strin
 	})
 	return err
 }
+
+// RuntimeConfig returns the runtime's configuration: on Linux, the cgroup
+// driver it uses (Linux.CgroupDriver). Runtimes older than the call (containerd
+// before 2.0) answer ErrUnimplemented.
+func (c *Client) RuntimeConfig(ctx context.Context) (*runtimeapi.RuntimeConfigResponse, error) {
+	return call(ctx, c, "RuntimeConfig", c.rt.RuntimeConfig, &runtimeapi.RuntimeConfigRequest{})
+}

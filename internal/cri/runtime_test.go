@@ -18,6 +18,14 @@ type runtimeServer struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	sandboxes map[string]*runtimeapi.PodSandboxStatus
 	updated   chan *runtimeapi.UpdateContainerResourcesRequest
+	linux     *runtimeapi.LinuxRuntimeConfiguration // RuntimeConfig's answer; nil: Unimplemented
+}
+
+func (s *runtimeServer) RuntimeConfig(ctx context.Context, r *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
+	if s.linux == nil {
+		return s.UnimplementedRuntimeServiceServer.RuntimeConfig(ctx, r)
+	}
+	return &runtimeapi.RuntimeConfigResponse{Linux: s.linux}, nil
 }
 
 func (s *runtimeServer) Status(_ context.Context, r *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
@@ -73,5 +81,22 @@ func TestRuntimeCalls(t *testing.T) {
 	req := <-srv.updated
 	if req.ContainerId != "c1" || req.GetLinux().GetCpuShares() != 512 {
 		t.Errorf("UpdateContainerResources sent %v", req)
+	}
+}
+
+// TestRuntimeConfig: the runtime's cgroup driver comes back as it answered,
+// and a runtime without the call (containerd 1.x) gives ErrUnimplemented.
+func TestRuntimeConfig(t *testing.T) {
+	t.Parallel()
+	linux := &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS}
+	got, err := serveRuntime(t, &runtimeServer{linux: linux}).RuntimeConfig(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(linux, got.GetLinux(), protocmp.Transform()); diff != "" {
+		t.Errorf("RuntimeConfig Linux (-want +got):\n%s", diff)
+	}
+	if _, err := serveRuntime(t, &runtimeServer{}).RuntimeConfig(t.Context()); !errors.Is(err, ErrUnimplemented) {
+		t.Errorf("RuntimeConfig of a runtime without it: error = %v, want ErrUnimplemented", err)
 	}
 }

@@ -144,6 +144,30 @@ func Run(ctx context.Context, o Options) error {
 	if err := ac.HostErr(file, host); err != nil {
 		return ConfigError{err}
 	}
+	// A runtime of the configuration's is asked for its cgroup driver before
+	// anything is touched, as the kubelet asks at start: unset, cgroupDriver
+	// becomes the runtime's; set to another, run refuses to start. The
+	// managed containerd is asked once it runs, below.
+	var rt *cri.Client
+	if ac.RuntimeEndpoint != "" {
+		if rt, err = cri.New(ac.RuntimeEndpoint, cri.Options{Timeout: ac.RuntimeRequestTimeout}); err != nil {
+			return ConfigError{fmt.Errorf("containerRuntimeEndpoint %q: %w", ac.RuntimeEndpoint, err)}
+		}
+		defer rt.Close()
+		driver, err := cgroupDriver(ctx, rt, driverRetryWait, file, ac.RuntimeEndpoint, ac, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if driver != ac.CgroupDriver {
+			ac.CgroupDriver = driver
+			if err := ac.RunnableErr(file); err != nil {
+				return ConfigError{fmt.Errorf("the container runtime at %s uses the %s cgroup driver: %w", ac.RuntimeEndpoint, driver, err)}
+			}
+		}
+	}
 	// In a cluster: the API client, and the heartbeat client of the Node's
 	// status and Lease, whose requests time out.
 	var client, heartbeat *kubeclient.Clientset // nil: standalone
@@ -247,11 +271,22 @@ func Run(ctx context.Context, o Options) error {
 		}
 		endpoint = m.Endpoint()
 	}
-	rt, err := cri.New(endpoint, cri.Options{Timeout: ac.RuntimeRequestTimeout})
-	if err != nil {
-		return ConfigError{fmt.Errorf("containerRuntimeEndpoint %q: %w", endpoint, err)}
+	if rt == nil {
+		if rt, err = cri.New(endpoint, cri.Options{Timeout: ac.RuntimeRequestTimeout}); err != nil {
+			return fmt.Errorf("managed containerd endpoint %q: %w", endpoint, err)
+		}
+		defer rt.Close()
+		// The managed containerd is configured from cgroupDriver: where it
+		// reports its driver, the two must agree, set or not.
+		own := ac
+		own.CgroupDriverSet = true
+		if _, err := cgroupDriver(ctx, rt, driverRetryWait, file, endpoint, own, log); err != nil {
+			if ctx.Err() != nil {
+				return g.Wait()
+			}
+			return err
+		}
 	}
-	defer rt.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
