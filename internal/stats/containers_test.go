@@ -21,7 +21,7 @@ import (
 // directory and adds the links a real /proc has, which the repository does
 // not keep: each process's ns/net and fd entries, and self/ns/net (the
 // agent's, the node's namespace).
-func containerFixture(t *testing.T, version string, links map[string]string) string {
+func containerFixture(t testing.TB, version string, links map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata/containers", version))); err != nil {
@@ -43,7 +43,7 @@ func containerFixture(t *testing.T, version string, links map[string]string) str
 // containerProvider is a provider over the fixture at dir whose runtime
 // lists sandboxes and containers, whose writable layers are on device
 // 254:1 (vda1 in the fixture's partitions), logging to log.
-func containerProvider(t *testing.T, dir string, sandboxes []*apitest.FakePodSandbox, ctrs []*apitest.FakeContainer, stats []*runtimeapi.ContainerStats, log *bytes.Buffer) *Provider {
+func containerProvider(t testing.TB, dir string, sandboxes []*apitest.FakePodSandbox, ctrs []*apitest.FakeContainer, stats []*runtimeapi.ContainerStats, log *bytes.Buffer) *Provider {
 	t.Helper()
 	rt := fakeRuntime{apitest.NewFakeRuntimeService(), apitest.NewFakeImageService()}
 	rt.SetFakeSandboxes(sandboxes)
@@ -225,5 +225,24 @@ func TestContainersRuntimeError(t *testing.T) {
 	p.deps.Runtime.(fakeRuntime).FakeRuntimeService.InjectError("ListContainers", errors.New("runtime down"))
 	if _, err := p.Containers(t.Context()); err == nil || !strings.Contains(err.Error(), "runtime down") {
 		t.Errorf("Containers = %v, want the runtime's error", err)
+	}
+}
+
+// BenchmarkContainersV2 times one read of the v2 fixture's pod: its sandbox
+// and one container, each from its own cgroup and /proc (a /metrics/cadvisor
+// scrape's work).
+func BenchmarkContainersV2(b *testing.B) {
+	dir := containerFixture(b, "v2", map[string]string{
+		"proc/400/ns/net": "net:[4026532300]",
+		"proc/500/ns/net": "net:[4026532300]", "proc/500/fd/0": "/dev/null", "proc/500/fd/1": "socket:[21]",
+	})
+	p := containerProvider(b, dir,
+		[]*apitest.FakePodSandbox{sandbox("sb3", "default", "db", "3333", runtimeapi.PodSandboxState_SANDBOX_READY, 1700000100e9)},
+		[]*apitest.FakeContainer{container("c3", "sb3", "db", "docker.io/library/db:1", runtimeapi.ContainerState_CONTAINER_RUNNING, 1700000200e9)},
+		nil, &bytes.Buffer{})
+	for b.Loop() {
+		if _, err := p.Containers(b.Context()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -474,6 +474,26 @@ func BenchmarkSummaryPod(b *testing.B) {
 	}
 }
 
+// BenchmarkSummaryPodV2 times one Summary of the v2 fixture node with one
+// Guaranteed pod (kubepods/pod2222) of one container.
+func BenchmarkSummaryPodV2(b *testing.B) {
+	f := newPodFixture(b)
+	f.rt.SetFakeSandboxes([]*apitest.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
+		Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "2222"}, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: f.sandboxCreated}}})
+	f.rt.SetFakeContainers([]*apitest.FakeContainer{{SandboxID: "sb2", ContainerStatus: runtimeapi.ContainerStatus{Id: "c3",
+		Metadata: &runtimeapi.ContainerMetadata{Name: "db"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: f.appCreated}}})
+	p, err := New(Config{ProcRoot: "testdata/v2/proc", CgroupFSRoot: "testdata/v2/cgroup", RootDir: f.rootDir, LogDir: f.logDir},
+		Deps{Runtime: f.rt, Statfs: f.statfs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := p.Summary(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // TestPodCgroupV2 checks the pod figures read from a v2 pod cgroup
 // (Guaranteed, kubepods/pod2222): memory.current, memory.max, memory.stat,
 // cpu.stat, cgroup.procs and the pressure files.
