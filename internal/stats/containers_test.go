@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -123,7 +124,8 @@ func TestContainersV1(t *testing.T) {
 			Namespace: "default", Pod: "web", Container: "app", ID: "c1", Image: "docker.io/library/app:1",
 			Cgroup: "/kubepods/burstable/pod1111/c1", Time: t0, StartTime: time.Unix(0, 1700000200e9),
 			// cpuacct.stat user 100, system 50 ticks of 10 ms.
-			CPU: CPUSample{Usage: 1500000000, User: 1000000000, System: 500000000},
+			// cpu.stat of the cpu hierarchy: throttled 5 of 50 periods, for 0.3 s.
+			CPU: CPUSample{Usage: 1500000000, User: 1000000000, System: 500000000, Periods: 50, ThrottledPeriods: 5, ThrottledTime: 300000000},
 			// working set = usage 5e7 − total_inactive_file 5e6.
 			Memory: MemorySample{Usage: 50000000, MaxUsage: 60000000, WorkingSet: 45000000, RSS: 30000000, Cache: 10000000,
 				MappedFile: 4096000, Swap: 8192, Failcnt: 3, PgFault: 1234, PgMajFault: 5, HierPgFault: 2345, HierPgMajFault: 6, OOMKills: 1},
@@ -165,8 +167,9 @@ func TestContainersV1(t *testing.T) {
 	}
 }
 
-// TestContainersV2 reads the cgroup v2 equivalents: cpu.stat, memory.current
-// and .peak, memory.events, cpu.max and cpu.weight, io.stat.
+// TestContainersV2 reads the cgroup v2 equivalents: cpu.stat (its
+// throttling counters included), memory.current and .peak, memory.events,
+// cpu.max and cpu.weight, io.stat, and the pressure files.
 func TestContainersV2(t *testing.T) {
 	t.Parallel()
 	dir := containerFixture(t, "v2", map[string]string{
@@ -192,7 +195,15 @@ func TestContainersV2(t *testing.T) {
 		{
 			Namespace: "default", Pod: "db", Container: "db", ID: "c3", Image: "docker.io/library/db:1",
 			Cgroup: "/kubepods/pod3333/c3", Time: t0, StartTime: time.Unix(0, 1700000200e9),
-			CPU: CPUSample{Usage: 2500000000, User: 2000000000, System: 500000000},
+			// cpu.stat: throttled 4 of 10 periods for 250000 µs, one burst of 1000 µs.
+			CPU: CPUSample{Usage: 2500000000, User: 2000000000, System: 500000000, Periods: 10, ThrottledPeriods: 4, ThrottledTime: 250000000, BurstPeriods: 1, BurstTime: 1000000},
+			// The pressure files as they are; the sandbox's cgroup has none (a
+			// kernel without PSI): its PSI is empty.
+			PSI: Pressure{
+				CPU:    &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 12.5, Avg60: 6.25, Avg300: 1, Total: 5000000}, Full: statsapi.PSIData{Avg10: 3, Avg60: 1.5, Avg300: 0.25, Total: 1000000}},
+				Memory: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.4, Avg60: 0.2, Avg300: 0.05, Total: 2000}, Full: statsapi.PSIData{Avg10: 0.2, Avg60: 0.1, Avg300: 0.02, Total: 1000}},
+				IO:     &statsapi.PSIStats{Some: statsapi.PSIData{Total: 300}, Full: statsapi.PSIData{Total: 100}},
+			},
 			// working set = memory.current 8e7 − inactive_file 1.5e7;
 			// failcnt = memory.events max.
 			Memory: MemorySample{Usage: 80000000, MaxUsage: 85000000, WorkingSet: 65000000, RSS: 60000000, Cache: 20000000,
