@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,11 +48,17 @@ const (
 	childAnon = 24 << 20 // bytes of anonymous memory it touches and keeps
 	childFile = 4 << 20  // bytes it writes to the file named by $NK_STATS_TEST_FILE
 	childCPU  = 50e6     // ns of cpu time it burns once in its cgroup
+	// bytes it writes to, then reads from, the block device named by
+	// $NK_STATS_TEST_DEV, bypassing the page cache (O_DIRECT), so that the
+	// I/O is its own on both cgroup versions
+	childWrite, childRead = 1 << 20, 512 << 10
+	ioBlock               = 64 << 10 // bytes per write or read
 )
 
 // busyChild is the process of TestRealCgroupStats: it says "ready", waits for
 // a line on stdin (sent once it is in its cgroup), touches childAnon bytes,
-// writes childFile bytes to a file, says "filled", waits for a line (sent
+// writes childFile bytes to a file, writes and reads a block device in
+// ioBlock pieces, says "filled", waits for a line (sent
 // once its cpu quota is set), burns childCPU of cpu time, says "done" and
 // then idles until stdin closes, so that its cgroup's figures hold still
 // while the test reads them.
@@ -66,6 +75,10 @@ func busyChild() {
 	}
 	if err := os.WriteFile(os.Getenv("NK_STATS_TEST_FILE"), make([]byte, childFile), 0o600); err != nil {
 		fmt.Println("write:", err)
+		os.Exit(4)
+	}
+	if err := directIO(os.Getenv("NK_STATS_TEST_DEV")); err != nil {
+		fmt.Println("io:", err)
 		os.Exit(4)
 	}
 	fmt.Println("filled")
@@ -87,6 +100,73 @@ func busyChild() {
 	fmt.Println("done")
 	_, _ = io.Copy(io.Discard, in)
 	keep[0]++
+}
+
+// directIO writes childWrite bytes to the block device dev, then reads
+// childRead bytes, ioBlock at a time, with O_DIRECT (from a buffer aligned
+// to the page, as O_DIRECT wants).
+func directIO(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDWR|syscall.O_DIRECT, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	raw := make([]byte, ioBlock+4096)
+	off := 0
+	for uintptr(unsafe.Pointer(&raw[off]))%4096 != 0 {
+		off++
+	}
+	buf := raw[off : off+ioBlock]
+	for i := 0; i < childWrite; i += ioBlock {
+		if _, err := f.WriteAt(buf, int64(i)); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < childRead; i += ioBlock {
+		if _, err := f.ReadAt(buf, int64(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loopDevice attaches a 16 MiB file of the test's to a free loop device
+// (detached at the test's end) and returns its node and number.
+func loopDevice(t *testing.T) (string, devNum) {
+	t.Helper()
+	if _, err := exec.LookPath("losetup"); err != nil {
+		integration.Require(t, "the real cgroup stats test needs losetup (util-linux)")
+	}
+	// A machine booted without a distribution's static device nodes (the
+	// cgroup v2 VM's busybox init) has no /dev/loop-control until the loop
+	// module is loaded, which udev or systemd would do at boot.
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		if out, err := exec.Command("modprobe", "loop").CombinedOutput(); err != nil {
+			integration.Require(t, fmt.Sprintf("no loop devices: modprobe loop: %v: %s", err, out))
+		}
+	}
+	img := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup --find --show %s: %v: %s", img, err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
+			t.Errorf("losetup --detach %s: %v: %s", dev, err, out)
+		}
+	})
+	var st syscall.Stat_t
+	if err := syscall.Stat(dev, &st); err != nil {
+		t.Fatal(err)
+	}
+	return dev, devNum{uint64(unix.Major(st.Rdev)), uint64(unix.Minor(st.Rdev))}
 }
 
 // cgroupFiles reads a cgroup's files for the test, the way the kernel
@@ -148,6 +228,63 @@ func (f cgroupFiles) psiTotal(cg, name, line string) uint64 {
 	}
 	f.t.Fatalf("%s of %s: no %s line", name, cg, line)
 	return 0
+}
+
+// blkio returns the bytes read and written and the reads and writes of the
+// cgroup on the device n: v2 io.stat rbytes, wbytes, rios, wios; v1
+// blkio.throttle.io_service_bytes and io_serviced, Read and Write.
+func (f cgroupFiles) blkio(cg string, n devNum) (rbytes, wbytes, rios, wios uint64) {
+	f.t.Helper()
+	dev := fmt.Sprintf("%d:%d", n.major, n.minor)
+	parse := func(s string) uint64 {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			f.t.Fatalf("blkio of %s: %q", cg, s)
+		}
+		return v
+	}
+	if f.layout.Version == cgroups.V2 {
+		for line := range strings.Lines(f.file("", cg, "io.stat")) {
+			fields := strings.Fields(line)
+			if len(fields) == 0 || fields[0] != dev {
+				continue
+			}
+			for _, kv := range fields[1:] {
+				k, v, _ := strings.Cut(kv, "=")
+				switch k {
+				case "rbytes":
+					rbytes = parse(v)
+				case "wbytes":
+					wbytes = parse(v)
+				case "rios":
+					rios = parse(v)
+				case "wios":
+					wios = parse(v)
+				}
+			}
+		}
+		return
+	}
+	blkio := ""
+	for _, top := range f.layout.Hierarchies() {
+		if slices.Contains(strings.Split(filepath.Base(top), ","), "blkio") {
+			blkio = filepath.Join(top, cg)
+		}
+	}
+	get := func(name, op string) uint64 {
+		b, err := os.ReadFile(filepath.Join(blkio, name))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			if fields := strings.Fields(line); len(fields) == 3 && fields[0] == dev && fields[1] == op {
+				return parse(fields[2])
+			}
+		}
+		return 0
+	}
+	return get("blkio.throttle.io_service_bytes", "Read"), get("blkio.throttle.io_service_bytes", "Write"),
+		get("blkio.throttle.io_serviced", "Read"), get("blkio.throttle.io_serviced", "Write")
 }
 
 // cpuUsage is the cgroup's cpu time in ns: v2 cpu.stat usage_usec, v1
@@ -242,7 +379,10 @@ func testRealCgroupStats(t *testing.T) {
 	// which the child exceeds whatever the machine's load: it gets its
 	// share of a cpu, at load 18 on 2 cpus still 11%) and a 128 MiB limit.
 	// The quota is set once the child has filled its memory (which takes
-	// seconds of cpu under an emulated cpu).
+	// seconds of cpu under an emulated cpu). On v1 the kernel counts a
+	// device's blkio.throttle.* only once a rule is set on it: a rule that
+	// never limits (1 TiB/s).
+	dev, devNo := loopDevice(t)
 	sbCg, ctrCg := containerCgroup(podCg, "sb-real"), containerCgroup(podCg, "ctr-real")
 	makeContainerCgroup(t, l, sbCg, nil)
 	quota := map[string]string{"cpu.cfs_period_us": "20000", "cpu.cfs_quota_us": "1000"}
@@ -250,10 +390,12 @@ func testRealCgroupStats(t *testing.T) {
 		makeContainerCgroup(t, l, ctrCg, map[string]string{"memory.max": strconv.Itoa(128 << 20)})
 		quota = map[string]string{"cpu.max": "1000 20000"}
 	} else {
-		makeContainerCgroup(t, l, ctrCg, map[string]string{"memory.limit_in_bytes": strconv.Itoa(128 << 20)})
+		rule := fmt.Sprintf("%d:%d %d", devNo.major, devNo.minor, 1<<40)
+		makeContainerCgroup(t, l, ctrCg, map[string]string{"memory.limit_in_bytes": strconv.Itoa(128 << 20),
+			"blkio.throttle.read_bps_device": rule, "blkio.throttle.write_bps_device": rule})
 	}
 	start := time.Now()
-	runChild(t, l, ctrCg, filepath.Join(t.TempDir(), "written"), func() { writeCgroupFiles(t, l, ctrCg, quota) })
+	runChild(t, l, ctrCg, filepath.Join(t.TempDir(), "written"), dev, func() { writeCgroupFiles(t, l, ctrCg, quota) })
 	t.Logf("the child ran for %v", time.Since(start))
 
 	rt := fakeRuntime{apitest.NewFakeRuntimeService(), apitest.NewFakeImageService()}
@@ -411,6 +553,22 @@ func testRealCgroupStats(t *testing.T) {
 	if s.Procs.Processes != 1 || s.Spec.CPUQuota != 1000 || s.Spec.CPUPeriod != 20000 || s.Spec.MemoryLimit != 128<<20 {
 		t.Errorf("container processes %d, spec %+v; want 1 process, quota 1000 of 20000, a 128 MiB limit", s.Procs.Processes, s.Spec)
 	}
+	// The child's I/O on the loop device, as io.stat (v2) or
+	// blkio.throttle.io_service_bytes and io_serviced (v1) count it: every
+	// byte, in ioBlock requests (or fewer, larger ones where the block
+	// layer merged them).
+	d := slices.IndexFunc(s.Blkio, func(b BlkioDevice) bool { return b.Major == devNo.major && b.Minor == devNo.minor })
+	if d < 0 {
+		t.Fatalf("container blkio %+v: no %s (%d:%d)", s.Blkio, dev, devNo.major, devNo.minor)
+	}
+	bio := s.Blkio[d]
+	rb, wb, rios, wios := f.blkio(ctrCg, devNo)
+	if bio.Device != dev || bio.Bytes["Read"] != rb || bio.Bytes["Write"] != wb || bio.Serviced["Read"] != rios || bio.Serviced["Write"] != wios {
+		t.Errorf("container blkio %+v, want %s read %d bytes in %d, wrote %d in %d (the files)", bio, dev, rb, rios, wb, wios)
+	}
+	if rb != childRead || wb != childWrite || rios == 0 || rios > childRead/ioBlock || wios == 0 || wios > childWrite/ioBlock {
+		t.Errorf("the files count read %d bytes in %d, wrote %d in %d; the child read %d, wrote %d in %d-byte requests", rb, rios, wb, wios, childRead, childWrite, ioBlock)
+	}
 	if v2 {
 		if s.PSI.CPU == nil || s.PSI.Memory == nil || s.PSI.IO == nil {
 			t.Fatalf("container psi %+v, want cpu, memory and io", s.PSI)
@@ -465,13 +623,14 @@ func writeCgroupFiles(t *testing.T, l cgroups.Layout, cg string, files map[strin
 }
 
 // runChild starts busyChild, moves it into the cgroup cg (in every hierarchy
-// that has cg), lets it fill its memory, calls filled, lets it burn its cpu,
+// that has cg), lets it fill its memory and do its I/O on dev, calls filled,
+// lets it burn its cpu,
 // and returns once it is done; it is stopped (its stdin closed) and waited
 // for at the test's end, before the cgroups are removed.
-func runChild(t *testing.T, l cgroups.Layout, cg, file string, filled func()) {
+func runChild(t *testing.T, l cgroups.Layout, cg, file, dev string, filled func()) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"=1", "NK_STATS_TEST_FILE="+file)
+	cmd.Env = append(os.Environ(), childEnv+"=1", "NK_STATS_TEST_FILE="+file, "NK_STATS_TEST_DEV="+dev)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
