@@ -333,9 +333,11 @@ func within(t *testing.T, what string, got, a, b, tol uint64) {
 // /metrics/cadvisor sample, against the files of cgroups the test made (a
 // pod cgroup by internal/cgroups, a container cgroup <pod>/<ID> under it as
 // the runtime makes it) holding a process of its own that used memory, cpu
-// (throttled by the container's cpu.max) and wrote a file: memory from
-// memory.current and memory.stat (working set = current − inactive_file),
-// cpu from cpu.stat, processes, and PSI from the *.pressure files.
+// (throttled by the container's cpu.max), wrote a file and did direct I/O
+// on a loop device: memory from memory.current and memory.stat (working set
+// = current − inactive_file), cpu and CFS counters from cpu.stat,
+// processes and threads, block I/O from io.stat, and PSI from the
+// *.pressure files.
 func TestRealCgroupStatsV2(t *testing.T) {
 	integration.OnCgroup(t, 2)
 	testRealCgroupStats(t)
@@ -343,7 +345,8 @@ func TestRealCgroupStatsV2(t *testing.T) {
 
 // TestRealCgroupStatsV1 is TestRealCgroupStatsV2 on cgroup v1: the figures
 // from memory.usage_in_bytes, memory.stat's total_* fields, cpuacct.usage,
-// the cpu hierarchy's cpu.stat, and no PSI but the node's (/proc/pressure).
+// the cpu hierarchy's cpu.stat, blkio.throttle.io_service_bytes and
+// io_serviced, and no PSI but the node's (/proc/pressure).
 func TestRealCgroupStatsV1(t *testing.T) {
 	integration.OnCgroup(t, 1)
 	testRealCgroupStats(t)
