@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/internal/stats"
 )
@@ -35,6 +36,17 @@ var (
 	cadCPUUsage       = cadvisorDesc("container_cpu_usage_seconds_total", "CPU time the container has used, in seconds (cpu=\"total\": all cpus).", "cpu")
 	cadCPUUser        = cadvisorDesc("container_cpu_user_seconds_total", "CPU time the container has used in user mode, in seconds.")
 	cadCPUSystem      = cadvisorDesc("container_cpu_system_seconds_total", "CPU time the container has used in kernel mode, in seconds.")
+	cadCFSPeriods     = cadvisorDesc("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals.")
+	cadCFSThrottled   = cadvisorDesc("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals.")
+	cadCFSThrottledS  = cadvisorDesc("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled.")
+	cadCFSBursts      = cadvisorDesc("container_cpu_cfs_burst_periods_total", "Number of periods when burst occurs.")
+	cadCFSBurstS      = cadvisorDesc("container_cpu_cfs_burst_seconds_total", "Total time duration the container has been bursted.")
+	cadPSICPUFull     = cadvisorDesc("container_pressure_cpu_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to CPU congestion.")
+	cadPSICPUSome     = cadvisorDesc("container_pressure_cpu_waiting_seconds_total", "Total time duration tasks in the container have waited due to CPU congestion.")
+	cadPSIMemFull     = cadvisorDesc("container_pressure_memory_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to memory congestion.")
+	cadPSIMemSome     = cadvisorDesc("container_pressure_memory_waiting_seconds_total", "Total time duration tasks in the container have waited due to memory congestion.")
+	cadPSIIOFull      = cadvisorDesc("container_pressure_io_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to IO congestion.")
+	cadPSIIOSome      = cadvisorDesc("container_pressure_io_waiting_seconds_total", "Total time duration tasks in the container have waited due to IO congestion.")
 	cadMemUsage       = cadvisorDesc("container_memory_usage_bytes", "Memory the container's cgroup is charged for, page cache included, in bytes.")
 	cadMemMaxUsage    = cadvisorDesc("container_memory_max_usage_bytes", "The highest memory usage recorded for the container, in bytes.")
 	cadMemWorkingSet  = cadvisorDesc("container_memory_working_set_bytes", "The container's memory working set (usage less inactive file pages), in bytes.")
@@ -85,6 +97,8 @@ var (
 	cadNetTxDropped   = cadvisorDesc("container_network_transmit_packets_dropped_total", "Packets dropped transmitting on the interface.", "interface")
 	cadScrapeError    = prometheus.NewDesc("container_scrape_error", "1 if reading the containers for this scrape failed, else 0.", nil, nil)
 	cadvisorMetricSet = []*prometheus.Desc{cadLastSeen, cadStartTime, cadCPUUsage, cadCPUUser, cadCPUSystem,
+		cadCFSPeriods, cadCFSThrottled, cadCFSThrottledS, cadCFSBursts, cadCFSBurstS,
+		cadPSICPUFull, cadPSICPUSome, cadPSIMemFull, cadPSIMemSome, cadPSIIOFull, cadPSIIOSome,
 		cadMemUsage, cadMemMaxUsage, cadMemWorkingSet, cadMemRSS, cadMemCache, cadMemMapped, cadMemSwap, cadMemFailcnt, cadMemFailures, cadOOMEvents,
 		cadSpecCPUPeriod, cadSpecCPUQuota, cadSpecCPUShares, cadSpecMemLimit, cadSpecMemResv, cadSpecSwapLimit,
 		cadProcesses, cadThreads, cadThreadsMax, cadFDs, cadSockets, cadUlimits,
@@ -152,6 +166,26 @@ func containerSeries(ch chan<- prometheus.Metric, s *stats.ContainerSample) {
 	read(cadCPUUsage, counter, seconds(s.CPU.Usage), "total")
 	read(cadCPUUser, counter, seconds(s.CPU.User))
 	read(cadCPUSystem, counter, seconds(s.CPU.System))
+	// The CFS counters, for a container with a cpu quota, as cadvisor.
+	if s.Spec.CPUQuota != 0 {
+		read(cadCFSPeriods, counter, float64(s.CPU.Periods))
+		read(cadCFSThrottled, counter, float64(s.CPU.ThrottledPeriods))
+		read(cadCFSThrottledS, counter, seconds(s.CPU.ThrottledTime))
+		read(cadCFSBursts, counter, float64(s.CPU.BurstPeriods))
+		read(cadCFSBurstS, counter, seconds(s.CPU.BurstTime))
+	}
+	// PSI, where the cgroup has it (v2): "full" is stalled, "some" waiting;
+	// the kernel's totals are microseconds.
+	for _, p := range []struct {
+		psi        *statsapi.PSIStats
+		full, some *prometheus.Desc
+	}{{s.PSI.CPU, cadPSICPUFull, cadPSICPUSome}, {s.PSI.Memory, cadPSIMemFull, cadPSIMemSome}, {s.PSI.IO, cadPSIIOFull, cadPSIIOSome}} {
+		if p.psi == nil {
+			continue
+		}
+		read(p.full, counter, float64(p.psi.Full.Total)/1e6)
+		read(p.some, counter, float64(p.psi.Some.Total)/1e6)
+	}
 
 	m := s.Memory
 	read(cadMemUsage, gauge, float64(m.Usage))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/internal/stats"
 )
@@ -15,7 +16,9 @@ import (
 // /metrics/cadvisor gives each sample's figures under cadvisor's names, types
 // and labels (the kubelet's: container, id, image, name, namespace, pod),
 // the figures read at the sample's time stamped with it (ms), the limits and
-// start time unstamped, cpu in seconds, the sandbox's interfaces, and
+// start time unstamped, cpu in seconds, the CFS counters of a container with
+// a cpu quota, the PSI totals where the cgroup has them, the sandbox's
+// interfaces, and
 // container_scrape_error 0; devices without a name share the label "" and
 // their fs series add up. Without samples, only container_scrape_error 1.
 func TestCadvisorMetrics(t *testing.T) {
@@ -34,7 +37,13 @@ func TestCadvisorMetrics(t *testing.T) {
 		{
 			Namespace: "default", Pod: "web", Container: "app", ID: "c1", Image: "app:1",
 			Cgroup: "/kubepods/burstable/pod1111/c1", Time: at, StartTime: time.Unix(1_699_999_000, 500_000_000),
-			CPU: stats.CPUSample{Usage: 1_500_000_000, User: 1_000_000_000, System: 250_000_000},
+			CPU: stats.CPUSample{Usage: 1_500_000_000, User: 1_000_000_000, System: 250_000_000,
+				Periods: 50, ThrottledPeriods: 5, ThrottledTime: 300_000_000, BurstPeriods: 1, BurstTime: 2_000_000},
+			PSI: stats.Pressure{
+				CPU:    &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 12.5, Total: 5_000_000}, Full: statsapi.PSIData{Total: 1_000_000}},
+				Memory: &statsapi.PSIStats{Some: statsapi.PSIData{Total: 2000}, Full: statsapi.PSIData{Total: 1000}},
+				IO:     &statsapi.PSIStats{Some: statsapi.PSIData{Total: 300}, Full: statsapi.PSIData{Total: 100}},
+			},
 			Memory: stats.MemorySample{Usage: 4096, MaxUsage: 8192, WorkingSet: 2048, RSS: 1024, Cache: 512, MappedFile: 256, Swap: 128,
 				Failcnt: 3, PgFault: 10, PgMajFault: 1, HierPgFault: 20, HierPgMajFault: 2, OOMKills: 1},
 			Spec:  stats.SpecSample{CPUPeriod: 100000, CPUQuota: 20000, CPUShares: 102, MemoryLimit: 64 << 20, MemorySwapLimit: 64 << 20},
@@ -62,6 +71,12 @@ func TestCadvisorMetrics(t *testing.T) {
 		blk + `"",id="/kubepods/burstable/pod1111/c1",image="app:1",major="7",minor="2",name="c1",namespace="default",operation="Read",pod="web"} 100` + ms,
 		blk + `"/dev/vda",id="/kubepods/burstable/pod1111/c1",image="app:1",major="254",minor="0",name="c1",namespace="default",operation="Read",pod="web"} 4096` + ms,
 		blk + `"/dev/vda",id="/kubepods/burstable/pod1111/c1",image="app:1",major="254",minor="0",name="c1",namespace="default",operation="Write",pod="web"} 8192` + ms,
+		// The CFS counters of the container with a quota alone.
+		`container_cpu_cfs_burst_periods_total{container="app",` + app + `} 1` + ms,
+		`container_cpu_cfs_burst_seconds_total{container="app",` + app + `} 0.002` + ms,
+		`container_cpu_cfs_periods_total{container="app",` + app + `} 50` + ms,
+		`container_cpu_cfs_throttled_periods_total{container="app",` + app + `} 5` + ms,
+		`container_cpu_cfs_throttled_seconds_total{container="app",` + app + `} 0.3` + ms,
 		`container_cpu_system_seconds_total{container="POD",` + pod + `} 0` + ms,
 		`container_cpu_system_seconds_total{container="app",` + app + `} 0.25` + ms,
 		`container_cpu_usage_seconds_total{container="POD",cpu="total",` + pod + `} 0.02` + ms,
@@ -113,6 +128,14 @@ func TestCadvisorMetrics(t *testing.T) {
 		`container_network_transmit_packets_total` + eth + `32` + ms,
 		`container_oom_events_total{container="POD",` + pod + `} 0` + ms,
 		`container_oom_events_total{container="app",` + app + `} 1` + ms,
+		// PSI totals (µs) in seconds: full is stalled, some waiting; the
+		// sandbox has no PSI (cgroup v1, say): no series.
+		`container_pressure_cpu_stalled_seconds_total{container="app",` + app + `} 1` + ms,
+		`container_pressure_cpu_waiting_seconds_total{container="app",` + app + `} 5` + ms,
+		`container_pressure_io_stalled_seconds_total{container="app",` + app + `} 0.0001` + ms,
+		`container_pressure_io_waiting_seconds_total{container="app",` + app + `} 0.0003` + ms,
+		`container_pressure_memory_stalled_seconds_total{container="app",` + app + `} 0.001` + ms,
+		`container_pressure_memory_waiting_seconds_total{container="app",` + app + `} 0.002` + ms,
 		`container_processes{container="POD",` + pod + `} 1` + ms,
 		`container_processes{container="app",` + app + `} 2` + ms,
 		"container_scrape_error 0\n",

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
 	"github.com/nodekeeper/nodekeeper/internal/cgroups"
 )
 
@@ -33,20 +35,26 @@ func (r cgroupReader) cpuUsage(cgPath string) (uint64, error) {
 }
 
 // cpuTimes reads the cgroup's cumulative cpu time, in nanoseconds, and with
-// modes its user and system parts too: v1 cpuacct.usage (and cpuacct.stat,
-// in USER_HZ ticks, read only with modes; optional); v2 cpu.stat usage_usec
-// (user_usec, system_usec) × 1000.
+// modes its user and system parts and its CFS throttling too: v1
+// cpuacct.usage (and cpuacct.stat, in USER_HZ ticks, and the cpu
+// hierarchy's cpu.stat nr_periods, nr_throttled, throttled_time, nr_bursts,
+// burst_time, read only with modes; optional); v2 cpu.stat usage_usec
+// (user_usec, system_usec, nr_periods, nr_throttled, throttled_usec,
+// nr_bursts, burst_usec) × 1000 for the times.
 func (r cgroupReader) cpuTimes(cgPath string, modes bool) (CPUSample, error) {
 	if r.layout.Version == cgroups.V2 {
 		p := filepath.Join(r.layout.Dir("", cgPath), "cpu.stat")
-		st, err := readKeyed(p, "usage_usec", "user_usec", "system_usec")
+		st, err := readKeyed(p, "usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled", "throttled_usec", "nr_bursts", "burst_usec")
 		if err != nil {
 			return CPUSample{}, err
 		}
 		if _, ok := st["usage_usec"]; !ok {
 			return CPUSample{}, fmt.Errorf("%s: no usage_usec field", p)
 		}
-		return CPUSample{Usage: st["usage_usec"] * 1000, User: st["user_usec"] * 1000, System: st["system_usec"] * 1000}, nil
+		const us = 1000
+		return CPUSample{Usage: st["usage_usec"] * us, User: st["user_usec"] * us, System: st["system_usec"] * us,
+			Periods: st["nr_periods"], ThrottledPeriods: st["nr_throttled"], ThrottledTime: st["throttled_usec"] * us,
+			BurstPeriods: st["nr_bursts"], BurstTime: st["burst_usec"] * us}, nil
 	}
 	dir := r.layout.Dir("cpuacct", cgPath)
 	if dir == "" {
@@ -61,7 +69,37 @@ func (r cgroupReader) cpuTimes(cgPath string, modes bool) (CPUSample, error) {
 		return CPUSample{}, err
 	}
 	const tick = 1e9 / userHZ
-	return CPUSample{Usage: usage, User: st["user"] * tick, System: st["system"] * tick}, nil
+	out := CPUSample{Usage: usage, User: st["user"] * tick, System: st["system"] * tick}
+	if cpu := r.layout.Dir("cpu", cgPath); cpu != "" {
+		cfs, err := optional(readKeyed(filepath.Join(cpu, "cpu.stat"), "nr_periods", "nr_throttled", "throttled_time", "nr_bursts", "burst_time"))
+		if err != nil {
+			return CPUSample{}, err
+		}
+		out.Periods, out.ThrottledPeriods, out.ThrottledTime = cfs["nr_periods"], cfs["nr_throttled"], cfs["throttled_time"]
+		out.BurstPeriods, out.BurstTime = cfs["nr_bursts"], cfs["burst_time"]
+	}
+	return out, nil
+}
+
+// psi reads the cgroup's pressure stall figures from its cpu.pressure,
+// memory.pressure and io.pressure (cgroup v2; the root cgroup has them
+// too, the same figures as <proc>/pressure). Every field is nil on v1,
+// whose cgroups keep none, and a file that is missing (a kernel without
+// PSI, or booted with psi=0, where reading fails with EOPNOTSUPP) or
+// unreadable leaves its field nil: PSI is optional in the Summary.
+func (r cgroupReader) psi(cgPath string) Pressure {
+	if r.layout.Version != cgroups.V2 {
+		return Pressure{}
+	}
+	dir := r.layout.Dir("", cgPath)
+	read := func(name string) *statsapi.PSIStats {
+		p, err := readPSI(filepath.Join(dir, name))
+		if err != nil {
+			return nil
+		}
+		return p
+	}
+	return Pressure{CPU: read("cpu.pressure"), Memory: read("memory.pressure"), IO: read("io.pressure")}
 }
 
 // memory returns the cgroup's memory stats. isRoot selects the root

@@ -19,8 +19,13 @@ import (
 // The files read for one container (paths relative to its cgroup directory
 // in the hierarchy named, or to <proc>):
 //
-//	cpu        v1 cpuacct: cpuacct.usage (ns); cpuacct.stat user, system (USER_HZ ticks)
-//	           v2 cpu.stat usage_usec, user_usec, system_usec
+//	cpu        v1 cpuacct: cpuacct.usage (ns); cpuacct.stat user, system (USER_HZ ticks);
+//	           cpu: cpu.stat nr_periods, nr_throttled, throttled_time (ns),
+//	           nr_bursts, burst_time (ns)
+//	           v2 cpu.stat usage_usec, user_usec, system_usec, nr_periods,
+//	           nr_throttled, throttled_usec, nr_bursts, burst_usec
+//	psi        v2 only: cpu.pressure, memory.pressure, io.pressure (some and
+//	           full: avg10, avg60, avg300, total in µs); none on v1
 //	memory     v1 memory: memory.usage_in_bytes, memory.max_usage_in_bytes, memory.failcnt;
 //	           memory.stat total_cache, total_rss, total_mapped_file, total_swap,
 //	           total_inactive_file (working set = usage − it), pgfault, pgmajfault
@@ -108,6 +113,7 @@ func (e *sampleEnv) read(r cgroupReader, s *ContainerSample, network bool) error
 	if s.Memory, err = r.containerMemory(s.Cgroup); err != nil {
 		return err
 	}
+	s.PSI = r.psi(s.Cgroup)
 	if s.Spec, err = r.containerSpec(s.Cgroup); err != nil {
 		return err
 	}

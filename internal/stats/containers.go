@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/internal/cgroups"
 )
@@ -40,8 +41,10 @@ type ContainerSample struct {
 
 	CPU    CPUSample
 	Memory MemorySample
-	Spec   SpecSample
-	Procs  ProcessSample
+	// PSI is the cgroup's pressure stall information (cgroup v2 only).
+	PSI   Pressure
+	Spec  SpecSample
+	Procs ProcessSample
 	// Blkio is the block I/O of the container's cgroup per device, in the
 	// order the kernel lists the devices.
 	Blkio []BlkioDevice
@@ -54,9 +57,25 @@ type ContainerSample struct {
 	Network []InterfaceSample
 }
 
-// CPUSample is a cgroup's cumulative cpu time, in nanoseconds.
+// CPUSample is a cgroup's cumulative cpu time, in nanoseconds, and its CFS
+// bandwidth control counters: the enforcement periods that elapsed while it
+// had runnable tasks, those in which it was throttled and the time it was
+// throttled for, and the periods in which it used its burst and the time it
+// ran on it (0 on kernels that lack cpu.cfs_burst).
 type CPUSample struct {
 	Usage, User, System uint64
+
+	Periods, ThrottledPeriods, ThrottledTime uint64
+	BurstPeriods, BurstTime                  uint64
+}
+
+// Pressure is a cgroup's pressure stall information (PSI) for cpu, memory
+// and I/O: the "some" and "full" lines of its cpu.pressure, memory.pressure
+// and io.pressure, totals in microseconds as the kernel gives them (as the
+// kubelet reports them). A field is nil where the kernel keeps no such
+// figure: every field on cgroup v1, whose cgroups have no pressure files.
+type Pressure struct {
+	CPU, Memory, IO *statsapi.PSIStats
 }
 
 // MemorySample is a cgroup's memory figures, in bytes (Failcnt, the page
@@ -170,7 +189,7 @@ func (p *Provider) Containers(ctx context.Context) ([]ContainerSample, error) {
 		}
 		s := base
 		s.Container, s.ID, s.Image, s.StartTime = SandboxContainerName, sb.Id, p.cfg.SandboxImage, time.Unix(0, sb.CreatedAt)
-		s.Cgroup = path.Join(podCg, sb.Id)
+		s.Cgroup = containerCgroup(podCg, sb.Id)
 		if err := env.read(p.cg, &s, true); err != nil {
 			p.warnOnce(seen, sb.Id, "Container metrics: cannot read the pod sandbox; its series are left out", "pod", base.Namespace+"/"+base.Pod, "cgroup", s.Cgroup, "err", err)
 		} else {
@@ -179,7 +198,7 @@ func (p *Provider) Containers(ctx context.Context) ([]ContainerSample, error) {
 		for _, c := range bySandbox[sb.Id] {
 			s := base
 			s.Container, s.ID, s.Image, s.StartTime = c.GetMetadata().GetName(), c.Id, c.GetImage().GetImage(), time.Unix(0, c.CreatedAt)
-			s.Cgroup = path.Join(podCg, c.Id)
+			s.Cgroup = containerCgroup(podCg, c.Id)
 			if err := env.read(p.cg, &s, false); err != nil {
 				p.warnOnce(seen, c.Id, "Container metrics: cannot read the container; its series are left out", "pod", base.Namespace+"/"+base.Pod, "containerName", s.Container, "cgroup", s.Cgroup, "err", err)
 				continue
@@ -206,6 +225,13 @@ func (p *Provider) podCgroup(uid types.UID) string {
 		}
 	}
 	return ""
+}
+
+// containerCgroup is the cgroup path of the container (or sandbox) id in the
+// pod cgroup podCg: <podCg>/<id>, where the runtime puts it under the
+// cgroupfs driver.
+func containerCgroup(podCg, id string) string {
+	return path.Join(podCg, id)
 }
 
 // deviceName names the block device holding path ("" when unknown).

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -21,7 +22,7 @@ import (
 // directory and adds the links a real /proc has, which the repository does
 // not keep: each process's ns/net and fd entries, and self/ns/net (the
 // agent's, the node's namespace).
-func containerFixture(t *testing.T, version string, links map[string]string) string {
+func containerFixture(t testing.TB, version string, links map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata/containers", version))); err != nil {
@@ -43,7 +44,7 @@ func containerFixture(t *testing.T, version string, links map[string]string) str
 // containerProvider is a provider over the fixture at dir whose runtime
 // lists sandboxes and containers, whose writable layers are on device
 // 254:1 (vda1 in the fixture's partitions), logging to log.
-func containerProvider(t *testing.T, dir string, sandboxes []*apitest.FakePodSandbox, ctrs []*apitest.FakeContainer, stats []*runtimeapi.ContainerStats, log *bytes.Buffer) *Provider {
+func containerProvider(t testing.TB, dir string, sandboxes []*apitest.FakePodSandbox, ctrs []*apitest.FakeContainer, stats []*runtimeapi.ContainerStats, log *bytes.Buffer) *Provider {
 	t.Helper()
 	rt := fakeRuntime{apitest.NewFakeRuntimeService(), apitest.NewFakeImageService()}
 	rt.SetFakeSandboxes(sandboxes)
@@ -123,7 +124,8 @@ func TestContainersV1(t *testing.T) {
 			Namespace: "default", Pod: "web", Container: "app", ID: "c1", Image: "docker.io/library/app:1",
 			Cgroup: "/kubepods/burstable/pod1111/c1", Time: t0, StartTime: time.Unix(0, 1700000200e9),
 			// cpuacct.stat user 100, system 50 ticks of 10 ms.
-			CPU: CPUSample{Usage: 1500000000, User: 1000000000, System: 500000000},
+			// cpu.stat of the cpu hierarchy: throttled 5 of 50 periods, for 0.3 s.
+			CPU: CPUSample{Usage: 1500000000, User: 1000000000, System: 500000000, Periods: 50, ThrottledPeriods: 5, ThrottledTime: 300000000},
 			// working set = usage 5e7 − total_inactive_file 5e6.
 			Memory: MemorySample{Usage: 50000000, MaxUsage: 60000000, WorkingSet: 45000000, RSS: 30000000, Cache: 10000000,
 				MappedFile: 4096000, Swap: 8192, Failcnt: 3, PgFault: 1234, PgMajFault: 5, HierPgFault: 2345, HierPgMajFault: 6, OOMKills: 1},
@@ -165,8 +167,9 @@ func TestContainersV1(t *testing.T) {
 	}
 }
 
-// TestContainersV2 reads the cgroup v2 equivalents: cpu.stat, memory.current
-// and .peak, memory.events, cpu.max and cpu.weight, io.stat.
+// TestContainersV2 reads the cgroup v2 equivalents: cpu.stat (its
+// throttling counters included), memory.current and .peak, memory.events,
+// cpu.max and cpu.weight, io.stat, and the pressure files.
 func TestContainersV2(t *testing.T) {
 	t.Parallel()
 	dir := containerFixture(t, "v2", map[string]string{
@@ -192,7 +195,15 @@ func TestContainersV2(t *testing.T) {
 		{
 			Namespace: "default", Pod: "db", Container: "db", ID: "c3", Image: "docker.io/library/db:1",
 			Cgroup: "/kubepods/pod3333/c3", Time: t0, StartTime: time.Unix(0, 1700000200e9),
-			CPU: CPUSample{Usage: 2500000000, User: 2000000000, System: 500000000},
+			// cpu.stat: throttled 4 of 10 periods for 250000 µs, one burst of 1000 µs.
+			CPU: CPUSample{Usage: 2500000000, User: 2000000000, System: 500000000, Periods: 10, ThrottledPeriods: 4, ThrottledTime: 250000000, BurstPeriods: 1, BurstTime: 1000000},
+			// The pressure files as they are; the sandbox's cgroup has none (a
+			// kernel without PSI): its PSI is empty.
+			PSI: Pressure{
+				CPU:    &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 12.5, Avg60: 6.25, Avg300: 1, Total: 5000000}, Full: statsapi.PSIData{Avg10: 3, Avg60: 1.5, Avg300: 0.25, Total: 1000000}},
+				Memory: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.4, Avg60: 0.2, Avg300: 0.05, Total: 2000}, Full: statsapi.PSIData{Avg10: 0.2, Avg60: 0.1, Avg300: 0.02, Total: 1000}},
+				IO:     &statsapi.PSIStats{Some: statsapi.PSIData{Total: 300}, Full: statsapi.PSIData{Total: 100}},
+			},
 			// working set = memory.current 8e7 − inactive_file 1.5e7;
 			// failcnt = memory.events max.
 			Memory: MemorySample{Usage: 80000000, MaxUsage: 85000000, WorkingSet: 65000000, RSS: 60000000, Cache: 20000000,
@@ -225,5 +236,24 @@ func TestContainersRuntimeError(t *testing.T) {
 	p.deps.Runtime.(fakeRuntime).FakeRuntimeService.InjectError("ListContainers", errors.New("runtime down"))
 	if _, err := p.Containers(t.Context()); err == nil || !strings.Contains(err.Error(), "runtime down") {
 		t.Errorf("Containers = %v, want the runtime's error", err)
+	}
+}
+
+// BenchmarkContainersV2 times one read of the v2 fixture's pod: its sandbox
+// and one container, each from its own cgroup and /proc (a /metrics/cadvisor
+// scrape's work).
+func BenchmarkContainersV2(b *testing.B) {
+	dir := containerFixture(b, "v2", map[string]string{
+		"proc/400/ns/net": "net:[4026532300]",
+		"proc/500/ns/net": "net:[4026532300]", "proc/500/fd/0": "/dev/null", "proc/500/fd/1": "socket:[21]",
+	})
+	p := containerProvider(b, dir,
+		[]*apitest.FakePodSandbox{sandbox("sb3", "default", "db", "3333", runtimeapi.PodSandboxState_SANDBOX_READY, 1700000100e9)},
+		[]*apitest.FakeContainer{container("c3", "sb3", "db", "docker.io/library/db:1", runtimeapi.ContainerState_CONTAINER_RUNNING, 1700000200e9)},
+		nil, &bytes.Buffer{})
+	for b.Loop() {
+		if _, err := p.Containers(b.Context()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

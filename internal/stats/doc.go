@@ -17,7 +17,9 @@
 //	swap             <proc>/meminfo SwapTotal − SwapFree (used), SwapFree (available)
 //	cpu              v1 cpuacct/cpuacct.usage; v2 cpu.stat usage_usec × 1000;
 //	                 usageNanoCores = Δusage / Δtime since the previous Summary
-//	psi              <proc>/pressure/{cpu,memory,io}, where the kernel has them
+//	psi              v2: the root cgroup's cpu.pressure, memory.pressure, io.pressure;
+//	                 v1, and for a file the root lacks: <proc>/pressure/{cpu,memory,io}
+//	                 (the same figures), where the kernel has them; totals in µs
 //	fs               statfs(RootDir): capacity = blocks × bsize, available = bavail × bsize,
 //	                 used = (blocks − bfree) × bsize, inodes = files, inodesFree = ffree
 //	runtime.imageFs  CRI ImageFsInfo usedBytes and inodesUsed of the first image
@@ -25,8 +27,8 @@
 //	                 containerFs likewise from the container filesystems, else = imageFs
 //	rlimit           maxpid = min(<proc>/sys/kernel/pid_max, threads-max);
 //	                 curproc = the total of <proc>/loadavg's 4th field (processes + threads)
-//	"pods" container the kubepods cgroup (<CgroupRoot>/kubepods): cpu and memory read as
-//	                 for pods; availableBytes = its memory limit (or capacity) − workingSet
+//	"pods" container the kubepods cgroup (<CgroupRoot>/kubepods): cpu, memory and (v2) psi
+//	                 read as for pods; availableBytes = its memory limit (or capacity) − workingSet
 //
 // Pods (the newest ready CRI sandbox of each pod UID):
 //
@@ -38,9 +40,12 @@
 //	process_stats         processes of the pod's containers: the lines of cgroup.procs in the
 //	                      pod cgroup's descendants (pids hierarchy on v1), less the sandbox's
 //	psi (v2 only)         the pod cgroup's cpu.pressure, memory.pressure, io.pressure
+//	                      (cpu.psi, memory.psi, io.psi)
 //	containers            the newest running CRI container of each name: cpu, memory
 //	                      from CRI ListContainerStats (usageNanoCores computed when the
-//	                      runtime gives none); rootfs = the writable layer's usage, with
+//	                      runtime gives none); psi (v2 only) from the pressure files of
+//	                      the container's cgroup, <pod cgroup>/<container ID>;
+//	                      rootfs = the writable layer's usage, with
 //	                      the container filesystem's capacity; logs = du of
 //	                      <LogDir>/<namespace>_<name>_<UID>/<container>/ with statfs(LogDir)
 //	volume                emptyDir volumes of the pod's spec: du of
@@ -50,9 +55,10 @@
 //
 // Containers (for /metrics/cadvisor) reads, apart from the Summary, every
 // running container and ready sandbox from its own cgroup,
-// <pod cgroup>/<container ID>, and its processes under ProcRoot: cpu, memory,
-// limits, processes, threads, descriptors, block I/O, and the sandbox's
-// network interfaces; containerread.go lists the files.
+// <pod cgroup>/<container ID>, and its processes under ProcRoot: cpu (CFS
+// throttling included), memory, PSI (v2), limits, processes, threads,
+// descriptors, block I/O, and the sandbox's network interfaces;
+// containerread.go lists the files.
 //
 // du counts st_blocks × 512 of every entry and one inode per entry, as du does.
 // One Summary statfs's each filesystem (device) once, so every figure of one

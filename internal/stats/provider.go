@@ -236,16 +236,19 @@ func (p *Provider) nodeStats(s *summary) (*statsapi.NodeStats, error) {
 	}
 	n.CPU = s.cpu("node", usage, p.clock.Now())
 
-	// PSI, where the kernel has it.
-	if psi, err := readPSI(filepath.Join(proc, "pressure/cpu")); err == nil {
-		n.CPU.PSI = psi
+	// PSI, where the kernel has it: the root cgroup's on v2 (as cadvisor
+	// reads the root container), <proc>/pressure (the same figures) on v1
+	// and where the root cgroup lacks a file.
+	psi := p.cg.psi("/")
+	for _, f := range []struct {
+		into **statsapi.PSIStats
+		name string
+	}{{&psi.CPU, "cpu"}, {&psi.Memory, "memory"}, {&psi.IO, "io"}} {
+		if *f.into == nil {
+			*f.into, _ = readPSI(filepath.Join(proc, "pressure", f.name))
+		}
 	}
-	if psi, err := readPSI(filepath.Join(proc, "pressure/memory")); err == nil {
-		n.Memory.PSI = psi
-	}
-	if psi, err := readPSI(filepath.Join(proc, "pressure/io")); err == nil {
-		n.IO = &statsapi.IOStats{Time: s.now, PSI: psi}
-	}
+	n.IO = attachPSI(n.CPU, n.Memory, psi, s.now)
 
 	st, err := s.statErr(p, p.cfg.RootDir)
 	if err != nil {
@@ -287,7 +290,24 @@ func (p *Provider) podsContainer(s *summary, capacity uint64) (statsapi.Containe
 	if u, err := p.cg.cpuUsage(path); err == nil {
 		c.CPU = s.cpu("pods", u, p.clock.Now())
 	}
+	c.IO = attachPSI(c.CPU, c.Memory, p.cg.psi(path), s.now)
 	return c, true
+}
+
+// attachPSI sets the cpu and memory pressure of psi on cpu and memory
+// (those that are not nil), and returns the IOStats of its I/O pressure,
+// stamped t; nil when psi has none.
+func attachPSI(cpu *statsapi.CPUStats, memory *statsapi.MemoryStats, psi Pressure, t metav1.Time) *statsapi.IOStats {
+	if cpu != nil && psi.CPU != nil {
+		cpu.PSI = psi.CPU
+	}
+	if memory != nil && psi.Memory != nil {
+		memory.PSI = psi.Memory
+	}
+	if psi.IO == nil {
+		return nil
+	}
+	return &statsapi.IOStats{Time: t, PSI: psi.IO}
 }
 
 // memoryStats turns m into MemoryStats; availableBytes = limit − workingSet
@@ -495,11 +515,15 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 	}
 	var used, inodesUsed uint64
 	logDir := filepath.Join(p.cfg.LogDir, md.GetNamespace()+"_"+md.GetName()+"_"+md.GetUid())
+	podCg := p.podCgroup(types.UID(md.GetUid()))
 	for _, c := range ctrs {
 		cs := statsapi.ContainerStats{Name: c.GetMetadata().GetName(), StartTime: metav1.NewTime(time.Unix(0, c.CreatedAt))}
 		if st := byID[c.Id]; st != nil {
 			cs.CPU = s.criCPU("ctr/"+c.Id, st.GetCpu())
 			cs.Memory = criMemory(st.GetMemory())
+			if podCg != "" {
+				cs.IO = attachPSI(cs.CPU, cs.Memory, p.cg.psi(containerCgroup(podCg, c.Id)), s.now)
+			}
 			if wl := st.GetWritableLayer(); wl != nil {
 				cs.Rootfs = capacityOf(containerSt, metav1.NewTime(time.Unix(0, wl.Timestamp)))
 				if wl.UsedBytes != nil {
@@ -547,10 +571,7 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 	eph.UsedBytes, eph.InodesUsed = &used, &inodesUsed
 	ps.EphemeralStorage = eph
 
-	for _, path := range cgroups.PodPaths(p.cfg.CgroupRoot, types.UID(md.GetUid())) {
-		if !p.cg.exists(path) {
-			continue
-		}
+	if path := podCg; path != "" {
 		if m, err := p.cg.memory(path, false); err == nil {
 			ps.Memory = memoryStats(m, s.now)
 		}
@@ -560,26 +581,9 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 		if n, err := p.cg.processes(path, sb.Id); err == nil {
 			ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
 		}
-		if p.cg.layout.Version == cgroups.V2 {
-			p.podPSI(&ps, path)
-		}
-		break
+		ps.IO = attachPSI(ps.CPU, ps.Memory, p.cg.psi(path), s.now)
 	}
 	return ps
-}
-
-// podPSI adds the pod cgroup's pressure figures (cgroup v2 only).
-func (p *Provider) podPSI(ps *statsapi.PodStats, path string) {
-	dir := p.cg.layout.Dir("", path)
-	if psi, err := readPSI(filepath.Join(dir, "cpu.pressure")); err == nil && ps.CPU != nil {
-		ps.CPU.PSI = psi
-	}
-	if psi, err := readPSI(filepath.Join(dir, "memory.pressure")); err == nil && ps.Memory != nil {
-		ps.Memory.PSI = psi
-	}
-	if psi, err := readPSI(filepath.Join(dir, "io.pressure")); err == nil && ps.Memory != nil {
-		ps.IO = &statsapi.IOStats{Time: ps.Memory.Time, PSI: psi}
-	}
 }
 
 // criCPU turns the runtime's cpu figures into CPUStats; usageNanoCores is the

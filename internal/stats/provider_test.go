@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,23 +117,31 @@ func TestNodeStats(t *testing.T) {
 		},
 		{
 			// v2 root: usage = anon 1e9 + file 9e8 of memory.stat; working set =
-			// usage − inactive_file 4e8; cpu = cpu.stat usage_usec × 1000.
+			// usage − inactive_file 4e8; cpu = cpu.stat usage_usec × 1000; PSI
+			// from the root cgroup's cpu.pressure and memory.pressure, and
+			// from /proc/pressure/io for the io.pressure it lacks.
 			name: "v2", dir: "testdata/v2",
 			want: statsapi.NodeStats{
 				NodeName:  "n1",
 				StartTime: metav1.NewTime(time.Unix(1700000000, 0)),
-				CPU:       &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(7000000000000), PSI: psiCPU},
+				CPU: &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(7000000000000),
+					PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 4, Avg60: 2, Avg300: 1, Total: 222}}},
 				Memory: &statsapi.MemoryStats{Time: now, AvailableBytes: u(8192000000 - 1500000000), UsageBytes: u(1900000000), WorkingSetBytes: u(1500000000),
-					RSSBytes: u(1000000000), PageFaults: u(2000), MajorPageFaults: u(20), PSI: psiMem},
+					RSSBytes: u(1000000000), PageFaults: u(2000), MajorPageFaults: u(20),
+					PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 3, Avg60: 1.5, Avg300: 0.2, Total: 23456}, Full: statsapi.PSIData{Avg10: 1, Avg60: 0.5, Avg300: 0.1, Total: 7890}}},
 				IO:     &statsapi.IOStats{Time: now, PSI: psiIO},
 				Fs:     rootFs(now),
 				Rlimit: &statsapi.RlimitStats{Time: now, MaxPID: i(63000), NumOfRunningProcesses: i(345)},
 				Swap:   &statsapi.SwapStats{Time: now, SwapAvailableBytes: u(524288 * 1024), SwapUsageBytes: u(524288 * 1024)},
+				// kubepods' pressure files.
 				SystemContainers: []statsapi.ContainerStats{{
 					Name: "pods", StartTime: now,
-					CPU: &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(3000000000)},
+					CPU: &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(3000000000),
+						PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 1, Avg60: 0.5, Avg300: 0.25, Total: 55}}},
 					Memory: &statsapi.MemoryStats{Time: now, AvailableBytes: u(8192000000 - 100000000), UsageBytes: u(150000000), WorkingSetBytes: u(100000000),
-						RSSBytes: u(80000000), PageFaults: u(4), MajorPageFaults: u(0)},
+						RSSBytes: u(80000000), PageFaults: u(4), MajorPageFaults: u(0),
+						PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.5, Avg60: 0.25, Avg300: 0.05, Total: 6000}, Full: statsapi.PSIData{Avg10: 0.25, Avg60: 0.1, Avg300: 0.01, Total: 3000}}},
+					IO: &statsapi.IOStats{Time: now, PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.05, Avg60: 0.1, Avg300: 0.15, Total: 200}, Full: statsapi.PSIData{Avg10: 0.01, Avg60: 0.02, Avg300: 0.03, Total: 100}}},
 				}},
 			},
 		},
@@ -474,14 +483,43 @@ func BenchmarkSummaryPod(b *testing.B) {
 	}
 }
 
+// BenchmarkSummaryPodV2 times one Summary of the v2 fixture node with one
+// Guaranteed pod (kubepods/pod2222) of one container.
+func BenchmarkSummaryPodV2(b *testing.B) {
+	f := newPodFixture(b)
+	f.rt.SetFakeSandboxes([]*apitest.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
+		Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "2222"}, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: f.sandboxCreated}}})
+	f.rt.SetFakeContainers([]*apitest.FakeContainer{{SandboxID: "sb2", ContainerStatus: runtimeapi.ContainerStatus{Id: "c3",
+		Metadata: &runtimeapi.ContainerMetadata{Name: "db"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: f.appCreated}}})
+	p, err := New(Config{ProcRoot: "testdata/v2/proc", CgroupFSRoot: "testdata/v2/cgroup", RootDir: f.rootDir, LogDir: f.logDir},
+		Deps{Runtime: f.rt, Statfs: f.statfs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := p.Summary(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // TestPodCgroupV2 checks the pod figures read from a v2 pod cgroup
 // (Guaranteed, kubepods/pod2222): memory.current, memory.max, memory.stat,
-// cpu.stat, cgroup.procs and the pressure files.
+// cpu.stat, cgroup.procs and the pressure files; and its container's
+// pressure, from the pressure files of its cgroup (pod2222/c3), beside the
+// runtime's cpu and memory figures.
 func TestPodCgroupV2(t *testing.T) {
 	t.Parallel()
 	f := newPodFixture(t)
 	f.rt.SetFakeSandboxes([]*apitest.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
 		Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "2222"}, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: f.sandboxCreated}}})
+	f.rt.SetFakeContainers([]*apitest.FakeContainer{{SandboxID: "sb2", ContainerStatus: runtimeapi.ContainerStatus{Id: "c3",
+		Metadata: &runtimeapi.ContainerMetadata{Name: "db"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: f.appCreated}}})
+	f.rt.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
+		Attributes: &runtimeapi.ContainerAttributes{Id: "c3", Metadata: &runtimeapi.ContainerMetadata{Name: "db"}},
+		Cpu:        &runtimeapi.CpuUsage{Timestamp: f.statsTaken, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 700}},
+		Memory:     &runtimeapi.MemoryUsage{Timestamp: f.statsTaken, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 4096}},
+	}})
 	got, err := f.provider(t, "testdata/v2", clocktesting.NewFakePassiveClock(t0)).Summary(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -507,6 +545,18 @@ func TestPodCgroupV2(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, podCgroup{ps.CPU, ps.Memory, ps.IO, ps.ProcessStats}); diff != "" {
 		t.Errorf("v2 pod cgroup stats (-want +got):\n%s", diff)
+	}
+	statsTaken := metav1.NewTime(time.Unix(0, f.statsTaken))
+	wantCtr := []statsapi.ContainerStats{{
+		Name: "db", StartTime: metav1.NewTime(time.Unix(0, f.appCreated)),
+		CPU: &statsapi.CPUStats{Time: statsTaken, UsageCoreNanoSeconds: u(700),
+			PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 12.5, Avg60: 6.25, Avg300: 1, Total: 5000000}, Full: statsapi.PSIData{Avg10: 3, Avg60: 1.5, Avg300: 0.25, Total: 1000000}}},
+		Memory: &statsapi.MemoryStats{Time: statsTaken, WorkingSetBytes: u(4096),
+			PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.4, Avg60: 0.2, Avg300: 0.05, Total: 2000}, Full: statsapi.PSIData{Avg10: 0.2, Avg60: 0.1, Avg300: 0.02, Total: 1000}}},
+		IO: &statsapi.IOStats{Time: now, PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Total: 300}, Full: statsapi.PSIData{Total: 100}}},
+	}}
+	if diff := cmp.Diff(wantCtr, ps.Containers, cmpopts.IgnoreFields(statsapi.ContainerStats{}, "Logs")); diff != "" {
+		t.Errorf("v2 container stats (-want +got):\n%s", diff)
 	}
 }
 

@@ -216,16 +216,49 @@ func TestRealPodCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The pod's figures against its cgroup's files, read just before and
+	// after the Summary (its processes are idle: see memTolerance).
+	f := cgroupFiles{t, m.Layout()}
+	v2 := m.Layout().Version == cgroups.V2
+	type snap struct{ cpu, usage, inactive, rss, psi uint64 }
+	read := func() (s snap) {
+		s.cpu = f.cpuUsage(parent)
+		s.usage, s.inactive, s.rss, _, _ = f.memory(parent)
+		if v2 {
+			s.psi = f.psiTotal(parent, "memory.pressure", "some")
+		}
+		return s
+	}
+	before := read()
 	s, err := p.Summary(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
+	after := read()
 	if len(s.Pods) != 1 {
 		t.Fatalf("%d pods, want 1", len(s.Pods))
 	}
 	ps := s.Pods[0]
 	if ps.CPU == nil || ps.Memory == nil || ps.Memory.AvailableBytes == nil || ps.ProcessStats == nil {
 		t.Fatalf("pod cgroup stats missing: cpu %+v, memory %+v, processes %+v", ps.CPU, ps.Memory, ps.ProcessStats)
+	}
+	within(t, "pod cpu", *ps.CPU.UsageCoreNanoSeconds, before.cpu, after.cpu, 0)
+	within(t, "pod memory usage", *ps.Memory.UsageBytes, before.usage, after.usage, memTolerance)
+	within(t, "pod working set", *ps.Memory.WorkingSetBytes, sub(before.usage, before.inactive), sub(after.usage, after.inactive), memTolerance)
+	within(t, "pod rss", *ps.Memory.RSSBytes, before.rss, after.rss, memTolerance)
+	if len(ps.Containers) != 1 {
+		t.Fatalf("pod containers %+v, want app", ps.Containers)
+	}
+	if c := ps.Containers[0]; v2 {
+		// cgroup v2: PSI of the pod and of its container (its cgroup under
+		// the pod's, as runc made it).
+		if ps.Memory.PSI == nil || ps.CPU.PSI == nil || ps.IO == nil || c.CPU == nil || c.CPU.PSI == nil || c.Memory == nil || c.Memory.PSI == nil || c.IO == nil {
+			t.Errorf("v2 psi: pod cpu %+v, memory %+v, io %+v; container %+v", ps.CPU.PSI, ps.Memory.PSI, ps.IO, c)
+		} else {
+			within(t, "pod memory psi some total", ps.Memory.PSI.Some.Total, before.psi, after.psi, 0)
+		}
+	} else if ps.CPU.PSI != nil || ps.Memory.PSI != nil || ps.IO != nil || (c.CPU != nil && c.CPU.PSI != nil) || c.IO != nil {
+		t.Errorf("psi on cgroup v1: pod cpu %+v, memory %+v, io %+v; container %+v", ps.CPU.PSI, ps.Memory.PSI, ps.IO, c)
 	}
 	if *ps.Memory.AvailableBytes+*ps.Memory.WorkingSetBytes != 64<<20 || *ps.Memory.WorkingSetBytes == 0 {
 		t.Errorf("pod memory: available %d + working set %d, want the 64 MiB limit", *ps.Memory.AvailableBytes, *ps.Memory.WorkingSetBytes)
@@ -249,6 +282,9 @@ func TestRealPodCgroup(t *testing.T) {
 	for _, c := range samples {
 		if c.Cgroup != parent+"/"+c.ID {
 			t.Errorf("%s: cgroup %s, want %s/<ID>", c.Container, c.Cgroup, parent)
+		}
+		if (c.PSI.CPU != nil && c.PSI.Memory != nil && c.PSI.IO != nil) != v2 || (!v2 && c.PSI != Pressure{}) {
+			t.Errorf("%s: psi %+v on cgroup v%d, want cpu, memory and io on v2 alone", c.Container, c.PSI, m.Layout().Version)
 		}
 		if c.Memory.WorkingSet == 0 || c.Memory.Usage < c.Memory.WorkingSet || c.CPU.Usage == 0 || c.Procs.Processes != 1 || c.Procs.Threads == 0 || c.Procs.FDs == 0 {
 			t.Errorf("%s: memory %+v, cpu %+v, processes %+v", c.Container, c.Memory, c.CPU, c.Procs)
