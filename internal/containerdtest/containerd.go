@@ -29,6 +29,12 @@ const Namespace = containerd.Namespace
 // as the CRI plugin's sandbox_image.
 const SandboxImageRef = "docker.io/nodekeeper/pause:test"
 
+// slowTimeout bounds containerd's start and each CRI call. A sandbox starts
+// in under a second on the host but takes about 50 s in the cgroup v2 lane's
+// emulated VM on a busy machine (make test-cgroup2): a limit only a hung
+// containerd reaches.
+const slowTimeout = 3 * time.Minute
+
 // Containerd is a running private containerd.
 type Containerd struct {
 	// Dir holds the config, root, state, socket and log.
@@ -148,7 +154,7 @@ func StartWith(t testing.TB, opts Options) *Containerd {
 			t.Errorf("containerd: %v", err)
 		}
 	})
-	wait := time.NewTimer(30 * time.Second)
+	wait := time.NewTimer(slowTimeout)
 	defer wait.Stop()
 	select {
 	case <-c.Managed.Ready():
@@ -156,9 +162,9 @@ func StartWith(t testing.TB, opts Options) *Containerd {
 		done <- err // for the cleanup
 		t.Fatalf("containerd did not start: %v\n%s", err, c.Log())
 	case <-wait.C:
-		t.Fatalf("containerd did not become ready in 30s\n%s", c.Log())
+		t.Fatalf("containerd did not become ready in %v\n%s", slowTimeout, c.Log())
 	}
-	c.CRI, err = cri.New(c.Endpoint, cri.Options{Timeout: 30 * time.Second})
+	c.CRI, err = cri.New(c.Endpoint, cri.Options{Timeout: slowTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +354,7 @@ func (c *Containerd) WaitExited(t testing.TB, id string) {
 
 // removePods stops and removes every sandbox, so the shims exit cleanly.
 func (c *Containerd) removePods(t testing.TB) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), slowTimeout)
 	defer cancel()
 	sbs, err := c.CRI.ListPodSandbox(ctx, nil)
 	if err != nil {
