@@ -90,14 +90,15 @@ func writeCache(path string, mib int) error {
 
 // childProc is a memory-taking child of the test (see allocChildEnv).
 type childProc struct {
-	t     *testing.T
-	stdin io.Writer
+	t     testing.TB
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
 	out   *bufio.Reader
 }
 
 // child starts the test binary as a memory-taking child in the memory
 // cgroup dir (v1, or a v2 leaf).
-func child(t *testing.T, dir string) *childProc {
+func child(t testing.TB, dir string) *childProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), allocChildEnv+"=1")
@@ -119,7 +120,14 @@ func child(t *testing.T, dir string) *childProc {
 	if err := writeExisting(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(cmd.Process.Pid)); err != nil {
 		t.Fatal(err)
 	}
-	return &childProc{t: t, stdin: stdin, out: bufio.NewReader(stdout)}
+	return &childProc{t: t, cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+}
+
+// stop ends the child and waits for it: its memory is uncharged when it
+// returns.
+func (c *childProc) stop() {
+	_ = c.stdin.Close()
+	_ = c.cmd.Wait()
 }
 
 // send gives the child a command without waiting for it to be done.
@@ -636,7 +644,7 @@ func TestPollV2WorkingSet(t *testing.T) {
 // enabled, memory.max 1GiB (room for the race detector's shadow, so the
 // machine is never at risk), no swap and memory.high at high when it is
 // not 0; it returns its path in the hierarchy and its directory.
-func v2Cgroup(t *testing.T, high int) (name, dir string) {
+func v2Cgroup(t testing.TB, high int) (name, dir string) {
 	t.Helper()
 	integration.OnCgroup(t, 2)
 	const base = "/sys/fs/cgroup"
@@ -803,4 +811,77 @@ func readOrErr(path string) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// BenchmarkWorkingSetReaction measures on cgroup v2 the notifier's reaction
+// to a cgroup's working set crossing its mark, with the mechanisms the agent
+// uses (the 100ms poll, memory.events, the cgroup's PSI trigger; no
+// memory.high, so it is the poll that sees the crossing): from the onset,
+// seen by the benchmark's own 5ms poll of memory.current less
+// inactive_file, to Wake. A fresh child per run allocates 96MiB past a mark
+// 32MiB over the cgroup's usage.
+//
+//	go test -c ./internal/pressure && (in the cgroup v2 VM) ./pressure.test -test.run '^$' -test.bench WorkingSetReaction -test.benchtime 20x
+func BenchmarkWorkingSetReaction(b *testing.B) {
+	name, dir := v2Cgroup(b, 0)
+	var lat []time.Duration
+	for b.Loop() {
+		c := child(b, dir)
+		cur, err := readUint(filepath.Join(dir, "memory.current"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		mark := cur + 32<<20
+		woke := make(chan time.Time, 1)
+		n, err := New(Config{Memory: []MemoryWatch{{Cgroup: name, Usage: mark}}, PSITrigger: DefaultPSITrigger, FollowUps: []time.Duration{}},
+			Deps{Wake: func() {
+				select {
+				case woke <- time.Now():
+				default:
+				}
+			}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- n.Run(ctx) }()
+		onset := make(chan time.Time, 1)
+		go func() {
+			t := time.NewTicker(5 * time.Millisecond)
+			defer t.Stop()
+			for range t.C {
+				if ws, err := workingSetV2(filepath.Join(dir, "memory.current"), filepath.Join(dir, "memory.stat")); err == nil && ws >= mark {
+					onset <- time.Now()
+					return
+				}
+			}
+		}()
+		c.do("alloc 96")
+		var at, w time.Time
+		select {
+		case at = <-onset:
+		case <-time.After(30 * time.Second):
+			b.Fatal("no onset within 30s")
+		}
+		select {
+		case w = <-woke:
+		case <-time.After(30 * time.Second):
+			b.Fatal("no wake within 30s of the onset")
+		}
+		lat = append(lat, w.Sub(at))
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		c.stop()
+	}
+	slices.Sort(lat)
+	var s []string
+	for _, d := range lat {
+		s = append(s, d.Round(time.Millisecond).String())
+	}
+	b.Logf("onset to wake, sorted: %s", strings.Join(s, " "))
+	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "ms-median")
+	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*9/10)].Milliseconds()), "ms-p90")
 }

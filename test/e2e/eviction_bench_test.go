@@ -110,6 +110,14 @@ func awaitFD(b *testing.B, fd int, d time.Duration) time.Time {
 // mechanisms matches the pressure notifier's start line's mechanisms.
 var mechanisms = regexp.MustCompile(`mechanisms=(\S+)`)
 
+// mechanismsOf returns the mechanisms the agent's notifier started with.
+func mechanismsOf(log string) string {
+	if m := mechanisms.FindStringSubmatch(log); m != nil {
+		return m[1]
+	}
+	return "(not logged)"
+}
+
 var passLine = regexp.MustCompile(`(?m)^time=(\S+) level=WARN msg="Eviction manager: attempting to reclaim" .*signal=allocatableMemory.available`)
 
 // decisionAfter returns the time of the first eviction decision the agent
@@ -163,7 +171,7 @@ func BenchmarkMemoryPressureReaction(b *testing.B) {
 	for _, d := range lat {
 		s = append(s, d.Round(time.Millisecond).String())
 	}
-	b.Logf("crossing to decision, sorted: %s (cgroup v%d; mechanisms: %s)", strings.Join(s, " "), integration.CgroupVersion(), mechanisms.FindStringSubmatch(a.Log()))
+	b.Logf("crossing to decision, sorted: %s (cgroup v%d; mechanisms: %s)", strings.Join(s, " "), integration.CgroupVersion(), mechanismsOf(a.Log()))
 	b.ReportMetric(float64(pct(0.5).Milliseconds()), "ms-median")
 	b.ReportMetric(float64(pct(0.9).Milliseconds()), "ms-p90")
 }
