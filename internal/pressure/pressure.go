@@ -546,6 +546,9 @@ func (n *Notifier) Run(ctx context.Context) error {
 		}()
 	}
 	var pollC, rearmC <-chan time.Time
+	// lastDisk is when poll last ran statfs, taken before the first poll
+	// (a clock read after it could come after the next tick's time).
+	lastDisk := n.deps.Clock.Now()
 	if len(n.polled) > 0 || len(n.cfg.Disk) > 0 {
 		// One ticker: at the memory poll's period when memory is polled;
 		// statfs runs at the ticks PollPeriod after its last run.
@@ -558,7 +561,6 @@ func (n *Notifier) Run(ctx context.Context) error {
 		pollC = t.C()
 		n.poll(true)
 	}
-	lastDisk := n.deps.Clock.Now() // when poll last ran statfs
 	if n.needRearm() {
 		t := n.deps.Clock.NewTicker(n.cfg.RearmPeriod)
 		defer t.Stop()
