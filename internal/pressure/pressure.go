@@ -3,11 +3,13 @@
 // the kernel's notifications where the machine has them — a memory-usage
 // threshold eventfd on a cgroup v1 memory cgroup (cgroup.event_control),
 // armed at the working-set mark plus the cgroup's inactive file pages and
-// re-armed as they change, the
-// memory.events file of a cgroup v2 cgroup, a PSI trigger on
-// /proc/pressure/memory — and polls where it has none: the memory usage file
-// and, always, statfs of the watched filesystems (both cheap). It only wakes:
-// the eviction pass it starts reads fresh stats and decides.
+// re-armed as they change; on cgroup v2 the watched cgroup's memory.events
+// (high, max and OOM events) and a PSI trigger on its memory.pressure; a PSI
+// trigger on /proc/pressure/memory — and polls: memory where the kernel has no
+// usage threshold (cgroup v2 has none: there the working set, memory.current
+// less inactive_file, is read every MemoryPollPeriod) and, always, statfs of
+// the watched filesystems (all cheap). It only wakes: the eviction pass it
+// starts reads fresh stats and decides.
 package pressure
 
 import (
@@ -31,13 +33,20 @@ import (
 )
 
 // DefaultPSITrigger asks for a notification when tasks stall on memory for
-// 150ms within a 2s window. A window must be a multiple of 2s for a process
-// without CAP_SYS_RESOURCE.
-const DefaultPSITrigger = "some 150000 2000000"
+// 150ms within a 1s window. The kernel accepts windows that are not a
+// multiple of 2s only from a process with CAP_SYS_RESOURCE; where it refuses
+// one, the notifier writes the trigger again with the window rounded up to
+// the next multiple of 2s (see psiTrigger).
+const DefaultPSITrigger = "some 150000 1000000"
 
-// DefaultPollPeriod is the period of the statfs poll and of the memory poll
-// used where no notification is available.
+// DefaultPollPeriod is the period of the statfs poll.
 const DefaultPollPeriod = time.Second
+
+// DefaultMemoryPollPeriod is the period of the memory poll, used where the
+// kernel has no usage threshold (cgroup v2, or a v1 cgroup that refuses
+// one). It is well under the 0.5 s the notifier is to react in: a poll
+// reads two small files per watch.
+const DefaultMemoryPollPeriod = 100 * time.Millisecond
 
 // DefaultRearmPeriod is the default of Config.RearmPeriod: the eviction
 // manager's default monitoring interval, at which the kubelet re-arms its
@@ -55,6 +64,7 @@ const (
 	MechanismMemcgThreshold = "memcg-v1-usage-threshold"
 	MechanismMemoryEvents   = "memory.events"
 	MechanismPSI            = "psi-trigger"
+	MechanismCgroupPSI      = "cgroup-psi-trigger"
 	MechanismMemoryPoll     = "memory-poll"
 	MechanismStatfsPoll     = "statfs-poll"
 )
@@ -88,12 +98,17 @@ type Config struct {
 	// Memory are the memory cgroups to watch.
 	Memory []MemoryWatch
 	// PSITrigger, when set, is written to ProcRoot/pressure/memory as a
-	// trigger ("some|full STALL_US WINDOW_US"), e.g. DefaultPSITrigger.
+	// trigger ("some|full STALL_US WINDOW_US"), e.g. DefaultPSITrigger, and
+	// on cgroup v2 to the memory.pressure file of each watched cgroup other
+	// than the root (whose pressure is /proc's).
 	PSITrigger string
 	// Disk are the filesystems to poll.
 	Disk []DiskWatch
-	// PollPeriod is the period of the polls; zero is DefaultPollPeriod.
+	// PollPeriod is the period of the statfs poll; zero is DefaultPollPeriod.
 	PollPeriod time.Duration
+	// MemoryPollPeriod is the period of the memory poll; zero is
+	// DefaultMemoryPollPeriod.
+	MemoryPollPeriod time.Duration
 	// RearmPeriod is how often the memory marks are moved to the cgroups'
 	// current inactive file pages; zero is DefaultRearmPeriod.
 	RearmPeriod time.Duration
@@ -165,14 +180,23 @@ type notifyFD struct {
 	events int16
 	what   string
 	closer []int // descriptors to close with it
+	// ack: the descriptor is a kernfs file (memory.events) whose change is
+	// acknowledged by reading it; until then poll reports it again.
+	ack bool
 }
 
 type polledMemory struct {
-	file  string
-	stat  string // the cgroup's memory.stat, for its inactive file pages
+	// file is the usage file (v1 memory.usage_in_bytes, v2 memory.current);
+	// "" for the v2 root cgroup, which has none: its usage is anon + file
+	// from memory.stat, as internal/stats reads it.
+	file string
+	stat string // the cgroup's memory.stat, for its inactive file pages
+	// v2: each poll reads the working set itself (usage less inactive_file)
+	// and compares it with base; v1 compares usage with usage, re-armed.
+	v2    bool
 	base  uint64 // MemoryWatch.Usage
-	usage uint64 // base plus the inactive file pages at the last re-arm
-	over  bool   // the last poll found usage at or over the mark
+	usage uint64 // v1: base plus the inactive file pages at the last re-arm
+	over  bool   // the last poll found the cgroup at or over the mark
 }
 
 // New sets up the notifications cfg asks for. A notification the machine
@@ -193,6 +217,12 @@ func New(cfg Config, deps Deps) (*Notifier, error) {
 	}
 	if cfg.PollPeriod == 0 {
 		cfg.PollPeriod = DefaultPollPeriod
+	}
+	if cfg.MemoryPollPeriod < 0 {
+		return nil, fmt.Errorf("pressure: memory poll period %v: must not be negative", cfg.MemoryPollPeriod)
+	}
+	if cfg.MemoryPollPeriod == 0 {
+		cfg.MemoryPollPeriod = DefaultMemoryPollPeriod
 	}
 	if cfg.RearmPeriod < 0 {
 		return nil, fmt.Errorf("pressure: re-arm period %v: must not be negative", cfg.RearmPeriod)
@@ -285,16 +315,42 @@ func (n *Notifier) watchMemory(l cgroups.Layout, w MemoryWatch) {
 		n.polled = append(n.polled, polledMemory{file: usage, stat: stat, base: w.Usage, usage: mark})
 		return
 	}
+	// The working set is polled: memory.events changes only on high, max
+	// and OOM events, and a PSI trigger only on stalls.
+	p := polledMemory{file: filepath.Join(dir, "memory.current"), stat: stat, v2: true, base: w.Usage}
+	if w.Cgroup == "/" {
+		// The root has neither memory.current nor memory.events, and its
+		// memory.pressure is /proc/pressure/memory (Config.PSITrigger).
+		p.file = ""
+		n.polled = append(n.polled, p)
+		return
+	}
+	n.polled = append(n.polled, p)
 	events := filepath.Join(dir, "memory.events")
 	if fd, err := unix.Open(events, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		n.fds = append(n.fds, notifyFD{fd: fd, events: unix.POLLPRI, what: "memory.events " + w.Cgroup})
-		n.addMech(MechanismMemoryEvents)
+		// kernfs reports POLLPRI|POLLERR at once on a descriptor that was
+		// never read: read it now, so that only a change after this wakes.
+		if _, err := unix.Pread(fd, make([]byte, 512), 0); err != nil {
+			n.log.Warn("memory.events unreadable", "file", events, "err", err)
+			unix.Close(fd)
+		} else {
+			n.fds = append(n.fds, notifyFD{fd: fd, events: unix.POLLPRI, what: "memory.events " + w.Cgroup, ack: true})
+			n.addMech(MechanismMemoryEvents)
+		}
 	} else {
 		n.log.Warn("memory.events unavailable", "file", events, "err", err)
 	}
-	// memory.events changes only on high, max and OOM events: usage is
-	// polled too.
-	n.polled = append(n.polled, polledMemory{file: filepath.Join(dir, "memory.current"), stat: stat, base: w.Usage, usage: mark})
+	if n.cfg.PSITrigger != "" {
+		file := filepath.Join(dir, "memory.pressure")
+		fd, trigger, err := psiTrigger(file, n.cfg.PSITrigger)
+		if err != nil {
+			n.log.Warn("cgroup PSI trigger unavailable", "file", file, "trigger", n.cfg.PSITrigger, "err", err)
+			return
+		}
+		n.log.Debug("cgroup PSI trigger", "file", file, "trigger", trigger)
+		n.fds = append(n.fds, notifyFD{fd: fd, events: unix.POLLPRI, what: "psi " + w.Cgroup})
+		n.addMech(MechanismCgroupPSI)
+	}
 }
 
 // inactiveFile is the inactive file pages of a memory cgroup, in bytes, from
@@ -329,8 +385,9 @@ func inactiveFile(stat string, v cgroups.Version) uint64 {
 // kernel refuses keeps the old threshold.
 func (n *Notifier) rearm() {
 	for i := range n.polled {
-		p := &n.polled[i]
-		p.usage = p.base + inactiveFile(p.stat, n.version)
+		if p := &n.polled[i]; !p.v2 {
+			p.usage = p.base + inactiveFile(p.stat, n.version)
+		}
 	}
 	for _, w := range n.memcg {
 		mark := w.base + inactiveFile(filepath.Join(w.dir, "memory.stat"), cgroups.V1)
@@ -402,17 +459,58 @@ func memcgThreshold(dir string, usage uint64) (memcgFDs, error) {
 // watchPSI writes the trigger to the memory pressure file.
 func (n *Notifier) watchPSI() error {
 	path := filepath.Join(n.cfg.ProcRoot, "pressure", "memory")
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	fd, trigger, err := psiTrigger(path, n.cfg.PSITrigger)
 	if err != nil {
 		return err
 	}
-	if _, err := unix.Write(fd, append([]byte(n.cfg.PSITrigger), 0)); err != nil {
-		unix.Close(fd)
-		return fmt.Errorf("write trigger to %s: %w", path, err)
-	}
+	n.log.Debug("PSI trigger", "file", path, "trigger", trigger)
 	n.fds = append(n.fds, notifyFD{fd: fd, events: unix.POLLPRI, what: "psi"})
 	n.addMech(MechanismPSI)
 	return nil
+}
+
+// psiTrigger opens the pressure file path and writes trigger to it. Where
+// the kernel refuses the trigger (EINVAL) and its window is not a multiple
+// of 2s — the only windows it accepts from a process without
+// CAP_SYS_RESOURCE — it writes it again on a new descriptor with the window
+// rounded up to the next multiple of 2s (when it is one a privileged process
+// may ask for: 500ms to 10s). It returns the descriptor and the trigger the
+// kernel took.
+func psiTrigger(path, trigger string) (int, string, error) {
+	fd, err := writeTrigger(path, trigger)
+	if err == nil || !errors.Is(err, unix.EINVAL) {
+		return fd, trigger, err
+	}
+	f := strings.Fields(trigger)
+	if len(f) != 3 {
+		return -1, "", err
+	}
+	// A privileged process may ask for a window of 500ms to 10s; outside
+	// that range the trigger is wrong for everyone and is not widened.
+	const step, least, most = 2000000, 500000, 10000000 // µs
+	window, perr := strconv.ParseUint(f[2], 10, 64)
+	if perr != nil || window%step == 0 || window < least || window > most {
+		return -1, "", err
+	}
+	wider := fmt.Sprintf("%s %s %d", f[0], f[1], (window/step+1)*step)
+	fd, err2 := writeTrigger(path, wider)
+	if err2 != nil {
+		return -1, "", err // the first refusal says what was asked for
+	}
+	return fd, wider, nil
+}
+
+// writeTrigger opens path and writes trigger to it as a PSI trigger.
+func writeTrigger(path, trigger string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if _, err := unix.Write(fd, append([]byte(trigger), 0)); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("write trigger %q to %s: %w", trigger, path, err)
+	}
+	return fd, nil
 }
 
 // Run calls Wake on every notification and runs the polls until ctx ends,
@@ -448,13 +546,22 @@ func (n *Notifier) Run(ctx context.Context) error {
 		}()
 	}
 	var pollC, rearmC <-chan time.Time
+	// lastDisk is when poll last ran statfs, taken before the first poll
+	// (a clock read after it could come after the next tick's time).
+	lastDisk := n.deps.Clock.Now()
 	if len(n.polled) > 0 || len(n.cfg.Disk) > 0 {
-		t := n.deps.Clock.NewTicker(n.cfg.PollPeriod)
+		// One ticker: at the memory poll's period when memory is polled;
+		// statfs runs at the ticks PollPeriod after its last run.
+		period := n.cfg.PollPeriod
+		if len(n.polled) > 0 {
+			period = min(period, n.cfg.MemoryPollPeriod)
+		}
+		t := n.deps.Clock.NewTicker(period)
 		defer t.Stop()
 		pollC = t.C()
-		n.poll()
+		n.poll(true)
 	}
-	if len(n.polled) > 0 || len(n.memcg) > 0 {
+	if n.needRearm() {
 		t := n.deps.Clock.NewTicker(n.cfg.RearmPeriod)
 		defer t.Stop()
 		rearmC = t.C()
@@ -466,7 +573,11 @@ func (n *Notifier) Run(ctx context.Context) error {
 		case err := <-errc:
 			return err
 		case <-pollC:
-			n.poll()
+			disk := len(n.cfg.Disk) > 0 && n.deps.Clock.Since(lastDisk) >= n.cfg.PollPeriod
+			if disk {
+				lastDisk = n.deps.Clock.Now()
+			}
+			n.poll(disk)
 		case <-rearmC:
 			n.rearm()
 		}
@@ -525,7 +636,7 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 			if p.Revents&unix.POLLIN != 0 {
 				_, _ = unix.Read(f.fd, buf) // reset the eventfd counter
 			}
-			if f.events == unix.POLLPRI && strings.HasPrefix(f.what, "memory.events") {
+			if f.ack {
 				_, _ = unix.Pread(f.fd, make([]byte, 512), 0) // acknowledge the change
 			}
 			if p.Revents&(unix.POLLIN|unix.POLLPRI) == 0 {
@@ -561,25 +672,52 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 	}
 }
 
-// poll reads the polled memory usage files and statfs of the disk watches,
-// and wakes when one has crossed its mark since the previous poll (or is over
-// it at the first).
-func (n *Notifier) poll() {
+// needRearm says whether a mark depends on inactive file pages read at
+// re-arm time: a v1 threshold or a v1 poll.
+func (n *Notifier) needRearm() bool {
+	if len(n.memcg) > 0 {
+		return true
+	}
+	for _, p := range n.polled {
+		if !p.v2 {
+			return true
+		}
+	}
+	return false
+}
+
+// poll reads the polled memory cgroups and, when disk is set, statfs of the
+// disk watches, and wakes when one has crossed its mark since the previous
+// poll (or is over it at the first).
+func (n *Notifier) poll(disk bool) {
 	woke := false
 	for i := range n.polled {
 		p := &n.polled[i]
-		v, err := readUint(p.file)
-		if err != nil {
-			n.log.Debug("memory poll", "err", err)
-			continue
+		var over bool
+		if p.v2 {
+			ws, err := workingSetV2(p.file, p.stat)
+			if err != nil {
+				n.log.Debug("memory poll", "err", err)
+				continue
+			}
+			over = ws >= p.base
+		} else {
+			v, err := readUint(p.file)
+			if err != nil {
+				n.log.Debug("memory poll", "err", err)
+				continue
+			}
+			over = v >= p.usage
 		}
-		over := v >= p.usage
 		if over && !p.over {
 			woke = true
 		}
 		p.over = over
 	}
 	for i, w := range n.cfg.Disk {
+		if !disk {
+			break
+		}
 		var st unix.Statfs_t
 		if err := n.deps.Statfs(w.Path, &st); err != nil {
 			n.log.Debug("statfs poll", "path", w.Path, "err", err)
@@ -594,6 +732,46 @@ func (n *Notifier) poll() {
 	if woke {
 		n.deps.Wake()
 	}
+}
+
+// workingSetV2 is a cgroup v2 cgroup's working set, as internal/stats and the
+// kubelet compute it: usage less inactive_file (at least 0). usage is the
+// current file (memory.current), or, when it is "" (the root cgroup, which
+// has none), anon + file from memory.stat.
+func workingSetV2(current, stat string) (uint64, error) {
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		return 0, err
+	}
+	var anon, file, inactive uint64
+	for line := range strings.Lines(string(b)) {
+		k, val, ok := strings.Cut(strings.TrimSpace(line), " ")
+		var dst *uint64
+		switch k {
+		case "anon":
+			dst = &anon
+		case "file":
+			dst = &file
+		case "inactive_file":
+			dst = &inactive
+		}
+		if !ok || dst == nil {
+			continue
+		}
+		if *dst, err = strconv.ParseUint(val, 10, 64); err != nil {
+			return 0, fmt.Errorf("%s: %s %q: %w", stat, k, val, err)
+		}
+	}
+	usage := anon + file
+	if current != "" {
+		if usage, err = readUint(current); err != nil {
+			return 0, err
+		}
+	}
+	if inactive > usage {
+		return 0, nil
+	}
+	return usage - inactive, nil
 }
 
 func readUint(path string) (uint64, error) {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 // kubepodsThreshold registers an eventfd of its own on the agent's kubepods
@@ -34,6 +36,65 @@ func kubepodsThreshold(b *testing.B, a *Agent, usage int64) (efd int, closeFn fu
 	return efd, func() { unix.Close(efd); unix.Close(ufd) }
 }
 
+// watchCrossing starts watching, independent of the agent, for the pods'
+// memory crossing mark bytes: on cgroup v1 through an eventfd threshold of
+// its own on the kubepods cgroup's usage (kubepodsThreshold); on v2, which
+// has no usage threshold, by reading the kubepods cgroup's working set
+// (memory.current less inactive_file) every 5ms, so that the crossing it
+// reports is late by at most that. await waits up to d and returns when the
+// crossing was seen.
+func watchCrossing(b *testing.B, a *Agent, mark int64) (await func(d time.Duration) time.Time, closeFn func()) {
+	b.Helper()
+	if integration.CgroupVersion() != 2 {
+		efd, closeFD := kubepodsThreshold(b, a, mark)
+		return func(d time.Duration) time.Time { return awaitFD(b, efd, d) }, closeFD
+	}
+	dir := filepath.Join("/sys/fs/cgroup", a.CgroupRoot, "kubepods")
+	return func(d time.Duration) time.Time {
+		b.Helper()
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		deadline := time.Now().Add(d)
+		for now := range t.C {
+			if ws, err := workingSet(dir); err == nil && ws >= mark {
+				return time.Now()
+			}
+			if now.After(deadline) {
+				break
+			}
+		}
+		b.Fatalf("the pods' working set did not cross %d MiB within %v", mark>>20, d)
+		return time.Time{}
+	}, func() {}
+}
+
+// workingSet is the working set of the cgroup v2 cgroup dir: memory.current
+// less inactive_file.
+func workingSet(dir string) (int64, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "memory.current"))
+	if err != nil {
+		return 0, err
+	}
+	cur, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	raw, err = os.ReadFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(raw)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "inactive_file "); ok {
+			inactive, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return cur - inactive, nil
+		}
+	}
+	return cur, nil
+}
+
 // awaitFD waits up to d for fd to be readable and returns when it was.
 func awaitFD(b *testing.B, fd int, d time.Duration) time.Time {
 	b.Helper()
@@ -44,6 +105,17 @@ func awaitFD(b *testing.B, fd int, d time.Duration) time.Time {
 		b.Fatalf("the pods' usage did not cross the mark within %v (%d, %v)", d, n, err)
 	}
 	return at
+}
+
+// mechanisms matches the pressure notifier's start line's mechanisms.
+var mechanisms = regexp.MustCompile(`mechanisms=(\S+)`)
+
+// mechanismsOf returns the mechanisms the agent's notifier started with.
+func mechanismsOf(log string) string {
+	if m := mechanisms.FindStringSubmatch(log); m != nil {
+		return m[1]
+	}
+	return "(not logged)"
 }
 
 var passLine = regexp.MustCompile(`(?m)^time=(\S+) level=WARN msg="Eviction manager: attempting to reclaim" .*signal=allocatableMemory.available`)
@@ -62,7 +134,8 @@ func decisionAfter(log string, t time.Time) (time.Time, bool) {
 
 // BenchmarkMemoryPressureReaction measures, on a live agent, the time from
 // the pods' memory usage crossing the hard threshold's mark (seen by an
-// eventfd of the benchmark's own on the kubepods cgroup) to the eviction
+// eventfd of the benchmark's own on the kubepods cgroup on cgroup v1, by a
+// 5ms poll of its working set on v2: watchCrossing) to the eviction
 // manager's decision (its "attempting to reclaim" log line). The pods' cgroup
 // is limited to 900Mi with a 300Mi threshold; each run starts a static pod
 // allocating 700Mi and removes it. Run it as
@@ -77,10 +150,10 @@ func BenchmarkMemoryPressureReaction(b *testing.B) {
 	mark := int64(podsMiB-thresholdMiB) << 20
 	var lat []time.Duration
 	for i := 0; b.Loop(); i++ {
-		efd, closeFD := kubepodsThreshold(b, a, mark)
+		await, closeFD := watchCrossing(b, a, mark)
 		name := "hog" + strconv.Itoa(i)
 		a.WriteManifest(name+".yaml", allocManifest(name, 700))
-		crossed := awaitFD(b, efd, 90*time.Second)
+		crossed := await(90 * time.Second)
 		closeFD()
 		var decided time.Time
 		a.Eventually("the eviction decision", 30*time.Second, func() (bool, string) {
@@ -98,7 +171,7 @@ func BenchmarkMemoryPressureReaction(b *testing.B) {
 	for _, d := range lat {
 		s = append(s, d.Round(time.Millisecond).String())
 	}
-	b.Logf("crossing to decision, sorted: %s", strings.Join(s, " "))
+	b.Logf("crossing to decision, sorted: %s (cgroup v%d; mechanisms: %s)", strings.Join(s, " "), integration.CgroupVersion(), mechanismsOf(a.Log()))
 	b.ReportMetric(float64(pct(0.5).Milliseconds()), "ms-median")
 	b.ReportMetric(float64(pct(0.9).Milliseconds()), "ms-p90")
 }

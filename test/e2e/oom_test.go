@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// oomPod is a static pod whose container allocates 256Mi under a 32Mi
+// memory limit: the kernel's OOM killer kills it in its own cgroup.
+func oomPod(name, restartPolicy string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: %s
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: hog
+    image: %s
+    args: ["alloc", "256"]
+    resources: {limits: {memory: 32Mi}}
+`, name, restartPolicy, testbox)
+}
+
+// waitPodLong is WaitPod with 5 minutes for the pod's creation and its
+// container's first run and kill: in the cgroup v2 lane's emulated VM on a
+// busy machine a sandbox alone took 60 s.
+func waitPodLong(a *Agent, name, what string, cond func(*v1.Pod) bool) *v1.Pod {
+	a.t.Helper()
+	var got *v1.Pod
+	a.Eventually(fmt.Sprintf("pod %s: %s", name, what), 5*time.Minute, func() (bool, string) {
+		got = a.Pod(name)
+		if got == nil {
+			return false, "no such pod"
+		}
+		return cond(got), podSummary(got)
+	})
+	return got
+}
+
+// oomKilled says whether s is the kubelet's report of an OOM kill.
+func oomKilled(s *v1.ContainerStateTerminated) bool {
+	return s != nil && s.Reason == "OOMKilled" && s.ExitCode == 137
+}
+
+// TestOOMKilled: a container allocating past its memory limit is killed by
+// the kernel (in its cgroup: memory.events oom_kill on cgroup v2,
+// memory.oom_control on v1) and reported as the kubelet reports it, on
+// either cgroup version: terminated with reason OOMKilled and exit code 137;
+// restarted under restartPolicy Always (the kill kept as its last state);
+// left terminated, the pod Failed, under Never.
+func TestOOMKilled(t *testing.T) {
+	a := StartAgent(t, Options{})
+	a.WriteManifest("oom-always.yaml", oomPod("oom-always", "Always"))
+	a.WriteManifest("oom-never.yaml", oomPod("oom-never", "Never"))
+
+	always := waitPodLong(a, "oom-always-e2e", "restarted after an OOM kill", func(p *v1.Pod) bool {
+		c := p.Status.ContainerStatuses
+		return len(c) == 1 && c[0].RestartCount >= 1 && c[0].LastTerminationState.Terminated != nil
+	})
+	if c := always.Status.ContainerStatuses[0]; !oomKilled(c.LastTerminationState.Terminated) {
+		t.Errorf("restarted container's last state %+v, want OOMKilled, exit code 137", c.LastTerminationState.Terminated)
+	}
+	never := waitPodLong(a, "oom-never-e2e", "failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	if c := never.Status.ContainerStatuses; len(c) != 1 || c[0].RestartCount != 0 || !oomKilled(c[0].State.Terminated) {
+		t.Errorf("restartPolicy Never: %s, want the container terminated OOMKilled, exit code 137, not restarted", podSummary(never))
+	}
+	resp, err := http.Get(a.URL + "/metrics/cadvisor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, m := range regexp.MustCompile(`(?m)^container_oom_events_total\{[^}]*pod="oom-[^}]*\} .*$`).FindAll(b, -1) {
+		t.Logf("%s", m)
+	}
+}
