@@ -33,7 +33,9 @@ import (
 )
 
 // artifacts are the binary and images every test's agent uses, built once
-// per test binary.
+// per test binary, or taken from $NODEKEEPER_E2E_BIN and
+// $NODEKEEPER_E2E_IMAGES when both are set (make test-cgroup2 builds them on
+// the host: compiling inside its VM takes 10-20 times as long).
 type artifacts struct {
 	bin    string // the nodekeeper binary
 	images string // pause.tar and testbox.tar
@@ -54,6 +56,9 @@ func TestMain(m *testing.M) {
 }
 
 var build = sync.OnceValues(func() (artifacts, error) {
+	if bin, images := os.Getenv("NODEKEEPER_E2E_BIN"), os.Getenv("NODEKEEPER_E2E_IMAGES"); bin != "" && images != "" {
+		return artifacts{bin: bin, images: images}, nil
+	}
 	a := artifacts{bin: filepath.Join(buildDir, "nodekeeper"), images: filepath.Join(buildDir, "images")}
 	for _, args := range [][]string{
 		{"build", "-o", a.bin, "github.com/nodekeeper/nodekeeper/cmd/nodekeeper"},
