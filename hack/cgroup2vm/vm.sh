@@ -153,7 +153,9 @@ cat "$RUN/out.out" &
 catpid=$!
 trap 'kill $catpid 2>/dev/null || true; rm -rf "$RUN"' EXIT
 set +e
-timeout -k 10 "$TIMEOUT" qemu-system-x86_64 -nodefaults -no-user-config -nographic -no-reboot \
+# --foreground keeps qemu in the caller's process group: an interrupt of the
+# lane (Ctrl-C, a CI job's kill) ends the VM too.
+timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -nodefaults -no-user-config -nographic -no-reboot \
 	"${QACCEL[@]}" -smp "$SMP" -m "$MEM" -machine q35 \
 	-kernel "$KDIR/vmlinux" -initrd "$INITRD" -append "$APPEND" -serial file:"$RUN/console.log" \
 	-chardev pipe,id=out,path="$RUN/out" -device virtio-serial-pci -device virtserialport,chardev=out,name=cg2out \
