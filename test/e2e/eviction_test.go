@@ -14,6 +14,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/pressure"
 )
 
 // memTotalMiB reads MemTotal from /proc/meminfo, in MiB.
@@ -108,8 +111,12 @@ spec:
 // it is gone the condition clears after the (shortened) transition period.
 func TestMemoryPressureStaticPod(t *testing.T) {
 	a := StartAgent(t, Options{Config: smallPodsConfig(t, 900, 300, "5s")})
-	if !strings.Contains(a.Log(), "memcg-v1-usage-threshold") {
-		t.Errorf("the agent's log does not name the memcg notifier:\n%s", tail(a.Log(), 20))
+	mech := pressure.MechanismMemcgThreshold
+	if integration.CgroupVersion() == 2 {
+		mech = pressure.MechanismMemoryEvents
+	}
+	if !strings.Contains(a.Log(), mech) {
+		t.Errorf("the agent's log does not name the memcg notifier %s:\n%s", mech, tail(a.Log(), 20))
 	}
 	a.Eventually("no memory pressure at start", 30*time.Second, a.conditionIs(v1.NodeMemoryPressure, v1.ConditionFalse))
 
