@@ -9,7 +9,9 @@
 # Env: RACE=0 builds without -race; TESTFLAGS, TEST_TIMEOUT (guest.sh);
 # CG2_* (vm.sh). The environment, CI=true included, reaches the tests. The
 # e2e tests take the agent and images from NODEKEEPER_E2E_BIN and
-# NODEKEEPER_E2E_IMAGES, set here to what make build made.
+# NODEKEEPER_E2E_IMAGES, set here to what make build made, and stretch their
+# waits for processes by NODEKEEPER_E2E_SLOW (default 5 here: the VM emulates
+# the CPU).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../.."
@@ -36,5 +38,5 @@ for spec in "$@"; do
 	fi
 done
 echo "test-cgroup2: built bin/nodekeeper, bin/images and $(wc -l <"$out/list") test binaries (${race[*]:-no -race}) in $(($(date +%s) - t0)) s" >&2
-export NODEKEEPER_E2E_BIN=$PWD/bin/nodekeeper NODEKEEPER_E2E_IMAGES=$PWD/bin/images
+export NODEKEEPER_E2E_BIN=$PWD/bin/nodekeeper NODEKEEPER_E2E_IMAGES=$PWD/bin/images NODEKEEPER_E2E_SLOW=${NODEKEEPER_E2E_SLOW:-5}
 "$here/vm.sh" "$here/guest.sh" "$out/list"
