@@ -15,6 +15,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 const testbox = "localhost/nodekeeper/testbox:1"
@@ -243,14 +245,28 @@ spec:
 	if !strings.HasPrefix(cg, a.CgroupRoot+"/kubepods/burstable/pod"+string(pod.UID)) {
 		t.Errorf("container memory cgroup %s is not under %s/kubepods/burstable/pod%s", cg, a.CgroupRoot, pod.UID)
 	}
-	if got := readInt(t, cgroupFile(t, pid, "memory", "memory.limit_in_bytes")); got != 64<<20 {
-		t.Errorf("memory.limit_in_bytes %d, want %d", got, 64<<20)
-	}
-	if got := readInt(t, cgroupFile(t, pid, "cpu", "cpu.cfs_quota_us")); got != 20000 {
-		t.Errorf("cpu.cfs_quota_us %d, want 20000 (200m of a 100ms period)", got)
-	}
-	if got := readInt(t, cgroupFile(t, pid, "cpu", "cpu.shares")); got != 102 {
-		t.Errorf("cpu.shares %d, want 102 (100m)", got)
+	if integration.CgroupVersion() == 2 {
+		// The same on v2 (runc's files); the pod cgroup's cpu.weight is the
+		// agent's: the kubelet's 1+(shares-2)*9999/262142 of 102 shares.
+		for file, want := range map[string]string{"memory.max": strconv.Itoa(64 << 20), "cpu.max": "20000 100000"} {
+			if got := readString(t, cgroupFile(t, pid, "memory", file)); got != want {
+				t.Errorf("%s %q, want %q", file, got, want)
+			}
+		}
+		podCg := filepath.Join("/sys/fs/cgroup", a.CgroupRoot, "kubepods/burstable", "pod"+string(pod.UID))
+		if got := readInt(t, filepath.Join(podCg, "cpu.weight")); got != 4 {
+			t.Errorf("pod cpu.weight %d, want 4 (100m)", got)
+		}
+	} else {
+		if got := readInt(t, cgroupFile(t, pid, "memory", "memory.limit_in_bytes")); got != 64<<20 {
+			t.Errorf("memory.limit_in_bytes %d, want %d", got, 64<<20)
+		}
+		if got := readInt(t, cgroupFile(t, pid, "cpu", "cpu.cfs_quota_us")); got != 20000 {
+			t.Errorf("cpu.cfs_quota_us %d, want 20000 (200m of a 100ms period)", got)
+		}
+		if got := readInt(t, cgroupFile(t, pid, "cpu", "cpu.shares")); got != 102 {
+			t.Errorf("cpu.shares %d, want 102 (100m)", got)
+		}
 	}
 	// Burstable with a 32Mi request: 1000 - 1000*request/capacity, at least 2
 	// (bounds, not the figure: capacity is this machine's).
@@ -313,17 +329,22 @@ spec:
 	})
 }
 
-// cgroupOf returns pid's cgroup path in the v1 hierarchy holding controller.
+// cgroupOf returns pid's cgroup path in the v1 hierarchy holding controller,
+// or on cgroup v2 its one unified path (the "0::" line).
 func cgroupOf(t *testing.T, pid int, controller string) string {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
+	v2 := integration.CgroupVersion() == 2
 	for _, line := range strings.Split(string(b), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
+		}
+		if v2 && parts[0] == "0" && parts[1] == "" {
+			return parts[2]
 		}
 		for _, c := range strings.Split(parts[1], ",") {
 			if c == controller {
@@ -337,10 +358,13 @@ func cgroupOf(t *testing.T, pid int, controller string) string {
 
 // cgroupFile returns the path of file in pid's cgroup of the v1 hierarchy
 // holding controller, whether it is mounted alone (cpu) or co-mounted
-// (cpu,cpuacct).
+// (cpu,cpuacct), or on cgroup v2 in its unified cgroup.
 func cgroupFile(t *testing.T, pid int, controller, file string) string {
 	t.Helper()
 	cg := cgroupOf(t, pid, controller)
+	if integration.CgroupVersion() == 2 {
+		return filepath.Join("/sys/fs/cgroup", cg, file)
+	}
 	mounts, _ := filepath.Glob("/sys/fs/cgroup/*")
 	for _, m := range mounts {
 		for _, c := range strings.Split(filepath.Base(m), ",") {
@@ -351,6 +375,15 @@ func cgroupFile(t *testing.T, pid int, controller, file string) string {
 	}
 	t.Fatalf("no cgroup v1 hierarchy for %s under /sys/fs/cgroup", controller)
 	return ""
+}
+
+func readString(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func readInt(t *testing.T, path string) int64 {

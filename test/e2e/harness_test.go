@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,7 +34,9 @@ import (
 )
 
 // artifacts are the binary and images every test's agent uses, built once
-// per test binary.
+// per test binary, or taken from $NODEKEEPER_E2E_BIN and
+// $NODEKEEPER_E2E_IMAGES when both are set (make test-cgroup2 builds them on
+// the host: compiling inside its VM takes 10-20 times as long).
 type artifacts struct {
 	bin    string // the nodekeeper binary
 	images string // pause.tar and testbox.tar
@@ -54,6 +57,9 @@ func TestMain(m *testing.M) {
 }
 
 var build = sync.OnceValues(func() (artifacts, error) {
+	if bin, images := os.Getenv("NODEKEEPER_E2E_BIN"), os.Getenv("NODEKEEPER_E2E_IMAGES"); bin != "" && images != "" {
+		return artifacts{bin: bin, images: images}, nil
+	}
 	a := artifacts{bin: filepath.Join(buildDir, "nodekeeper"), images: filepath.Join(buildDir, "images")}
 	for _, args := range [][]string{
 		{"build", "-o", a.bin, "github.com/nodekeeper/nodekeeper/cmd/nodekeeper"},
@@ -172,6 +178,22 @@ fileCheckFrequency: 2s
 	return a
 }
 
+// slow scales d, a bound on a wait for real processes, by the integer
+// factor in $NODEKEEPER_E2E_SLOW (unset: 1). make test-cgroup2 sets it: its
+// VM emulates the CPU, and containerd, runc and the shims run 10-20 times
+// slower there than here.
+func slow(t testing.TB, d time.Duration) time.Duration {
+	v := os.Getenv("NODEKEEPER_E2E_SLOW")
+	if v == "" {
+		return d
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("NODEKEEPER_E2E_SLOW=%q: want an integer factor of 1 or more", v)
+	}
+	return d * time.Duration(n)
+}
+
 // freePort returns a loopback TCP port that was free a moment ago.
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -241,10 +263,10 @@ func (a *Agent) Stop(sig syscall.Signal) int {
 	_ = cmd.Process.Signal(sig)
 	select {
 	case <-exited:
-	case <-time.After(90 * time.Second):
+	case <-time.After(slow(a.t, 90*time.Second)):
 		_ = cmd.Process.Kill()
 		<-exited
-		a.t.Errorf("nodekeeper did not exit within 90s of %v", sig)
+		a.t.Errorf("nodekeeper did not exit within %v of %v", slow(a.t, 90*time.Second), sig)
 	}
 	a.mu.Lock()
 	a.cmd = nil
@@ -343,10 +365,12 @@ func (a *Agent) WaitGone(name string) {
 }
 
 // Eventually polls check every 100ms until it reports true, failing the test
-// with check's last note after timeout. The timeout bounds a wait for real
-// processes; it is generous so that a busy machine does not fail the test.
+// with check's last note after timeout (times $NODEKEEPER_E2E_SLOW, see
+// slow). The timeout bounds a wait for real processes; it is generous so that
+// a busy machine does not fail the test.
 func (a *Agent) Eventually(what string, timeout time.Duration, check func() (bool, string)) {
 	a.t.Helper()
+	timeout = slow(a.t, timeout)
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, note := check()
@@ -363,7 +387,7 @@ func (a *Agent) Eventually(what string, timeout time.Duration, check func() (boo
 // CRI returns a CRI client for the agent's containerd.
 func (a *Agent) CRI() *cri.Client {
 	a.t.Helper()
-	c, err := cri.New("unix://"+a.socket(), cri.Options{Timeout: 30 * time.Second})
+	c, err := cri.New("unix://"+a.socket(), cri.Options{Timeout: slow(a.t, 30*time.Second)})
 	if err != nil {
 		a.t.Fatal(err)
 	}
