@@ -532,12 +532,10 @@ func TestFollowUps(t *testing.T) {
 	if _, err := unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}); err != nil {
 		t.Fatal(err)
 	}
-	w.await(t, 10*time.Second, "the notification")
-	start := time.Now()
+	start := w.await(t, 10*time.Second, "the notification")
 	var at []time.Duration
 	for range 2 {
-		w.await(t, 10*time.Second, "a follow-up")
-		at = append(at, time.Since(start))
+		at = append(at, w.await(t, 10*time.Second, "a follow-up").Sub(start))
 	}
 	if at[0] < 150*time.Millisecond || at[1] < 350*time.Millisecond {
 		t.Errorf("follow-ups at %v after the notification, want about 200ms and 400ms", at)
