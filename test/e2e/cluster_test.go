@@ -281,9 +281,13 @@ func TestClusterPod(t *testing.T) {
 		_, err := c.admin.CoreV1().Pods(c.ns).Get(context.Background(), "web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	if _, err := c.agent.CRI().ContainerStatus(context.Background(), strings.TrimPrefix(cs.ContainerID, "containerd://"), false); err == nil {
-		t.Errorf("container %s still exists after the pod object was removed", cs.ContainerID)
-	}
+	// The object goes once nothing of the pod runs (as the kubelet's
+	// PodCouldBeDeleted); its stopped container is removed right after,
+	// not necessarily before.
+	c.agent.Eventually("the pod's container removed", 60*time.Second, func() (bool, string) {
+		_, err := c.agent.CRI().ContainerStatus(context.Background(), strings.TrimPrefix(cs.ContainerID, "containerd://"), false)
+		return err != nil, fmt.Sprintf("container %s: %v", cs.ContainerID, err)
+	})
 	for _, reason := range []string{"Pulled", "Created", "Started", "Killing"} {
 		if len(c.events(c.ns, "web", reason)) == 0 {
 			t.Errorf("no %s event for the pod", reason)
