@@ -156,7 +156,7 @@ func TestPodResources(t *testing.T) {
 
 func TestSharesToWeight(t *testing.T) {
 	t.Parallel()
-	for shares, want := range map[uint64]uint64{0: 1, 2: 1, 1024: 39, 262144: 10000} {
+	for shares, want := range map[uint64]uint64{0: 1, 2: 1, 3: 2, 102: 17, 512: 59, 1024: 100, 2048: 174, 22000: 1204, 262143: 10000, 262144: 10000} {
 		if got := sharesToWeight(shares); got != want {
 			t.Errorf("sharesToWeight(%d) = %d, want %d", shares, got, want)
 		}
@@ -363,13 +363,13 @@ func TestEnsureV2(t *testing.T) {
 		"cgroup.subtree_control":                         "+cpuset +cpu +io +memory +pids",
 		"kubepods/cgroup.subtree_control":                "+cpuset +cpu +io +memory +pids",
 		"kubepods/podg/cgroup.subtree_control":           "+cpuset +cpu +io +memory +pids",
-		"kubepods/podg/cpu.weight":                       "39",
+		"kubepods/podg/cpu.weight":                       "100",
 		"kubepods/podg/cpu.max":                          "100000 100000",
 		"kubepods/podg/memory.max":                       "1073741824",
 		"kubepods/podg/pids.max":                         "max",
 		"kubepods/burstable/cgroup.subtree_control":      "+cpuset +cpu +io +memory +pids",
 		"kubepods/burstable/podb/cgroup.subtree_control": "+cpuset +cpu +io +memory +pids",
-		"kubepods/burstable/podb/cpu.weight":             "4",
+		"kubepods/burstable/podb/cpu.weight":             "17",
 		"kubepods/burstable/podb/cpu.max":                "max 100000",
 		"kubepods/burstable/podb/memory.max":             "2097152",
 		"kubepods/burstable/podb/pids.max":               "max",
@@ -408,7 +408,7 @@ func TestUpdateQoS(t *testing.T) {
 		{"v1 no burstable pods", func(t *testing.T) string { return v1Tree(t, false) }, pods[2:],
 			map[string]string{"cpu/kubepods/burstable/cpu.shares": "2", "cpu/kubepods/besteffort/cpu.shares": "2"}},
 		{"v2 burstable pods", v2Tree, pods,
-			map[string]string{"kubepods/burstable/cpu.weight": "16", "kubepods/besteffort/cpu.weight": "1"}},
+			map[string]string{"kubepods/burstable/cpu.weight": "49", "kubepods/besteffort/cpu.weight": "1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
