@@ -20,7 +20,8 @@
 // Values written for a pod (the kubelet's rules):
 //
 //	cpu shares   sum of the cpu requests: milli*1024/1000, at least 2, at most 262144;
-//	             2 for BestEffort pods (v1 cpu.shares; v2 cpu.weight = 1 + (shares-2)*9999/262142)
+//	             2 for BestEffort pods (v1 cpu.shares; v2 cpu.weight, converted as
+//	             the kubelet since 1.35: 2 shares is 1, 1024 is 100, 262144 is 10000)
 //	cpu quota    only when every container has a cpu limit (Guaranteed always):
 //	             limit milli * 100000/1000 µs per 100000 µs period, at least 1000
 //	             (v1 cpu.cfs_period_us, cpu.cfs_quota_us; v2 cpu.max "quota 100000")

@@ -54,8 +54,19 @@ type Manager struct {
 	rmdir     func(string) error // unix.Rmdir; fixture tests remove plain directories
 }
 
-// New checks cfg and detects the cgroup version and hierarchies.
-func New(cfg Config) (*Manager, error) {
+// New checks cfg, detects the cgroup version and hierarchies, and checks
+// that they can hold the pod cgroups under cfg.CgroupRoot: each hierarchy is
+// a cgroup mount of its version and the existing part of CgroupRoot is in
+// it; the cpu, memory and pids controllers are there (v1: their hierarchies
+// are mounted; v2: the root offers them and every existing cgroup down to
+// CgroupRoot enables them for its children, or may: it holds no process).
+// Its errors name the field (cgroupDriver, cgroupRoot) and what the machine
+// has. It reads only; EnsureQoS makes the cgroups.
+func New(cfg Config) (*Manager, error) { return newManager(cfg, statfsType) }
+
+// newManager is New with the filesystem types of paths from fsType
+// (fixture trees are on the test machine's disk).
+func newManager(cfg Config, fsType fsTypeFunc) (*Manager, error) {
 	switch cfg.Driver {
 	case "", "cgroupfs":
 	case "systemd":
@@ -69,6 +80,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	l, err := Detect(cfg.FSRoot)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMachine(l, root, fsType); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
@@ -321,7 +335,8 @@ func (m *Manager) makeTree(cgroupPath string, leafControllers bool) error {
 
 // Place makes the cgroup at cgroupPath (absolute, as "/nodekeeper-containerd";
 // not "/" and not under kubepods) in every hierarchy, with no limits, and
-// moves the process pid (all its threads) into it: the agent puts the
+// moves the process pid (all its threads) into it (on v2 it must be a leaf:
+// Place refuses one that enables controllers for children): the agent puts the
 // containerd it runs there, apart from itself and the pods, as the kubelet's
 // --runtime-cgroups does. Processes pid starts later inherit the cgroup.
 // Idempotent; the cgroup is left in place (Place never removes one).
@@ -335,6 +350,17 @@ func (m *Manager) Place(cgroupPath string, pid int) error {
 	}
 	if err := m.makeTree(p, false); err != nil {
 		return err
+	}
+	if m.layout.Version == V2 {
+		// v2's no-internal-process rule: a cgroup that enables controllers
+		// for its children may hold no process (the write fails EBUSY).
+		on, err := readFields(filepath.Join(m.layout.Root, p, "cgroup.subtree_control"))
+		if err != nil {
+			return err
+		}
+		if len(on) > 0 {
+			return fmt.Errorf("cgroup %q: it enables %s for child cgroups (cgroup.subtree_control), so cgroup v2 lets it hold no process; want a leaf cgroup", cgroupPath, strings.Join(on, " "))
+		}
 	}
 	for _, h := range m.layout.hierarchies() {
 		if err := write(filepath.Join(h.dir, p), "cgroup.procs", strconv.Itoa(pid)); err != nil {

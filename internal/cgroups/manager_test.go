@@ -6,11 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -156,7 +158,7 @@ func TestPodResources(t *testing.T) {
 
 func TestSharesToWeight(t *testing.T) {
 	t.Parallel()
-	for shares, want := range map[uint64]uint64{0: 1, 2: 1, 1024: 39, 262144: 10000} {
+	for shares, want := range map[uint64]uint64{0: 1, 2: 1, 3: 2, 102: 17, 512: 59, 1024: 100, 2048: 174, 22000: 1204, 262143: 10000, 262144: 10000} {
 		if got := sharesToWeight(shares); got != want {
 			t.Errorf("sharesToWeight(%d) = %d, want %d", shares, got, want)
 		}
@@ -183,6 +185,84 @@ func TestNewRejects(t *testing.T) {
 			_, err := New(tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNewChecksMachine: a cgroupRoot the machine cannot hold pod cgroups
+// under is refused by New, naming cgroupRoot, the file or directory at fault
+// and what the machine has; one it can is accepted.
+func TestNewChecksMachine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		tree  func(t *testing.T, root string) // adds to a v2 (or v1) fixture tree
+		v1    bool
+		croot string
+		other []string // paths, relative to the tree, on tmpfs
+		want  string   // "" accepts; else a substring of the error, {root} the tree
+	}{
+		{name: "v2, cgroupRoot made later", croot: "/nk/sub"},
+		{name: "v2, cgroupRoot of the machine", croot: "/nk", tree: func(t *testing.T, root string) {
+			mkfile(t, filepath.Join(root, "nk", "cgroup.type"), "domain\n")
+			mkfile(t, filepath.Join(root, "nk", "cgroup.procs"), "")
+		}},
+		{name: "v2 root is not a cgroup2 mount", croot: "/nk", other: []string{""},
+			want: `cgroupRoot "/nk": {root} holds cgroup.controllers but is not a cgroup2 mount (its filesystem is tmpfs)`},
+		{name: "v2 cgroupRoot on another filesystem", croot: "/nk/pods", other: []string{"nk"},
+			tree: func(t *testing.T, root string) { mkfile(t, filepath.Join(root, "nk", "cgroup.procs"), "") },
+			want: `cgroupRoot "/nk/pods": {root}/nk is not in the cgroup2 mount at {root}: it is on another filesystem (tmpfs) mounted there`},
+		{name: "v2 root without memory and pids", croot: "/",
+			tree: func(t *testing.T, root string) {
+				mkfile(t, filepath.Join(root, "cgroup.controllers"), "cpuset cpu io\n")
+			},
+			want: `cgroupRoot "/": pod cgroups need the cpu, memory, pids controllers; {root}/cgroup.controllers offers no memory, pids (it has "cpuset cpu io")`},
+		{name: "v2 parent holds processes and lacks controllers", croot: "/nk/pods", tree: func(t *testing.T, root string) {
+			mkfile(t, filepath.Join(root, "nk", "cgroup.type"), "domain\n")
+			mkfile(t, filepath.Join(root, "nk", "cgroup.subtree_control"), "cpu\n")
+			mkfile(t, filepath.Join(root, "nk", "cgroup.procs"), "41\n42\n")
+		}, want: `cgroupRoot "/nk/pods": {root}/nk/cgroup.subtree_control does not enable memory, pids for its children (it has "cpu"), and nodekeeper cannot enable them: it holds processes (41,42)`},
+		{name: "v2 parent holds processes and enables the controllers", croot: "/nk/pods", tree: func(t *testing.T, root string) {
+			// (the kernel forbids it for a domain cgroup; a threaded one may)
+			mkfile(t, filepath.Join(root, "nk", "cgroup.type"), "domain threaded\n")
+			mkfile(t, filepath.Join(root, "nk", "cgroup.subtree_control"), "cpu memory pids\n")
+			mkfile(t, filepath.Join(root, "nk", "cgroup.procs"), "41\n")
+		}},
+		{name: "v2 machine root holds processes", croot: "/", tree: func(t *testing.T, root string) {
+			mkfile(t, filepath.Join(root, "cgroup.subtree_control"), "")
+		}},
+		{name: "v1", v1: true, croot: "/nk"},
+		{name: "v1 without pids", v1: true, croot: "/",
+			tree: func(t *testing.T, root string) { os.RemoveAll(filepath.Join(root, "pids")) },
+			want: `cgroupRoot "/": pod cgroups need the cpu, memory, pids hierarchies of cgroup v1; {root} has no pids mounted (mounted: cpu cpuacct cpuset freezer memory unified)`},
+		{name: "v1 memory is not a cgroup hierarchy", v1: true, croot: "/", other: []string{"memory"},
+			want: `cgroupRoot "/": {root}/memory is not a cgroup v1 hierarchy (its filesystem is tmpfs)`},
+		{name: "v1 cgroupRoot on another filesystem", v1: true, croot: "/nk", other: []string{"memory/nk"},
+			tree: func(t *testing.T, root string) { mkfile(t, filepath.Join(root, "memory", "nk", "cgroup.procs"), "") },
+			want: `cgroupRoot "/nk": {root}/memory/nk is not in the cgroup v1 hierarchy at {root}/memory: it is on another filesystem (tmpfs)`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := v2Tree(t)
+			if tc.v1 {
+				root = v1Tree(t, false)
+			}
+			if tc.tree != nil {
+				tc.tree(t, root)
+			}
+			var other []string
+			for _, o := range tc.other {
+				other = append(other, filepath.Join(root, o))
+			}
+			_, err := newManager(Config{FSRoot: root, CgroupRoot: tc.croot}, fixtureFS(other...))
+			want := strings.ReplaceAll(tc.want, "{root}", root)
+			switch {
+			case want == "" && err != nil:
+				t.Fatalf("New: %v, want it accepted", err)
+			case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Fatalf("New: %v\nwant an error containing %q", err, want)
 			}
 		})
 	}
@@ -220,10 +300,31 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-// fixtureManager is New with rmdir removing the plain fixture directories.
+// fixtureFS is the fsTypeFunc of a fixture tree: a path that exists is on
+// cgroup2 when it is in a v2 tree or a v1 tree's unified hierarchy, else on
+// cgroup v1; other lists paths on another filesystem (tmpfs).
+func fixtureFS(other ...string) fsTypeFunc {
+	return func(p string) (int64, error) {
+		if _, err := os.Stat(p); err != nil {
+			return 0, err
+		}
+		if slices.Contains(other, p) {
+			return unix.TMPFS_MAGIC, nil
+		}
+		for d := p; d != "/"; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "cgroup.controllers")); err == nil || filepath.Base(d) == "unified" {
+				return unix.CGROUP2_SUPER_MAGIC, nil
+			}
+		}
+		return unix.CGROUP_SUPER_MAGIC, nil
+	}
+}
+
+// fixtureManager is New over a fixture tree, with rmdir removing the plain
+// fixture directories.
 func fixtureManager(t *testing.T, cfg Config) *Manager {
 	t.Helper()
-	m, err := New(cfg)
+	m, err := newManager(cfg, fixtureFS())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,13 +464,13 @@ func TestEnsureV2(t *testing.T) {
 		"cgroup.subtree_control":                         "+cpuset +cpu +io +memory +pids",
 		"kubepods/cgroup.subtree_control":                "+cpuset +cpu +io +memory +pids",
 		"kubepods/podg/cgroup.subtree_control":           "+cpuset +cpu +io +memory +pids",
-		"kubepods/podg/cpu.weight":                       "39",
+		"kubepods/podg/cpu.weight":                       "100",
 		"kubepods/podg/cpu.max":                          "100000 100000",
 		"kubepods/podg/memory.max":                       "1073741824",
 		"kubepods/podg/pids.max":                         "max",
 		"kubepods/burstable/cgroup.subtree_control":      "+cpuset +cpu +io +memory +pids",
 		"kubepods/burstable/podb/cgroup.subtree_control": "+cpuset +cpu +io +memory +pids",
-		"kubepods/burstable/podb/cpu.weight":             "4",
+		"kubepods/burstable/podb/cpu.weight":             "17",
 		"kubepods/burstable/podb/cpu.max":                "max 100000",
 		"kubepods/burstable/podb/memory.max":             "2097152",
 		"kubepods/burstable/podb/pids.max":               "max",
@@ -408,7 +509,7 @@ func TestUpdateQoS(t *testing.T) {
 		{"v1 no burstable pods", func(t *testing.T) string { return v1Tree(t, false) }, pods[2:],
 			map[string]string{"cpu/kubepods/burstable/cpu.shares": "2", "cpu/kubepods/besteffort/cpu.shares": "2"}},
 		{"v2 burstable pods", v2Tree, pods,
-			map[string]string{"kubepods/burstable/cpu.weight": "16", "kubepods/besteffort/cpu.weight": "1"}},
+			map[string]string{"kubepods/burstable/cpu.weight": "49", "kubepods/besteffort/cpu.weight": "1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -522,6 +623,17 @@ func TestPlace(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("files written (-want +got):\n%s", diff)
+			}
+			if tc.name == "v2" {
+				// A cgroup with controllers on for children may hold no process.
+				mkfile(t, filepath.Join(root, "nk", "inner", "cgroup.subtree_control"), "cpu memory")
+				err := m.Place("/nk/inner", 42)
+				if want := `cgroup "/nk/inner": it enables cpu memory for child cgroups`; err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Place in a cgroup with controllers enabled: %v, want an error containing %q", err, want)
+				}
+				if _, err := os.Stat(filepath.Join(root, "nk", "inner", "cgroup.procs")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("Place wrote cgroup.procs of a cgroup with controllers enabled: %v", err)
+				}
 			}
 			for _, bad := range []string{"/", "/nk/kubepods", "/nk/kubepods/x", "rel", "/a/../b"} {
 				if err := m.Place(bad, 42); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {

@@ -6,15 +6,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
@@ -50,11 +55,12 @@ func allocate() {
 	os.Exit(0)
 }
 
-// TestRealCgroup makes a Guaranteed pod's cgroup on this machine's cgroup
+// TestRealCgroup makes a Guaranteed pod's cgroup on this machine's cgroup v1
 // filesystem under a root of its own, moves a process in, and checks that the
 // kernel enforces the memory limit and that RemovePod refuses while the
-// process lives and succeeds after.
+// process lives and succeeds after. TestRealCgroupV2 is its v2 counterpart.
 func TestRealCgroup(t *testing.T) {
+	integration.OnCgroup(t, 1)
 	if os.Geteuid() != 0 {
 		integration.Require(t, "cgroup tests need root")
 	}
@@ -81,31 +87,8 @@ func TestRealCgroup(t *testing.T) {
 		t.Fatalf("cgroup parent %q, want %q", parent, want)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	lines := bufio.NewReader(out)
-	if l, err := lines.ReadString('\n'); err != nil || l != "ready\n" {
-		t.Fatalf("child said %q, %v; want ready", l, err)
-	}
-	pid := strconv.Itoa(cmd.Process.Pid)
+	c := startChild(t)
+	cmd, pid := c.cmd, strconv.Itoa(c.cmd.Process.Pid)
 	for _, h := range m.Layout().hierarchies() {
 		if err := write(filepath.Join(h.dir, parent), "cgroup.procs", pid); err != nil {
 			t.Fatal(err)
@@ -141,16 +124,7 @@ func TestRealCgroup(t *testing.T) {
 	}
 
 	// Past its memory limit the kernel kills it.
-	if _, err := stdin.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
-	rest, _ := lines.ReadString('\n')
-	err = cmd.Wait()
-	waited = true
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child ended with %v after saying %q; want it killed (SIGKILL) by the memory limit", err, rest)
-	}
+	c.allocate(t)
 
 	if err := m.RemovePod(p.UID); err != nil {
 		t.Fatal(err)
@@ -159,6 +133,187 @@ func TestRealCgroup(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(h.dir, parent)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there after RemovePod: %v", filepath.Join(h.dir, parent), err)
 		}
+	}
+}
+
+// TestRealCgroupV2 is TestRealCgroup on cgroup v2: the kubelet's layout
+// (kubepods, burstable, besteffort, pod<UID>) with the v2 files' values
+// under a root of its own; a process in a leaf cgroup under the pod's (where
+// the runtime puts containers: the pod cgroup enables controllers for its
+// children, so by v2's no-internal-process rule it holds none) is limited by
+// the pod's memory.max and killed past it; RemovePod refuses while it lives
+// and removes the pod cgroup with the leftover leaf after.
+func TestRealCgroupV2(t *testing.T) {
+	integration.OnCgroup(t, 2)
+	if os.Geteuid() != 0 {
+		integration.Require(t, "cgroup tests need root")
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	root := "/nk-test-" + hex.EncodeToString(rnd[:])
+	m, err := New(Config{CgroupRoot: root, PodPidsLimit: 128, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeRoot(t, m.Layout(), root) })
+	if m.Layout().Version != V2 {
+		t.Fatalf("Detect says cgroup v%d on a cgroup2 machine", m.Layout().Version)
+	}
+	if err := m.EnsureQoS(); err != nil {
+		t.Fatal(err)
+	}
+	// A small limit: each page the child touches costs much in an emulated
+	// guest (the kill at 64Mi took 23 s in the TCG guest of the v2 lane).
+	g := pod("nk-real-g", ctr(rl("200m", "16Mi"), rl("200m", "16Mi")))
+	b := pod("nk-real-b", ctr(rl("100m", "32Mi"), rl("", "")))
+	e := pod("nk-real-e", ctr(nil, nil))
+	parents := map[string]string{}
+	for _, p := range []*v1.Pod{g, b, e} {
+		parent, err := m.EnsurePod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parents[string(p.UID)] = parent
+	}
+	if diff := cmp.Diff(map[string]string{
+		"nk-real-g": root + "/kubepods/podnk-real-g",
+		"nk-real-b": root + "/kubepods/burstable/podnk-real-b",
+		"nk-real-e": root + "/kubepods/besteffort/podnk-real-e",
+	}, parents); diff != "" {
+		t.Errorf("cgroup parents (-want +got):\n%s", diff)
+	}
+	if err := m.UpdateQoS([]*v1.Pod{g, b, e}); err != nil {
+		t.Fatal(err)
+	}
+	fsRoot := m.Layout().Root
+	read := func(cgroup, file string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(fsRoot, cgroup, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	// The kernel's view of what EnsureQoS and EnsurePod wrote.
+	got := map[string]string{}
+	want := map[string]string{
+		"kubepods/besteffort/cpu.weight":              "1",
+		"kubepods/burstable/cpu.weight":               "17", // 100m: 102 shares
+		"kubepods/podnk-real-g/cpu.weight":            "29", // 200m: 204 shares
+		"kubepods/podnk-real-g/cpu.max":               "20000 100000",
+		"kubepods/podnk-real-g/memory.max":            "16777216",
+		"kubepods/podnk-real-g/pids.max":              "128",
+		"kubepods/burstable/podnk-real-b/cpu.max":     "max 100000",
+		"kubepods/burstable/podnk-real-b/memory.max":  "max",
+		"kubepods/burstable/podnk-real-b/pids.max":    "128",
+		"kubepods/besteffort/podnk-real-e/cpu.weight": "1",
+		"kubepods/besteffort/podnk-real-e/memory.max": "max",
+	}
+	for f := range want {
+		got[f] = read(root, f)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cgroup files (-want +got):\n%s", diff)
+	}
+	// Every cgroup from the root down to the pods enables the controllers
+	// pods need for its children.
+	for _, cg := range []string{"/", root, root + "/kubepods", root + "/kubepods/burstable", root + "/kubepods/besteffort", parents["nk-real-g"]} {
+		on := strings.Fields(read(cg, "cgroup.subtree_control"))
+		for _, c := range requiredControllers {
+			if !slices.Contains(on, c) {
+				t.Errorf("%s/cgroup.subtree_control = %q, want %s in it", cg, on, c)
+			}
+		}
+	}
+
+	// The runtime's part: the container's cgroup, a leaf under the pod's.
+	leaf := parents["nk-real-g"] + "/ctr"
+	if err := os.Mkdir(filepath.Join(fsRoot, leaf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t)
+	pid := strconv.Itoa(c.cmd.Process.Pid)
+	if err := write(filepath.Join(fsRoot, leaf), "cgroup.procs", pid); err != nil {
+		t.Fatal(err)
+	}
+	proc, err := os.ReadFile(fmt.Sprintf("/proc/%s/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "0::" + leaf + "\n"; string(proc) != want {
+		t.Errorf("/proc/%s/cgroup = %q, want %q", pid, proc, want)
+	}
+	if err := m.RemovePod(g.UID); !errors.Is(err, ErrLiveProcesses) || !strings.Contains(err.Error(), pid) {
+		t.Fatalf("RemovePod while the child lives: %v, want ErrLiveProcesses naming pid %s", err, pid)
+	}
+
+	// Past the pod's memory.max the kernel kills it, and counts the kill.
+	c.allocate(t)
+	if ev := read(parents["nk-real-g"], "memory.events"); !strings.Contains(ev, "oom_kill 1") {
+		t.Errorf("pod memory.events after the kill:\n%s\nwant oom_kill 1", ev)
+	}
+
+	for _, p := range []*v1.Pod{g, b, e} {
+		if err := m.RemovePod(p.UID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(fsRoot, parents[string(p.UID)])); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there after RemovePod: %v", parents[string(p.UID)], err)
+		}
+	}
+}
+
+// child is a process of the test binary running allocate.
+type child struct {
+	cmd    *exec.Cmd
+	stdin  io.Writer
+	lines  *bufio.Reader
+	waited bool
+}
+
+// startChild starts the test binary as allocate's child and waits for its
+// "ready"; a cleanup kills and reaps it unless allocate did.
+func startChild(t *testing.T) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	c.cmd.Env = append(os.Environ(), childEnv+"=1")
+	stdin, err := c.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !c.waited {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+	})
+	c.stdin, c.lines = stdin, bufio.NewReader(out)
+	if l, err := c.lines.ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("child said %q, %v; want ready", l, err)
+	}
+	return c
+}
+
+// allocate lets the child touch 256 MiB and fails t unless the kernel
+// SIGKILLs it for that.
+func (c *child) allocate(t *testing.T) {
+	t.Helper()
+	if _, err := c.stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := c.lines.ReadString('\n')
+	err := c.cmd.Wait()
+	c.waited = true
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v after saying %q; want it killed (SIGKILL) by the memory limit", err, rest)
 	}
 }
 
@@ -207,7 +362,8 @@ func removeRoot(t *testing.T, l Layout, root string) {
 }
 
 // TestRealPlace places a process of its own in a cgroup under a root of its
-// own on this machine: it is there in every hierarchy.
+// own on this machine, beside the pods' tree: it is there in every hierarchy
+// (v1), or in that one cgroup (v2). It runs on both versions.
 func TestRealPlace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		integration.Require(t, "cgroup tests need root")
@@ -228,6 +384,11 @@ func TestRealPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // before removeRoot
+	// The agent's order: the pods' tree, then the runtime beside it (on v2
+	// the root enables controllers for both, and rt stays a leaf).
+	if err := m.EnsureQoS(); err != nil {
+		t.Fatal(err)
+	}
 	rt := root + "/nodekeeper-containerd"
 	if err := m.Place(rt, cmd.Process.Pid); err != nil {
 		t.Fatal(err)
@@ -239,9 +400,17 @@ func TestRealPlace(t *testing.T) {
 			t.Errorf("%s/cgroup.procs = %q, %v; want %d", filepath.Join(h.dir, rt), b, err, cmd.Process.Pid)
 		}
 	}
-	for _, c := range []string{"memory", "cpu", "pids"} {
+	ctrls := []string{"memory", "cpu", "pids"} // v1: the process's cgroup in each hierarchy
+	if integration.CgroupVersion() == 2 {
+		ctrls = []string{"unified"} // v2: its one line, 0::/path
+	}
+	for _, c := range ctrls {
 		if got[c] != rt {
 			t.Errorf("the process's %s cgroup is %q, want %q", c, got[c], rt)
 		}
+	}
+	// Placing it again (a restarted agent adopting its containerd) is a no-op.
+	if err := m.Place(rt, cmd.Process.Pid); err != nil {
+		t.Errorf("Place again: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"math"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -49,13 +50,22 @@ func milliToQuota(milli int64) int64 {
 	return max(milli*quotaPeriod/1000, minQuota)
 }
 
-// sharesToWeight converts v1 cpu shares to a v2 cpu.weight, mapping
-// [2, 262144] onto [1, 10000].
+// sharesToWeight converts v1 cpu shares to a v2 cpu.weight as the kubelet
+// does for pod and QoS cgroups since 1.35 (opencontainers/cgroups, runc
+// 1.3.2, crun 1.23; kubernetes/kubernetes#131216): 2 shares (and less) is
+// weight 1, 262144 is 10000, and in between 10^((l² + 125l)/612 − 7/34)
+// rounded up, l = log2(shares), a curve through both ends and the defaults
+// (1024 shares: weight 100). The older linear map, 1 + (shares−2)·9999/262142,
+// gave a 1-cpu pod weight 39, less than a default-weight system service.
 func sharesToWeight(shares uint64) uint64 {
-	if shares < minShares {
-		shares = minShares
+	switch {
+	case shares <= minShares:
+		return 1
+	case shares >= maxShares:
+		return 10000
 	}
-	return 1 + (shares-minShares)*9999/(maxShares-minShares)
+	l := math.Log2(float64(shares))
+	return uint64(math.Ceil(math.Pow(10, (l*l+125*l)/612-7.0/34)))
 }
 
 // podResources computes the pod cgroup values of pod (see the package doc).

@@ -95,6 +95,12 @@ type Agent struct {
 	// NoSwap, the kubelet's default) or SwapLimited, which cgroup v1 refuses
 	// (HostErr). It decides the containers' swap limit (podruntime.Swap).
 	SwapBehavior string
+	// SingleProcessOOMKill is singleProcessOOMKill, nil unless set (the
+	// kubelet's default). On cgroup v2 the runtime sets memory.oom.group=1
+	// on each container's cgroup, so that an OOM kill ends the whole
+	// container, unless it is true; cgroup v1 always kills single processes
+	// and refuses an explicit false (HostErr).
+	SingleProcessOOMKill *bool
 	// HealthzBindAddress and HealthzPort are where GET /healthz is served on
 	// its own (the kubelet's 127.0.0.1:10248); port 0 turns it off.
 	HealthzBindAddress string
@@ -235,6 +241,7 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		FailCgroupV1:          *k.FailCgroupV1,
 		FailSwapOn:            *k.FailSwapOn,
 		SwapBehavior:          k.MemorySwap.SwapBehavior,
+		SingleProcessOOMKill:  k.SingleProcessOOMKill,
 		HealthzBindAddress:    k.HealthzBindAddress,
 		HealthzPort:           *k.HealthzPort,
 		SystemCgroups:         k.SystemCgroups,
@@ -311,7 +318,7 @@ func (h Host) SwapOn() (on bool, first string) {
 // HostErr returns why `nodekeeper run` refuses to start on host with these
 // settings, as the kubelet refuses at start, or nil: failCgroupV1 on cgroup
 // v1, failSwapOn while swap is on, memorySwap.swapBehavior LimitedSwap on
-// cgroup v1. The error names file, the field, its value and what the machine
+// cgroup v1, singleProcessOOMKill: false on cgroup v1. The error names file, the field, its value and what the machine
 // has; it is of class ErrInvalid.
 func (a Agent) HostErr(file string, h Host) error {
 	switch on, first := h.SwapOn(); {
@@ -322,6 +329,9 @@ func (a Agent) HostErr(file string, h Host) error {
 	case a.SwapBehavior == SwapLimited && !h.CgroupV2:
 		return fieldError(file, "memorySwap.swapBehavior", SwapLimited,
 			"this host uses cgroup v1 (/sys/fs/cgroup is not a cgroup2 mount); LimitedSwap needs cgroup v2 (use NoSwap or leave it unset)")
+	case a.SingleProcessOOMKill != nil && !*a.SingleProcessOOMKill && !h.CgroupV2:
+		return fieldError(file, "singleProcessOOMKill", "false",
+			"this host uses cgroup v1 (/sys/fs/cgroup is not a cgroup2 mount), which kills single processes only: the kubelet refuses false there; leave it unset or true")
 	case a.FailSwapOn && on:
 		return fieldError(file, "failSwapOn", "true",
 			fmt.Sprintf("swap is on (/proc/swaps lists %s): running with swap on is not supported; turn swap off or set failSwapOn: false", first))

@@ -194,6 +194,10 @@ func TestAgentHostErr(t *testing.T) {
 		{"LimitedSwap on v1", "failCgroupV1: false\nfailSwapOn: false\nmemorySwap: {swapBehavior: LimitedSwap}\n", on(v1),
 			[]string{`memorySwap.swapBehavior: "LimitedSwap"`, "cgroup v1", "cgroup v2"}},
 		{"NoSwap on v1", "failCgroupV1: false\nmemorySwap: {swapBehavior: NoSwap}\n", v1, nil},
+		{"singleProcessOOMKill false on v1", "failCgroupV1: false\nsingleProcessOOMKill: false\n", v1,
+			[]string{`singleProcessOOMKill: "false"`, "cgroup v1", "kills single processes only"}},
+		{"singleProcessOOMKill true on v1", "failCgroupV1: false\nsingleProcessOOMKill: true\n", v1, nil},
+		{"singleProcessOOMKill false on v2", "singleProcessOOMKill: false\n", v2, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -262,6 +266,35 @@ func TestAgentRuntimeDriver(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not name %s", err, w)
 				}
+			}
+		})
+	}
+}
+
+// TestSingleProcessOOMKill: singleProcessOOMKill is read without a warning,
+// and unset stays unset (nil): its default depends on the machine's cgroup
+// version, which `run` knows, as the kubelet's.
+func TestSingleProcessOOMKill(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, data string
+		want       *bool
+	}{
+		{"unset", "", nil},
+		{"true", "singleProcessOOMKill: true\n", new(true)},
+		{"false", "singleProcessOOMKill: false\n", new(false)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse("agent.yaml", []byte(header+tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, c.Agent.SingleProcessOOMKill); diff != "" {
+				t.Errorf("SingleProcessOOMKill (-want +got):\n%s", diff)
+			}
+			if len(c.Warnings) != 0 {
+				t.Errorf("warnings: %q", c.Warnings)
 			}
 		})
 	}

@@ -81,6 +81,7 @@ var supported = map[string]bool{
 	"failCgroupV1":          true,
 	"failSwapOn":            true,
 	"memorySwap":            true,
+	"singleProcessOOMKill":  true,
 	"healthzBindAddress":    true,
 	"healthzPort":           true,
 	"oomScoreAdj":           true, // the agent's own, set by nodekeeper run

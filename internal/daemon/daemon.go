@@ -225,7 +225,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cg, err := cgroups.New(cgc)
 	if err != nil {
-		return ConfigError{err}
+		return ConfigError{fmt.Errorf("%s: %w", file, err)} // cgroupRoot and what the machine has
 	}
 	if err := cg.EnsureQoS(); err != nil {
 		return fmt.Errorf("pod cgroups: %w", err)
@@ -333,6 +333,7 @@ func Run(ctx context.Context, o Options) error {
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir, ContainerLogsDir: containerLogsDir,
 		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(), ClusterDomain: ac.ClusterDomain, Swap: swap,
+		OOMGroup: containerOOMGroup(layout.Version == cgroups.V2, ac.SingleProcessOOMKill),
 	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n},
 		Probes: lateProbes{&n}, KubeAPI: kubeAPI})
 	if err != nil {

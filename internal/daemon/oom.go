@@ -37,3 +37,13 @@ func setOOMScoreAdj(path string, score int) (int, error) {
 	}
 	return cur, nil
 }
+
+// containerOOMGroup is whether each container's cgroup gets
+// memory.oom.group=1, so that an OOM kill ends the whole container, as the
+// kubelet decides it from the machine's cgroup version (v2) and
+// singleProcessOOMKill (nil: unset): on v2 unless singleProcessOOMKill is
+// true; never on v1, which kills single processes only (config.HostErr
+// refuses an explicit false there).
+func containerOOMGroup(v2 bool, singleProcessOOMKill *bool) bool {
+	return v2 && (singleProcessOOMKill == nil || !*singleProcessOOMKill)
+}

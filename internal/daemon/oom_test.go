@@ -55,3 +55,25 @@ func TestSetOOMScoreAdjOnProc(t *testing.T) {
 		t.Errorf("setting the current value %d: %d, %v", cur, got, err)
 	}
 }
+
+// TestContainerOOMGroup: the kubelet's choice of memory.oom.group for
+// containers, from the cgroup version and singleProcessOOMKill.
+func TestContainerOOMGroup(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		v2     bool
+		single *bool
+		want   bool
+	}{
+		{"v2, unset", true, nil, true},
+		{"v2, false", true, new(false), true},
+		{"v2, true", true, new(true), false},
+		{"v1, unset", false, nil, false},
+		{"v1, true", false, new(true), false},
+	} {
+		if got := containerOOMGroup(tc.v2, tc.single); got != tc.want {
+			t.Errorf("%s: containerOOMGroup = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

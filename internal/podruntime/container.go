@@ -88,6 +88,8 @@ type containerInput struct {
 	cpus         int
 	// swap is the node's swap setting for containers.
 	swap Swap
+	// oomGroup sets memory.oom.group on the container's cgroup (Config.OOMGroup).
+	oomGroup bool
 	// termLog is the host file mounted at the termination message path; ""
 	// makes one under podsDir.
 	termLog string
@@ -198,7 +200,7 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       containerResources(pod, c, in.memCapacity),
+			Resources:       containerResources(pod, c, in.memCapacity, in.oomGroup),
 			SecurityContext: containerSecurity(pod, c),
 		},
 	}
@@ -212,12 +214,18 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 }
 
 // containerResources are the container's cpu shares (from the request, at
-// least 2), CFS quota (from the limit), memory limit and oom_score_adj.
-func containerResources(pod *v1.Pod, c *v1.Container, memCapacity int64) *runtimeapi.LinuxContainerResources {
+// least 2), CFS quota (from the limit), memory limit and oom_score_adj, and
+// with oomGroup (cgroup v2 only) memory.oom.group=1 in the unified resources,
+// so that the kernel's OOM killer ends the whole container, as the kubelet
+// asks unless singleProcessOOMKill.
+func containerResources(pod *v1.Pod, c *v1.Container, memCapacity int64, oomGroup bool) *runtimeapi.LinuxContainerResources {
 	req, lim := effectiveResources(c)
 	r := &runtimeapi.LinuxContainerResources{
 		CpuShares:   milliToShares(req.Cpu().MilliValue()),
 		OomScoreAdj: int64(qos.OOMScoreAdj(pod, c, memCapacity)),
+	}
+	if oomGroup {
+		r.Unified = map[string]string{"memory.oom.group": "1"}
 	}
 	if q, ok := lim[v1.ResourceCPU]; ok {
 		r.CpuPeriod = quotaPeriod

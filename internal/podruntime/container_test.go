@@ -123,22 +123,28 @@ func TestContainerEnvErrors(t *testing.T) {
 func TestContainerResources(t *testing.T) {
 	t.Parallel()
 	const capacity = 4 << 30
+	oomGroup := map[string]string{"memory.oom.group": "1"}
 	tests := []struct {
-		name string
-		res  v1.ResourceRequirements
-		want *runtimeapi.LinuxContainerResources
+		name     string
+		res      v1.ResourceRequirements
+		oomGroup bool
+		want     *runtimeapi.LinuxContainerResources
 	}{
-		{"best effort", v1.ResourceRequirements{}, &runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000}},
-		{"guaranteed", v1.ResourceRequirements{Limits: rl("cpu", "500m", "memory", "128Mi")},
+		{"best effort", v1.ResourceRequirements{}, false, &runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000}},
+		{"guaranteed", v1.ResourceRequirements{Limits: rl("cpu", "500m", "memory", "128Mi")}, false,
 			&runtimeapi.LinuxContainerResources{CpuShares: 512, CpuPeriod: 100000, CpuQuota: 50000, MemoryLimitInBytes: 128 << 20, OomScoreAdj: -997}},
-		{"burstable", v1.ResourceRequirements{Requests: rl("cpu", "1m", "memory", "1Gi"), Limits: rl("cpu", "5m")},
+		{"burstable", v1.ResourceRequirements{Requests: rl("cpu", "1m", "memory", "1Gi"), Limits: rl("cpu", "5m")}, false,
 			&runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, CpuQuota: 1000, OomScoreAdj: 750}},
+		{"best effort, oom group (cgroup v2)", v1.ResourceRequirements{}, true,
+			&runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000, Unified: oomGroup}},
+		{"guaranteed, oom group (cgroup v2)", v1.ResourceRequirements{Limits: rl("cpu", "500m", "memory", "128Mi")}, true,
+			&runtimeapi.LinuxContainerResources{CpuShares: 512, CpuPeriod: 100000, CpuQuota: 50000, MemoryLimitInBytes: 128 << 20, OomScoreAdj: -997, Unified: oomGroup}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pod := testPod(func(p *v1.Pod) { p.Spec.Containers[0].Resources = tc.res })
-			got := containerResources(pod, &pod.Spec.Containers[0], capacity)
+			got := containerResources(pod, &pod.Spec.Containers[0], capacity, tc.oomGroup)
 			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -116,6 +116,11 @@ type Config struct {
 	// Swap is the containers' swap setting (memorySwap.swapBehavior on this
 	// node); the zero value sets none.
 	Swap Swap
+	// OOMGroup asks the runtime for memory.oom.group=1 on each container's
+	// cgroup (CRI unified resources): an OOM kill ends every process of the
+	// container, not one. The kubelet's default on cgroup v2, off with
+	// singleProcessOOMKill; false on cgroup v1, which has no such file.
+	OOMGroup bool
 	// DNS is the host's resolv.conf ("" = /etc/resolv.conf).
 	DNS string
 	// HostsFile is the host's hosts file ("" = /etc/hosts), which containers

@@ -84,8 +84,8 @@ func TestApplySwap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := &tc.pod.Spec.Containers[0]
-			r := containerResources(tc.pod, c, memory)
-			want := containerResources(tc.pod, c, memory)
+			r := containerResources(tc.pod, c, memory, false)
+			want := containerResources(tc.pod, c, memory, false)
 			want.Unified, want.MemorySwapLimitInBytes = tc.wantUnified, tc.wantMemSwap
 			applySwap(r, tc.pod, c, memory, tc.swap)
 			if diff := cmp.Diff(want, r, protocmp.Transform()); diff != "" {

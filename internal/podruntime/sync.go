@@ -315,6 +315,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 	cfg, err := containerConfig(containerInput{
 		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
 		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile, swap: m.cfg.Swap,
+		oomGroup:      m.cfg.OOMGroup,
 		clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, env: envObjs, targetID: a.targetID, supportsRRO: m.supportsRRO(),
 	})
 	if err != nil {

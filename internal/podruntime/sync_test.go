@@ -898,3 +898,41 @@ func TestRecursiveReadOnlySupported(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncPodOOMGroup: Config.OOMGroup (cgroup v2 without
+// singleProcessOOMKill) reaches the runtime as memory.oom.group=1 in the
+// container's unified resources, beside the swap limit there; without it
+// there is none.
+func TestSyncPodOOMGroup(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		on   bool
+		swap Swap
+		want map[string]string
+	}{
+		{"on", true, Swap{}, map[string]string{"memory.oom.group": "1"}},
+		{"off", false, Swap{}, nil},
+		{"on, with NoSwap on v2", true, Swap{Controller: true, CgroupV2: true}, map[string]string{"memory.oom.group": "1", "memory.swap.max": "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.m.cfg.OOMGroup, f.m.cfg.Swap = tc.on, tc.swap
+			if res := f.sync(t, testPod()); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			want := tc.want
+			f.rt.Lock()
+			defer f.rt.Unlock()
+			if len(f.rt.Containers) != 1 {
+				t.Fatalf("%d containers, want 1", len(f.rt.Containers))
+			}
+			for _, c := range f.rt.Containers {
+				if diff := cmp.Diff(want, c.LinuxResources.GetUnified()); diff != "" {
+					t.Errorf("unified resources (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}

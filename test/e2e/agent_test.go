@@ -246,16 +246,18 @@ spec:
 		t.Errorf("container memory cgroup %s is not under %s/kubepods/burstable/pod%s", cg, a.CgroupRoot, pod.UID)
 	}
 	if integration.CgroupVersion() == 2 {
-		// The same on v2 (runc's files); the pod cgroup's cpu.weight is the
-		// agent's: the kubelet's 1+(shares-2)*9999/262142 of 102 shares.
-		for file, want := range map[string]string{"memory.max": strconv.Itoa(64 << 20), "cpu.max": "20000 100000"} {
+		// The same on v2 (runc's files), and memory.oom.group on (the
+		// kubelet's default there: the container is OOM-killed as a whole);
+		// the pod cgroup's cpu.weight is the agent's: the kubelet's
+		// conversion since 1.35 of 102 shares.
+		for file, want := range map[string]string{"memory.max": strconv.Itoa(64 << 20), "cpu.max": "20000 100000", "memory.oom.group": "1"} {
 			if got := readString(t, cgroupFile(t, pid, "memory", file)); got != want {
 				t.Errorf("%s %q, want %q", file, got, want)
 			}
 		}
 		podCg := filepath.Join("/sys/fs/cgroup", a.CgroupRoot, "kubepods/burstable", "pod"+string(pod.UID))
-		if got := readInt(t, filepath.Join(podCg, "cpu.weight")); got != 4 {
-			t.Errorf("pod cpu.weight %d, want 4 (100m)", got)
+		if got := readInt(t, filepath.Join(podCg, "cpu.weight")); got != 17 {
+			t.Errorf("pod cpu.weight %d, want 17 (100m)", got)
 		}
 	} else {
 		if got := readInt(t, cgroupFile(t, pid, "memory", "memory.limit_in_bytes")); got != 64<<20 {
