@@ -446,7 +446,7 @@ func (m *Manager) apply(cgroupPath string, r resources) error {
 			}
 		}
 		if r.hugepages != nil && slices.Contains(m.layout.Controllers, "hugetlb") {
-			return writeHugepages(filepath.Join(m.layout.Root, KubepodsPath(m.root)), dir, ".max", r.hugepages)
+			return writeHugepages(filepath.Join(m.layout.Root, m.kubepodsPath()), dir, ".max", r.hugepages)
 		}
 		return nil
 	}

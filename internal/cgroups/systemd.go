@@ -46,9 +46,11 @@ func dialSystemd() (systemdConn, error) { return sddbus.New() }
 // systemdDriver makes the pod cgroups as systemd slices, as the kubelet's
 // systemd cgroup driver does (through runc's libcontainer): each cgroup is a
 // transient slice started over D-Bus with its limits as unit properties,
-// then the same cgroup files as the cgroupfs driver's are written, for
-// what systemd does not set (hugetlb, and v1 hierarchies systemd does not
-// manage, such as cpuset). Its methods are safe for concurrent use.
+// then the same cgroup files as the cgroupfs driver's are written (runc's
+// systemd managers write them too, after the properties), which also covers
+// what systemd has no property for (hugetlb) and, on v1, the hierarchies
+// systemd does not manage (cpuset...). Its methods are safe for concurrent
+// use.
 type systemdDriver struct {
 	conn       systemdConn
 	jobTimeout time.Duration
@@ -306,6 +308,24 @@ func (d *systemdDriver) wait(ch <-chan string, what string) error {
 	}
 }
 
+// ensureDirs makes the directories of the slice at cgroupPath that systemd
+// leaves to others. On v1 those of the hierarchies systemd does not manage
+// (cpuset, hugetlb...), as the cgroupfs driver makes them (cpuset gets its
+// parent's cpus and mems). On v2 only a missing directory (systemd makes a
+// slice's cgroup lazily), and no cgroup.subtree_control write: systemd owns
+// those of its slices, enables cpu, io, memory and pids from the accounting
+// properties, and takes back, asynchronously, a controller someone else
+// enabled (cpuset), so a write of ours would race with it.
+func (d *systemdDriver) ensureDirs(m *Manager, cgroupPath string) error {
+	if m.layout.Version == V1 {
+		return m.ensureTree(cgroupPath)
+	}
+	if err := os.MkdirAll(filepath.Join(m.layout.Root, cgroupPath), 0o755); err != nil {
+		return fmt.Errorf("make cgroup %s: %w", filepath.Join(m.layout.Root, cgroupPath), err)
+	}
+	return nil
+}
+
 // ensureQoS is Manager.EnsureQoS under the systemd driver.
 func (d *systemdDriver) ensureQoS(m *Manager) error {
 	top := SystemdKubepodsPath(m.root)
@@ -331,7 +351,7 @@ func (d *systemdDriver) ensureQoS(m *Manager) error {
 		if err := d.ensureSlice(p, properties(p, "nodekeeper "+strings.ToLower(string(class))+" pods", res), res); err != nil {
 			return err
 		}
-		if err := m.ensureTree(p); err != nil {
+		if err := d.ensureDirs(m, p); err != nil {
 			return err
 		}
 	}
@@ -376,10 +396,7 @@ func (d *systemdDriver) ensurePod(m *Manager, pod *v1.Pod) (string, error) {
 	if err := d.ensureSlice(p, properties(p, "nodekeeper pod "+string(pod.UID), res), res); err != nil {
 		return "", err
 	}
-	// systemd makes the slice in the hierarchies it manages; the others (v1
-	// cpuset, hugetlb...) and v2's subtree_control are the cgroupfs driver's
-	// work, and so are the files systemd has no property for.
-	if err := m.ensureTree(p); err != nil {
+	if err := d.ensureDirs(m, p); err != nil {
 		return "", err
 	}
 	if err := m.apply(p, r); err != nil {
@@ -477,4 +494,12 @@ func (d *systemdDriver) pods(m *Manager) ([]types.UID, error) {
 	}
 	slices.Sort(uids)
 	return slices.Compact(uids), nil
+}
+
+// kubepodsPath returns the cgroup path of the node's pods under m's driver.
+func (m *Manager) kubepodsPath() string {
+	if m.sd != nil {
+		return SystemdKubepodsPath(m.root)
+	}
+	return KubepodsPath(m.root)
 }

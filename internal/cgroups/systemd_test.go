@@ -251,10 +251,15 @@ func TestSystemdEnsureV2(t *testing.T) {
 		"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podb_2.slice/cpu.weight": "35",
 		"kubepods.slice/kubepods-burstable.slice/cpu.weight":                                 "35",
 		"kubepods.slice/kubepods-besteffort.slice/cpu.weight":                                "1",
-		"kubepods.slice/kubepods-burstable.slice/cgroup.subtree_control":                     "+cpuset +cpu +io +memory +pids",
 	} {
 		if all[file] != v {
 			t.Errorf("%s = %q, want %q", file, all[file], v)
+		}
+	}
+	// systemd owns the slices' cgroup.subtree_control on v2.
+	for file := range all {
+		if strings.HasSuffix(file, "cgroup.subtree_control") && file != "cgroup.subtree_control" {
+			t.Errorf("the driver wrote %s", file)
 		}
 	}
 	uids, err := m.Pods()
