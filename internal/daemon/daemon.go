@@ -250,7 +250,8 @@ func Run(ctx context.Context, o Options) error {
 		m, err := containerd.New(containerd.Config{
 			StateDir: containerdDir(o.RootDir), SandboxImage: ocibuild.PauseRef,
 			PodCIDR: ac.PodCIDR, CNIBridge: BridgeName(o.RootDir), Logger: log.With("subsystem", "containerd"),
-			Place: func(pid int) error { return cg.Place(rtCgroup, pid) },
+			Place:         func(pid int) error { return cg.Place(rtCgroup, pid) },
+			SystemdCgroup: ac.CgroupDriver == "systemd",
 		})
 		if err != nil {
 			return ConfigError{err}
