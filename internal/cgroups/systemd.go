@@ -503,3 +503,43 @@ func (m *Manager) kubepodsPath() string {
 	}
 	return KubepodsPath(m.root)
 }
+
+// Names names the kubelet's cgroups under a cgroupDriver, for the readers of
+// what a Manager with that Driver and CgroupRoot makes (stats, the pressure
+// notifier). It is a value.
+type Names struct {
+	// Driver is the cgroupDriver: "systemd", else cgroupfs.
+	Driver string
+	// Root is the cgroupRoot; "" is "/".
+	Root string
+}
+
+// Kubepods returns the cgroup path of the node's pods: KubepodsPath, or
+// SystemdKubepodsPath under systemd.
+func (n Names) Kubepods() string {
+	if n.Driver == "systemd" {
+		return SystemdKubepodsPath(n.Root)
+	}
+	return KubepodsPath(n.Root)
+}
+
+// PodPaths returns the places the cgroup of the pod with uid may be:
+// PodPaths, or SystemdPodPaths under systemd.
+func (n Names) PodPaths(uid types.UID) []string {
+	if n.Driver == "systemd" {
+		return SystemdPodPaths(n.Root, uid)
+	}
+	return PodPaths(n.Root, uid)
+}
+
+// Container returns the cgroup path containerd's runc gives the container
+// (or sandbox) id of the pod whose cgroup is podCgroup:
+// <podCgroup>/<id> under cgroupfs, <podCgroup>/cri-containerd-<id>.scope
+// under systemd (containerd's cgroupsPath "<pod slice>:cri-containerd:<id>",
+// which runc makes a scope of the pod's slice).
+func (n Names) Container(podCgroup, id string) string {
+	if n.Driver == "systemd" {
+		return path.Join(podCgroup, "cri-containerd-"+id+".scope")
+	}
+	return path.Join(podCgroup, id)
+}

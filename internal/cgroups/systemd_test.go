@@ -423,3 +423,27 @@ func TestSystemdRemoveUnknownSlice(t *testing.T) {
 		t.Errorf("systemd calls %v, want %v", f.calls, want)
 	}
 }
+
+func TestNames(t *testing.T) {
+	t.Parallel()
+	sd, fs := Names{Driver: "systemd", Root: "/nk"}, Names{Driver: "cgroupfs", Root: "/nk"}
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"systemd kubepods", sd.Kubepods(), "/nk.slice/nk-kubepods.slice"},
+		{"cgroupfs kubepods", fs.Kubepods(), "/nk/kubepods"},
+		{"default driver kubepods", Names{}.Kubepods(), "/kubepods"},
+		{"systemd pods", sd.PodPaths("u-1"), []string{"/nk.slice/nk-kubepods.slice/nk-kubepods-podu_1.slice",
+			"/nk.slice/nk-kubepods.slice/nk-kubepods-burstable.slice/nk-kubepods-burstable-podu_1.slice",
+			"/nk.slice/nk-kubepods.slice/nk-kubepods-besteffort.slice/nk-kubepods-besteffort-podu_1.slice"}},
+		{"cgroupfs pods", fs.PodPaths("u-1"), []string{"/nk/kubepods/podu-1", "/nk/kubepods/burstable/podu-1", "/nk/kubepods/besteffort/podu-1"}},
+		{"systemd container", sd.Container("/kubepods.slice/kubepods-podu_1.slice", "abc"), "/kubepods.slice/kubepods-podu_1.slice/cri-containerd-abc.scope"},
+		{"cgroupfs container", fs.Container("/kubepods/podu-1", "abc"), "/kubepods/podu-1/abc"},
+	}
+	for _, tc := range tests {
+		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
