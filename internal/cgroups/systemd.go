@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
@@ -49,11 +50,14 @@ func dialSystemd() (systemdConn, error) { return sddbus.New() }
 // then the same cgroup files as the cgroupfs driver's are written (runc's
 // systemd managers write them too, after the properties), which also covers
 // what systemd has no property for (hugetlb) and, on v1, the hierarchies
-// systemd does not manage (cpuset...). Its methods are safe for concurrent
-// use.
+// systemd does not manage (cpuset...). A connection that closed is dialled
+// again at the next call. Its methods are safe for concurrent use.
 type systemdDriver struct {
-	conn       systemdConn
+	dial       func() (systemdConn, error)
 	jobTimeout time.Duration
+
+	mu   sync.Mutex  // guards conn
+	conn systemdConn // nil after the connection closed, until the next call dials
 }
 
 // newSystemdDriver checks that systemd is the init system (booted, the
@@ -80,7 +84,36 @@ func newSystemdDriver(root, booted string, dial func() (systemdConn, error)) (*s
 	if err != nil {
 		return nil, fmt.Errorf(`cgroupDriver "systemd": connect to systemd over D-Bus: %w`, err)
 	}
-	return &systemdDriver{conn: conn, jobTimeout: systemdJobTimeout}, nil
+	return &systemdDriver{dial: dial, conn: conn, jobTimeout: systemdJobTimeout}, nil
+}
+
+// call runs op on the connection to systemd. When the connection has closed
+// (systemd re-executed, the bus restarted), it dials again and runs op once
+// more, as runc does.
+func (d *systemdDriver) call(op func(systemdConn) error) error {
+	for try := 0; ; try++ {
+		d.mu.Lock()
+		conn := d.conn
+		var err error
+		if conn == nil {
+			if conn, err = d.dial(); err == nil {
+				d.conn = conn
+			}
+		}
+		d.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("connect to systemd over D-Bus: %w", err)
+		}
+		err = op(conn)
+		if !errors.Is(err, godbus.ErrClosed) || try > 0 {
+			return err
+		}
+		d.mu.Lock()
+		if d.conn == conn {
+			d.conn = nil
+		}
+		d.mu.Unlock()
+	}
 }
 
 // systemdSlice returns the slice unit of the kubelet cgroup name parts (the
@@ -262,12 +295,15 @@ func dbusErrorIs(err error, name string) bool {
 func (d *systemdDriver) ensureSlice(cgroupPath string, props, res []sddbus.Property) error {
 	name := sliceOf(cgroupPath)
 	ch := make(chan string, 1)
-	_, err := d.conn.StartTransientUnit(name, "replace", props, ch)
+	err := d.call(func(c systemdConn) error {
+		_, err := c.StartTransientUnit(name, "replace", props, ch)
+		return err
+	})
 	if dbusErrorIs(err, "org.freedesktop.systemd1.UnitExists") {
 		if len(res) == 0 {
 			return nil
 		}
-		if err := d.conn.SetUnitProperties(name, true, res...); err != nil {
+		if err := d.call(func(c systemdConn) error { return c.SetUnitProperties(name, true, res...) }); err != nil {
 			return fmt.Errorf("set properties of slice %s: %w", name, err)
 		}
 		return nil
@@ -283,7 +319,10 @@ func (d *systemdDriver) ensureSlice(cgroupPath string, props, res []sddbus.Prope
 func (d *systemdDriver) stopSlice(cgroupPath string) error {
 	name := sliceOf(cgroupPath)
 	ch := make(chan string, 1)
-	_, err := d.conn.StopUnit(name, "replace", ch)
+	err := d.call(func(c systemdConn) error {
+		_, err := c.StopUnit(name, "replace", ch)
+		return err
+	})
 	if dbusErrorIs(err, "org.freedesktop.systemd1.NoSuchUnit") {
 		return nil
 	}
@@ -378,7 +417,7 @@ func (d *systemdDriver) updateQoS(m *Manager, pods []*v1.Pod) error {
 	}{{v1.PodQOSBurstable, milliToShares(milli)}, {v1.PodQOSBestEffort, minShares}} {
 		class, shares := t.class, t.shares
 		p := systemdTierPath(m.root, class)
-		if err := d.conn.SetUnitProperties(sliceOf(p), true, cpuProperty(m.layout, shares)); err != nil {
+		if err := d.call(func(c systemdConn) error { return c.SetUnitProperties(sliceOf(p), true, cpuProperty(m.layout, shares)) }); err != nil {
 			return fmt.Errorf("set properties of slice %s: %w", sliceOf(p), err)
 		}
 		if err := m.setShares(p, shares); err != nil {

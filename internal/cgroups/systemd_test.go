@@ -447,3 +447,48 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// closedConn is a connection to systemd that has closed.
+type closedConn struct{}
+
+func (closedConn) StartTransientUnit(string, string, []sddbus.Property, chan<- string) (int, error) {
+	return 0, godbus.ErrClosed
+}
+func (closedConn) SetUnitProperties(string, bool, ...sddbus.Property) error { return godbus.ErrClosed }
+func (closedConn) StopUnit(string, string, chan<- string) (int, error) {
+	return 0, godbus.ErrClosed
+}
+
+// TestSystemdRedial: a connection that closed (systemd re-executed, the bus
+// restarted) is dialled again and the call made on the new one; a dial that
+// fails is the call's error.
+func TestSystemdRedial(t *testing.T) {
+	t.Parallel()
+	root := v2Tree(t)
+	f := newFakeSystemd(root)
+	conns := []systemdConn{closedConn{}, f}
+	dials := 0
+	var dialErr error
+	cfg := Config{FSRoot: root, Driver: "systemd", systemdBooted: t.TempDir(), dialSystemd: func() (systemdConn, error) {
+		if dialErr != nil {
+			return nil, dialErr
+		}
+		c := conns[min(dials, len(conns)-1)]
+		dials++
+		return c, nil
+	}}
+	m := fixtureManager(t, cfg)
+	if _, err := m.EnsurePod(pod("g-1", ctr(nil, rl("500m", "128Mi")))); err != nil {
+		t.Fatal(err)
+	}
+	if dials != 2 || len(f.calls) != 1 || f.calls[0].Op != "start" {
+		t.Errorf("%d dials, calls on the new connection %v; want 2 dials and the start there", dials, f.calls)
+	}
+	// The connection closes again, and systemd cannot be reached.
+	m.sd.conn = closedConn{}
+	dialErr = errors.New("dial unix /run/systemd/private: connect: connection refused")
+	err := m.RemovePod("g-1")
+	if err == nil || !strings.Contains(err.Error(), "connect to systemd over D-Bus: dial unix /run/systemd/private") {
+		t.Errorf("RemovePod without systemd: %v, want the dial error", err)
+	}
+}
