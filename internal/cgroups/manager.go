@@ -197,7 +197,8 @@ func (m *Manager) setShares(cgroupPath string, shares uint64) error {
 // EnsurePod makes (or updates) the cgroup of pod in every hierarchy, with the
 // limits the package doc lists, and returns the cgroupParent to give the
 // runtime for the pod's sandbox and containers
-// ("/<root>/kubepods/burstable/pod<UID>"). Missing QoS cgroups are made too.
+// ("/<root>/kubepods/burstable/pod<UID>"; under systemd the path of the pod's
+// slice, SystemdPodPath). Missing QoS cgroups are made too.
 // Idempotent; a pod whose QoS class changed is the caller's to remove first.
 func (m *Manager) EnsurePod(pod *v1.Pod) (string, error) {
 	if pod == nil || pod.UID == "" {
