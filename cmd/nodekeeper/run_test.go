@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/integration"
 )
 
 // TestRunBadInput: configuration and flag errors end `run` before it starts
@@ -36,12 +37,18 @@ func TestRunBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := write("big.yaml", "maxPods: 100\n"+strings.Repeat("# padding\n", 20))
+	// The systemd driver without systemd as init; where systemd is init, a
+	// cgroupRoot the driver refuses.
+	systemd, systemdWant := write("systemd.yaml", "cgroupDriver: systemd\n"), []string{"systemd.yaml", "cgroupDriver", `"systemd"`, "not the init system"}
+	if integration.SystemdBooted() {
+		systemd, systemdWant = write("systemd.yaml", "cgroupDriver: systemd\ncgroupRoot: /nk.slice\n"), []string{"systemd.yaml", "cgroupRoot", `"/nk.slice"`}
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want []string
 	}{
-		{"systemd driver", []string{"--config", write("systemd.yaml", "cgroupDriver: systemd\n")}, []string{"systemd.yaml", "cgroupDriver", `"systemd"`}},
+		{"systemd driver", []string{"--config", systemd}, systemdWant},
 		{"bad podCIDR", []string{"--config", write("cidr.yaml", "podCIDR: 10.1.2.3/40\n")}, []string{"cidr.yaml", "podCIDR", `"10.1.2.3/40"`}},
 		{"unknown field", []string{"--config", write("unknown.yaml", "evictionHardd: {}\n")}, []string{"unknown.yaml", "evictionHardd"}},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, []string{"nope.yaml"}},

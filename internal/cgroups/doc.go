@@ -1,5 +1,5 @@
 // Package cgroups keeps the pod cgroup hierarchy of the kubelet's
-// cgroupsPerQOS layout with the cgroupfs driver, on cgroup v1 and v2:
+// cgroupsPerQOS layout, on cgroup v1 and v2. With the cgroupfs driver:
 //
 //	<cgroupRoot>/kubepods                     Guaranteed pods: kubepods/pod<UID>
 //	<cgroupRoot>/kubepods/burstable           Burstable pods:  kubepods/burstable/pod<UID>
@@ -35,6 +35,19 @@
 // QoS tiers (EnsureQoS, UpdateQoS): besteffort gets 2 cpu shares, burstable
 // the shares of the sum of its pods' cpu requests; kubepods is limited only
 // when Config.KubepodsLimits asks.
+//
+// With the systemd driver (Config.Driver "systemd", systemd.go) the same tree
+// is made of transient slices systemd starts over D-Bus, named as the
+// kubelet's CgroupName.ToSystemd names them (each name part's "-" as "_",
+// the parts joined by "-", nested by systemd):
+//
+//	/kubepods.slice                                          Guaranteed: kubepods-pod<UID>.slice
+//	/kubepods.slice/kubepods-burstable.slice                 kubepods-burstable-pod<UID>.slice
+//	/kubepods.slice/kubepods-besteffort.slice                kubepods-besteffort-pod<UID>.slice
+//
+// with the values below also set as unit properties; the pod's slice path is
+// the cgroupParent, whose last element names the slice the runtime puts the
+// containers' scopes in. Names gives the paths to readers.
 //
 // Requests absent where a limit is set default to the limit, as the API
 // server's defaulting does. A Manager never kills processes and never removes a

@@ -30,7 +30,9 @@ type Config struct {
 	// CgroupRoot is the KubeletConfiguration cgroupRoot, the cgroup the
 	// kubepods tree is made under; "" is "/".
 	CgroupRoot string
-	// Driver is the cgroupDriver; "" and "cgroupfs" are supported.
+	// Driver is the cgroupDriver: "" or "cgroupfs", or "systemd" (pod
+	// cgroups are slices systemd makes; New fails unless systemd runs and
+	// answers on D-Bus).
 	Driver string
 	// PodPidsLimit is the podPidsLimit; zero or negative (-1) means none.
 	PodPidsLimit int64
@@ -40,6 +42,11 @@ type Config struct {
 	KubepodsLimits v1.ResourceList
 	// Logger receives the cgroups made and removed; nil discards.
 	Logger *slog.Logger
+
+	// systemdBooted and dialSystemd replace SystemdBootedDir and
+	// dialSystemd in tests.
+	systemdBooted string
+	dialSystemd   func() (systemdConn, error)
 }
 
 // Manager makes and removes pod cgroups. Its methods may be called from
@@ -52,6 +59,7 @@ type Manager struct {
 	kubepods  v1.ResourceList
 	log       *slog.Logger
 	rmdir     func(string) error // unix.Rmdir; fixture tests remove plain directories
+	sd        *systemdDriver     // the systemd driver; nil under cgroupfs
 }
 
 // New checks cfg, detects the cgroup version and hierarchies, and checks
@@ -68,9 +76,7 @@ func New(cfg Config) (*Manager, error) { return newManager(cfg, statfsType) }
 // (fixture trees are on the test machine's disk).
 func newManager(cfg Config, fsType fsTypeFunc) (*Manager, error) {
 	switch cfg.Driver {
-	case "", "cgroupfs":
-	case "systemd":
-		return nil, fmt.Errorf(`cgroupDriver "systemd": not supported yet; use "cgroupfs"`)
+	case "", "cgroupfs", "systemd":
 	default:
 		return nil, fmt.Errorf(`cgroupDriver %q: want "cgroupfs" or "systemd"`, cfg.Driver)
 	}
@@ -85,6 +91,12 @@ func newManager(cfg Config, fsType fsTypeFunc) (*Manager, error) {
 	if err := checkMachine(l, root, fsType); err != nil {
 		return nil, err
 	}
+	var sd *systemdDriver
+	if cfg.Driver == "systemd" {
+		if sd, err = newSystemdDriver(root, cfg.systemdBooted, cfg.dialSystemd); err != nil {
+			return nil, err
+		}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -96,6 +108,7 @@ func newManager(cfg Config, fsType fsTypeFunc) (*Manager, error) {
 		kubepods:  cfg.KubepodsLimits,
 		log:       log.With("subsystem", "cgroups"),
 		rmdir:     unix.Rmdir,
+		sd:        sd,
 	}, nil
 }
 
@@ -123,6 +136,9 @@ func (m *Manager) Layout() Layout { return m.layout }
 // tier's cpu shares to 2 as the kubelet does, and writes Config.KubepodsLimits
 // on kubepods when set. Idempotent.
 func (m *Manager) EnsureQoS() error {
+	if m.sd != nil {
+		return m.sd.ensureQoS(m)
+	}
 	for _, class := range []v1.PodQOSClass{v1.PodQOSBurstable, v1.PodQOSBestEffort} {
 		if err := m.ensureTree(tierPath(m.root, class)); err != nil {
 			return err
@@ -149,6 +165,9 @@ func (m *Manager) EnsureQoS() error {
 // Call it after EnsureQoS, with every admitted pod; it is cheap enough to call
 // on each pod add and remove.
 func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
+	if m.sd != nil {
+		return m.sd.updateQoS(m, pods)
+	}
 	var milli int64
 	for _, pod := range pods {
 		if qos.Class(pod) != v1.PodQOSBurstable {
@@ -178,11 +197,15 @@ func (m *Manager) setShares(cgroupPath string, shares uint64) error {
 // EnsurePod makes (or updates) the cgroup of pod in every hierarchy, with the
 // limits the package doc lists, and returns the cgroupParent to give the
 // runtime for the pod's sandbox and containers
-// ("/<root>/kubepods/burstable/pod<UID>"). Missing QoS cgroups are made too.
+// ("/<root>/kubepods/burstable/pod<UID>"; under systemd the path of the pod's
+// slice, SystemdPodPath). Missing QoS cgroups are made too.
 // Idempotent; a pod whose QoS class changed is the caller's to remove first.
 func (m *Manager) EnsurePod(pod *v1.Pod) (string, error) {
 	if pod == nil || pod.UID == "" {
 		return "", errors.New("ensure pod cgroup: pod has no UID")
+	}
+	if m.sd != nil {
+		return m.sd.ensurePod(m, pod)
 	}
 	p := PodPath(m.root, qos.Class(pod), pod.UID)
 	if err := m.ensureTree(p); err != nil {
@@ -202,6 +225,9 @@ func (m *Manager) EnsurePod(pod *v1.Pod) (string, error) {
 func (m *Manager) RemovePod(uid types.UID) error {
 	if uid == "" {
 		return errors.New("remove pod cgroup: empty UID")
+	}
+	if m.sd != nil {
+		return m.sd.removePod(m, uid)
 	}
 	var dirs []string
 	for _, h := range m.layout.hierarchies() {
@@ -262,6 +288,9 @@ func procs(dir string) ([]string, error) {
 // Pods returns the UIDs of the pod cgroups found under the QoS cgroups in any
 // hierarchy, sorted.
 func (m *Manager) Pods() ([]types.UID, error) {
+	if m.sd != nil {
+		return m.sd.pods(m)
+	}
 	var uids []types.UID
 	for _, h := range m.layout.hierarchies() {
 		for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
@@ -418,7 +447,7 @@ func (m *Manager) apply(cgroupPath string, r resources) error {
 			}
 		}
 		if r.hugepages != nil && slices.Contains(m.layout.Controllers, "hugetlb") {
-			return writeHugepages(filepath.Join(m.layout.Root, KubepodsPath(m.root)), dir, ".max", r.hugepages)
+			return writeHugepages(filepath.Join(m.layout.Root, m.kubepodsPath()), dir, ".max", r.hugepages)
 		}
 		return nil
 	}

@@ -173,7 +173,7 @@ func TestNewRejects(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"systemd", Config{FSRoot: v1root, Driver: "systemd"}, `cgroupDriver "systemd": not supported yet; use "cgroupfs"`},
+		{"systemd not running", Config{FSRoot: v1root, Driver: "systemd", systemdBooted: filepath.Join(v1root, "not-mounted", "none")}, `cgroupDriver "systemd": systemd is not the init system of this host`},
 		{"unknown driver", Config{FSRoot: v1root, Driver: "cgroupsfs"}, `cgroupDriver "cgroupsfs": want "cgroupfs" or "systemd"`},
 		{"relative root", Config{FSRoot: v1root, CgroupRoot: "nk"}, `cgroupRoot "nk": want an absolute cgroup path such as /`},
 		{"dotdot root", Config{FSRoot: v1root, CgroupRoot: "/a/../b"}, `cgroupRoot "/a/../b": must not contain ..`},
@@ -182,7 +182,7 @@ func TestNewRejects(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := New(tc.cfg)
+			_, err := newManager(tc.cfg, fixtureFS())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
 			}

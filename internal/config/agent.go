@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekeeper/nodekeeper/internal/admission"
+	"github.com/nodekeeper/nodekeeper/internal/cgroups"
 )
 
 // The defaults of the agent's fields. Where nodekeeper's default differs from
@@ -72,8 +74,9 @@ type Agent struct {
 	// set (the kubelet's default).
 	EnableProfilingHandler bool
 	// CgroupDriver is "cgroupfs" or "systemd"; CgroupRoot is the cgroup under
-	// which the kubepods hierarchy is made. `run` supports only cgroupfs with
-	// CgroupsPerQOS (RunnableErr says so); explain reads any of them.
+	// which the kubepods hierarchy is made (under systemd, /nk is the slice
+	// nk.slice). `run` needs CgroupsPerQOS, and systemd as the init system
+	// for the systemd driver (RunnableErr says so); explain reads any of them.
 	CgroupDriver, CgroupRoot string
 	CgroupsPerQOS            bool
 	// CgroupDriverSet is true when the configuration sets cgroupDriver;
@@ -254,12 +257,27 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 	}, nil
 }
 
-// RunnableErr returns why `nodekeeper run` cannot run with these settings, or
-// nil. Explain and simulate read such files; only the agent refuses them.
-func (a Agent) RunnableErr(file string) error {
+// RunnableErr returns why `nodekeeper run` cannot run with these settings on
+// this host, or nil: the systemd cgroup driver needs systemd as the init
+// system. Explain and simulate read such files; only the agent refuses them.
+func (a Agent) RunnableErr(file string) error { return a.runnableErr(file, cgroups.SystemdBootedDir) }
+
+// runnableErr is RunnableErr with systemd's booted directory (sd_booted(3))
+// at systemdBooted.
+func (a Agent) runnableErr(file, systemdBooted string) error {
+	if a.CgroupDriver == "systemd" {
+		if _, err := os.Stat(systemdBooted); err != nil {
+			return fieldError(file, "cgroupDriver", a.CgroupDriver,
+				fmt.Sprintf("systemd is not the init system of this host (no %s); use cgroupfs", systemdBooted))
+		}
+		for _, e := range strings.Split(a.CgroupRoot, "/") {
+			if strings.HasSuffix(e, ".slice") {
+				return fieldError(file, "cgroupRoot", a.CgroupRoot,
+					fmt.Sprintf("with cgroupDriver systemd, name the cgroup without .slice, as the kubelet does (/%s is the slice %s)", strings.TrimSuffix(e, ".slice"), e))
+			}
+		}
+	}
 	switch {
-	case a.CgroupDriver != "cgroupfs":
-		return fieldError(file, "cgroupDriver", a.CgroupDriver, "not supported by nodekeeper run yet; use cgroupfs")
 	case !a.CgroupsPerQOS:
 		return fieldError(file, "cgroupsPerQOS", "false", "not supported by nodekeeper run: pods always get QoS cgroups")
 	case a.ImageServiceEndpoint != "" && a.ImageServiceEndpoint != a.RuntimeEndpoint:

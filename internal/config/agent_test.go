@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,12 +125,11 @@ func TestAgentAcceptedNetworks(t *testing.T) {
 	}
 }
 
-// TestAgentRunnable: explain reads a kubeadm file with the systemd driver, but
-// the agent refuses to run with it, naming the field.
+// TestAgentRunnable: explain reads any of these files, but the agent refuses
+// to run with them, naming the field.
 func TestAgentRunnable(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ data, want string }{
-		{"cgroupDriver: systemd\n", `cgroupDriver: "systemd"`},
 		{"cgroupsPerQOS: false\n", `cgroupsPerQOS: "false"`},
 		{"imageServiceEndpoint: unix:///img.sock\n", `imageServiceEndpoint: "unix:///img.sock"`},
 		{"containerRuntimeEndpoint: unix:///a.sock\nimageServiceEndpoint: unix:///img.sock\n", `imageServiceEndpoint: "unix:///img.sock"`},
@@ -297,5 +297,39 @@ func TestSingleProcessOOMKill(t *testing.T) {
 				t.Errorf("warnings: %q", c.Warnings)
 			}
 		})
+	}
+}
+
+// TestAgentRunnableSystemd: the systemd driver runs where systemd is the init
+// system (its booted directory exists), with a cgroupRoot named as the
+// kubelet names it.
+func TestAgentRunnableSystemd(t *testing.T) {
+	t.Parallel()
+	booted := t.TempDir()
+	absent := filepath.Join(booted, "none")
+	for _, tc := range []struct {
+		data, booted, want string
+	}{
+		{"cgroupDriver: systemd\n", booted, ""},
+		{"cgroupDriver: systemd\ncgroupRoot: /nk\n", booted, ""},
+		{"cgroupDriver: systemd\n", absent, `k.yaml: invalid configuration: cgroupDriver: "systemd": systemd is not the init system of this host (no ` + absent + `); use cgroupfs`},
+		{"cgroupDriver: systemd\ncgroupRoot: /nk.slice\n", booted,
+			`k.yaml: invalid configuration: cgroupRoot: "/nk.slice": with cgroupDriver systemd, name the cgroup without .slice, as the kubelet does (/nk is the slice nk.slice)`},
+		{"cgroupDriver: cgroupfs\n", absent, ""},
+	} {
+		c, err := Parse("k.yaml", []byte(header+tc.data))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.data, err)
+		}
+		err = c.Agent.runnableErr("k.yaml", tc.booted)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("runnableErr for %q, %s: %v, want nil", tc.data, tc.booted, err)
+			}
+			continue
+		}
+		if err == nil || err.Error() != tc.want || !errors.Is(err, ErrInvalid) {
+			t.Errorf("runnableErr for %q, %s = %v, want the ErrInvalid error %q", tc.data, tc.booted, err, tc.want)
+		}
 	}
 }

@@ -84,6 +84,12 @@ type Config struct {
 	// runtime cgroup); the shims it starts inherit that cgroup. An error is
 	// logged and containerd runs on where it was started.
 	Place func(pid int) error
+	// SystemdCgroup sets runc's SystemdCgroup option: runc has systemd make
+	// each container's cgroup, a scope (cri-containerd-<ID>.scope) in the
+	// slice the sandbox's cgroupParent names. It must match the agent's
+	// cgroupDriver (true for "systemd"), as the kubelet's must match the
+	// runtime's.
+	SystemdCgroup bool
 	// DieWithParent starts containerd with Pdeathsig SIGKILL, so that it dies
 	// with this process: for test harnesses, which must leave nothing
 	// behind. The agent leaves it false: containerd then outlives the agent,
@@ -269,7 +275,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   runtime_type = "io.containerd.runc.v2"
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-  SystemdCgroup = false
+  SystemdCgroup = %t
   Root = %q
 
 [plugins."io.containerd.grpc.v1.cri".cni]
@@ -277,5 +283,5 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   conf_dir = %q
 `, filepath.Join(cfg.StateDir, "root"), filepath.Join(cfg.StateDir, "state"),
 		socketPath(cfg.StateDir), ttrpcSocket(cfg.StateDir), filepath.Join(cfg.StateDir, "opt"),
-		cfg.SandboxImage, *cfg.RestrictOOMScoreAdj, cfg.Snapshotter, filepath.Join(cfg.StateDir, "runc"), binDir, cfg.CNIConfDir)
+		cfg.SandboxImage, *cfg.RestrictOOMScoreAdj, cfg.Snapshotter, cfg.SystemdCgroup, filepath.Join(cfg.StateDir, "runc"), binDir, cfg.CNIConfDir)
 }

@@ -246,6 +246,16 @@ func TestConfigTOML(t *testing.T) {
 		RestrictOOMScoreAdj: &yes, Snapshotter: Overlayfs,
 	}
 	golden(t, "config.toml", configTOML(cfg, "/usr/lib/cni"))
+	// The systemd cgroup driver differs in runc's SystemdCgroup only.
+	cfg.SystemdCgroup = true
+	systemd := configTOML(cfg, "/usr/lib/cni")
+	want := strings.Replace(configTOML(Config{
+		StateDir: cfg.StateDir, SandboxImage: cfg.SandboxImage, PodCIDR: cfg.PodCIDR, CNIConfDir: cfg.CNIConfDir,
+		RestrictOOMScoreAdj: &yes, Snapshotter: Overlayfs,
+	}, "/usr/lib/cni"), "SystemdCgroup = false", "SystemdCgroup = true", 1)
+	if diff := cmp.Diff(want, systemd); diff != "" || !strings.Contains(systemd, "\n  SystemdCgroup = true\n") {
+		t.Errorf("config.toml with SystemdCgroup (-want +got):\n%s", diff)
+	}
 }
 
 func TestDetectSnapshotterFake(t *testing.T) {

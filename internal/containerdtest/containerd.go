@@ -70,6 +70,10 @@ type Options struct {
 	// first. If empty, the binaries are looked up in PATH. runc always comes
 	// from PATH.
 	BinDir string
+	// SystemdCgroup runs runc with its systemd cgroup driver
+	// (containerd.Config.SystemdCgroup): sandboxes then need a slice for
+	// cgroupParent, and systemd as the init system.
+	SystemdCgroup bool
 }
 
 // Available reports why containerd tests cannot run here, or "" if they can.
@@ -125,7 +129,7 @@ func StartWith(t testing.TB, opts Options) *Containerd {
 	}
 	c.Managed, err = containerd.New(containerd.Config{
 		StateDir: dir, Binary: bin, SandboxImage: SandboxImageRef, Snapshotter: containerd.Native,
-		PodCIDR: c.PodCIDR, CNIBridge: c.Bridge, DieWithParent: true,
+		PodCIDR: c.PodCIDR, CNIBridge: c.Bridge, DieWithParent: true, SystemdCgroup: opts.SystemdCgroup,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)).With("subsystem", "containerd"),
 	})
 	if err != nil {

@@ -250,7 +250,8 @@ func Run(ctx context.Context, o Options) error {
 		m, err := containerd.New(containerd.Config{
 			StateDir: containerdDir(o.RootDir), SandboxImage: ocibuild.PauseRef,
 			PodCIDR: ac.PodCIDR, CNIBridge: BridgeName(o.RootDir), Logger: log.With("subsystem", "containerd"),
-			Place: func(pid int) error { return cg.Place(rtCgroup, pid) },
+			Place:         func(pid int) error { return cg.Place(rtCgroup, pid) },
+			SystemdCgroup: ac.CgroupDriver == "systemd",
 		})
 		if err != nil {
 			return ConfigError{err}
@@ -362,7 +363,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	st, err := stats.New(stats.Config{
-		CgroupRoot: ac.CgroupRoot, RootDir: o.RootDir, LogDir: ac.PodLogsDir, NodeName: o.NodeName, Logger: log,
+		CgroupRoot: ac.CgroupRoot, CgroupDriver: ac.CgroupDriver, RootDir: o.RootDir, LogDir: ac.PodLogsDir, NodeName: o.NodeName, Logger: log,
 		SandboxImage: ocibuild.PauseRef,
 	}, stats.Deps{Runtime: rt, Pods: ag.Pods})
 	if err != nil {
@@ -456,7 +457,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// The node-level loops: eviction (woken early by the pressure notifier),
 	// container GC and image GC.
-	pc, err := pressureWatches(o.Config.Eviction.Thresholds, memory, ac.CgroupRoot, cgc.KubepodsLimits, rootDir, unix.Statfs)
+	pc, err := pressureWatches(o.Config.Eviction.Thresholds, memory, cgroups.Names{Driver: ac.CgroupDriver, Root: ac.CgroupRoot}.Kubepods(), cgc.KubepodsLimits, rootDir, unix.Statfs)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/internal/admission"
-	"github.com/nodekeeper/nodekeeper/internal/cgroups"
 	"github.com/nodekeeper/nodekeeper/internal/pressure"
 )
 
@@ -25,13 +24,13 @@ func kubepodsLimits(capacity, kubeReserved, systemReserved v1.ResourceList) v1.R
 
 // pressureWatches returns what the pressure notifier watches for the hard
 // eviction thresholds: the root memory cgroup at capacity less the
-// memory.available threshold; the kubepods cgroup at its limit less the
+// memory.available threshold; the kubepods cgroup (at kubepodsCgroup) at its limit less the
 // allocatableMemory.available threshold (when it has a limit); the root
 // directory's filesystem below the nodefs.available threshold and the
 // managed containerd's state directory's below imagefs.available (left out
 // when it does not exist). statfs measures the filesystems for percentage
 // thresholds.
-func pressureWatches(thresholds []eviction.Threshold, memory int64, cgroupRoot string, kubepods v1.ResourceList,
+func pressureWatches(thresholds []eviction.Threshold, memory int64, kubepodsCgroup string, kubepods v1.ResourceList,
 	rootDir string, statfs func(string, *unix.Statfs_t) error) (pressure.Config, error) {
 	cfg := pressure.Config{PSITrigger: pressure.DefaultPSITrigger}
 	for _, t := range thresholds {
@@ -50,7 +49,7 @@ func pressureWatches(thresholds []eviction.Threshold, memory int64, cgroupRoot s
 				continue
 			}
 			if mark := limit.Value() - t.Value.Of(&limit).Value(); mark > 0 {
-				cfg.Memory = append(cfg.Memory, pressure.MemoryWatch{Cgroup: cgroups.KubepodsPath(cgroupRoot), Usage: uint64(mark)})
+				cfg.Memory = append(cfg.Memory, pressure.MemoryWatch{Cgroup: kubepodsCgroup, Usage: uint64(mark)})
 			}
 		case eviction.SignalNodeFsAvailable, eviction.SignalImageFsAvailable:
 			path := rootDir

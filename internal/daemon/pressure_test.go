@@ -63,7 +63,7 @@ func TestPressureWatches(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := pressureWatches(tc.thresholds, 1<<30, "/nk", tc.kubepods, "/root", statfs)
+			got, err := pressureWatches(tc.thresholds, 1<<30, "/nk/kubepods", tc.kubepods, "/root", statfs)
 			if err != nil {
 				t.Fatal(err)
 			}

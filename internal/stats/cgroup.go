@@ -164,10 +164,11 @@ func (r cgroupReader) memory(cgPath string, isRoot bool) (memStats, error) {
 // processes counts the processes of a pod's containers as the kubelet does
 // (the sum over its containers of the pids in each container cgroup's
 // cgroup.procs): the lines of cgroup.procs in the pod cgroup and its
-// descendants, leaving out the sandbox's own cgroup (named by its ID, as the
-// runtime names container cgroups under the cgroupfs driver). It reads the pids
-// hierarchy on v1 (memory when pids is not mounted).
-func (r cgroupReader) processes(cgPath, sandboxID string) (uint64, error) {
+// descendants, leaving out the sandbox's own cgroup, the directory named
+// sandboxDir (its ID under the cgroupfs driver, cri-containerd-<ID>.scope
+// under systemd: cgroups.Names.Container). It reads the pids hierarchy on v1
+// (memory when pids is not mounted).
+func (r cgroupReader) processes(cgPath, sandboxDir string) (uint64, error) {
 	dir := r.layout.Dir("pids", cgPath)
 	if dir == "" {
 		dir = r.layout.Dir("memory", cgPath)
@@ -183,7 +184,7 @@ func (r cgroupReader) processes(cgPath, sandboxID string) (uint64, error) {
 		if !e.IsDir() {
 			return nil
 		}
-		if p != dir && e.Name() == sandboxID {
+		if p != dir && e.Name() == sandboxDir {
 			return filepath.SkipDir
 		}
 		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))

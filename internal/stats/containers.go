@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"path"
 	"slices"
 	"time"
 
@@ -189,7 +188,7 @@ func (p *Provider) Containers(ctx context.Context) ([]ContainerSample, error) {
 		}
 		s := base
 		s.Container, s.ID, s.Image, s.StartTime = SandboxContainerName, sb.Id, p.cfg.SandboxImage, time.Unix(0, sb.CreatedAt)
-		s.Cgroup = containerCgroup(podCg, sb.Id)
+		s.Cgroup = p.containerCgroup(podCg, sb.Id)
 		if err := env.read(p.cg, &s, true); err != nil {
 			p.warnOnce(seen, sb.Id, "Container metrics: cannot read the pod sandbox; its series are left out", "pod", base.Namespace+"/"+base.Pod, "cgroup", s.Cgroup, "err", err)
 		} else {
@@ -198,7 +197,7 @@ func (p *Provider) Containers(ctx context.Context) ([]ContainerSample, error) {
 		for _, c := range bySandbox[sb.Id] {
 			s := base
 			s.Container, s.ID, s.Image, s.StartTime = c.GetMetadata().GetName(), c.Id, c.GetImage().GetImage(), time.Unix(0, c.CreatedAt)
-			s.Cgroup = containerCgroup(podCg, c.Id)
+			s.Cgroup = p.containerCgroup(podCg, c.Id)
 			if err := env.read(p.cg, &s, false); err != nil {
 				p.warnOnce(seen, c.Id, "Container metrics: cannot read the container; its series are left out", "pod", base.Namespace+"/"+base.Pod, "containerName", s.Container, "cgroup", s.Cgroup, "err", err)
 				continue
@@ -216,10 +215,16 @@ func (p *Provider) Containers(ctx context.Context) ([]ContainerSample, error) {
 	return out, nil
 }
 
+// cgroupNames names the pod cgroups as the Manager with the agent's driver
+// and cgroupRoot makes them.
+func (p *Provider) cgroupNames() cgroups.Names {
+	return cgroups.Names{Driver: p.cfg.CgroupDriver, Root: p.cfg.CgroupRoot}
+}
+
 // podCgroup returns the cgroup path of the pod with uid, whichever QoS tier
 // holds it; "" when none does.
 func (p *Provider) podCgroup(uid types.UID) string {
-	for _, cg := range cgroups.PodPaths(p.cfg.CgroupRoot, uid) {
+	for _, cg := range p.cgroupNames().PodPaths(uid) {
 		if p.cg.exists(cg) {
 			return cg
 		}
@@ -228,10 +233,11 @@ func (p *Provider) podCgroup(uid types.UID) string {
 }
 
 // containerCgroup is the cgroup path of the container (or sandbox) id in the
-// pod cgroup podCg: <podCg>/<id>, where the runtime puts it under the
-// cgroupfs driver.
-func containerCgroup(podCg, id string) string {
-	return path.Join(podCg, id)
+// pod cgroup podCg, where the runtime puts it under the agent's driver:
+// <podCg>/<id> under cgroupfs, <podCg>/cri-containerd-<id>.scope under
+// systemd (cgroups.Names.Container).
+func (p *Provider) containerCgroup(podCg, id string) string {
+	return p.cgroupNames().Container(podCg, id)
 }
 
 // deviceName names the block device holding path ("" when unknown).

@@ -45,6 +45,9 @@ type Config struct {
 	// CgroupRoot is the KubeletConfiguration cgroupRoot the kubepods tree is
 	// under; "" is "/".
 	CgroupRoot string
+	// CgroupDriver is the cgroupDriver the pod cgroups are named by:
+	// "systemd", else cgroupfs (cgroups.Names).
+	CgroupDriver string
 	// RootDir is the agent's root directory (the kubelet's --root-dir): the
 	// node filesystem is the one holding it, and emptyDir volumes are under
 	// RootDir/pods/<UID>/volumes/kubernetes.io~empty-dir. Required.
@@ -276,7 +279,7 @@ func (p *Provider) nodeStats(s *summary) (*statsapi.NodeStats, error) {
 // cpu and memory, its availableBytes from its memory limit (the node's
 // capacity when it has none). ok is false when kubepods does not exist.
 func (p *Provider) podsContainer(s *summary, capacity uint64) (statsapi.ContainerStats, bool) {
-	path := cgroups.KubepodsPath(p.cfg.CgroupRoot)
+	path := p.cgroupNames().Kubepods()
 	if !p.cg.exists(path) {
 		return statsapi.ContainerStats{}, false
 	}
@@ -522,7 +525,7 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 			cs.CPU = s.criCPU("ctr/"+c.Id, st.GetCpu())
 			cs.Memory = criMemory(st.GetMemory())
 			if podCg != "" {
-				cs.IO = attachPSI(cs.CPU, cs.Memory, p.cg.psi(containerCgroup(podCg, c.Id)), s.now)
+				cs.IO = attachPSI(cs.CPU, cs.Memory, p.cg.psi(p.containerCgroup(podCg, c.Id)), s.now)
 			}
 			if wl := st.GetWritableLayer(); wl != nil {
 				cs.Rootfs = capacityOf(containerSt, metav1.NewTime(time.Unix(0, wl.Timestamp)))
@@ -578,7 +581,7 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 		if u, err := p.cg.cpuUsage(path); err == nil {
 			ps.CPU = s.cpu("pod/"+md.GetUid(), u, p.clock.Now())
 		}
-		if n, err := p.cg.processes(path, sb.Id); err == nil {
+		if n, err := p.cg.processes(path, filepath.Base(p.containerCgroup(path, sb.Id))); err == nil {
 			ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
 		}
 		ps.IO = attachPSI(ps.CPU, ps.Memory, p.cg.psi(path), s.now)

@@ -560,6 +560,57 @@ func TestPodCgroupV2(t *testing.T) {
 	}
 }
 
+// TestPodCgroupV2Systemd: under the systemd cgroup driver the same pod
+// cgroup is the slice kubepods.slice/kubepods-pod2222.slice, its containers'
+// the scopes cri-containerd-<ID>.scope; the figures are the same, the
+// sandbox's scope left out of the process count, and the "pods" system
+// container is read from kubepods.slice.
+func TestPodCgroupV2Systemd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/v2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, mv := range [][2]string{
+		{"cgroup/kubepods/pod2222/c3", "cgroup/kubepods/pod2222/cri-containerd-c3.scope"},
+		{"cgroup/kubepods/pod2222/sb2", "cgroup/kubepods/pod2222/cri-containerd-sb2.scope"},
+		{"cgroup/kubepods/pod2222", "cgroup/kubepods/kubepods-pod2222.slice"},
+		{"cgroup/kubepods", "cgroup/kubepods.slice"},
+	} {
+		if err := os.Rename(filepath.Join(dir, mv[0]), filepath.Join(dir, mv[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newPodFixture(t)
+	f.rt.SetFakeSandboxes([]*apitest.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
+		Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "2222"}, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: f.sandboxCreated}}})
+	p, err := New(Config{ProcRoot: dir + "/proc", CgroupFSRoot: dir + "/cgroup", CgroupDriver: "systemd", RootDir: f.rootDir, LogDir: f.logDir, NodeName: "n1"},
+		Deps{Runtime: f.rt, Pods: func() []*v1.Pod { return f.pods }, Statfs: f.statfs, Clock: clocktesting.NewFakePassiveClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Summary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pods) != 1 {
+		t.Fatalf("%d pods, want 1", len(got.Pods))
+	}
+	ps := got.Pods[0]
+	if ps.Memory == nil || ps.Memory.WorkingSetBytes == nil || *ps.Memory.WorkingSetBytes != 70000000 {
+		t.Errorf("pod memory %+v, want a working set of 70000000 from kubepods-pod2222.slice", ps.Memory)
+	}
+	if ps.CPU == nil || ps.CPU.UsageCoreNanoSeconds == nil || *ps.CPU.UsageCoreNanoSeconds != 2000000000 {
+		t.Errorf("pod cpu %+v, want 2000000000 ns from kubepods-pod2222.slice", ps.CPU)
+	}
+	if ps.ProcessStats == nil || ps.ProcessStats.ProcessCount == nil || *ps.ProcessStats.ProcessCount != 1 {
+		t.Errorf("pod processes %+v, want 1 (cri-containerd-c3.scope; not the sandbox's scope)", ps.ProcessStats)
+	}
+	if len(got.Node.SystemContainers) != 1 || got.Node.SystemContainers[0].Name != statsapi.SystemContainerPods {
+		t.Errorf("node system containers %+v, want the pods container from kubepods.slice", got.Node.SystemContainers)
+	}
+}
+
 // TestNodeSummary checks that NodeSummary is Summary's node (the runtime
 // filesystems and the node's cpu rate included) without pods, asks the
 // runtime nothing but ImageFsInfo, and keeps the pods' cpu samples, so the

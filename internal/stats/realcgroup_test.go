@@ -386,7 +386,7 @@ func testRealCgroupStats(t *testing.T) {
 	// device's blkio.throttle.* only once a rule is set on it: a rule that
 	// never limits (1 TiB/s).
 	dev, devNo := loopDevice(t)
-	sbCg, ctrCg := containerCgroup(podCg, "sb-real"), containerCgroup(podCg, "ctr-real")
+	sbCg, ctrCg := cgroups.Names{}.Container(podCg, "sb-real"), cgroups.Names{}.Container(podCg, "ctr-real") // the cgroupfs driver's
 	makeContainerCgroup(t, l, sbCg, nil)
 	quota := map[string]string{"cpu.cfs_period_us": "20000", "cpu.cfs_quota_us": "1000"}
 	if l.Version == cgroups.V2 {
