@@ -41,8 +41,14 @@ test: vet fmt-check
 # installs qemu-system-x86, busybox-static, cpio and kmod with apt-get when
 # missing. CGROUP2_PKGS is the one list of what runs there: PKG or
 # PKG:REGEXP (its -test.run). RACE=0 builds without -race.
-CGROUP2_E2E := TestContainerConfig|TestOOMScoreAdjPerQoS|TestMemoryPressureStaticPod|TestAdoptAfterKill
-CGROUP2_PKGS ?= ./internal/cgroups ./internal/stats ./internal/pressure './test/e2e:^($(CGROUP2_E2E))$$'
+# The specs after --systemd run under systemd booted in the VM (the systemd
+# cgroup driver's real tests).
+CGROUP2_E2E := TestContainerConfig|TestOOMScoreAdjPerQoS|TestMemoryPressureStaticPod|TestAdoptAfterKill|TestOOMKilled|TestPIDPressureEvictsSpawner|TestDiskPressureOwnFilesystem
+CGROUP2_PKGS ?= ./internal/cgroups ./internal/stats ./internal/pressure \
+	'./internal/podruntime:^TestIntegrationSwapLimit$$' \
+	'./cmd/nodekeeper:^(TestRunHostChecksCgroupV2|TestRunCgroupRootHoldsProcesses)$$' \
+	'./test/e2e:^($(CGROUP2_E2E))$$' \
+	--systemd './internal/cgroups:^TestRealSystemd$$' './internal/stats:^TestRealPodCgroupSystemd$$'
 test-cgroup2:
 	CG2_MEM=$${CG2_MEM:-2048} hack/cgroup2vm/lane.sh $(CGROUP2_PKGS)
 

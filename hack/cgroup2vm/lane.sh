@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# lane.sh PKG[:RUN]...: the cgroup v2 lane (make test-cgroup2). On the host it
-# builds bin/nodekeeper and bin/images (make build) and each package's test
-# binary; then it boots one cgroup-v2-only VM (vm.sh) that runs them all
-# (guest.sh), each in its package directory, RUN being its -test.run regexp.
+# lane.sh PKG[:RUN]... [--systemd PKG[:RUN]...]: the cgroup v2 lane (make
+# test-cgroup2). On the host it builds bin/nodekeeper and bin/images (make
+# build) and each package's test binary; then it boots one cgroup-v2-only VM
+# (vm.sh) that runs them all (guest.sh), each in its package directory, RUN
+# being its -test.run regexp. The specs after --systemd run next, in the same
+# VM, as a service of a systemd booted as PID 1 of its own namespaces
+# (systemd-guest.sh): the tests of cgroupDriver: systemd.
 # Prints go test's lines as they come; exits non-zero when a package failed
 # or the VM died or timed out.
 #
@@ -22,21 +25,39 @@ out=bin/cgroup2
 rm -rf "$out"
 mkdir -p "$out"
 : >"$out/list"
+: >"$out/list-systemd"
 race=(-race)
 [ "${RACE:-1}" != 0 ] || race=()
+list=$out/list
 for spec in "$@"; do
+	if [ "$spec" = --systemd ]; then
+		list=$out/list-systemd
+		continue
+	fi
 	pkg=${spec%%:*}
 	run=
 	[ "$spec" = "$pkg" ] || run=${spec#*:}
 	read -r ip dir < <(go list -f '{{.ImportPath}} {{.Dir}}' "$pkg")
 	bin=$PWD/$out/$(echo "$ip" | tr '/.' '__').test
-	go test "${race[@]}" -c -o "$bin" "$pkg"
+	[ -x "$bin" ] || go test "${race[@]}" -c -o "$bin" "$pkg"
 	if [ -x "$bin" ]; then
-		printf '%s\t%s\t%s\t%s\n' "$bin" "$ip" "$dir" "$run" >>"$out/list"
+		printf '%s\t%s\t%s\t%s\n' "$bin" "$ip" "$dir" "$run" >>"$list"
 	else
 		printf 'ok  \t%s\t[no test files]\n' "$ip"
 	fi
 done
-echo "test-cgroup2: built bin/nodekeeper, bin/images and $(wc -l <"$out/list") test binaries (${race[*]:-no -race}) in $(($(date +%s) - t0)) s" >&2
+echo "test-cgroup2: built bin/nodekeeper, bin/images and $(cat "$out/list" "$out/list-systemd" | cut -f1 | sort -u | wc -l) test binaries (${race[*]:-no -race}) in $(($(date +%s) - t0)) s" >&2
 export NODEKEEPER_E2E_BIN=$PWD/bin/nodekeeper NODEKEEPER_E2E_IMAGES=$PWD/bin/images NODEKEEPER_E2E_SLOW=${NODEKEEPER_E2E_SLOW:-5}
-"$here/vm.sh" "$here/guest.sh" "$out/list"
+# In the VM: both lists, the second under systemd; it fails when either does.
+cat >"$out/run.sh" <<RUN
+#!/usr/bin/env bash
+rc=0
+"$here/guest.sh" "$PWD/$out/list" || rc=1
+if [ -s "$PWD/$out/list-systemd" ]; then
+	echo "test-cgroup2: under systemd as PID 1 (systemd-guest.sh):"
+	"$here/systemd-guest.sh" "$here/guest.sh" "$PWD/$out/list-systemd" || rc=1
+fi
+exit \$rc
+RUN
+chmod +x "$out/run.sh"
+"$here/vm.sh" "$PWD/$out/run.sh"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # systemd-guest.sh: run one command as a service of a systemd that runs as
 # PID 1, for tests of cgroupDriver: systemd. Run it as root inside the cgroup
-# v2 VM (the lane's guest, or ../shared/reference/cgroup2-vm/recipe.sh):
+# v2 VM (the lane runs it after guest.sh for the tests listed after --systemd):
 #
-#   recipe.sh hack/systemd-guest.sh COMMAND [ARG...]
+#   vm.sh hack/cgroup2vm/systemd-guest.sh COMMAND [ARG...]
 #
 # The VM's PID 1 is bash (the lane's stage 2), so systemd boots the way a
 # container runtime boots it: as PID 1 of new pid, mount and cgroup
