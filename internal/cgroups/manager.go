@@ -240,26 +240,11 @@ func (m *Manager) RemovePod(uid types.UID) error {
 	}
 	var tree []string // every cgroup to remove, parents before children
 	for _, d := range dirs {
-		err := filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !e.IsDir() {
-				return nil
-			}
-			pids, err := procs(p)
-			if err != nil {
-				return err
-			}
-			if len(pids) > 0 {
-				return fmt.Errorf("%w: %s holds pids %s; not removing it", ErrLiveProcesses, p, strings.Join(pids, ","))
-			}
-			tree = append(tree, p)
-			return nil
-		})
+		sub, err := emptyTree(d)
 		if err != nil {
 			return fmt.Errorf("remove pod cgroup %s: %w", uid, err)
 		}
+		tree = append(tree, sub...)
 	}
 	for i := len(tree) - 1; i >= 0; i-- {
 		if err := m.rmdir(tree[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -270,6 +255,31 @@ func (m *Manager) RemovePod(uid types.UID) error {
 		m.log.Info("Removed pod cgroup", "podUID", uid)
 	}
 	return nil
+}
+
+// emptyTree returns the cgroup directories under dir, dir first, parents
+// before children, or an error wrapping ErrLiveProcesses when one holds
+// processes.
+func emptyTree(dir string) ([]string, error) {
+	var tree []string
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.IsDir() {
+			return nil
+		}
+		pids, err := procs(p)
+		if err != nil {
+			return err
+		}
+		if len(pids) > 0 {
+			return fmt.Errorf("%w: %s holds pids %s; not removing it", ErrLiveProcesses, p, strings.Join(pids, ","))
+		}
+		tree = append(tree, p)
+		return nil
+	})
+	return tree, err
 }
 
 // procs returns the pids listed in dir's cgroup.procs; a missing file lists

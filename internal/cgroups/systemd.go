@@ -3,7 +3,6 @@ package cgroups
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path"
@@ -481,31 +480,6 @@ func (d *systemdDriver) removePod(m *Manager, uid types.UID) error {
 		m.log.Info("Removed pod cgroup", "podUID", uid)
 	}
 	return nil
-}
-
-// emptyTree returns the cgroup directories under dir, dir first, parents
-// before children, or an error wrapping ErrLiveProcesses when one holds
-// processes.
-func emptyTree(dir string) ([]string, error) {
-	var tree []string
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !e.IsDir() {
-			return nil
-		}
-		pids, err := procs(p)
-		if err != nil {
-			return err
-		}
-		if len(pids) > 0 {
-			return fmt.Errorf("%w: %s holds pids %s; not removing it", ErrLiveProcesses, p, strings.Join(pids, ","))
-		}
-		tree = append(tree, p)
-		return nil
-	})
-	return tree, err
 }
 
 // pods is Manager.Pods under the systemd driver: the UIDs of the pod slices
