@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds what hack/devcheck/runtime-v2.sh needs on a machine without
+# Builds what hack/devcheck/runtime-v2.sh and cgroup2.sh need on a machine without
 # containerd (the GPU lease: cgroup v2, Ubuntu 24.04): .devcheck/pack.tar.xz
 # (nodekeeper, killtest, static containerd 1.7 from hack/containerd's cache,
 # Debian's runc and libseccomp, the CNI plugins, the images) and
@@ -16,6 +16,9 @@ make -s build
 rm -rf .devcheck/pack .devcheck/debs
 mkdir -p .devcheck/pack/bin .devcheck/pack/cni .devcheck/pack/images .devcheck/pack/lib .devcheck/debs
 CGO_ENABLED=0 go build -o .devcheck/pack/bin/killtest ./test/killtest
+mkdir -p .devcheck/pack/tests
+for p in cgroups pressure stats; do CGO_ENABLED=0 go test -c -o .devcheck/pack/tests/$p.test ./internal/$p; done
+strip .devcheck/pack/tests/*.test
 cp bin/nodekeeper "$ctrd"/containerd "$ctrd"/containerd-shim-runc-v2 "$ctrd"/ctr /usr/sbin/runc .devcheck/pack/bin/
 strip .devcheck/pack/bin/{containerd,containerd-shim-runc-v2,ctr,killtest,nodekeeper}
 cp /usr/lib/cni/{bridge,host-local,loopback,portmap} .devcheck/pack/cni/

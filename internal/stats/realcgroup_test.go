@@ -542,9 +542,12 @@ func testRealCgroupStats(t *testing.T) {
 	within(t, "container cpu", s.CPU.Usage, ca.cpu, cb.cpu, 0)
 	within(t, "container cfs periods", s.CPU.Periods, ca.periods, cb.periods, 0)
 	within(t, "container cfs throttled periods", s.CPU.ThrottledPeriods, ca.throttled, cb.throttled, 0)
-	// At 1 ms a period, burning childCPU took at least childCPU/1 ms
-	// periods, and the child ran out of quota in some.
-	if s.CPU.ThrottledPeriods == 0 || s.CPU.ThrottledTime == 0 || s.CPU.Periods < childCPU/1e6 {
+	// At 1 ms of quota a period, burning childCPU took about childCPU/1 ms
+	// periods, and the child ran out of quota in some. About: the kernel
+	// hands quota out in slices and lets a cgroup run a little past it (a
+	// real 16-core v2 host counted 49 periods for 50 ms), so half of them
+	// is the bound.
+	if s.CPU.ThrottledPeriods == 0 || s.CPU.ThrottledTime == 0 || s.CPU.Periods < childCPU/1e6/2 {
 		t.Errorf("container cfs: %d periods, %d throttled for %d ns; want the child throttled by its quota", s.CPU.Periods, s.CPU.ThrottledPeriods, s.CPU.ThrottledTime)
 	}
 	within(t, "container memory usage", s.Memory.Usage, ca.usage, cb.usage, memTolerance)
