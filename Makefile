@@ -43,7 +43,7 @@ test: vet fmt-check
 # PKG:REGEXP (its -test.run). RACE=0 builds without -race.
 # The specs after --systemd run under systemd booted in the VM (the systemd
 # cgroup driver's real tests).
-CGROUP2_E2E := TestContainerConfig|TestOOMScoreAdjPerQoS|TestMemoryPressureStaticPod|TestAdoptAfterKill|TestOOMKilled|TestPIDPressureEvictsSpawner|TestDiskPressureOwnFilesystem
+CGROUP2_E2E := TestContainerConfig|TestOOMScoreAdjPerQoS|TestMemoryPressureStaticPod|TestAdoptAfterKill|TestOOMKilled|TestPIDPressureEvictsSpawner|TestDiskPressureOwnFilesystem|TestOOMKillCounted
 CGROUP2_PKGS ?= ./internal/cgroups ./internal/stats ./internal/pressure \
 	'./internal/podruntime:^TestIntegrationSwapLimit$$' \
 	'./cmd/nodekeeper:^(TestRunHostChecksCgroupV2|TestRunCgroupRootHoldsProcesses)$$' \

@@ -9,7 +9,8 @@
 //	testbox check PATH         exit 1 if PATH exists, else 0 (exec probes)
 //	testbox alloc MIB          allocate MIB MiB, touch it, hold it
 //	testbox fill PATH SIZE     write SIZE bytes (e.g. 64Mi) to PATH, keep it
-//	testbox spawn N            start N child processes and keep them
+//	testbox spawn [--alloc MIB] N   start N child processes (sleeping, or each
+//	                           allocating MIB MiB) and keep them
 //	testbox exit [--after D] CODE   exit with CODE after D (default 0s)
 //	testbox env                print the environment, sorted
 //	testbox sleep [D]          sleep for D, or until stopped
@@ -137,6 +138,7 @@ func dispatch(ctx context.Context, args, environ []string, stdout io.Writer) err
 		<-ctx.Done()
 		return nil
 	case "spawn":
+		allocMiB := fs.Int("alloc", 0, "the children allocate this many MiB each (alloc) instead of sleeping")
 		a, err := parse(1)
 		if err != nil {
 			return err
@@ -149,7 +151,11 @@ func dispatch(ctx context.Context, args, environ []string, stdout io.Writer) err
 		if err != nil {
 			return err
 		}
-		return spawn(ctx, n, []string{self, "sleep"}, stdout)
+		child := []string{self, "sleep"}
+		if *allocMiB > 0 {
+			child = []string{self, "alloc", strconv.Itoa(*allocMiB)}
+		}
+		return spawn(ctx, n, child, stdout)
 	case "exit":
 		after := fs.Duration("after", 0, "delay before exiting")
 		a, err := parse(1)

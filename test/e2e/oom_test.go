@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +81,56 @@ func TestOOMKilled(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	for _, m := range regexp.MustCompile(`(?m)^container_oom_events_total\{[^}]*pod="oom-[^}]*\} .*$`).FindAll(b, -1) {
 		t.Logf("%s", m)
+	}
+}
+
+// TestOOMKillCounted: with singleProcessOOMKill the OOM killer kills only the
+// biggest process of a container (memory.oom.group stays 0 on cgroup v2; v1
+// never kills the group), so the container lives on, and
+// container_oom_events_total counts the kill from its cgroup (memory.events
+// oom_kill on v2, memory.oom_control on v1), as cadvisor's does.
+func TestOOMKillCounted(t *testing.T) {
+	a := StartAgent(t, Options{Config: "singleProcessOOMKill: true\n"})
+	a.WriteManifest("oom-child.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: oom-child
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: hog
+    image: %s
+    args: ["spawn", "--alloc", "256", "1"]
+    resources: {limits: {memory: 32Mi}}
+`, testbox))
+	series := regexp.MustCompile(`(?m)^container_oom_events_total\{([^}]*)\} (\d+)`)
+	a.Eventually("the child's OOM kill counted in container_oom_events_total", 2*time.Minute, func() (bool, string) {
+		resp, err := http.Get(a.URL + "/metrics/cadvisor")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, m := range series.FindAllSubmatch(b, -1) {
+			labels := string(m[1])
+			if strings.Contains(labels, `container="hog"`) && strings.Contains(labels, `pod="oom-child-e2e"`) {
+				seen = append(seen, string(m[0]))
+				if string(m[2]) != "0" {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("series: %q", seen)
+	})
+	p := a.Pod("oom-child-e2e")
+	if p == nil {
+		t.Fatal("pod oom-child-e2e gone")
+	}
+	if c := p.Status.ContainerStatuses; len(c) != 1 || c[0].RestartCount != 0 || c[0].State.Running == nil {
+		t.Errorf("after its child's OOM kill: %s, want the container running, not restarted", podSummary(p))
 	}
 }
