@@ -160,6 +160,7 @@ func StartAgent(t testing.TB, opts Options) *Agent {
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
+failSwapOn: false
 staticPodPath: %s
 podLogsDir: %s
 cgroupRoot: %s

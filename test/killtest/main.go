@@ -111,6 +111,7 @@ func run(bin, images string, n int, maxUp, settle time.Duration, seed uint64, ke
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
+failSwapOn: false
 staticPodPath: %s
 podLogsDir: %s
 cgroupRoot: %s
