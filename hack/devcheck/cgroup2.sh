@@ -4,7 +4,9 @@
 # of internal/cgroups, internal/pressure and internal/stats (test binaries
 # built by hack/devcheck/pack.sh into .devcheck/tests), then `nodekeeper run`
 # with three pods: pod cgroup values, memory.oom.group on the containers,
-# PSI in the Summary, the pressure notifier's mechanisms.
+# PSI in the Summary, the pressure notifier's mechanisms. `cgroup2.sh
+# reaction` runs the live memory pressure reaction benchmark of test/e2e
+# there instead (its test binary in .devcheck/pack/tests/e2e.test).
 set -u
 cd "$(dirname "$0")/../.."
 P=${P:-/opt/nk}; mkdir -p $P; tar -C $P -xJf .devcheck/pack.tar.xz
@@ -19,6 +21,12 @@ ldconfig -p | grep -q libseccomp.so.2 || export LD_LIBRARY_PATH=$P/lib${LD_LIBRA
 echo "== host: $(uname -r) $(stat -fc %T /sys/fs/cgroup) cores=$(nproc) load=$(cut -d' ' -f1-3 /proc/loadavg) pid1=$(ps -p 1 -o comm=) swap=$(swapon --noheadings --show=NAME | tr '\n' ' ')"
 echo "== root subtree_control: $(cat /sys/fs/cgroup/cgroup.subtree_control)"
 export CI=true
+if [ "${1:-}" = reaction ]; then
+	export NODEKEEPER_E2E_BIN=$P/bin/nodekeeper NODEKEEPER_E2E_IMAGES=$P/images
+	(cd test/e2e && timeout 170 $P/tests/e2e.test -test.run '^$' -test.bench MemoryPressureReaction -test.benchtime ${N:-10}x 2>&1 | grep -vE '^\s*time=' | tail -15)
+	echo "== load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	exit 0
+fi
 t() { (cd internal/$1 && timeout ${3:-60} $P/tests/$1.test -test.count=1 -test.run "$2" -test.v 2>&1 | grep -E '^(--- |ok|FAIL|PASS)|_test.go:' | tail -20); }
 t cgroups '^(TestRealCgroupV2|TestRealPlace|TestRealSystemd)$'
 t pressure '^(TestMemoryEventsReadAtOpen|TestMemoryEventsWakes|TestCgroupPSITrigger|TestPSITriggerWidened)$'
