@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,36 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+func testLogger(t *testing.T) *slog.Logger {
+	out := &testOutput{w: t.Output()}
+	// Registered first, so it runs last: after the servers' cleanups have
+	// stopped them. The lock orders a handler's last write before the
+	// test's end for the race detector, which sees no order through the
+	// loopback connection the handler answered.
+	t.Cleanup(func() {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		out.ended = true
+	})
+	return slog.New(slog.NewTextHandler(out, nil))
+}
+
+// testOutput is a test's output for the servers' loggers: writes after the
+// test's cleanups are dropped.
+type testOutput struct {
+	mu    sync.Mutex
+	w     io.Writer
+	ended bool
+}
+
+func (o *testOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ended {
+		return len(p), nil
+	}
+	return o.w.Write(p)
+}
 
 // start runs a server for t on a free loopback port and returns its base URL.
 // The server stops, and Run's error is checked, when t ends.
