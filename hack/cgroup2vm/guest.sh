@@ -20,6 +20,7 @@ while IFS=$'\t' read -r bin ip dir run; do
 	n=$((n + 1))
 	args=(-test.count=1 -test.timeout="${TEST_TIMEOUT:-20m}")
 	[ -z "$run" ] || args+=(-test.run="$run")
+	echo "test-cgroup2: $ip${run:+ -run $run}: started at $(date -u +%T)"
 	s=$(date +%s%N)
 	# shellcheck disable=SC2086 # TESTFLAGS is a list of flags
 	(cd "$dir" && exec "$bin" "${args[@]}" ${TESTFLAGS:-}) 2>&1
