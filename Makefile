@@ -44,11 +44,11 @@ test: vet fmt-check
 # The specs after --systemd run under systemd booted in the VM (the systemd
 # cgroup driver's real tests).
 CGROUP2_E2E := TestContainerConfig|TestOOMScoreAdjPerQoS|TestMemoryPressureStaticPod|TestAdoptAfterKill|TestOOMKilled|TestPIDPressureEvictsSpawner|TestDiskPressureOwnFilesystem|TestOOMKillCounted
-CGROUP2_PKGS ?= ./internal/cgroups ./internal/stats ./internal/pressure \
-	'./internal/podruntime:^TestIntegrationSwapLimit$$' \
+CGROUP2_PKGS ?= ./internal/machine/cgroups ./internal/machine/stats ./internal/machine/pressure \
+	'./internal/core/podruntime:^TestIntegrationSwapLimit$$' \
 	'./cmd/nodekeeper:^(TestRunHostChecksCgroupV2|TestRunCgroupRootHoldsProcesses)$$' \
 	'./test/e2e:^($(CGROUP2_E2E))$$' \
-	--systemd './internal/cgroups:^TestRealSystemd$$' './internal/stats:^TestRealPodCgroupSystemd$$'
+	--systemd './internal/machine/cgroups:^TestRealSystemd$$' './internal/machine/stats:^TestRealPodCgroupSystemd$$'
 test-cgroup2:
 	CG2_MEM=$${CG2_MEM:-2048} hack/cgroup2vm/lane.sh $(CGROUP2_PKGS)
 

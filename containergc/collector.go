@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekeeper/nodekeeper/internal/periodic"
+	"github.com/nodekeeper/nodekeeper/internal/base/periodic"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -21,7 +21,7 @@ const DefaultPeriod = time.Minute
 // EventContainerGCFailed is the event reason of a failed GC pass.
 const EventContainerGCFailed = "ContainerGCFailed"
 
-// Runtime is the part of CRI's RuntimeService the Collector uses; internal/cri's
+// Runtime is the part of CRI's RuntimeService the Collector uses; internal/machine/cri's
 // Client and cri-api's FakeRuntimeService satisfy it. Removals are idempotent.
 type Runtime interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
@@ -86,7 +86,7 @@ func New(p Policy, period time.Duration, deps Deps) (*Collector, error) {
 // period.
 //
 // Run follows the loop discipline "one timer, re-armed once per wake-up"
-// (package internal/periodic) because nodekeeper simulate drives it on a
+// (package internal/base/periodic) because nodekeeper simulate drives it on a
 // virtual clock: it creates one timer of Deps.Clock, armed for 0, and after
 // each pass re-arms it with one Reset(period). Call Run once.
 func (c *Collector) Run(ctx context.Context) error {

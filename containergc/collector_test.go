@@ -20,7 +20,7 @@ import (
 	apitest "k8s.io/cri-api/pkg/apis/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/containerdtest"
 )
 
 // TestContainerdIntegration runs container GC against a real containerd with

@@ -26,8 +26,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/devicemanager/checkpoint"
-	"github.com/nodekeeper/nodekeeper/internal/integration"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 // tools are the binaries the integration tests need, built from the

@@ -25,7 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/devicemanager/checkpoint"
-	filecheckpoint "github.com/nodekeeper/nodekeeper/internal/checkpoint"
+	filecheckpoint "github.com/nodekeeper/nodekeeper/internal/base/checkpoint"
 )
 
 // Manager is the device manager. Create it with New, start it with Run.

@@ -3,7 +3,7 @@ package devicemanager
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	promreg "github.com/nodekeeper/nodekeeper/internal/metrics"
+	promreg "github.com/nodekeeper/nodekeeper/internal/base/metrics"
 )
 
 // metrics uses the kubelet's metric names so existing dashboards work.

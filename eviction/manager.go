@@ -13,7 +13,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekeeper/nodekeeper/internal/metrics"
+	"github.com/nodekeeper/nodekeeper/internal/base/metrics"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 

@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/base/quantity"
 )
 
 // Reason is the pod status reason of an evicted pod and of a pod rejected under

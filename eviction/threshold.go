@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	quantities "github.com/nodekeeper/nodekeeper/internal/quantity"
+	quantities "github.com/nodekeeper/nodekeeper/internal/base/quantity"
 )
 
 // ThresholdConfig is the eviction part of a KubeletConfiguration, as written in the

@@ -23,5 +23,5 @@
 //
 // The runtime comes in through narrow interfaces whose method sets are subsets
 // of k8s.io/cri-api's ImageManagerService and RuntimeService, so both
-// internal/cri's client and the cri-api fakes satisfy them.
+// internal/machine/cri's client and the cri-api fakes satisfy them.
 package imagegc

@@ -15,9 +15,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekeeper/nodekeeper/internal/metrics"
-	"github.com/nodekeeper/nodekeeper/internal/periodic"
-	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/base/metrics"
+	"github.com/nodekeeper/nodekeeper/internal/base/periodic"
+	"github.com/nodekeeper/nodekeeper/internal/base/quantity"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -36,7 +36,7 @@ const (
 )
 
 // ImageService is the part of CRI's ImageManagerService the Manager uses.
-// internal/cri's Client and cri-api's FakeImageService satisfy it. Calls may
+// internal/machine/cri's Client and cri-api's FakeImageService satisfy it. Calls may
 // come from several goroutines; the Manager never calls RemoveImage for the
 // same image twice at once.
 type ImageService interface {
@@ -187,7 +187,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 // period; a GC failure that repeats emits ImageGCFailed.
 //
 // Run follows the loop discipline "one timer, re-armed once per wake-up"
-// (package internal/periodic) because nodekeeper simulate drives it on a
+// (package internal/base/periodic) because nodekeeper simulate drives it on a
 // virtual clock: it creates one timer of Deps.Clock, armed for 0, and after
 // each wake-up re-arms it with one Reset to the earliest next due time.
 // Call Run once.
@@ -434,7 +434,7 @@ func statfs(path string) (FsStats, error) {
 }
 
 // ContainerLister is the part of CRI's RuntimeService that ContainerImages uses;
-// internal/cri's Client and cri-api's FakeRuntimeService satisfy it.
+// internal/machine/cri's Client and cri-api's FakeRuntimeService satisfy it.
 type ContainerLister interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 }

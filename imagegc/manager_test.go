@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 

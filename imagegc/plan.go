@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/base/quantity"
 )
 
 // ErrInvalidCapacity: the image filesystem reported a capacity of 0.

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/checkpoint"
+	"github.com/nodekeeper/nodekeeper/internal/base/checkpoint"
 )
 
 // RecordStore keeps the image records across restarts, so an image's first

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/metrics"
+	"github.com/nodekeeper/nodekeeper/internal/base/metrics"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 

@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/base/quantity"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/containerdtest"
 )
 
 // Exec probes through the real CRI client against a real containerd: exit 0 is

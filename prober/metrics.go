@@ -3,7 +3,7 @@ package prober
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	promreg "github.com/nodekeeper/nodekeeper/internal/metrics"
+	promreg "github.com/nodekeeper/nodekeeper/internal/base/metrics"
 )
 
 // The values of prober_probe_total's result label, as the kubelet's.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
 )
 
 // sizes are a run's workload: the full one, or a quick one with -short.

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodekeeper/nodekeeper/internal/apiservertest"
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/apiservertest"
 )
 
 // clusterNS is the namespace of the API pods.

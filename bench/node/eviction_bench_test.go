@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/apiservertest"
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/apiservertest"
 )
 
 // The eviction benchmark's memory: the hard memory.available threshold is

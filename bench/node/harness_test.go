@@ -21,13 +21,13 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/containerd"
-	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
-	"github.com/nodekeeper/nodekeeper/internal/cri"
-	"github.com/nodekeeper/nodekeeper/internal/integration"
-	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/containerd"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/containerdtest"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/kubebuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 const (

@@ -14,9 +14,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
-	"github.com/nodekeeper/nodekeeper/internal/localpods"
-	"github.com/nodekeeper/nodekeeper/internal/server"
+	"github.com/nodekeeper/nodekeeper/internal/core/localpods"
+	"github.com/nodekeeper/nodekeeper/internal/servers/server"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 

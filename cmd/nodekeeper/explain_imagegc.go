@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekeeper/nodekeeper/imagegc"
-	"github.com/nodekeeper/nodekeeper/internal/crisnapshot"
-	"github.com/nodekeeper/nodekeeper/internal/decode"
-	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/base/decode"
+	"github.com/nodekeeper/nodekeeper/internal/base/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/offline/crisnapshot"
 )
 
 func newExplainImageGCCmd() *cobra.Command {

@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/nodekeeper/nodekeeper/internal/server"
+	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 )
 
 // explain eviction --live reads /pods, /stats/summary and /configz from a

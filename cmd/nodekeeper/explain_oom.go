@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/base/quantity"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 

@@ -14,7 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"github.com/nodekeeper/nodekeeper/internal/snapshot"
+	"github.com/nodekeeper/nodekeeper/internal/offline/snapshot"
 )
 
 func newGetCmd() *cobra.Command {

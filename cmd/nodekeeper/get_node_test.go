@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/localpods"
-	"github.com/nodekeeper/nodekeeper/internal/server"
+	"github.com/nodekeeper/nodekeeper/internal/core/localpods"
+	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 )
 
 // get node reads /node from our own server and prints status, conditions

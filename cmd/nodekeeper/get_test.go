@@ -15,7 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/server"
+	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 )
 
 var rewriteGet = flag.Bool("rewrite-get", false, "rewrite testdata/get_pods.golden with what printPodTable prints")

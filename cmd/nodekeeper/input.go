@@ -15,9 +15,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/nodekeeper/nodekeeper/internal/config"
-	"github.com/nodekeeper/nodekeeper/internal/decode"
-	"github.com/nodekeeper/nodekeeper/internal/snapshot"
+	"github.com/nodekeeper/nodekeeper/internal/base/config"
+	"github.com/nodekeeper/nodekeeper/internal/base/decode"
+	"github.com/nodekeeper/nodekeeper/internal/offline/snapshot"
 )
 
 // maxInputSizeKey is the context key of the --max-input-size limit, in bytes.

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/decode"
+	"github.com/nodekeeper/nodekeeper/internal/base/decode"
 	"github.com/spf13/cobra"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodekeeper/nodekeeper/internal/decode"
+	"github.com/nodekeeper/nodekeeper/internal/base/decode"
 	v1 "k8s.io/api/core/v1"
 )
 

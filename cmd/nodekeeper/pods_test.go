@@ -104,7 +104,7 @@ func TestExplainPreemptionNodes(t *testing.T) {
 	}
 
 	// A node without pods: kubectl prints an empty List.
-	doc = preemptionJSONOut(t, "--pods", "../../internal/snapshot/testdata/emptylist.json", "--pod", preemptionCritical, "--allocatable", alloc)
+	doc = preemptionJSONOut(t, "--pods", "../../internal/offline/snapshot/testdata/emptylist.json", "--pod", preemptionCritical, "--allocatable", alloc)
 	if !doc.Admitted || len(doc.Failures) != 0 || len(doc.Victims) != 0 {
 		t.Errorf("on an empty node: %+v, want admitted with no failures or victims", doc)
 	}

@@ -20,10 +20,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nodekeeper/nodekeeper/internal/config"
+	"github.com/nodekeeper/nodekeeper/internal/base/config"
+	"github.com/nodekeeper/nodekeeper/internal/base/decode"
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/daemon"
-	"github.com/nodekeeper/nodekeeper/internal/decode"
-	"github.com/nodekeeper/nodekeeper/internal/kubeclient"
 )
 
 // agentGCPercent is the Go GC target `run` sets unless GOGC is set.

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
 // runRefused runs `nodekeeper run` with the configuration body in a temp

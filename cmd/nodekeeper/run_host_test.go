@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
 // runOnce runs `nodekeeper run ARGS` with root as its root directory and

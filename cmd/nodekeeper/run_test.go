@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/nodekeeper/nodekeeper/internal/config"
-	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/base/config"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
 // TestRunBadInput: configuration and flag errors end `run` before it starts

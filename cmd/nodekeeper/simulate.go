@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodekeeper/nodekeeper/internal/decode"
-	"github.com/nodekeeper/nodekeeper/internal/simulate"
+	"github.com/nodekeeper/nodekeeper/internal/base/decode"
+	"github.com/nodekeeper/nodekeeper/internal/offline/simulate"
 )
 
 func newSimulateCmd(logger *slog.Logger) *cobra.Command {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/daemon"
-	"github.com/nodekeeper/nodekeeper/internal/localpods"
 )
 
 // defaultSocket is where the commands that talk to a running agent find it

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device check (issue 27) on the cgroup v2 GPU lease (a real cgroup v2 host,
 # kernel 6.18, where the lane's VM has Debian's 6.1): the real cgroup v2 tests
-# of internal/cgroups, internal/pressure and internal/stats (test binaries
+# of internal/machine/cgroups, internal/machine/pressure and internal/machine/stats (test binaries
 # built by hack/devcheck/pack.sh into .devcheck/tests), then `nodekeeper run`
 # with three pods: pod cgroup values, memory.oom.group on the containers,
 # PSI in the Summary, the pressure notifier's mechanisms. `cgroup2.sh

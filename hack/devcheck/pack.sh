@@ -4,7 +4,7 @@
 # (nodekeeper, killtest, static containerd 1.7 from hack/containerd's cache,
 # Debian's runc and libseccomp, the CNI plugins, the images) and
 # .devcheck/debs (Debian's iptables and its libraries). Run on this machine
-# kind as root after a test run has built containerd 1.7 (internal/containerdtest);
+# kind as root after a test run has built containerd 1.7 (internal/testenv/containerdtest);
 # then, with the device tool, carry .devcheck/pack.tar.xz,
 # .devcheck/debs and run: bash hack/devcheck/runtime-v2.sh
 # (about 85 s on a warm 16-core machine with N=25). .devcheck is ignored by git
@@ -17,7 +17,7 @@ rm -rf .devcheck/pack .devcheck/debs
 mkdir -p .devcheck/pack/bin .devcheck/pack/cni .devcheck/pack/images .devcheck/pack/lib .devcheck/debs
 CGO_ENABLED=0 go build -o .devcheck/pack/bin/killtest ./test/killtest
 mkdir -p .devcheck/pack/tests
-for p in cgroups pressure stats; do CGO_ENABLED=0 go test -c -o .devcheck/pack/tests/$p.test ./internal/$p; done
+for p in cgroups pressure stats; do CGO_ENABLED=0 go test -c -o .devcheck/pack/tests/$p.test ./internal/machine/$p; done
 strip .devcheck/pack/tests/*.test
 cp bin/nodekeeper "$ctrd"/containerd "$ctrd"/containerd-shim-runc-v2 "$ctrd"/ctr /usr/sbin/runc .devcheck/pack/bin/
 strip .devcheck/pack/bin/{containerd,containerd-shim-runc-v2,ctr,killtest,nodekeeper}

@@ -21,8 +21,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 // module is the import path prefix of the programs built.

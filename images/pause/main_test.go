@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 // build compiles pause as images/mkimage does and returns the binary's path.

@@ -9,8 +9,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/config"
-	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/base/config"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 )
 
 // runtimeConfigurer is the CRI call that reports the runtime's cgroup driver

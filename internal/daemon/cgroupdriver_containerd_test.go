@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodekeeper/nodekeeper/internal/config"
-	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
+	"github.com/nodekeeper/nodekeeper/internal/base/config"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/containerdtest"
 )
 
 // TestCgroupDriverContainerd: the containerd versions nodekeeper runs, Debian's

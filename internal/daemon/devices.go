@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/devicemanager"
-	"github.com/nodekeeper/nodekeeper/internal/node"
-	"github.com/nodekeeper/nodekeeper/internal/podresources"
+	"github.com/nodekeeper/nodekeeper/internal/core/node"
+	"github.com/nodekeeper/nodekeeper/internal/servers/podresources"
 )
 
 // Device plugins and the pod-resources API live under the root directory as

@@ -3,7 +3,7 @@ package daemon
 import (
 	"path/filepath"
 
-	"github.com/nodekeeper/nodekeeper/internal/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
 )
 
 // setUpDataDirs makes rootDir/pods, and takes other users' permissions away

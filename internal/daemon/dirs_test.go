@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
 // TestSetUpDataDirsRefuseOtherUsers: on a root directory an older

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/server"
+	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 )
 
 // healthzRetry is how long the healthz listener waits before it tries again

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/server"
+	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 )
 
 // runHealthz runs h until the test ends and checks that Run returns nil

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/nodekeeper/nodekeeper/internal/cgroups"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
 )
 
 // fakeRecorder records the reasons of the events it gets.

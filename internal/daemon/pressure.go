@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
-	"github.com/nodekeeper/nodekeeper/internal/admission"
-	"github.com/nodekeeper/nodekeeper/internal/pressure"
+	"github.com/nodekeeper/nodekeeper/internal/core/admission"
+	"github.com/nodekeeper/nodekeeper/internal/machine/pressure"
 )
 
 // kubepodsLimits are the pods' cgroup's limits under the kubelet's

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
-	"github.com/nodekeeper/nodekeeper/internal/pressure"
+	"github.com/nodekeeper/nodekeeper/internal/machine/pressure"
 )
 
 func TestPressureWatches(t *testing.T) {

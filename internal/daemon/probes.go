@@ -4,9 +4,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekeeper/nodekeeper/internal/agent"
-	"github.com/nodekeeper/nodekeeper/internal/node"
-	"github.com/nodekeeper/nodekeeper/internal/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/agent"
+	"github.com/nodekeeper/nodekeeper/internal/core/node"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
 	"github.com/nodekeeper/nodekeeper/prober"
 )
 

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/containerd"
+	"github.com/nodekeeper/nodekeeper/internal/machine/containerd"
 )
 
 // ErrAgentRunning is the class of the error for a root directory another

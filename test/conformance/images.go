@@ -7,10 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/nodekeeper/nodekeeper/internal/e2eimages"
-	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/e2eimages"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/kubebuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 // buildImages writes the OCI tarballs the runs import into dir: nodekeeper's

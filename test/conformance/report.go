@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/kubebuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 func reportCmd(args []string) error {
@@ -198,7 +198,7 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 		fmt.Fprintf(w, "- `%s`: %s\n", s.re, s.reason)
 	}
 
-	fmt.Fprintf(w, "\n## The suite's images: local stand-ins\n\nNo registry is reachable here, so `internal/e2eimages` builds "+
+	fmt.Fprintf(w, "\n## The suite's images: local stand-ins\n\nNo registry is reachable here, so `internal/testenv/e2eimages` builds "+
 		"each image the specs run under the exact reference the suite uses, and both agents run the same ones. "+
 		"Specs that pull from a registry fail on both.\n\n| image | how the stand-in differs |\n|---|---|\n")
 	for _, im := range imgs {

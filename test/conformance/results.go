@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodekeeper/nodekeeper/internal/cri"
-	"github.com/nodekeeper/nodekeeper/internal/e2eimages"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/e2eimages"
 )
 
 // results are one agent's outcomes, by spec, over every run so far: a run

@@ -17,11 +17,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodekeeper/nodekeeper/internal/containerd"
-	"github.com/nodekeeper/nodekeeper/internal/e2eimages"
-	"github.com/nodekeeper/nodekeeper/internal/kubebuild"
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/containerd"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/e2eimages"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/kubebuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 // podCIDR is the pod network of the containerd both agents use: the one the

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
 // TestCleanKubeletRoot: a directory someone else made is refused and left

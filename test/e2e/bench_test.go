@@ -27,7 +27,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/cri"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 )
 
 // onePodSamples is how many times BenchmarkManifestToRunning starts a pod.

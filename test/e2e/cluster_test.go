@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/nodekeeper/nodekeeper/internal/apiservertest"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/apiservertest"
 )
 
 // clusterNode is the node name the harness gives the agent.

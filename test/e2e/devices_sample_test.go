@@ -12,8 +12,8 @@ import (
 
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 // sampleTools is the kubelet's own sample device plugin, built from

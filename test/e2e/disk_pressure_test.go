@@ -17,7 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
 )
 
 // extraRef is an image the disk-pressure test imports and no pod uses.

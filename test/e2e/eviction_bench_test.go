@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
 // kubepodsThreshold registers an eventfd of its own on the agent's kubepods

@@ -15,8 +15,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/integration"
-	"github.com/nodekeeper/nodekeeper/internal/pressure"
+	"github.com/nodekeeper/nodekeeper/internal/machine/pressure"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
 // memTotalMiB reads MemTotal from /proc/meminfo, in MiB.

@@ -26,11 +26,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
-	"github.com/nodekeeper/nodekeeper/internal/cri"
 	"github.com/nodekeeper/nodekeeper/internal/daemon"
-	"github.com/nodekeeper/nodekeeper/internal/integration"
-	"github.com/nodekeeper/nodekeeper/internal/toolbuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/containerdtest"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 // artifacts are the binary and images every test's agent uses, built once

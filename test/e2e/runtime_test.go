@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nodekeeper/nodekeeper/internal/containerdtest"
 	"github.com/nodekeeper/nodekeeper/internal/daemon"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/containerdtest"
 )
 
 // stopRuntime runs `nodekeeper stop-runtime` on the agent's root directory

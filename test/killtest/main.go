@@ -35,9 +35,9 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/cri"
 	"github.com/nodekeeper/nodekeeper/internal/daemon"
-	"github.com/nodekeeper/nodekeeper/internal/ocibuild"
+	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
+	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
 )
 
 // stablePods run from the start to the end: their containers must never

@@ -1,0 +1,323 @@
+// Package agent is the node agent's sync loop: the one goroutine that owns the
+// pod table. Pod sources hand it their complete pod sets (SetPods); it admits
+// new pods in creation order (a pod that asks for devices finishes its
+// admission off the loop, so no other pod waits on a device plugin), runs each
+// admitted pod through the pod runtime
+// (one operation of a pod at a time, each on a goroutine that ends with it),
+// relists the runtime every second to notice what changed, kills and removes
+// pods their sources dropped, kills pods on request (nodeapi.PodKiller:
+// eviction and preemption), tears down the volumes of pods that stopped for
+// good (as the kubelet's volume manager does, before the pod is deleted), and
+// removes the runtime's pods that no source wants (orphans) once every source
+// has spoken.
+//
+// Readers (admission, eviction, container GC, the HTTP server) see the table
+// through a snapshot published after every change with an atomic pointer: every
+// read method is safe from any goroutine and never waits for the loop.
+//
+// Stopping the loop (its context ending) stops the workers and leaves the pods
+// running: the next start adopts them, since SyncPod leaves containers whose
+// spec has not changed alone.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/admission"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
+	"github.com/nodekeeper/nodekeeper/preemption"
+)
+
+// Runtime is the part of *podruntime.Manager the agent uses. Calls for one pod
+// come from that pod's worker, one at a time; Statuses comes from a relist
+// goroutine of its own; PodStatus only from the sync loop.
+type Runtime interface {
+	// Statuses lists every pod the runtime holds, keyed by UID.
+	Statuses(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error)
+	// SyncPod makes the runtime run pod as its spec asks, given the pod's
+	// status from a relist that started after the pod's previous call ended.
+	SyncPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus) podruntime.Result
+	// KillPod stops the pod's containers and sandbox within gracePeriod (nil:
+	// the pod's own). pod is nil for an orphan.
+	KillPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus, gracePeriod *int64) error
+	// RemovePod removes the stopped pod's containers and sandboxes.
+	RemovePod(ctx context.Context, status *podruntime.PodStatus) error
+	// TearDownVolumes unmounts and removes the volumes of a pod that has
+	// stopped for good; RemovePod removes them too.
+	TearDownVolumes(uid types.UID) error
+	// PodStatus derives the pod's API status at now.
+	PodStatus(pod *v1.Pod, status *podruntime.PodStatus, now time.Time) v1.PodStatus
+}
+
+// Admitter decides whether a new pod may run. *admission.Chain satisfies it.
+// Start is called only from the sync loop, one pod at a time, in creation
+// order; the pods admitted before, and those whose admission is pending, are
+// in ActivePods by then. A Response with Pending set (the pod asks for
+// devices, whose plugins may be slow) is finished off the loop: the loop runs
+// Pending.Wait on a goroutine of its own and Pending.Resume back on the loop,
+// and admits other pods meanwhile.
+type Admitter interface {
+	Start(ctx context.Context, pod *v1.Pod) admission.Response
+}
+
+// Preemptor carries out a preemption plan: it kills the victims in order,
+// each through the agent's KillPod, and returns once they stopped.
+// *preemption.Executor satisfies it (with the agent as its Killer). It is
+// called from a goroutine of its own, never from the sync loop.
+type Preemptor interface {
+	Execute(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error)
+}
+
+// Config is the agent's settings.
+type Config struct {
+	// NodeName names the node in logs.
+	NodeName string
+	// Sources names every pod source that will call SetPods (for example
+	// "file"). Orphans are removed only once each has delivered its first
+	// set. An empty list means no source: every runtime pod is an orphan.
+	Sources []string
+	// RelistPeriod is how often the runtime is listed; 0 is one second.
+	RelistPeriod time.Duration
+	// ResyncPeriod is how often every running pod is synced even when
+	// nothing changed (the kubelet's syncFrequency); 0 is one minute.
+	ResyncPeriod time.Duration
+	// MaxSyncBackoff caps the retry delay after a failing SyncPod, KillPod or
+	// RemovePod, which starts at one second and doubles; 0 is ten seconds.
+	MaxSyncBackoff time.Duration
+}
+
+// Deps are the agent's collaborators.
+type Deps struct {
+	// Runtime runs the pods. Required.
+	Runtime Runtime
+	// Admit decides whether new pods may run. Required.
+	Admit Admitter
+	// Preempt, when set, carries out admission's preemption plans; nil makes
+	// the agent kill the victims itself, in order, through KillPod.
+	Preempt Preemptor
+	// Clock times relists, resyncs and retries; nil is the real clock.
+	Clock clock.WithTicker
+	// Logger receives the loop's logs; nil discards them.
+	Logger *slog.Logger
+	// Recorder receives pod events (admission rejections); nil discards them.
+	Recorder nodeapi.Recorder
+	// Registerer, when set, gets the agent's metrics.
+	Registerer prometheus.Registerer
+	// Probes, when set, is told of pods as they start and stop, and its
+	// results are drained by the loop (see Prober).
+	Probes Prober
+}
+
+// Default periods.
+const (
+	DefaultRelistPeriod   = time.Second
+	DefaultResyncPeriod   = time.Minute
+	DefaultMaxSyncBackoff = 10 * time.Second
+	initialSyncBackoff    = time.Second
+	// RelistThreshold is how long without a successful relist makes the
+	// agent unhealthy (the kubelet's PLEG health threshold).
+	RelistThreshold = 3 * time.Minute
+)
+
+// ErrUnknownSource is returned by SetPods for a source not in Config.Sources.
+var ErrUnknownSource = errors.New("agent: unknown pod source")
+
+// Agent is the sync loop and its pod table. Its exported methods may be called
+// from any goroutine. The loop runs in Run; SetPods and KillPod wait for it.
+type Agent struct {
+	cfg     Config
+	rt      Runtime
+	admit   Admitter
+	preempt Preemptor
+	clock   clock.WithTicker
+	log     *slog.Logger
+	rec     nodeapi.Recorder
+	m       *agentMetrics
+	probes  Prober
+
+	// Channels into the loop; only Run receives from them.
+	setC  chan sourceUpdate
+	killC chan killMsg
+
+	running atomic.Bool
+	// lastRelist is when the last successful relist came in (UnixNano; 0:
+	// none yet). Only the loop stores it.
+	lastRelist atomic.Int64
+	// snap is the table as last published by the loop; never nil.
+	snap atomic.Pointer[snapshot]
+	// changes gets a value (capacity 1, never blocking) after each publish.
+	changes chan struct{}
+}
+
+// sourceUpdate is one SetPods call.
+type sourceUpdate struct {
+	source string
+	pods   []*v1.Pod
+	taken  chan struct{}
+}
+
+// killMsg is one KillPod call; done gets exactly one value.
+type killMsg struct {
+	req  nodeapi.KillRequest
+	done chan error
+}
+
+// New returns an agent; it starts nothing.
+func New(cfg Config, deps Deps) (*Agent, error) {
+	if deps.Runtime == nil || deps.Admit == nil {
+		return nil, errors.New("agent: Runtime and Admit are required")
+	}
+	for name, d := range map[string]time.Duration{"RelistPeriod": cfg.RelistPeriod, "ResyncPeriod": cfg.ResyncPeriod, "MaxSyncBackoff": cfg.MaxSyncBackoff} {
+		if d < 0 {
+			return nil, fmt.Errorf("agent: %s %v is negative", name, d)
+		}
+	}
+	if cfg.RelistPeriod == 0 {
+		cfg.RelistPeriod = DefaultRelistPeriod
+	}
+	if cfg.ResyncPeriod == 0 {
+		cfg.ResyncPeriod = DefaultResyncPeriod
+	}
+	if cfg.MaxSyncBackoff == 0 {
+		cfg.MaxSyncBackoff = DefaultMaxSyncBackoff
+	}
+	seen := map[string]bool{}
+	for _, s := range cfg.Sources {
+		if s == "" || seen[s] {
+			return nil, fmt.Errorf("agent: Sources: source %q is empty or repeated", s)
+		}
+		seen[s] = true
+	}
+	cfg.Sources = slices.Clone(cfg.Sources)
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NodeName != "" {
+		deps.Logger = deps.Logger.With("node", cfg.NodeName)
+	}
+	if deps.Recorder == nil {
+		deps.Recorder = nodeapi.LogRecorder{}
+	}
+	m, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
+		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
+		setC: make(chan sourceUpdate), killC: make(chan killMsg),
+		probes: deps.Probes, changes: make(chan struct{}, 1),
+	}
+	a.snap.Store(&snapshot{byUID: map[types.UID]*podView{}, sourcesReady: len(cfg.Sources) == 0})
+	return a, nil
+}
+
+// SetPods hands the complete current pod set of source to the loop: pods not
+// in the table are admitted and run, changed pods are synced, and the pods of
+// source no longer in the set are killed and removed. A pod with a
+// deletionTimestamp (being deleted in the API server) is killed with its
+// deletionGracePeriodSeconds (nil: its own grace period) and never started
+// or restarted; it stays in the table, terminated, until its source drops
+// it; once all its containers exited, its phase is terminal: Succeeded when
+// they all exited 0, else Failed. Every pod needs a UID,
+// unique in the set. The agent keeps the pods and never modifies them; the
+// caller must not modify them afterwards. It returns once the loop took the
+// set and published the table with it (new pods admitted or rejected), or
+// with ctx's error.
+func (a *Agent) SetPods(ctx context.Context, source string, pods []*v1.Pod) error {
+	if !slices.Contains(a.cfg.Sources, source) {
+		return fmt.Errorf("%w %q", ErrUnknownSource, source)
+	}
+	uids := make(map[types.UID]bool, len(pods))
+	for i, p := range pods {
+		if p == nil || p.UID == "" {
+			return fmt.Errorf("agent: source %q: pod %d has no UID", source, i)
+		}
+		if uids[p.UID] {
+			return fmt.Errorf("agent: source %q: pod %s: UID %q repeated", source, nodeapi.PodName(p), p.UID)
+		}
+		uids[p.UID] = true
+	}
+	u := sourceUpdate{source: source, pods: slices.Clone(pods), taken: make(chan struct{})}
+	select {
+	case a.setC <- u:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-u.taken:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Changes returns a channel that receives a value after the loop published a
+// new table, so that a reader of Pods (the API server's status writer) need
+// not poll. Publishes coalesce: one pending value stands for any number of
+// them, and the loop never waits for the receiver. The channel is shared: it
+// is meant for one receiver, which reads the table after each value.
+func (a *Agent) Changes() <-chan struct{} { return a.changes }
+
+// KillPod stops req.Pod's containers (nodeapi.PodKiller) and returns once they
+// stopped, with the runtime's error if they could not be (the agent then keeps
+// trying), or with ctx's error. req.Status becomes the pod's final status
+// (phase, reason, message, conditions merged over the runtime's container
+// statuses); the pod stays in the table, terminated and never restarted,
+// until its source drops it. A pod the table does not hold, or holds as
+// terminated already, returns nil at once and keeps its first final status.
+func (a *Agent) KillPod(ctx context.Context, req nodeapi.KillRequest) error {
+	if req.Pod == nil || req.Pod.UID == "" {
+		return errors.New("agent: kill request without a pod UID")
+	}
+	m := killMsg{req: req, done: make(chan error, 1)}
+	select {
+	case a.killC <- m:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-m.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Healthy returns nil while the runtime was listed successfully within
+// RelistThreshold, else an error saying for how long it was not (for
+// /healthz). It is an error too before the first successful relist.
+func (a *Agent) Healthy() error {
+	last := a.lastRelist.Load()
+	if last == 0 {
+		return errors.New("agent: the runtime has not been listed yet")
+	}
+	if since := a.clock.Since(time.Unix(0, last)); since > RelistThreshold {
+		return fmt.Errorf("agent: the runtime was last listed %v ago (threshold %v)", since.Round(time.Second), RelistThreshold)
+	}
+	return nil
+}
+
+var _ nodeapi.PodKiller = (*Agent)(nil)
+
+// The agent's collaborators as the composition root wires them.
+var (
+	_ Runtime   = (*podruntime.Manager)(nil)
+	_ Admitter  = (*admission.Chain)(nil)
+	_ Preemptor = (*preemption.Executor)(nil)
+)

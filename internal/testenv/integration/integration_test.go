@@ -1,0 +1,52 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRecordAndPackageDir(t *testing.T) {
+	t.Parallel()
+	if got := packageDir(); got != "internal/testenv/integration" {
+		t.Errorf("packageDir() = %q, want internal/testenv/integration", got)
+	}
+	path := filepath.Join(t.TempDir(), "skipped")
+	if err := record(path, "imagegc", "containerd not found"); err != nil {
+		t.Fatal(err)
+	}
+	if err := record(path, "devicemanager", "needs root"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "./imagegc: containerd not found\n./devicemanager: needs root\n"; string(b) != want {
+		t.Errorf("record wrote %q, want %q", b, want)
+	}
+}
+
+// TestRequire runs Require in subtests: an empty reason lets the test go on;
+// a reason skips it (CI unset here) and records the skip.
+func TestRequire(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "skipped")
+	t.Setenv(SkippedEnv, path)
+	t.Setenv("CI", "")
+	ran := false
+	t.Run("available", func(t *testing.T) { Require(t, ""); ran = true })
+	var skipped bool
+	t.Run("unavailable", func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		Require(t, "no containerd here")
+		t.Error("Require did not end the test")
+	})
+	if !ran || !skipped {
+		t.Errorf("ran %v, skipped %v; want both", ran, skipped)
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), "./internal/testenv/integration: no containerd here") {
+		t.Errorf("skip record %q", b)
+	}
+}
