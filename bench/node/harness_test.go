@@ -272,14 +272,15 @@ type agent struct {
 	cmd                           *exec.Cmd
 	done                          chan error
 	healthz                       string // the kubelet's healthz URL; "" for nodekeeper
+	port                          int    // the kubelet API's port (the kubelet's /metrics)
 	socket                        string // nodekeeper's root-only unix socket; "" for the kubelet
 }
 
 // configFor writes the configuration both agents get (the node's
 // KubeletConfiguration; fields nodekeeper does not read are warnings to it)
 // into dir, with extra appended.
-func (e *env) configFor(b *testing.B, dir, manifests, extra string) (path, healthz string) {
-	hp := freePort(b)
+func (e *env) configFor(b *testing.B, dir, manifests, extra string) (path, healthz string, port int) {
+	hp, port := freePort(b), freePort(b)
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -289,7 +290,6 @@ podLogsDir: %s
 containerRuntimeEndpoint: %s
 cgroupRoot: /%s
 oomScoreAdj: 0
-maxPods: 250
 authentication:
   anonymous: {enabled: true}
   webhook: {enabled: false}
@@ -298,15 +298,18 @@ address: 127.0.0.1
 port: %d
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
-%s`, manifests, filepath.Join(dir, "logs"), e.endpoint, e.cgroup, freePort(b), hp, extra)
+%s`, manifests, filepath.Join(dir, "logs"), e.endpoint, e.cgroup, port, hp, extra)
 	if !strings.Contains(extra, "readOnlyPort:") {
 		cfg += "readOnlyPort: 0\n"
+	}
+	if !strings.Contains(extra, "maxPods:") {
+		cfg += "maxPods: 250\n"
 	}
 	path = filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	return path, fmt.Sprintf("http://127.0.0.1:%d/healthz", hp)
+	return path, fmt.Sprintf("http://127.0.0.1:%d/healthz", hp), port
 }
 
 // start starts the agent name with a fresh root directory and the shared
@@ -322,7 +325,8 @@ func (e *env) start(b *testing.B, name, extra string, args ...string) *agent {
 		b.Fatal(err)
 	}
 	makeCgroups(b, e.cgroup)
-	cfg, healthz := e.configFor(b, a.dir, a.manifests, extra)
+	cfg, healthz, port := e.configFor(b, a.dir, a.manifests, extra)
+	a.port = port
 	rootDir := filepath.Join(a.dir, "root")
 	switch name {
 	case "kubelet":

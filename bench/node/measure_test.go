@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,34 @@ func TestByKind(t *testing.T) {
 	want := "     3 update leases/\n     2 patch pods/status\n     1 get nodes/\n"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("byKind (-want +got):\n%s", diff)
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	text := `# HELP kubelet_pleg_relist_duration_seconds Duration.
+kubelet_pleg_relist_duration_seconds_bucket{le="0.005"} 3
+kubelet_pleg_relist_duration_seconds_sum_other 9
+kubelet_pleg_relist_duration_seconds_sum 0.25
+kubelet_pleg_relist_duration_seconds_count 40
+`
+	if v, ok := metricValue(text, "kubelet_pleg_relist_duration_seconds_sum"); !ok || v != 0.25 {
+		t.Errorf("sum = %v, %v; want 0.25, true", v, ok)
+	}
+	if v, ok := metricValue(text, "kubelet_pleg_relist_duration_seconds_count"); !ok || v != 40 {
+		t.Errorf("count = %v, %v; want 40, true", v, ok)
+	}
+	if _, ok := metricValue(text, "kubelet_pleg_relist_duration_seconds"); ok {
+		t.Error("a histogram's bare name matched a sample")
+	}
+}
+
+func TestParseCounts(t *testing.T) {
+	if got, err := parseCounts("100, 250,500"); err != nil || !slices.Equal(got, []int{100, 250, 500}) {
+		t.Errorf("parseCounts = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "100,100", "250,100", "0", "x"} {
+		if _, err := parseCounts(bad); err == nil {
+			t.Errorf("parseCounts(%q) = nil error", bad)
+		}
 	}
 }
