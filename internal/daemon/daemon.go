@@ -31,7 +31,6 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/cluster/events"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubenode"
-	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/agent"
 	"github.com/nodekeeper/nodekeeper/internal/core/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/core/node"
@@ -47,7 +46,6 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/servers/podresources"
 	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
-	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/prober"
 )
 
@@ -327,27 +325,8 @@ func Run(ctx context.Context, o Options) error {
 		// once per TTL, not on each of their syncs.
 		kubeAPI = volumes.NewCachedAPI(volumes.ClientAPI{Client: client}, 0, nil)
 	}
-	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
-	// The legacy log symlinks live next to the pod log directories:
-	// /var/log/containers by default, as the kubelet's.
-	containerLogsDir := filepath.Join(filepath.Dir(ac.PodLogsDir), "containers")
-	pr, err := podruntime.New(podruntime.Config{
-		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir, ContainerLogsDir: containerLogsDir,
-		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(), ClusterDomain: ac.ClusterDomain, Swap: swap,
-		OOMGroup: containerOOMGroup(layout.Version == cgroups.V2, ac.SingleProcessOOMKill),
-	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n},
-		Probes: lateProbes{&n}, KubeAPI: kubeAPI})
-	if err != nil {
-		return err
-	}
-	// The agent and the node-level managers need each other: the agent asks
-	// admission, the managers kill through the agent. Closures over the two
-	// variables tie them; neither runs before both are built.
-	var ag *agent.Agent
-	admit := admitFunc(func(ctx context.Context, pod *v1.Pod) admission.Response { return n.Admission.Start(ctx, pod) })
-	preempt := preemptFunc(func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
-		return n.Preemption.Execute(ctx, plan)
-	})
+	// The pod table first: the node-level managers read it and kill through
+	// it; the sync loop, built after them, owns it.
 	sources := []string{localpods.Source}
 	if ac.StaticPodPath != "" {
 		sources = append(sources, sourceFile)
@@ -355,23 +334,23 @@ func Run(ctx context.Context, o Options) error {
 	if client != nil {
 		sources = append(sources, apipods.Source)
 	}
-	ag, err = agent.New(agent.Config{
-		NodeName: o.NodeName, Sources: sources, ResyncPeriod: ac.SyncFrequency,
-	}, agent.Deps{Runtime: pr, Admit: admit, Preempt: preempt, Logger: log,
-		Recorder: recorder, Registerer: reg, Probes: lateProbes{&n}})
+	table, err := agent.NewTable(sources)
 	if err != nil {
 		return err
 	}
 	st, err := stats.New(stats.Config{
 		CgroupRoot: ac.CgroupRoot, CgroupDriver: ac.CgroupDriver, RootDir: o.RootDir, LogDir: ac.PodLogsDir, NodeName: o.NodeName, Logger: log,
 		SandboxImage: ocibuild.PauseRef,
-	}, stats.Deps{Runtime: rt, Pods: ag.Pods})
+	}, stats.Deps{Runtime: rt, Pods: table.Pods})
 	if err != nil {
 		return err
 	}
 	rootDir := o.RootDir
+	// The legacy log symlinks live next to the pod log directories:
+	// /var/log/containers by default, as the kubelet's.
+	containerLogsDir := filepath.Join(filepath.Dir(ac.PodLogsDir), "containers")
 	var kn *kubenode.Controller // the Node's status and Lease, in a cluster; set before the sync loop runs
-	n, err = node.New(o.Config, node.Options{
+	n, err := node.New(o.Config, node.Options{
 		SandboxImage:  ocibuild.PauseRef,
 		DevicePlugins: &devicemanager.Config{Dir: devicePluginDir(rootDir)},
 		// The kubelet's defaults of --minimum-container-ttl-duration,
@@ -379,10 +358,7 @@ func Run(ctx context.Context, o Options) error {
 		ContainerGC: containergc.DefaultPolicy(),
 		LogDirs:     containergc.LogDirs{Pods: ac.PodLogsDir, Containers: containerLogsDir},
 	}, node.Collaborators{
-		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) {
-			c, err := capacity(rootDir, memory)
-			return withDevices(c, n), err
-		},
+		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) { return capacity(rootDir, memory) },
 		// Admission's node-affinity and taint checks read the Node as the
 		// API server last returned it, else the labels it is registered with.
 		NodeObject: func() *v1.Node {
@@ -393,10 +369,26 @@ func Run(ctx context.Context, o Options) error {
 			}
 			return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.NodeName, Labels: kubenode.DefaultLabels(o.NodeName)}}
 		},
-		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
-		Logger: log, Registerer: reg, PodStatus: ag, Exec: prober.NewExec(rt),
+		Stats: st, Runtime: rt, Pods: table, PodCleanedUp: table.PodCleanedUp, Killer: table, Recorder: recorder,
+		Logger: log, Registerer: reg, PodStatus: table, Exec: prober.NewExec(rt),
 		ImageRecords: imagegc.FileStore{Path: filepath.Join(rootDir, imageRecordsFile)},
 	})
+	if err != nil {
+		return err
+	}
+	// Then the pod runtime and the sync loop over the managers.
+	pr, err := podruntime.New(podruntime.Config{
+		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir, ContainerLogsDir: containerLogsDir,
+		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(), ClusterDomain: ac.ClusterDomain, Swap: swap,
+		OOMGroup: containerOOMGroup(layout.Version == cgroups.V2, ac.SingleProcessOOMKill),
+	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: n.Devices,
+		Probes: n.Probes, KubeAPI: kubeAPI})
+	if err != nil {
+		return err
+	}
+	ag, err := agent.New(agent.Config{NodeName: o.NodeName, ResyncPeriod: ac.SyncFrequency},
+		agent.Deps{Table: table, Runtime: pr, Admit: n.Admission, Preempt: n.Preemption, Logger: log,
+			Recorder: recorder, Registerer: reg, Probes: n.Probes})
 	if err != nil {
 		return err
 	}
@@ -412,7 +404,7 @@ func Run(ctx context.Context, o Options) error {
 	// API, both before the sync loop admits pods.
 	g.Go(func() error { return n.Devices.Run(ctx) })
 	podRes, err := podresources.New(podresources.Config{Socket: podResourcesSocket(rootDir)}, podresources.Deps{
-		ActivePods: ag.ActivePods, Devices: n.Devices, Logger: log, Registerer: reg,
+		ActivePods: table.ActivePods, Devices: n.Devices, Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return err
@@ -429,7 +421,7 @@ func Run(ctx context.Context, o Options) error {
 	// Ordinary local pods (nodekeeper apply / delete pod): persisted in the
 	// root directory, changed through the root-only unix socket alone.
 	local, err := localpods.New(localpods.Config{Path: filepath.Join(rootDir, localpods.FileName), NodeName: o.NodeName},
-		localpods.Deps{Agent: ag, Observed: ag.Pods, Logger: log})
+		localpods.Deps{Agent: table, Observed: table.Pods, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -437,7 +429,7 @@ func Run(ctx context.Context, o Options) error {
 	if client != nil {
 		// Pods bound to the node: run like the others, their status and
 		// deletion written back, mirror pods for the static ones.
-		ap, err := apipods.New(apipods.Config{NodeName: o.NodeName}, apipods.Deps{Client: client, Agent: ag, Logger: log.With("subsystem", "apipods")})
+		ap, err := apipods.New(apipods.Config{NodeName: o.NodeName}, apipods.Deps{Client: client, Agent: table, Logger: log.With("subsystem", "apipods")})
 		if err != nil {
 			return ConfigError{err}
 		}
@@ -479,7 +471,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		g.Go(func() error {
 			return src.Run(ctx, func(pods []*v1.Pod) {
-				if err := ag.SetPods(ctx, sourceFile, pods); err != nil && ctx.Err() == nil {
+				if err := table.SetPods(ctx, sourceFile, pods); err != nil && ctx.Err() == nil {
 					log.Error("static pods", "err", err)
 				}
 			})
@@ -491,7 +483,7 @@ func Run(ctx context.Context, o Options) error {
 	// read-only endpoints alone) and, in a cluster, the kubelet API over TLS
 	// (the reads, logs, exec, attach and port-forward, authenticated).
 	shared := server.Deps{
-		Pods: ag.Pods, Summary: st.Summary, Containers: st.Containers, NodeFilesystems: st.NodeFilesystems, Gatherer: reg, Logger: log.With("subsystem", "http"),
+		Pods: table.Pods, Summary: st.Summary, Containers: st.Containers, NodeFilesystems: st.NodeFilesystems, Gatherer: reg, Logger: log.With("subsystem", "http"),
 		Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
 		Configz: func() any {
 			k := o.Config.Kubelet
@@ -537,7 +529,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	if client != nil && o.Config.Cluster.EnableServer {
-		ks, err := kubeletAPI(o, hostIP, shared, ag.Pods, rt, client, log)
+		ks, err := kubeletAPI(o, hostIP, shared, table.Pods, rt, client, log)
 		if err != nil {
 			return err
 		}
@@ -551,7 +543,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.Info("nodekeeper running", "node", o.NodeName, "runtime", endpoint, "socket", sock, "http", addr, "staticPodPath", ac.StaticPodPath)
 	if o.OnReady != nil {
-		o.OnReady(Ready{Addr: addr, Socket: sock, Endpoint: endpoint, Pods: ag.Pods})
+		o.OnReady(Ready{Addr: addr, Socket: sock, Endpoint: endpoint, Pods: table.Pods})
 	}
 	err = g.Wait()
 	log.Info("nodekeeper stopped; pods keep running")
@@ -568,15 +560,3 @@ func nonEmpty(names ...string) []string {
 	}
 	return out
 }
-
-// preemptFunc adapts a function to agent.Preemptor.
-type preemptFunc func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error)
-
-func (f preemptFunc) Execute(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
-	return f(ctx, plan)
-}
-
-// admitFunc adapts a function to agent.Admitter.
-type admitFunc func(ctx context.Context, pod *v1.Pod) admission.Response
-
-func (f admitFunc) Start(ctx context.Context, pod *v1.Pod) admission.Response { return f(ctx, pod) }

@@ -56,8 +56,9 @@ type Collaborators struct {
 	// NodeName names the Node object node-level events are about.
 	NodeName string
 	// Capacity returns the node's capacity (cpu, memory, ephemeral-storage,
-	// hugepages, pods, devices); admission derives allocatable from it with the
-	// configuration's reservations. Required.
+	// hugepages, pods); admission derives allocatable from it, with the device
+	// manager's resources added, and the configuration's reservations.
+	// Required.
 	Capacity func() (v1.ResourceList, error)
 	// NodeObject, when set, returns the Node object for the node-affinity,
 	// node-name and taint checks of admission; nil skips them.
@@ -228,23 +229,31 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 }
 
 // allocatable returns admission's view of the node: allocatable as the kubelet
-// computes it from capacity and the configuration's reservations, with pods
+// computes it from capacity (with the device plugins' resources, healthy and
+// unhealthy devices) and the configuration's reservations, with pods
 // defaulting to maxPods when capacity does not say, and the device plugins'
-// healthy devices.
+// healthy devices as the device resources' allocatable.
 func (n *Node) allocatable(cfg *config.Config, capacity func() (v1.ResourceList, error), object func() *v1.Node) func() (admission.Node, error) {
 	return func() (admission.Node, error) {
 		c, err := capacity()
 		if err != nil {
 			return admission.Node{}, err
 		}
+		var healthy v1.ResourceList
+		if n.Devices != nil {
+			var devices v1.ResourceList
+			devices, healthy, _ = n.Devices.Capacity()
+			c = maps.Clone(c)
+			if c == nil {
+				c = v1.ResourceList{}
+			}
+			maps.Copy(c, devices)
+		}
 		alloc := admission.NodeAllocatable(c, cfg.KubeReserved, cfg.SystemReserved, cfg.Eviction.Thresholds)
 		if _, ok := alloc[v1.ResourcePods]; !ok {
 			alloc[v1.ResourcePods] = *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI)
 		}
-		if n.Devices != nil {
-			_, devices, _ := n.Devices.Capacity()
-			maps.Copy(alloc, devices)
-		}
+		maps.Copy(alloc, healthy)
 		n := admission.Node{Allocatable: alloc}
 		if object != nil {
 			n.Object = object()
