@@ -1,11 +1,12 @@
-// Package node is nodekeeper's composition root: it builds the node-level
-// managers — the eviction manager, image GC, container GC, the admission chain
-// with critical-pod preemption, and, when asked for, the device manager and the
-// prober — from a resolved KubeletConfiguration and the
-// collaborators that differ between a real node and a simulated one, and runs
-// their loops. `nodekeeper simulate` builds it with a scripted node on a virtual
-// clock; `nodekeeper run` builds it with containerd, the stats provider and the
-// agent's pod workers. Nothing else wires the managers together.
+// Package node builds the node-level managers — the eviction manager, image
+// GC, container GC, the admission chain with critical-pod preemption, and,
+// when asked for, the device manager and the prober — from a resolved
+// KubeletConfiguration and the collaborators that differ between a real node
+// and a simulated one, and lists their loops (Loops) for the caller to run.
+// `nodekeeper simulate` builds it with a scripted node on a virtual clock;
+// `nodekeeper run`'s plan (internal/daemon) builds it over the agent's pod
+// table and runs its loops among the agent's parts. Nothing else wires the
+// managers together.
 package node
 
 import (
@@ -16,7 +17,6 @@ import (
 	"maps"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
@@ -111,8 +111,6 @@ type Options struct {
 	// DevicePlugins, when set, configures the device manager, which serves
 	// the device-plugin API in DevicePlugins.Dir; nil builds none.
 	DevicePlugins *devicemanager.Config
-	// Prober configures the prober, when Collaborators.PodStatus is set.
-	Prober prober.Config
 }
 
 // Node holds the built managers. Its fields are set by New and never changed;
@@ -195,7 +193,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 		}
 	}
 	if c.PodStatus != nil {
-		n.Probes, err = prober.New(opts.Prober, prober.Deps{
+		n.Probes, err = prober.New(prober.Config{}, prober.Deps{
 			Status: c.PodStatus, Exec: c.Exec, Logger: c.Logger, Recorder: c.Recorder,
 			Registerer: c.Registerer, Clock: c.Clock,
 		})
@@ -278,19 +276,4 @@ func (n *Node) Loops() []Loop {
 		loops = append(loops, Loop{Name: "prober", Run: n.Probes.Run})
 	}
 	return loops
-}
-
-// Run runs every loop until ctx ends or one fails, and returns after all have
-// returned: nil when ctx ended, else the first error.
-func (n *Node) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
-	for _, l := range n.Loops() {
-		g.Go(func() error {
-			if err := l.Run(ctx); err != nil {
-				return fmt.Errorf("%s: %w", l.Name, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
 }
