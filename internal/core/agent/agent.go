@@ -11,9 +11,12 @@
 // removes the runtime's pods that no source wants (orphans) once every source
 // has spoken.
 //
-// Readers (admission, eviction, container GC, the HTTP server) see the table
-// through a snapshot published after every change with an atomic pointer: every
-// read method is safe from any goroutine and never waits for the loop.
+// The pod table (Table) is a value of its own, built before the loop: the
+// readers (admission, eviction, container GC, the HTTP server) are built over
+// it, and the loop (Agent) after them, with them as its hooks. Readers see the
+// table through a snapshot published after every change with an atomic
+// pointer: every read method is safe from any goroutine and never waits for
+// the loop.
 //
 // Stopping the loop (its context ending) stops the workers and leaves the pods
 // running: the next start adopts them, since SyncPod leaves containers whose
@@ -73,7 +76,7 @@ type Admitter interface {
 
 // Preemptor carries out a preemption plan: it kills the victims in order,
 // each through the agent's KillPod, and returns once they stopped.
-// *preemption.Executor satisfies it (with the agent as its Killer). It is
+// *preemption.Executor satisfies it (with the table as its Killer). It is
 // called from a goroutine of its own, never from the sync loop.
 type Preemptor interface {
 	Execute(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error)
@@ -129,7 +132,8 @@ const (
 	RelistThreshold = 3 * time.Minute
 )
 
-// ErrUnknownSource is returned by SetPods for a source not in Config.Sources.
+// ErrUnknownSource is returned by SetPods for a source not among the table's
+// sources (NewTable).
 var ErrUnknownSource = errors.New("agent: unknown pod source")
 
 // Agent is the sync loop over its pod table, whose methods it has too. Its
