@@ -31,9 +31,7 @@ func (r *root) cluster(ctx context.Context, p *plan) error {
 	if r.client == nil {
 		return nil
 	}
-	kn, err := nodeStatus(ctx, r.o, r.heartbeat, r.rt, r.hostIP, func(now time.Time) (*v1.Node, error) {
-		return r.n.Object(r.o.NodeName, r.ag.Healthy(), now)
-	}, r.recorder, r.log)
+	kn, err := nodeStatus(ctx, r.o, r.heartbeat, r.rt, r.hostIP, r.nodeObject, r.recorder, r.log)
 	if err != nil {
 		return err
 	}
@@ -47,6 +45,12 @@ func (r *root) cluster(ctx context.Context, p *plan) error {
 		part{Name: "nodestatus", Run: kn.Run},
 		part{Name: "devicechanges", Run: func(ctx context.Context) error { return r.pokeOnDevices(ctx, kn) }})
 	return nil
+}
+
+// nodeObject is the Node as the agent reports it at now: the managers'
+// conditions, capacity and allocatable, Ready while the sync loop is healthy.
+func (r *root) nodeObject(now time.Time) (*v1.Node, error) {
+	return r.n.Object(r.o.NodeName, r.ag.Healthy(), now)
 }
 
 // pokeOnDevices has the Node's status written at once whenever the device

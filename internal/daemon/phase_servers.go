@@ -60,7 +60,7 @@ func (r *root) shared() server.Deps {
 	return server.Deps{
 		Pods: r.table.Pods, Summary: r.stats.Summary, Containers: r.stats.Containers, NodeFilesystems: r.stats.NodeFilesystems,
 		Gatherer: r.reg, Logger: r.log.With("subsystem", "http"),
-		Node: func(context.Context) (*v1.Node, error) { return r.n.Object(r.o.NodeName, r.ag.Healthy(), time.Now()) },
+		Node: func(context.Context) (*v1.Node, error) { return r.nodeObject(time.Now()) },
 		Configz: func() any {
 			k := r.o.Config.Kubelet
 			k.APIVersion, k.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"

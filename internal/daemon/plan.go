@@ -74,11 +74,12 @@ func newRunner(ctx context.Context) *runner {
 // first (a part failed, or the caller's context ended): the parts after
 // that are not started.
 func (r *runner) start(p *plan) bool {
-	for ; p.started < len(p.parts); p.started++ {
+	for p.started < len(p.parts) {
 		if r.ctx.Err() != nil {
 			return false
 		}
 		pt := p.parts[p.started]
+		p.started++
 		if pt.Last {
 			r.last.Go(func() {
 				if err := pt.Run(r.lastCtx); err != nil {

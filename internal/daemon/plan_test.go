@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // record notes what the parts did, in order.
@@ -84,6 +85,33 @@ func TestRunnerStartsInOrderAfterReady(t *testing.T) {
 	})
 }
 
+// TestRunnerStopsWhileWaitingForReady: the caller's context ending while a
+// part is not ready yet stops the parts started, starts no other, and wait
+// returns nil.
+func TestRunnerStopsWhileWaitingForReady(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		rec := &record{}
+		p := &plan{}
+		p.add(blocking(rec, "a", make(chan struct{})), blocking(rec, "b", nil))
+		ctx, cancel := context.WithCancel(t.Context())
+		r := newRunner(ctx)
+		started := make(chan bool, 1)
+		go func() { started <- r.start(p) }()
+		synctest.Wait()
+		cancel()
+		if <-started {
+			t.Fatal("start = true after the context ended")
+		}
+		if err := r.wait(); err != nil {
+			t.Fatalf("wait = %v, want nil", err)
+		}
+		if got, want := rec.get(), []string{"start a", "stop a"}; !slices.Equal(got, want) {
+			t.Errorf("events %v, want %v (b never started)", got, want)
+		}
+	})
+}
+
 // TestRunnerFirstErrorStopsAll: a part's error ends the others' context, is
 // what wait returns, and keeps the parts not started yet from starting.
 func TestRunnerFirstErrorStopsAll(t *testing.T) {
@@ -111,12 +139,16 @@ func TestRunnerFirstErrorStopsAll(t *testing.T) {
 		if r.start(p) {
 			t.Error("start = true on a stopped runner")
 		}
+		synctest.Wait()
+		if got := rec.get(); slices.Contains(got, "start d") {
+			t.Errorf("events %v: d started on a stopped runner", got)
+		}
 	})
 }
 
 // TestRunnerLastStopsAfterTheOthers: a Last part's context ends only once
-// every other part returned, whatever the order they were added in; its
-// error stops the others and is returned.
+// every other part returned (one takes a second to stop), whatever the order
+// they were added in; its error stops the others and is returned.
 func TestRunnerLastStopsAfterTheOthers(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -126,7 +158,13 @@ func TestRunnerLastStopsAfterTheOthers(t *testing.T) {
 			<-ctx.Done()
 			rec.note("stop events")
 			return nil
-		}}, blocking(rec, "b", nil))
+		}}, part{Name: "b", Run: func(ctx context.Context) error {
+			rec.note("start b")
+			<-ctx.Done()
+			time.Sleep(time.Second) // a slow stop: the bubble's clock
+			rec.note("stop b")
+			return nil
+		}})
 		ctx, cancel := context.WithCancel(t.Context())
 		r := newRunner(ctx)
 		if !r.start(p) {
