@@ -135,7 +135,8 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // root is what the phases build, each over what the phases before it built.
-// Only Run's goroutine touches it, except kn (see apiNode).
+// Run's goroutine writes it while a phase builds; the parts read only what was
+// built before they started, except kn (see apiNode).
 type root struct {
 	o       Options
 	ac      config.Agent
@@ -153,15 +154,15 @@ type root struct {
 	cgc               cgroups.Config
 	cg                *cgroups.Manager
 	swap              podruntime.Swap
-	recorder          nodeapi.Recorder
-	events            *events.Recorder // nil: standalone
-	hostIP            string
 	// core
-	table *agent.Table
-	stats *stats.Provider
-	n     *node.Node
-	ag    *agent.Agent
-	local *localpods.Store
+	recorder nodeapi.Recorder
+	events   *events.Recorder // nil: standalone; its writer is a cluster part
+	hostIP   string
+	table    *agent.Table
+	stats    *stats.Provider
+	n        *node.Node
+	ag       *agent.Agent
+	local    *localpods.Store
 	// cluster: the Node controller, set once the cluster phase built it
 	kn atomic.Pointer[kubenode.Controller]
 	// servers
