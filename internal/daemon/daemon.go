@@ -1,54 +1,49 @@
-// Package daemon is `nodekeeper run`: it builds the agent from the
-// configuration and the machine — the container runtime (a containerd it
-// manages, or a configured CRI endpoint), pod cgroups, the stats provider, the
-// pod runtime, the static pod source, the sync loop, the node-level managers
-// and the HTTP endpoints — and runs them until its context ends. Pods keep
-// running when it stops; the next start adopts them.
+// Package daemon is `nodekeeper run`: the agent's composition root. Run reads
+// like a plan: four phases, each a function that builds its parts over what
+// the phases before it built and adds them to one ordered list of parts
+// ({Name, Run, Ready}), which one small runner starts in order:
+//
+//   - machine: the checks before anything is touched (settings, host, a
+//     configured runtime's cgroup driver, the kubeconfig), the root
+//     directory, pod cgroups and the container runtime (a containerd it
+//     manages, or a configured CRI endpoint);
+//   - core: the pod table first, then the stats provider and the node-level
+//     managers over it, the pod runtime and the sync loop over them, the pod
+//     sources;
+//   - cluster (with a kubeconfig): the events writer, the Node's status and
+//     Lease, the API server's pods;
+//   - servers: healthz, the root-only socket, the read-only port, the
+//     kubelet API.
+//
+// A phase is built once the parts before it are ready (the runtime answers,
+// a socket listens). The first failure, or the context's end, stops every
+// part; pods keep running, and the next start adopts them.
 package daemon
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
-	"time"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/sync/errgroup"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodekeeper/nodekeeper/containergc"
-	"github.com/nodekeeper/nodekeeper/devicemanager"
-	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/base/config"
-	"github.com/nodekeeper/nodekeeper/internal/cluster/apipods"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/events"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubenode"
-	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/agent"
 	"github.com/nodekeeper/nodekeeper/internal/core/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/core/node"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
-	"github.com/nodekeeper/nodekeeper/internal/core/podsource"
-	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
-	"github.com/nodekeeper/nodekeeper/internal/machine/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
-	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
-	"github.com/nodekeeper/nodekeeper/internal/machine/pressure"
 	"github.com/nodekeeper/nodekeeper/internal/machine/stats"
-	"github.com/nodekeeper/nodekeeper/internal/servers/podresources"
+	"github.com/nodekeeper/nodekeeper/internal/servers/kubeletserver"
 	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
-	"github.com/nodekeeper/nodekeeper/preemption"
-	"github.com/nodekeeper/nodekeeper/prober"
 )
 
 // DefaultRootDir is nodekeeper's state directory (the kubelet's --root-dir is
@@ -116,6 +111,68 @@ const sourceFile = "file"
 // part and returns: nil after ctx ended, else the first error. Pods are left
 // running.
 func Run(ctx context.Context, o Options) error {
+	r := newRoot(o)
+	defer r.close()
+	run := newRunner(ctx)
+	p := &plan{}
+	for _, build := range []func(context.Context, *plan) error{r.machine, r.core, r.cluster, r.servers} {
+		if err := build(run.ctx, p); err != nil {
+			if run.ctx.Err() != nil { // ctx ended, or a part failed, meanwhile
+				return run.wait()
+			}
+			run.cancel()
+			_ = run.wait()
+			return err
+		}
+		if !run.start(p) {
+			return run.wait()
+		}
+	}
+	r.running(p)
+	err := run.wait()
+	r.log.Info("nodekeeper stopped; pods keep running")
+	return err
+}
+
+// root is what the phases build, each over what the phases before it built.
+// Run's goroutine writes it while a phase builds; the parts read only what was
+// built before they started, except kn (see apiNode).
+type root struct {
+	o       Options
+	ac      config.Agent
+	file    string // the configuration file's name in errors
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	closers []func() // run by close, last first
+
+	// machine
+	layout            cgroups.Layout
+	client, heartbeat *kubeclient.Clientset // nil: standalone
+	rt                *cri.Client
+	endpoint          string
+	memory            int64
+	cgc               cgroups.Config
+	cg                *cgroups.Manager
+	swap              podruntime.Swap
+	// core
+	recorder nodeapi.Recorder
+	events   *events.Recorder // nil: standalone; its writer is a cluster part
+	hostIP   string
+	table    *agent.Table
+	stats    *stats.Provider
+	n        *node.Node
+	ag       *agent.Agent
+	local    *localpods.Store
+	// cluster: the Node controller, set once the cluster phase built it
+	kn atomic.Pointer[kubenode.Controller]
+	// servers
+	sock string
+	srv  *server.Server        // the read-only port's, when it is on
+	ks   *kubeletserver.Server // nil: off
+}
+
+// newRoot fills o's defaults.
+func newRoot(o Options) *root {
 	if o.Config == nil {
 		o.Config = config.Default()
 	}
@@ -125,437 +182,38 @@ func Run(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	ac := o.Config.Agent
-	log := o.Logger
-	err := ac.RunnableErr(o.Config.File)
-	if err != nil {
-		return ConfigError{err}
-	}
-	// The machine, before anything is touched: the kubelet refuses cgroup v1
-	// (failCgroupV1), swap (failSwapOn) and LimitedSwap on v1 at start.
-	host, layout, err := readHost("", defaultSwapsFile)
-	if err != nil {
-		return ConfigError{fmt.Errorf("cgroups: %w", err)}
-	}
 	file := o.Config.File
 	if file == "" {
 		file = "(defaults)"
 	}
-	if err := ac.HostErr(file, host); err != nil {
-		return ConfigError{err}
-	}
-	// A runtime of the configuration's is asked for its cgroup driver before
-	// anything is touched, as the kubelet asks at start: unset, cgroupDriver
-	// becomes the runtime's; set to another, run refuses to start. The
-	// managed containerd is asked once it runs, below.
-	var rt *cri.Client
-	if ac.RuntimeEndpoint != "" {
-		if rt, err = cri.New(ac.RuntimeEndpoint, cri.Options{Timeout: ac.RuntimeRequestTimeout}); err != nil {
-			return ConfigError{fmt.Errorf("containerRuntimeEndpoint %q: %w", ac.RuntimeEndpoint, err)}
-		}
-		defer rt.Close()
-		driver, err := cgroupDriver(ctx, rt, driverRetryWait, file, ac.RuntimeEndpoint, ac, log)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if driver != ac.CgroupDriver {
-			ac.CgroupDriver = driver
-			if err := ac.RunnableErr(file); err != nil {
-				return ConfigError{fmt.Errorf("the container runtime at %s uses the %s cgroup driver: %w", ac.RuntimeEndpoint, driver, err)}
-			}
-		}
-	}
-	// In a cluster: the API client, and the heartbeat client of the Node's
-	// status and Lease, whose requests time out.
-	var client, heartbeat *kubeclient.Clientset // nil: standalone
-	if o.Kubeconfig != "" {
-		rc, err := kubeclient.LoadKubeconfig(ctx, o.Kubeconfig, o.MaxInputSize)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return ConfigError{fmt.Errorf("--kubeconfig: %w", err)}
-		}
-		if client, err = newClient(rc, o.Config.Cluster, o.Version, 0); err != nil {
-			return ConfigError{err}
-		}
-		if heartbeat, err = newClient(rc, o.Config.Cluster, o.Version, o.Config.Cluster.NodeStatusUpdateFrequency); err != nil {
-			return ConfigError{err}
-		}
-	}
-	if err := os.MkdirAll(o.RootDir, podruntime.DataDirMode); err != nil {
-		return fmt.Errorf("root directory: %w", err)
-	}
-	unlock, err := lockRoot(o.RootDir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := setUpDataDirs(o.RootDir); err != nil {
-		return fmt.Errorf("root directory: %w", err)
-	}
-	// The agent's own oom_score_adj, before it starts containerd (which
-	// inherits it): where lowering is refused, containers' negative scores
-	// are clamped to it (containerd's restrict_oom_score_adj).
-	oomScore := DefaultOOMScoreAdj
-	if o.OOMScoreAdj != nil {
-		oomScore = *o.OOMScoreAdj
-	}
-	if got, err := setOOMScoreAdj(selfOOMScoreAdj, oomScore); err != nil {
-		log.Warn("cannot set the agent's oom_score_adj", "want", oomScore, "have", got, "err", err)
-	} else {
-		log.Info("agent oom_score_adj set", "oomScoreAdj", got)
-	}
-	memory, err := stats.MemoryCapacity("")
-	if err != nil {
-		return err
-	}
-	cgc := cgroups.Config{
-		CgroupRoot: ac.CgroupRoot, Driver: ac.CgroupDriver, PodPidsLimit: *o.Config.Kubelet.PodPidsLimit, Logger: log,
-	}
-	if slices.Contains(o.Config.Kubelet.EnforceNodeAllocatable, "pods") {
-		c, err := capacity(o.RootDir, memory)
-		if err != nil {
-			return err
-		}
-		cgc.KubepodsLimits = kubepodsLimits(c, o.Config.KubeReserved, o.Config.SystemReserved)
-	}
-	cg, err := cgroups.New(cgc)
-	if err != nil {
-		return ConfigError{fmt.Errorf("%s: %w", file, err)} // cgroupRoot and what the machine has
-	}
-	if err := cg.EnsureQoS(); err != nil {
-		return fmt.Errorf("pod cgroups: %w", err)
-	}
-	swapCapacity, err := stats.SwapCapacity("")
-	if err != nil {
-		return err
-	}
-	swap := swapSettings(layout, ac.CgroupRoot, ac.SwapBehavior, swapCapacity)
-	log.Info("container swap", "swapBehavior", ac.SwapBehavior, "swapController", swap.Controller, "swapCapacity", swapCapacity)
-
-	// Every part runs in g; an early return stops the ones already started.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g, ctx := errgroup.WithContext(ctx)
-	defer func() { cancel(); _ = g.Wait() }()
-	endpoint := ac.RuntimeEndpoint
-	if endpoint == "" {
-		// containerd outlives the agent (a restarted agent adopts it), in a
-		// session and a cgroup of its own.
-		rtCgroup := RuntimeCgroup(ac.CgroupRoot, o.RootDir)
-		m, err := containerd.New(containerd.Config{
-			StateDir: containerdDir(o.RootDir), SandboxImage: ocibuild.PauseRef,
-			PodCIDR: ac.PodCIDR, CNIBridge: BridgeName(o.RootDir), Logger: log.With("subsystem", "containerd"),
-			Place:         func(pid int) error { return cg.Place(rtCgroup, pid) },
-			SystemdCgroup: ac.CgroupDriver == "systemd",
-		})
-		if err != nil {
-			return ConfigError{err}
-		}
-		g.Go(func() error { return m.Run(ctx) })
-		select {
-		case <-m.Ready():
-		case <-ctx.Done():
-			return g.Wait()
-		}
-		dirs := append([]string{filepath.Join(o.RootDir, "images")}, o.ImageDirs...)
-		imported, err := m.ImportDir(ctx, dirs...)
-		for _, im := range imported {
-			log.Info("image imported", "image", im.Ref, "file", im.File)
-		}
-		if err != nil {
-			log.Error("image import", "err", err) // the others are imported; pods needing it fail to pull
-		}
-		endpoint = m.Endpoint()
-	}
-	if rt == nil {
-		if rt, err = cri.New(endpoint, cri.Options{Timeout: ac.RuntimeRequestTimeout}); err != nil {
-			return fmt.Errorf("managed containerd endpoint %q: %w", endpoint, err)
-		}
-		defer rt.Close()
-		// The managed containerd is configured from cgroupDriver: where it
-		// reports its driver, the two must agree, set or not.
-		own := ac
-		own.CgroupDriverSet = true
-		if _, err := cgroupDriver(ctx, rt, driverRetryWait, file, endpoint, own, log); err != nil {
-			if ctx.Err() != nil {
-				return g.Wait()
-			}
-			return err
-		}
-	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var recorder nodeapi.Recorder = nodeapi.LogRecorder{Logger: log.With("subsystem", "events")}
-	if client != nil {
-		var writer *events.Recorder
-		recorder, writer = clusterRecorder(client, o.NodeName, o.Config.Cluster, recorder.(nodeapi.LogRecorder))
-		// The writer outlives the other components, so that their last
-		// events get out: it stops, and flushes, when Run returns.
-		evCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
-		evDone := make(chan error, 1)
-		go func() { evDone <- writer.Run(evCtx) }()
-		defer func() {
-			stopEvents()
-			if err := <-evDone; err != nil {
-				log.Error("event writer", "err", err)
-			}
-		}()
+	return &root{o: o, ac: o.Config.Agent, file: file, log: o.Logger, reg: reg}
+}
+
+// close releases what the phases hold (the CRI client, the root
+// directory's lock), last first, once every part returned.
+func (r *root) close() {
+	for _, c := range slices.Backward(r.closers) {
+		c()
 	}
-	warnCgroupV1(recorder, o.NodeName, layout.Version)
-	hostIP := o.NodeIP
-	switch {
-	case hostIP == "" && client != nil:
-		// The kubelet's choice: what the node name resolves to on this
-		// host, else the default route's interface.
-		ip, err := kubenode.HostIP(o.NodeName)
-		if err != nil {
-			return fmt.Errorf("node IP (set --node-ip): %w", err)
-		}
-		hostIP = ip.String()
-	case hostIP == "":
-		hostIP = hostIPv4()
-	}
-	var kubeAPI volumes.API // nil: standalone, no ConfigMap, Secret or token volumes
-	if client != nil {
-		// Pods sharing an object (every pod's kube-root-ca.crt) read it
-		// once per TTL, not on each of their syncs.
-		kubeAPI = volumes.NewCachedAPI(volumes.ClientAPI{Client: client}, 0, nil)
-	}
-	var n *node.Node // built below; the pod runtime reaches its device manager and the prober through it
-	// The legacy log symlinks live next to the pod log directories:
-	// /var/log/containers by default, as the kubelet's.
-	containerLogsDir := filepath.Join(filepath.Dir(ac.PodLogsDir), "containers")
-	pr, err := podruntime.New(podruntime.Config{
-		NodeName: o.NodeName, PodsDir: filepath.Join(o.RootDir, "pods"), PodLogsDir: ac.PodLogsDir, ContainerLogsDir: containerLogsDir,
-		HostIP: hostIP, MemoryCapacity: memory, CPUs: runtime.NumCPU(), ClusterDomain: ac.ClusterDomain, Swap: swap,
-		OOMGroup: containerOOMGroup(layout.Version == cgroups.V2, ac.SingleProcessOOMKill),
-	}, podruntime.Deps{Runtime: rt, Cgroups: cg, Logger: log, Recorder: recorder, Devices: lazyDevices{&n},
-		Probes: lateProbes{&n}, KubeAPI: kubeAPI})
-	if err != nil {
-		return err
-	}
-	// The agent and the node-level managers need each other: the agent asks
-	// admission, the managers kill through the agent. Closures over the two
-	// variables tie them; neither runs before both are built.
-	var ag *agent.Agent
-	admit := admitFunc(func(ctx context.Context, pod *v1.Pod) admission.Response { return n.Admission.Start(ctx, pod) })
-	preempt := preemptFunc(func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
-		return n.Preemption.Execute(ctx, plan)
-	})
-	sources := []string{localpods.Source}
-	if ac.StaticPodPath != "" {
-		sources = append(sources, sourceFile)
-	}
-	if client != nil {
-		sources = append(sources, apipods.Source)
-	}
-	ag, err = agent.New(agent.Config{
-		NodeName: o.NodeName, Sources: sources, ResyncPeriod: ac.SyncFrequency,
-	}, agent.Deps{Runtime: pr, Admit: admit, Preempt: preempt, Logger: log,
-		Recorder: recorder, Registerer: reg, Probes: lateProbes{&n}})
-	if err != nil {
-		return err
-	}
-	st, err := stats.New(stats.Config{
-		CgroupRoot: ac.CgroupRoot, CgroupDriver: ac.CgroupDriver, RootDir: o.RootDir, LogDir: ac.PodLogsDir, NodeName: o.NodeName, Logger: log,
-		SandboxImage: ocibuild.PauseRef,
-	}, stats.Deps{Runtime: rt, Pods: ag.Pods})
-	if err != nil {
-		return err
-	}
-	rootDir := o.RootDir
-	var kn *kubenode.Controller // the Node's status and Lease, in a cluster; set before the sync loop runs
-	n, err = node.New(o.Config, node.Options{
-		SandboxImage:  ocibuild.PauseRef,
-		DevicePlugins: &devicemanager.Config{Dir: devicePluginDir(rootDir)},
-		// The kubelet's defaults of --minimum-container-ttl-duration,
-		// --maximum-dead-containers-per-container and --maximum-dead-containers.
-		ContainerGC: containergc.DefaultPolicy(),
-		LogDirs:     containergc.LogDirs{Pods: ac.PodLogsDir, Containers: containerLogsDir},
-	}, node.Collaborators{
-		NodeName: o.NodeName, Capacity: func() (v1.ResourceList, error) {
-			c, err := capacity(rootDir, memory)
-			return withDevices(c, n), err
-		},
-		// Admission's node-affinity and taint checks read the Node as the
-		// API server last returned it, else the labels it is registered with.
-		NodeObject: func() *v1.Node {
-			if kn != nil {
-				if obj := kn.Node(); obj != nil {
-					return obj
-				}
-			}
-			return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.NodeName, Labels: kubenode.DefaultLabels(o.NodeName)}}
-		},
-		Stats: st, Runtime: rt, Pods: ag, PodCleanedUp: ag.PodCleanedUp, Killer: ag, Recorder: recorder,
-		Logger: log, Registerer: reg, PodStatus: ag, Exec: prober.NewExec(rt),
-		ImageRecords: imagegc.FileStore{Path: filepath.Join(rootDir, imageRecordsFile)},
-	})
-	if err != nil {
-		return err
-	}
-	if client != nil {
-		kn, err = nodeStatus(ctx, o, heartbeat, rt, hostIP, func(now time.Time) (*v1.Node, error) {
-			return n.Object(o.NodeName, ag.Healthy(), now)
-		}, recorder, log)
-		if err != nil {
-			return err
-		}
-	}
-	// Devices: the device-plugin registration server, then the pod-resources
-	// API, both before the sync loop admits pods.
-	g.Go(func() error { return n.Devices.Run(ctx) })
-	podRes, err := podresources.New(podresources.Config{Socket: podResourcesSocket(rootDir)}, podresources.Deps{
-		ActivePods: ag.ActivePods, Devices: n.Devices, Logger: log, Registerer: reg,
-	})
-	if err != nil {
-		return err
-	}
-	g.Go(func() error { return podRes.Run(ctx) })
-	select {
-	case <-n.Devices.Ready():
-	case <-ctx.Done():
-		return g.Wait()
-	}
-	// The prober: exec probes through CRI ExecSync, the others to the pod IP.
-	g.Go(func() error { return n.Probes.Run(ctx) })
-	g.Go(func() error { return ag.Run(ctx) })
-	// Ordinary local pods (nodekeeper apply / delete pod): persisted in the
-	// root directory, changed through the root-only unix socket alone.
-	local, err := localpods.New(localpods.Config{Path: filepath.Join(rootDir, localpods.FileName), NodeName: o.NodeName},
-		localpods.Deps{Agent: ag, Observed: ag.Pods, Logger: log})
-	if err != nil {
-		return err
-	}
-	g.Go(func() error { return local.Run(ctx) })
-	if client != nil {
-		// Pods bound to the node: run like the others, their status and
-		// deletion written back, mirror pods for the static ones.
-		ap, err := apipods.New(apipods.Config{NodeName: o.NodeName}, apipods.Deps{Client: client, Agent: ag, Logger: log.With("subsystem", "apipods")})
-		if err != nil {
-			return ConfigError{err}
-		}
-		g.Go(func() error { return ap.Run(ctx) })
-		g.Go(func() error { return kn.Run(ctx) })
-		// A device plugin coming or going changes the Node at once.
-		g.Go(func() error {
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-n.Devices.Changed():
-					kn.Poke()
-				}
-			}
-		})
-	}
-	// The node-level loops: eviction (woken early by the pressure notifier),
-	// container GC and image GC.
-	pc, err := pressureWatches(o.Config.Eviction.Thresholds, memory, cgroups.Names{Driver: ac.CgroupDriver, Root: ac.CgroupRoot}.Kubepods(), cgc.KubepodsLimits, rootDir, unix.Statfs)
-	if err != nil {
-		return err
-	}
-	notifier, err := pressure.New(pc, pressure.Deps{Wake: n.Eviction.Wake, Logger: log})
-	if err != nil {
-		return err
-	}
-	g.Go(func() error { return notifier.Run(ctx) })
-	// Not n.Run: the device manager (and the prober) are run on their own.
-	g.Go(func() error { return n.Eviction.Run(ctx) })
-	g.Go(func() error { return n.Containers.Run(ctx) })
-	g.Go(func() error { return n.Images.Run(ctx) })
-	if ac.StaticPodPath != "" {
-		src, err := podsource.NewFile(podsource.FileConfig{
-			Path: ac.StaticPodPath, NodeName: o.NodeName, Period: ac.FileCheckFrequency,
-		}, podsource.FileDeps{Logger: log.With("subsystem", "podsource"), Recorder: recorder})
-		if err != nil {
-			return ConfigError{err}
-		}
-		g.Go(func() error {
-			return src.Run(ctx, func(pods []*v1.Pod) {
-				if err := ag.SetPods(ctx, sourceFile, pods); err != nil && ctx.Err() == nil {
-					log.Error("static pods", "err", err)
-				}
-			})
-		})
-	}
-	// The HTTP endpoints: the root-only unix socket (every read, /configz,
-	// the profiles, the local pods' changes), the read-only port when
-	// readOnlyPort is set (plain HTTP, loopback by default, the kubelet's
-	// read-only endpoints alone) and, in a cluster, the kubelet API over TLS
-	// (the reads, logs, exec, attach and port-forward, authenticated).
-	shared := server.Deps{
-		Pods: ag.Pods, Summary: st.Summary, Containers: st.Containers, NodeFilesystems: st.NodeFilesystems, Gatherer: reg, Logger: log.With("subsystem", "http"),
-		Node: func(context.Context) (*v1.Node, error) { return n.Object(o.NodeName, ag.Healthy(), time.Now()) },
-		Configz: func() any {
-			k := o.Config.Kubelet
-			k.APIVersion, k.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
-			return k
-		},
-		Healthz: []server.Check{{Name: "syncloop", Check: func(context.Context) error { return ag.Healthy() }}},
-	}
-	// The kubelet's healthz port (127.0.0.1:10248): what the node e2e
-	// harness and kubeadm poll. A taken port is logged and retried.
-	if ac.HealthzPort != 0 {
-		hz, err := newHealthz(ac.HealthzBindAddress, int(ac.HealthzPort), shared.Healthz, 0, log.With("subsystem", "healthz"))
-		if err != nil {
-			return ConfigError{err}
-		}
-		g.Go(func() error { return hz.Run(ctx) })
-	}
-	rootOnly := shared
-	rootOnly.Local, rootOnly.Profiling = local.Handler(), ac.EnableProfilingHandler
-	hostname, _ := os.Hostname()
-	srv, err := server.New(server.Config{Address: ac.Address, Port: int(ac.ReadOnlyPort), HostNames: nonEmpty(o.NodeName, hostname)}, rootOnly)
-	if err != nil {
-		return ConfigError{err}
-	}
-	sock := filepath.Join(rootDir, localpods.SocketName)
-	sockReady := make(chan struct{})
-	g.Go(func() error {
-		return localpods.ServeUnix(ctx, localpods.UnixConfig{Path: sock, Logger: log.With("subsystem", "socket")}, srv.Handler(), sockReady)
-	})
-	select {
-	case <-sockReady:
-	case <-ctx.Done():
-		return g.Wait()
-	}
+}
+
+// running logs the started agent, with the parts of the plan in one line,
+// and calls OnReady.
+func (r *root) running(p *plan) {
 	var addr string
-	if ac.ReadOnlyPort != 0 {
-		g.Go(func() error { return srv.Run(ctx) })
-		select {
-		case <-srv.Ready():
-			addr = srv.Addr()
-		case <-ctx.Done():
-			return g.Wait()
-		}
+	if r.srv != nil {
+		addr = r.srv.Addr()
 	}
-	if client != nil && o.Config.Cluster.EnableServer {
-		ks, err := kubeletAPI(o, hostIP, shared, ag.Pods, rt, client, log)
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return ks.Run(ctx) })
-		select {
-		case <-ks.Ready():
-			log.Info("kubelet API serving", "addr", ks.Addr())
-		case <-ctx.Done():
-			return g.Wait()
-		}
+	if r.ks != nil {
+		r.log.Info("kubelet API serving", "addr", r.ks.Addr())
 	}
-	log.Info("nodekeeper running", "node", o.NodeName, "runtime", endpoint, "socket", sock, "http", addr, "staticPodPath", ac.StaticPodPath)
-	if o.OnReady != nil {
-		o.OnReady(Ready{Addr: addr, Socket: sock, Endpoint: endpoint, Pods: ag.Pods})
+	r.log.Info("nodekeeper running", "node", r.o.NodeName, "runtime", r.endpoint, "socket", r.sock, "http", addr,
+		"staticPodPath", r.ac.StaticPodPath, "parts", p.names())
+	if r.o.OnReady != nil {
+		r.o.OnReady(Ready{Addr: addr, Socket: r.sock, Endpoint: r.endpoint, Pods: r.table.Pods})
 	}
-	err = g.Wait()
-	log.Info("nodekeeper stopped; pods keep running")
-	return err
 }
 
 // nonEmpty returns the names that are not "".
@@ -568,15 +226,3 @@ func nonEmpty(names ...string) []string {
 	}
 	return out
 }
-
-// preemptFunc adapts a function to agent.Preemptor.
-type preemptFunc func(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error)
-
-func (f preemptFunc) Execute(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error) {
-	return f(ctx, plan)
-}
-
-// admitFunc adapts a function to agent.Admitter.
-type admitFunc func(ctx context.Context, pod *v1.Pod) admission.Response
-
-func (f admitFunc) Start(ctx context.Context, pod *v1.Pod) admission.Response { return f(ctx, pod) }

@@ -172,11 +172,15 @@ func TestWithTheAgent(t *testing.T) {
 	}
 	rt := &memRuntime{pods: map[types.UID]*podruntime.PodStatus{}, graces: map[string]int64{}}
 	log, _ := testLogger(t)
-	ag, err := agent.New(agent.Config{NodeName: nodeName, Sources: []string{Source}}, agent.Deps{Runtime: rt, Admit: admitAll{}, Logger: log})
+	table, err := agent.NewTable([]string{Source})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{NodeName: nodeName}, Deps{Client: clientgo.Wrap(nodeClient), Agent: ag, Logger: log})
+	ag, err := agent.New(agent.Config{NodeName: nodeName}, agent.Deps{Table: table, Runtime: rt, Admit: admitAll{}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{NodeName: nodeName}, Deps{Client: clientgo.Wrap(nodeClient), Agent: table, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,12 @@
 // removes the runtime's pods that no source wants (orphans) once every source
 // has spoken.
 //
-// Readers (admission, eviction, container GC, the HTTP server) see the table
-// through a snapshot published after every change with an atomic pointer: every
-// read method is safe from any goroutine and never waits for the loop.
+// The pod table (Table) is a value of its own, built before the loop: the
+// readers (admission, eviction, container GC, the HTTP server) are built over
+// it, and the loop (Agent) after them, with them as its hooks. Readers see the
+// table through a snapshot published after every change with an atomic
+// pointer: every read method is safe from any goroutine and never waits for
+// the loop.
 //
 // Stopping the loop (its context ending) stops the workers and leaves the pods
 // running: the next start adopts them, since SyncPod leaves containers whose
@@ -25,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -74,7 +76,7 @@ type Admitter interface {
 
 // Preemptor carries out a preemption plan: it kills the victims in order,
 // each through the agent's KillPod, and returns once they stopped.
-// *preemption.Executor satisfies it (with the agent as its Killer). It is
+// *preemption.Executor satisfies it (with the table as its Killer). It is
 // called from a goroutine of its own, never from the sync loop.
 type Preemptor interface {
 	Execute(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error)
@@ -84,10 +86,6 @@ type Preemptor interface {
 type Config struct {
 	// NodeName names the node in logs.
 	NodeName string
-	// Sources names every pod source that will call SetPods (for example
-	// "file"). Orphans are removed only once each has delivered its first
-	// set. An empty list means no source: every runtime pod is an orphan.
-	Sources []string
 	// RelistPeriod is how often the runtime is listed; 0 is one second.
 	RelistPeriod time.Duration
 	// ResyncPeriod is how often every running pod is synced even when
@@ -100,6 +98,9 @@ type Config struct {
 
 // Deps are the agent's collaborators.
 type Deps struct {
+	// Table is the pod table the loop owns (NewTable), built before the
+	// collaborators that read it. Required; one Agent per table.
+	Table *Table
 	// Runtime runs the pods. Required.
 	Runtime Runtime
 	// Admit decides whether new pods may run. Required.
@@ -131,12 +132,15 @@ const (
 	RelistThreshold = 3 * time.Minute
 )
 
-// ErrUnknownSource is returned by SetPods for a source not in Config.Sources.
+// ErrUnknownSource is returned by SetPods for a source not among the table's
+// sources (NewTable).
 var ErrUnknownSource = errors.New("agent: unknown pod source")
 
-// Agent is the sync loop and its pod table. Its exported methods may be called
-// from any goroutine. The loop runs in Run; SetPods and KillPod wait for it.
+// Agent is the sync loop over its pod table, whose methods it has too. Its
+// exported methods may be called from any goroutine. The loop runs in Run;
+// SetPods and KillPod wait for it.
 type Agent struct {
+	*Table
 	cfg     Config
 	rt      Runtime
 	admit   Admitter
@@ -147,37 +151,16 @@ type Agent struct {
 	m       *agentMetrics
 	probes  Prober
 
-	// Channels into the loop; only Run receives from them.
-	setC  chan sourceUpdate
-	killC chan killMsg
-
 	running atomic.Bool
 	// lastRelist is when the last successful relist came in (UnixNano; 0:
 	// none yet). Only the loop stores it.
 	lastRelist atomic.Int64
-	// snap is the table as last published by the loop; never nil.
-	snap atomic.Pointer[snapshot]
-	// changes gets a value (capacity 1, never blocking) after each publish.
-	changes chan struct{}
 }
 
-// sourceUpdate is one SetPods call.
-type sourceUpdate struct {
-	source string
-	pods   []*v1.Pod
-	taken  chan struct{}
-}
-
-// killMsg is one KillPod call; done gets exactly one value.
-type killMsg struct {
-	req  nodeapi.KillRequest
-	done chan error
-}
-
-// New returns an agent; it starts nothing.
+// New returns the sync loop over deps.Table; it starts nothing.
 func New(cfg Config, deps Deps) (*Agent, error) {
-	if deps.Runtime == nil || deps.Admit == nil {
-		return nil, errors.New("agent: Runtime and Admit are required")
+	if deps.Table == nil || deps.Runtime == nil || deps.Admit == nil {
+		return nil, errors.New("agent: Table, Runtime and Admit are required")
 	}
 	for name, d := range map[string]time.Duration{"RelistPeriod": cfg.RelistPeriod, "ResyncPeriod": cfg.ResyncPeriod, "MaxSyncBackoff": cfg.MaxSyncBackoff} {
 		if d < 0 {
@@ -193,14 +176,6 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	if cfg.MaxSyncBackoff == 0 {
 		cfg.MaxSyncBackoff = DefaultMaxSyncBackoff
 	}
-	seen := map[string]bool{}
-	for _, s := range cfg.Sources {
-		if s == "" || seen[s] {
-			return nil, fmt.Errorf("agent: Sources: source %q is empty or repeated", s)
-		}
-		seen[s] = true
-	}
-	cfg.Sources = slices.Clone(cfg.Sources)
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
@@ -217,86 +192,14 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{
-		cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
+	if !deps.Table.owned.CompareAndSwap(false, true) {
+		return nil, errors.New("agent: the table has a sync loop already")
+	}
+	return &Agent{
+		Table: deps.Table, cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
 		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
-		setC: make(chan sourceUpdate), killC: make(chan killMsg),
-		probes: deps.Probes, changes: make(chan struct{}, 1),
-	}
-	a.snap.Store(&snapshot{byUID: map[types.UID]*podView{}, sourcesReady: len(cfg.Sources) == 0})
-	return a, nil
-}
-
-// SetPods hands the complete current pod set of source to the loop: pods not
-// in the table are admitted and run, changed pods are synced, and the pods of
-// source no longer in the set are killed and removed. A pod with a
-// deletionTimestamp (being deleted in the API server) is killed with its
-// deletionGracePeriodSeconds (nil: its own grace period) and never started
-// or restarted; it stays in the table, terminated, until its source drops
-// it; once all its containers exited, its phase is terminal: Succeeded when
-// they all exited 0, else Failed. Every pod needs a UID,
-// unique in the set. The agent keeps the pods and never modifies them; the
-// caller must not modify them afterwards. It returns once the loop took the
-// set and published the table with it (new pods admitted or rejected), or
-// with ctx's error.
-func (a *Agent) SetPods(ctx context.Context, source string, pods []*v1.Pod) error {
-	if !slices.Contains(a.cfg.Sources, source) {
-		return fmt.Errorf("%w %q", ErrUnknownSource, source)
-	}
-	uids := make(map[types.UID]bool, len(pods))
-	for i, p := range pods {
-		if p == nil || p.UID == "" {
-			return fmt.Errorf("agent: source %q: pod %d has no UID", source, i)
-		}
-		if uids[p.UID] {
-			return fmt.Errorf("agent: source %q: pod %s: UID %q repeated", source, nodeapi.PodName(p), p.UID)
-		}
-		uids[p.UID] = true
-	}
-	u := sourceUpdate{source: source, pods: slices.Clone(pods), taken: make(chan struct{})}
-	select {
-	case a.setC <- u:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-u.taken:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Changes returns a channel that receives a value after the loop published a
-// new table, so that a reader of Pods (the API server's status writer) need
-// not poll. Publishes coalesce: one pending value stands for any number of
-// them, and the loop never waits for the receiver. The channel is shared: it
-// is meant for one receiver, which reads the table after each value.
-func (a *Agent) Changes() <-chan struct{} { return a.changes }
-
-// KillPod stops req.Pod's containers (nodeapi.PodKiller) and returns once they
-// stopped, with the runtime's error if they could not be (the agent then keeps
-// trying), or with ctx's error. req.Status becomes the pod's final status
-// (phase, reason, message, conditions merged over the runtime's container
-// statuses); the pod stays in the table, terminated and never restarted,
-// until its source drops it. A pod the table does not hold, or holds as
-// terminated already, returns nil at once and keeps its first final status.
-func (a *Agent) KillPod(ctx context.Context, req nodeapi.KillRequest) error {
-	if req.Pod == nil || req.Pod.UID == "" {
-		return errors.New("agent: kill request without a pod UID")
-	}
-	m := killMsg{req: req, done: make(chan error, 1)}
-	select {
-	case a.killC <- m:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-m.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+		probes: deps.Probes,
+	}, nil
 }
 
 // Healthy returns nil while the runtime was listed successfully within
@@ -313,7 +216,7 @@ func (a *Agent) Healthy() error {
 	return nil
 }
 
-var _ nodeapi.PodKiller = (*Agent)(nil)
+var _ nodeapi.PodKiller = (*Table)(nil)
 
 // The agent's collaborators as the composition root wires them.
 var (

@@ -493,7 +493,7 @@ func TestAdoptionAndOrphans(t *testing.T) {
 			return sync(ctx, pod, st)
 		}
 		reg := prometheus.NewPedanticRegistry()
-		a := newTestAgent(t, Config{Sources: []string{"file", "api"}}, Deps{Runtime: rt, Registerer: reg})
+		a := newTestAgent(t, Config{}, Deps{Table: newTable(t, "file", "api"), Runtime: rt, Registerer: reg})
 		stop := start(t, a)
 		defer stop()
 		time.Sleep(5 * time.Second)
@@ -818,7 +818,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("kill observations = %d, want 1 (the orphan)", got)
 		}
 		// A second agent on the same registry shares the series.
-		if _, err := New(Config{}, Deps{Runtime: rt, Admit: admitFunc(admitAll), Registerer: reg}); err != nil {
+		if _, err := New(Config{}, Deps{Table: newTable(t), Runtime: rt, Admit: admitFunc(admitAll), Registerer: reg}); err != nil {
 			t.Errorf("second agent on one registry: %v", err)
 		}
 	})

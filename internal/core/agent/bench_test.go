@@ -31,7 +31,7 @@ func BenchmarkStart100Pods(b *testing.B) {
 			return r
 		}
 		_ = mem
-		a, err := New(Config{Sources: []string{"file"}}, Deps{Runtime: rt, Admit: admitFunc(admitAll)})
+		a, err := New(Config{}, Deps{Table: newTable(b, "file"), Runtime: rt, Admit: admitFunc(admitAll)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,11 +12,12 @@ import (
 	"github.com/nodekeeper/nodekeeper/prober"
 )
 
-// The agent is the composition root's pod table and the prober's status source.
+// The table is the composition root's pod table, the managers' killer and the
+// prober's status source.
 var (
-	_ node.Pods              = (*Agent)(nil)
-	_ prober.PodStatusGetter = (*Agent)(nil)
-	_                        = node.Collaborators{PodCleanedUp: (*Agent)(nil).PodCleanedUp}
+	_ node.Pods              = (*Table)(nil)
+	_ prober.PodStatusGetter = (*Table)(nil)
+	_                        = node.Collaborators{PodCleanedUp: (*Table)(nil).PodCleanedUp, Killer: (*Table)(nil)}
 )
 
 func TestReadersDuringChanges(t *testing.T) {

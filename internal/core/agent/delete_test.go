@@ -60,7 +60,7 @@ func TestDeletionTimestampKillsWithGrace(t *testing.T) {
 			}
 			return kill(ctx, pod, st, grace)
 		}
-		a := newTestAgent(t, Config{Sources: []string{"api"}}, Deps{Runtime: rt})
+		a := newTestAgent(t, Config{}, Deps{Table: newTable(t, "api"), Runtime: rt})
 		stop := start(t, a)
 		defer stop()
 		p := testPod("web", "u1", 0)
@@ -115,7 +115,7 @@ func TestPodDeletedBeforeStartNeverRuns(t *testing.T) {
 			return kill(ctx, pod, st, g)
 		}
 		admitted := 0
-		a := newTestAgent(t, Config{Sources: []string{"api"}}, Deps{Runtime: rt, Admit: admitFunc(func(ctx context.Context, p *v1.Pod) admission.Response {
+		a := newTestAgent(t, Config{}, Deps{Table: newTable(t, "api"), Runtime: rt, Admit: admitFunc(func(ctx context.Context, p *v1.Pod) admission.Response {
 			admitted++
 			return admitAll(ctx, p)
 		})})
@@ -243,7 +243,7 @@ func TestPendingPodDeletedEndsFailed(t *testing.T) {
 			}
 			return podruntime.Result{RetryAfter: 10 * time.Second}
 		}
-		a := newTestAgent(t, Config{Sources: []string{"api"}}, Deps{Runtime: rt})
+		a := newTestAgent(t, Config{}, Deps{Table: newTable(t, "api"), Runtime: rt})
 		stop := start(t, a)
 		defer stop()
 		p := testPod("web", "u1", 0)
@@ -285,7 +285,7 @@ func TestDeletedPodWithoutSandboxEndsFailed(t *testing.T) {
 			mem.log("sync " + podName(pod))
 			return podruntime.Result{Err: errors.New("no network for the sandbox")}
 		}
-		a := newTestAgent(t, Config{Sources: []string{"api"}}, Deps{Runtime: rt})
+		a := newTestAgent(t, Config{}, Deps{Table: newTable(t, "api"), Runtime: rt})
 		stop := start(t, a)
 		defer stop()
 		p := testPod("web", "u1", 0)
@@ -329,7 +329,7 @@ func TestDeletedPodStatusWaitsForRelist(t *testing.T) {
 			killed = true // the loop reads it only in relists started after the kill's result
 			return mem.kill(ctx, pod, st, grace)
 		}
-		a := newTestAgent(t, Config{Sources: []string{"api"}}, Deps{Runtime: rt})
+		a := newTestAgent(t, Config{}, Deps{Table: newTable(t, "api"), Runtime: rt})
 		stop := start(t, a)
 		defer stop()
 		p := testPod("web", "u1", 0)

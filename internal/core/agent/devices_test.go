@@ -92,8 +92,9 @@ func startDeviceNode(tb testing.TB, allocateTimeout time.Duration, gpus ...strin
 	watch := &logWatch{substr: []byte("Waiting for devices reserved by allocations in progress"), seen: n.waiting}
 	logger := slog.New(slog.NewTextHandler(io.MultiWriter(out, watch), nil))
 
+	table := newTable(tb, "file") // first: the device manager and admission read it
 	dm, err := devicemanager.New(devicemanager.Config{Dir: dir, AllocateTimeout: allocateTimeout},
-		devicemanager.Deps{Logger: logger, ActivePods: func() []*v1.Pod { return n.agent.ActivePods() }})
+		devicemanager.Deps{Logger: logger, ActivePods: table.ActivePods})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func startDeviceNode(tb testing.TB, allocateTimeout time.Duration, gpus ...strin
 	}
 
 	chain, err := admission.New(admission.Deps{
-		ActivePods: func() []*v1.Pod { return n.agent.ActivePods() },
+		ActivePods: table.ActivePods,
 		Conditions: noPressure{},
 		Node: func() (admission.Node, error) {
 			_, devs, _ := dm.Capacity()
@@ -169,7 +170,7 @@ func startDeviceNode(tb testing.TB, allocateTimeout time.Duration, gpus ...strin
 	}
 	mem, rt := newMem()
 	n.mem = mem
-	n.agent, err = New(Config{Sources: []string{"file"}}, Deps{Runtime: rt, Admit: chain, Logger: logger})
+	n.agent, err = New(Config{}, Deps{Table: table, Runtime: rt, Admit: chain, Logger: logger})
 	if err != nil {
 		tb.Fatal(err)
 	}

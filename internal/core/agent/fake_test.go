@@ -227,8 +227,8 @@ func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler
 
 func newTestAgent(t *testing.T, cfg Config, deps Deps) *Agent {
 	t.Helper()
-	if cfg.Sources == nil {
-		cfg.Sources = []string{"file"}
+	if deps.Table == nil {
+		deps.Table = newTable(t, "file")
 	}
 	if deps.Admit == nil {
 		deps.Admit = admitFunc(admitAll)
@@ -239,4 +239,14 @@ func newTestAgent(t *testing.T, cfg Config, deps Deps) *Agent {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// newTable returns an empty pod table for sources.
+func newTable(tb testing.TB, sources ...string) *Table {
+	tb.Helper()
+	t, err := NewTable(sources)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
 }

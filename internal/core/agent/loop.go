@@ -216,7 +216,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a: a, ctx: ctx,
 		pods:         map[types.UID]*entry{},
 		desired:      map[string]map[types.UID]*v1.Pod{},
-		sourcesReady: len(a.cfg.Sources) == 0,
+		sourcesReady: len(a.sources) == 0,
 		gone:         map[types.UID]uint64{},
 		results:      make(chan result),
 		relistC:      make(chan relistResult),
@@ -388,7 +388,7 @@ func (l *loop) setPods(u sourceUpdate) {
 		cur[p.UID] = p
 	}
 	l.desired[u.source] = cur
-	if !l.sourcesReady && len(l.desired) == len(l.a.cfg.Sources) {
+	if !l.sourcesReady && len(l.desired) == len(l.a.sources) {
 		l.sourcesReady, l.changed = true, true
 		l.a.log.Info("All pod sources are ready")
 	}
@@ -769,7 +769,7 @@ func (l *loop) drop(e *entry) {
 	l.gone[e.uid] = l.relistStarted
 	l.changed = true
 	l.reply(e, nil)
-	for _, src := range l.a.cfg.Sources {
+	for _, src := range l.a.sources {
 		if p, ok := l.desired[src][e.uid]; ok {
 			l.admitAll(src, []*v1.Pod{p})
 			return

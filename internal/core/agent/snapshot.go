@@ -34,19 +34,19 @@ type podView struct {
 // Pods returns every pod the sources gave, with its current status, sorted by
 // namespace and name: admitted, rejected, terminating and terminated ones
 // (for /pods). The pods are shared: callers must not modify them.
-func (a *Agent) Pods() []*v1.Pod { return a.snap.Load().pods }
+func (t *Table) Pods() []*v1.Pod { return t.snap.Load().pods }
 
 // ActivePods returns the pods admitted and not yet terminated, with their
 // current status (pods being killed included until they stopped, unless no
 // source wants them any more). The pods are shared: callers must not modify
 // them.
-func (a *Agent) ActivePods() []*v1.Pod { return a.snap.Load().active }
+func (t *Table) ActivePods() []*v1.Pod { return t.snap.Load().active }
 
 // IsPodDeleted reports whether the pod is gone: no source wants it any more,
 // or, once every source has delivered its first set, no source ever gave it.
 // Before that, an unknown pod is not deleted (it may be adopted).
-func (a *Agent) IsPodDeleted(uid string) bool {
-	s := a.snap.Load()
+func (t *Table) IsPodDeleted(uid string) bool {
+	s := t.snap.Load()
 	v, ok := s.byUID[types.UID(uid)]
 	if !ok {
 		return s.sourcesReady
@@ -57,8 +57,8 @@ func (a *Agent) IsPodDeleted(uid string) bool {
 // IsPodTerminated reports whether the pod's containers have all stopped and
 // will not be restarted; an unknown pod is terminated once every source has
 // delivered its first set.
-func (a *Agent) IsPodTerminated(uid string) bool {
-	s := a.snap.Load()
+func (t *Table) IsPodTerminated(uid string) bool {
+	s := t.snap.Load()
 	v, ok := s.byUID[types.UID(uid)]
 	if !ok {
 		return s.sourcesReady
@@ -70,8 +70,8 @@ func (a *Agent) IsPodTerminated(uid string) bool {
 // more (the last relist saw no running container and no ready sandbox), or
 // the table no longer holds it: the eviction manager waits for it before its
 // next pass.
-func (a *Agent) PodCleanedUp(pod *v1.Pod) bool {
-	v, ok := a.snap.Load().byUID[pod.UID]
+func (t *Table) PodCleanedUp(pod *v1.Pod) bool {
+	v, ok := t.snap.Load().byUID[pod.UID]
 	if !ok {
 		return true
 	}
@@ -79,8 +79,8 @@ func (a *Agent) PodCleanedUp(pod *v1.Pod) bool {
 }
 
 // GetPodStatus returns the pod's current status (prober.PodStatusGetter).
-func (a *Agent) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
-	v, ok := a.snap.Load().byUID[uid]
+func (t *Table) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
+	v, ok := t.snap.Load().byUID[uid]
 	if !ok {
 		return v1.PodStatus{}, false
 	}

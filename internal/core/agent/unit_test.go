@@ -100,25 +100,49 @@ func TestWithFinal(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	_, rt := newMem()
-	ok := Deps{Runtime: rt, Admit: admitFunc(admitAll)}
+	ok := Deps{Table: newTable(t), Runtime: rt, Admit: admitFunc(admitAll)}
+	owned := newTable(t)
+	if _, err := New(Config{}, Deps{Table: owned, Runtime: rt, Admit: ok.Admit}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
 		deps Deps
 		want string
 	}{
-		{"no runtime", Config{}, Deps{Admit: ok.Admit}, "Runtime and Admit are required"},
-		{"no admission", Config{}, Deps{Runtime: rt}, "Runtime and Admit are required"},
+		{"no table", Config{}, Deps{Runtime: rt, Admit: ok.Admit}, "Table, Runtime and Admit are required"},
+		{"no runtime", Config{}, Deps{Table: ok.Table, Admit: ok.Admit}, "Table, Runtime and Admit are required"},
+		{"no admission", Config{}, Deps{Table: ok.Table, Runtime: rt}, "Table, Runtime and Admit are required"},
 		{"negative relist", Config{RelistPeriod: -time.Second}, ok, "RelistPeriod -1s is negative"},
 		{"negative resync", Config{ResyncPeriod: -time.Second}, ok, "ResyncPeriod -1s is negative"},
-		{"repeated source", Config{Sources: []string{"file", "file"}}, ok, `source "file" is empty or repeated`},
-		{"empty source", Config{Sources: []string{""}}, ok, `source "" is empty or repeated`},
+		{"a table with a loop already", Config{}, Deps{Table: owned, Runtime: rt, Admit: ok.Admit}, "the table has a sync loop already"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := New(tc.cfg, tc.deps)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("New = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewTableRejectsBadSources(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		sources []string
+		want    string
+	}{
+		{"repeated source", []string{"file", "file"}, `source "file" is empty or repeated`},
+		{"empty source", []string{""}, `source "" is empty or repeated`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := NewTable(tc.sources)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewTable = %v, want an error with %q", err, tc.want)
 			}
 		})
 	}

@@ -245,7 +245,7 @@ func (s *Store) Pods() []*v1.Pod {
 // finished (Deps.Observed, every ObservePeriod) until ctx ends; then it waits
 // for the deletions in flight to return (they stop with ctx, and resume on
 // the next start) and returns nil. It returns the agent's error at once if
-// the agent refuses the set (Source not in its Config.Sources). It may be
+// the agent refuses the set (Source not among its table's sources). It may be
 // called once.
 func (s *Store) Run(ctx context.Context) error {
 	s.runCtx = ctx

@@ -1,11 +1,12 @@
-// Package node is nodekeeper's composition root: it builds the node-level
-// managers — the eviction manager, image GC, container GC, the admission chain
-// with critical-pod preemption, and, when asked for, the device manager and the
-// prober — from a resolved KubeletConfiguration and the
-// collaborators that differ between a real node and a simulated one, and runs
-// their loops. `nodekeeper simulate` builds it with a scripted node on a virtual
-// clock; `nodekeeper run` builds it with containerd, the stats provider and the
-// agent's pod workers. Nothing else wires the managers together.
+// Package node builds the node-level managers — the eviction manager, image
+// GC, container GC, the admission chain with critical-pod preemption, and,
+// when asked for, the device manager and the prober — from a resolved
+// KubeletConfiguration and the collaborators that differ between a real node
+// and a simulated one, and lists their loops (Loops) for the caller to run.
+// `nodekeeper simulate` builds it with a scripted node on a virtual clock;
+// `nodekeeper run`'s plan (internal/daemon) builds it over the agent's pod
+// table and runs its loops among the agent's parts. Nothing else wires the
+// managers together.
 package node
 
 import (
@@ -16,7 +17,6 @@ import (
 	"maps"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
@@ -56,8 +56,9 @@ type Collaborators struct {
 	// NodeName names the Node object node-level events are about.
 	NodeName string
 	// Capacity returns the node's capacity (cpu, memory, ephemeral-storage,
-	// hugepages, pods, devices); admission derives allocatable from it with the
-	// configuration's reservations. Required.
+	// hugepages, pods); admission derives allocatable from it, with the device
+	// manager's resources added, and the configuration's reservations.
+	// Required.
 	Capacity func() (v1.ResourceList, error)
 	// NodeObject, when set, returns the Node object for the node-affinity,
 	// node-name and taint checks of admission; nil skips them.
@@ -110,8 +111,6 @@ type Options struct {
 	// DevicePlugins, when set, configures the device manager, which serves
 	// the device-plugin API in DevicePlugins.Dir; nil builds none.
 	DevicePlugins *devicemanager.Config
-	// Prober configures the prober, when Collaborators.PodStatus is set.
-	Prober prober.Config
 }
 
 // Node holds the built managers. Its fields are set by New and never changed;
@@ -194,7 +193,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 		}
 	}
 	if c.PodStatus != nil {
-		n.Probes, err = prober.New(opts.Prober, prober.Deps{
+		n.Probes, err = prober.New(prober.Config{}, prober.Deps{
 			Status: c.PodStatus, Exec: c.Exec, Logger: c.Logger, Recorder: c.Recorder,
 			Registerer: c.Registerer, Clock: c.Clock,
 		})
@@ -228,23 +227,31 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 }
 
 // allocatable returns admission's view of the node: allocatable as the kubelet
-// computes it from capacity and the configuration's reservations, with pods
+// computes it from capacity (with the device plugins' resources, healthy and
+// unhealthy devices) and the configuration's reservations, with pods
 // defaulting to maxPods when capacity does not say, and the device plugins'
-// healthy devices.
+// healthy devices as the device resources' allocatable.
 func (n *Node) allocatable(cfg *config.Config, capacity func() (v1.ResourceList, error), object func() *v1.Node) func() (admission.Node, error) {
 	return func() (admission.Node, error) {
 		c, err := capacity()
 		if err != nil {
 			return admission.Node{}, err
 		}
+		var healthy v1.ResourceList
+		if n.Devices != nil {
+			var devices v1.ResourceList
+			devices, healthy, _ = n.Devices.Capacity()
+			c = maps.Clone(c)
+			if c == nil {
+				c = v1.ResourceList{}
+			}
+			maps.Copy(c, devices)
+		}
 		alloc := admission.NodeAllocatable(c, cfg.KubeReserved, cfg.SystemReserved, cfg.Eviction.Thresholds)
 		if _, ok := alloc[v1.ResourcePods]; !ok {
 			alloc[v1.ResourcePods] = *resource.NewQuantity(int64(cfg.MaxPods), resource.DecimalSI)
 		}
-		if n.Devices != nil {
-			_, devices, _ := n.Devices.Capacity()
-			maps.Copy(alloc, devices)
-		}
+		maps.Copy(alloc, healthy)
 		n := admission.Node{Allocatable: alloc}
 		if object != nil {
 			n.Object = object()
@@ -269,19 +276,4 @@ func (n *Node) Loops() []Loop {
 		loops = append(loops, Loop{Name: "prober", Run: n.Probes.Run})
 	}
 	return loops
-}
-
-// Run runs every loop until ctx ends or one fails, and returns after all have
-// returned: nil when ctx ended, else the first error.
-func (n *Node) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
-	for _, l := range n.Loops() {
-		g.Go(func() error {
-			if err := l.Run(ctx); err != nil {
-				return fmt.Errorf("%s: %w", l.Name, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,9 +81,20 @@ func TestNewNeedsCollaborators(t *testing.T) {
 	}
 }
 
+// runLoops runs every loop of n until ctx ends or one fails, as a caller of
+// Loops does, and returns after all have returned: nil when ctx ended, else
+// the first error.
+func runLoops(ctx context.Context, n *Node) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, l := range n.Loops() {
+		g.Go(func() error { return l.Run(ctx) })
+	}
+	return g.Wait()
+}
+
 // TestRunLoopsOnTheClock runs the managers' loops (in a synctest bubble, on the
 // real clock, whose time the bubble fakes): the eviction monitor passes at once
-// and then every 10 s, and Run returns nil once ctx ends.
+// and then every 10 s, and the loops return nil once ctx ends.
 func TestRunLoopsOnTheClock(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -101,7 +113,7 @@ func TestRunLoopsOnTheClock(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
-		go func() { done <- n.Run(ctx) }()
+		go func() { done <- runLoops(ctx, n) }()
 		synctest.Wait()
 		for want := 1; want <= 4; want++ {
 			if got := st.count(); got != want {
@@ -198,7 +210,7 @@ func TestDevicePlugins(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
+	go func() { done <- runLoops(ctx, n) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/cluster/apipods"
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubenode"
+)
+
+// cluster is the third phase, with a kubeconfig only (the clients come with
+// the machine phase's checks, and the recorder with the core): the events
+// writer, the Node's status and Lease, the pods bound to the node (run like
+// the others, their status and deletion written back, mirror pods for the
+// static ones), and the Node updated at once when a device plugin comes or
+// goes.
+func (r *root) cluster(ctx context.Context, p *plan) error {
+	if r.events != nil {
+		// The writer outlives the other parts, so that their last events
+		// get out: it stops, and flushes, once they all returned.
+		p.add(part{Name: "events", Last: true, Run: func(ctx context.Context) error {
+			if err := r.events.Run(ctx); err != nil {
+				r.log.Error("event writer", "err", err)
+			}
+			return nil
+		}})
+	}
+	warnCgroupV1(r.recorder, r.o.NodeName, r.layout.Version)
+	if r.client == nil {
+		return nil
+	}
+	kn, err := nodeStatus(ctx, r.o, r.heartbeat, r.rt, r.hostIP, r.nodeObject, r.recorder, r.log)
+	if err != nil {
+		return err
+	}
+	r.kn.Store(kn)
+	ap, err := apipods.New(apipods.Config{NodeName: r.o.NodeName},
+		apipods.Deps{Client: r.client, Agent: r.table, Logger: r.log.With("subsystem", "apipods")})
+	if err != nil {
+		return ConfigError{err}
+	}
+	p.add(part{Name: "apipods", Run: ap.Run},
+		part{Name: "nodestatus", Run: kn.Run},
+		part{Name: "devicechanges", Run: func(ctx context.Context) error { return r.pokeOnDevices(ctx, kn) }})
+	return nil
+}
+
+// nodeObject is the Node as the agent reports it at now: the managers'
+// conditions, capacity and allocatable, Ready while the sync loop is healthy.
+func (r *root) nodeObject(now time.Time) (*v1.Node, error) {
+	return r.n.Object(r.o.NodeName, r.ag.Healthy(), now)
+}
+
+// pokeOnDevices has the Node's status written at once whenever the device
+// manager's devices change, until ctx ends.
+func (r *root) pokeOnDevices(ctx context.Context, kn *kubenode.Controller) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.n.Devices.Changed():
+			kn.Poke()
+		}
+	}
+}
