@@ -56,16 +56,15 @@ func containerHash(c *v1.Container) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 16)
 }
 
-// isSidecar reports whether c, an init container, is restartable (a sidecar).
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
+// isSidecar is nodeapi.IsSidecar, kept only for status.go, which the pod
+// status rework of issue 28 rewrites; it goes with that change.
+func isSidecar(c *v1.Container) bool { return nodeapi.IsSidecar(c) }
 
 // containerKind is "init", "sidecar" or "" (a regular container) for c of pod.
 func containerKind(pod *v1.Pod, c *v1.Container) string {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == c.Name {
-			if isSidecar(&pod.Spec.InitContainers[i]) {
+			if nodeapi.IsSidecar(&pod.Spec.InitContainers[i]) {
 				return "sidecar"
 			}
 			return "init"
@@ -397,7 +396,8 @@ func containerEnv(in containerInput) ([]*runtimeapi.KeyValue, error) {
 		case e.ValueFrom == nil:
 			val = nodeapi.ExpandVars(e.Value, lookup)
 		case e.ValueFrom.FieldRef != nil:
-			v, err := fieldRefValue(in, e.ValueFrom.FieldRef.FieldPath)
+			v, err := nodeapi.FieldRefValue(in.pod, e.ValueFrom.FieldRef.FieldPath, nodeapi.FieldInEnv,
+				nodeapi.PodFacts{NodeName: in.nodeName, HostIP: in.hostIP, PodIPs: in.ips()})
 			if err != nil {
 				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
 			}
@@ -482,51 +482,6 @@ func (in containerInput) ips() []string {
 		return []string{in.hostIP}
 	}
 	return in.podIPs
-}
-
-// fieldRefValue resolves a downward API fieldPath.
-func fieldRefValue(in containerInput, path string) (string, error) {
-	pod := in.pod
-	if k, ok := subscript(path, "metadata.labels"); ok {
-		return pod.Labels[k], nil
-	}
-	if k, ok := subscript(path, "metadata.annotations"); ok {
-		return pod.Annotations[k], nil
-	}
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		if pod.Spec.NodeName != "" {
-			return pod.Spec.NodeName, nil
-		}
-		return in.nodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP", "status.hostIPs":
-		return in.hostIP, nil
-	case "status.podIP":
-		if ips := in.ips(); len(ips) > 0 {
-			return ips[0], nil
-		}
-		return "", nil
-	case "status.podIPs":
-		return strings.Join(in.ips(), ","), nil
-	}
-	return "", fmt.Errorf("fieldRef.fieldPath %q is not supported", path)
-}
-
-// subscript returns x from `prefix['x']`.
-func subscript(path, prefix string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, prefix+"['")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "']")
 }
 
 // resourceFieldValue resolves a resourceFieldRef: the named container's (this
