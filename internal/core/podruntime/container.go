@@ -739,7 +739,7 @@ func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume, memCapacity int64
 		dir := emptyDirPath(podsDir, string(pod.UID), v.Name)
 		var size int64
 		if v.EmptyDir.Medium == v1.StorageMediumMemory {
-			size = tmpfsSize(pod, v.EmptyDir.SizeLimit, memCapacity)
+			size = nodeapi.TmpfsSize(pod, v.EmptyDir.SizeLimit, memCapacity)
 		}
 		var fsGroup *int64
 		if sc := pod.Spec.SecurityContext; sc != nil {
@@ -763,28 +763,6 @@ func propagates(pod *v1.Pod, name string) bool {
 		}
 	}
 	return false
-}
-
-// tmpfsSize is the size of a memory-backed emptyDir: the smallest of its
-// sizeLimit, the pod's memory limit (when every container has one) and the
-// node's memory.
-func tmpfsSize(pod *v1.Pod, sizeLimit *resource.Quantity, memCapacity int64) int64 {
-	size := memCapacity
-	if sizeLimit != nil && sizeLimit.Value() > 0 && sizeLimit.Value() < size {
-		size = sizeLimit.Value()
-	}
-	var podLimit int64
-	for i := range pod.Spec.Containers {
-		q, ok := pod.Spec.Containers[i].Resources.Limits[v1.ResourceMemory]
-		if !ok {
-			return size
-		}
-		podLimit += q.Value()
-	}
-	if podLimit > 0 && podLimit < size {
-		size = podLimit
-	}
-	return size
 }
 
 // checkHostPath checks (or, for the *OrCreate types, makes) a hostPath
