@@ -2,10 +2,13 @@ package nodeapi
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // FieldUse is where a downward-API fieldRef is read; each place allows its
@@ -124,4 +127,72 @@ func formatMap(m map[string]string) string {
 		lines[i] = fmt.Sprintf("%s=%q", k, m[k])
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ContainerRequests returns c's requests as the API server defaults them: a
+// request absent where a limit is set is the limit (static pods never went
+// through that defaulting). It returns a new list and does not modify c.
+func ContainerRequests(c *v1.Container) v1.ResourceList {
+	requests := make(v1.ResourceList, len(c.Resources.Requests)+len(c.Resources.Limits))
+	for k, v := range c.Resources.Requests {
+		requests[k] = v
+	}
+	for k, v := range c.Resources.Limits {
+		if _, ok := requests[k]; !ok {
+			requests[k] = v
+		}
+	}
+	return requests
+}
+
+// ResourceFieldValue returns the value of the downward-API resourceFieldRef
+// ref of pod, as the kubelet resolves it: the request or limit that
+// ref.Resource names (limits.cpu, limits.memory, limits.ephemeral-storage,
+// or the same under requests.) of the container ref.ContainerName names (an
+// init or regular container of pod), or of c when it names none (the
+// container whose env reads it; a downwardAPI volume passes nil, its items
+// name their container), divided by ref.Divisor (1 when zero) and rounded
+// up, cpu in millicores against the divisor's. Requests are defaulted as
+// [ContainerRequests] does; an absent limit is nodeLimits' (the kubelet takes
+// the node's allocatable; 0 when nodeLimits has none). An unknown container
+// or resource is an error naming it. It does not modify its arguments.
+func ResourceFieldValue(pod *v1.Pod, c *v1.Container, ref *v1.ResourceFieldSelector, nodeLimits v1.ResourceList) (string, error) {
+	if ref.ContainerName != "" || c == nil {
+		if c == nil || ref.ContainerName != c.Name {
+			c = nil
+			for _, ctrs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+				for i := range ctrs {
+					if ctrs[i].Name == ref.ContainerName {
+						c = &ctrs[i]
+					}
+				}
+			}
+		}
+		if c == nil {
+			return "", fmt.Errorf("resourceFieldRef.containerName %q is not a container of the pod", ref.ContainerName)
+		}
+	}
+	which, name, ok := strings.Cut(ref.Resource, ".")
+	res := v1.ResourceName(name)
+	if !ok || (which != "limits" && which != "requests") ||
+		(res != v1.ResourceCPU && res != v1.ResourceMemory && res != v1.ResourceEphemeralStorage) {
+		return "", fmt.Errorf("resourceFieldRef.resource %q is not supported", ref.Resource)
+	}
+	var q resource.Quantity
+	if which == "limits" {
+		var set bool
+		if q, set = c.Resources.Limits[res]; !set {
+			q = nodeLimits[res]
+		}
+	} else {
+		q = ContainerRequests(c)[res]
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if res == v1.ResourceCPU {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
 }

@@ -237,3 +237,71 @@ func TestPodMemoryLimit(t *testing.T) {
 		t.Errorf("no limit = %d, true; want false", l)
 	}
 }
+
+func TestResourceFieldValue(t *testing.T) {
+	t.Parallel()
+	res := func(kv ...string) v1.ResourceList {
+		l := v1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[v1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		InitContainers: []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{Limits: res("memory", "32Mi")}}},
+		Containers: []v1.Container{
+			{Name: "app", Resources: v1.ResourceRequirements{Requests: res("cpu", "250m"), Limits: res("cpu", "1500m", "memory", "64Mi")}},
+			{Name: "bare"},
+		},
+	}}
+	app := &pod.Spec.Containers[0]
+	node := res("cpu", "4", "memory", "8Gi")
+	sel := func(container, name, divisor string) *v1.ResourceFieldSelector {
+		s := &v1.ResourceFieldSelector{ContainerName: container, Resource: name}
+		if divisor != "" {
+			s.Divisor = resource.MustParse(divisor)
+		}
+		return s
+	}
+	tests := []struct {
+		name    string
+		c       *v1.Container
+		ref     *v1.ResourceFieldSelector
+		want    string
+		wantErr string
+	}{
+		{name: "own cpu limit in cores, rounded up", c: app, ref: sel("", "limits.cpu", ""), want: "2"},
+		{name: "own cpu limit in millicores", c: app, ref: sel("", "limits.cpu", "1m"), want: "1500"},
+		{name: "own cpu request", c: app, ref: sel("", "requests.cpu", "1m"), want: "250"},
+		{name: "memory request defaults to the limit", c: app, ref: sel("", "requests.memory", "1Mi"), want: "64"},
+		{name: "named container", c: app, ref: sel("init", "limits.memory", "1Mi"), want: "32"},
+		{name: "volume names its container", ref: sel("app", "limits.memory", "1Mi"), want: "64"},
+		{name: "absent limit is the node's", c: &pod.Spec.Containers[1], ref: sel("", "limits.memory", "1Gi"), want: "8"},
+		{name: "absent ephemeral-storage limit without a node figure", c: app, ref: sel("", "limits.ephemeral-storage", ""), want: "0"},
+		{name: "absent request is 0", ref: sel("bare", "requests.cpu", "1m"), want: "0"},
+
+		{name: "unknown container", c: app, ref: sel("nope", "limits.cpu", ""),
+			wantErr: `resourceFieldRef.containerName "nope" is not a container of the pod`},
+		{name: "volume without a container", ref: sel("", "limits.cpu", ""),
+			wantErr: `resourceFieldRef.containerName "" is not a container of the pod`},
+		{name: "unsupported resource", c: app, ref: sel("", "limits.nvidia.com/gpu", ""),
+			wantErr: `resourceFieldRef.resource "limits.nvidia.com/gpu" is not supported`},
+		{name: "neither limits nor requests", c: app, ref: sel("", "cpu", ""),
+			wantErr: `resourceFieldRef.resource "cpu" is not supported`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ResourceFieldValue(pod, tc.c, tc.ref, node)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("= %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

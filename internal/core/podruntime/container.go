@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -218,7 +217,7 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 // so that the kernel's OOM killer ends the whole container, as the kubelet
 // asks unless singleProcessOOMKill.
 func containerResources(pod *v1.Pod, c *v1.Container, memCapacity int64, oomGroup bool) *runtimeapi.LinuxContainerResources {
-	req, lim := effectiveResources(c)
+	req, lim := nodeapi.ContainerRequests(c), c.Resources.Limits
 	r := &runtimeapi.LinuxContainerResources{
 		CpuShares:   milliToShares(req.Cpu().MilliValue()),
 		OomScoreAdj: int64(qos.OOMScoreAdj(pod, c, memCapacity)),
@@ -234,22 +233,6 @@ func containerResources(pod *v1.Pod, c *v1.Container, memCapacity int64, oomGrou
 		r.MemoryLimitInBytes = q.Value()
 	}
 	return r
-}
-
-// effectiveResources are c's requests and limits, a request absent where a
-// limit is set taking the limit (the API server's defaulting, which static
-// pods never went through).
-func effectiveResources(c *v1.Container) (requests, limits v1.ResourceList) {
-	requests = v1.ResourceList{}
-	for k, v := range c.Resources.Requests {
-		requests[k] = v
-	}
-	for k, v := range c.Resources.Limits {
-		if _, ok := requests[k]; !ok {
-			requests[k] = v
-		}
-	}
-	return requests, c.Resources.Limits
 }
 
 // milliToShares converts a cpu request in millicores to cgroup v1 cpu.shares.
@@ -403,7 +386,7 @@ func containerEnv(in containerInput) ([]*runtimeapi.KeyValue, error) {
 			}
 			val = v
 		case e.ValueFrom.ResourceFieldRef != nil:
-			v, err := resourceFieldValue(in, e.ValueFrom.ResourceFieldRef)
+			v, err := nodeapi.ResourceFieldValue(in.pod, in.container, e.ValueFrom.ResourceFieldRef, nodeLimits(in.cpus, in.memCapacity))
 			if err != nil {
 				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
 			}
@@ -484,52 +467,13 @@ func (in containerInput) ips() []string {
 	return in.podIPs
 }
 
-// resourceFieldValue resolves a resourceFieldRef: the named container's (this
-// one by default) request or limit divided by the divisor and rounded up; an
-// absent limit is the node's capacity, as the kubelet reports it.
-func resourceFieldValue(in containerInput, ref *v1.ResourceFieldSelector) (string, error) {
-	c := in.container
-	if ref.ContainerName != "" && ref.ContainerName != c.Name {
-		c = nil
-		for _, x := range allContainers(in.pod) {
-			if x.Name == ref.ContainerName {
-				c = x
-			}
-		}
-		if c == nil {
-			return "", fmt.Errorf("resourceFieldRef.containerName %q is not a container of the pod", ref.ContainerName)
-		}
+// nodeLimits are what a resourceFieldRef reads for an absent limit: the
+// node's cpus and memory (bytes).
+func nodeLimits(cpus int, memory int64) v1.ResourceList {
+	return v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewQuantity(int64(cpus), resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(memory, resource.BinarySI),
 	}
-	requests, limits := effectiveResources(c)
-	capacity := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(in.cpus), resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(in.memCapacity, resource.BinarySI),
-	}
-	which, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (which != "limits" && which != "requests") {
-		return "", fmt.Errorf("resourceFieldRef.resource %q is not supported", ref.Resource)
-	}
-	res := v1.ResourceName(name)
-	if res != v1.ResourceCPU && res != v1.ResourceMemory && res != v1.ResourceEphemeralStorage {
-		return "", fmt.Errorf("resourceFieldRef.resource %q is not supported", ref.Resource)
-	}
-	var q resource.Quantity
-	if which == "limits" {
-		var set bool
-		if q, set = limits[res]; !set {
-			q = capacity[res] // ephemeral-storage: none known, 0
-		}
-	} else {
-		q = requests[res]
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	if res == v1.ResourceCPU {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	}
-	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
 }
 
 // emptyDirPath is the host directory of the pod's emptyDir volume name.
