@@ -121,8 +121,7 @@ func (m *Manager) allocate(ctx context.Context, pod *v1.Pod, container *v1.Conta
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == container.Name {
 			isInit = true
-			rp := pod.Spec.InitContainers[i].RestartPolicy
-			restartable = rp != nil && *rp == v1.ContainerRestartPolicyAlways
+			restartable = nodeapi.IsSidecar(&pod.Spec.InitContainers[i])
 		}
 	}
 	m.mu.Lock()

@@ -9,7 +9,13 @@
 //   - pod names for logs and pod identity ([PodName], [KeyOf]);
 //   - resource amounts with one overflow policy ([Amount], [PodRequest]) and
 //     extended-resource names ([IsExtendedResourceName]);
-//   - the kubelet defaults that more than one package needs ([DefaultMaxPods]).
+//   - the kubelet defaults that more than one package needs ([DefaultMaxPods]);
+//   - the pod-spec rules the kubelet applies, written once: which init
+//     containers are sidecars ([IsSidecar]), whether a container that exited
+//     restarts ([RestartsAfterExit]), the downward API's fields
+//     ([FieldRefValue], [ResourceFieldValue], [ContainerRequests]), the
+//     pod's memory limit and the size of a memory-backed volume
+//     ([PodMemoryLimit], [TmpfsSize]), and $(VAR) expansion ([ExpandVars]).
 //
 // Everything here is a plain value or a pure function; the package keeps no state.
 package nodeapi

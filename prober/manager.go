@@ -244,10 +244,6 @@ func probeSpec(c *v1.Container, t ProbeType) *v1.Probe {
 	return c.LivenessProbe
 }
 
-func isRestartableInit(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
 // AddPod starts the probes of pod's containers and restartable init
 // containers that are not running yet; probes already running get the new
 // pod object (for its deletion timestamp). A probe that is invalid (no or
@@ -281,7 +277,7 @@ func (m *Manager) AddPod(pod *v1.Pod) error {
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; isRestartableInit(c) {
+		if c := &pod.Spec.InitContainers[i]; nodeapi.IsSidecar(c) {
 			add(c, true)
 		}
 	}
@@ -391,7 +387,7 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus) {
 		restartable := false
 		for j := range pod.Spec.InitContainers {
 			if pod.Spec.InitContainers[j].Name == c.Name {
-				restartable = isRestartableInit(&pod.Spec.InitContainers[j])
+				restartable = nodeapi.IsSidecar(&pod.Spec.InitContainers[j])
 			}
 		}
 		if restartable {
@@ -573,8 +569,9 @@ func (m *Manager) runOnce(ctx context.Context, p *probe) {
 		RestartPolicy:       pod.Spec.RestartPolicy,
 	}
 	in.Container = findContainerStatus(&status, p.key.container, p.initCtr)
+	in.Spec = findContainerSpec(pod, p.key.container, p.initCtr)
 	if p.initCtr {
-		in.RestartPolicy = v1.RestartPolicyAlways
+		in.Role = nodeapi.InitContainer
 	}
 	if in.Container != nil && in.Container.ContainerID != "" && p.key.probeType != Startup {
 		r, _ := m.results[Startup].Get(in.Container.ContainerID)
@@ -758,6 +755,21 @@ func (m *Manager) target(p *probe, status *v1.PodStatus, containerID string) (Ta
 }
 
 // findContainerStatus returns the status of the named container, or nil.
+// findContainerSpec returns the spec of pod's container name, an init
+// container when initCtr; nil when the pod has none of that name.
+func findContainerSpec(pod *v1.Pod, name string, initCtr bool) *v1.Container {
+	list := pod.Spec.Containers
+	if initCtr {
+		list = pod.Spec.InitContainers
+	}
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
 func findContainerStatus(s *v1.PodStatus, name string, initCtr bool) *v1.ContainerStatus {
 	list := s.ContainerStatuses
 	if initCtr {

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // restartGracePeriod is how long before the agent's start a container must
@@ -71,8 +73,14 @@ type tickInput struct {
 	HaveStatus bool
 	// Container is the container's status; nil when it has none yet.
 	Container *v1.ContainerStatus
-	// RestartPolicy is the container's effective restart policy.
+	// RestartPolicy is the pod's restartPolicy.
 	RestartPolicy v1.RestartPolicy
+	// Spec is the container's spec, for its own restartPolicy and
+	// restartPolicyRules; nil applies the pod's policy alone.
+	Spec *v1.Container
+	// Role says whether the container is a regular one or an init one (a
+	// sidecar: only those are probed).
+	Role nodeapi.ContainerRole
 	// StartupSucceeded: the startup results cache holds Success for the
 	// container's current ID.
 	StartupSucceeded bool
@@ -121,7 +129,7 @@ func decideTick(pt ProbeType, initialDelaySeconds int32, st state, in tickInput)
 			return st, t
 		}
 		t.Set = append(t.Set, Failure)
-		if term := c.State.Terminated; term != nil && !willRestart(in.RestartPolicy, term.ExitCode) {
+		if term := c.State.Terminated; term != nil && !nodeapi.RestartsAfterExit(in.RestartPolicy, in.Spec, in.Role, term.ExitCode) {
 			t.Stop = true
 		}
 		return st, t
@@ -164,16 +172,4 @@ func initialResult(pt ProbeType, c *v1.ContainerStatus, in tickInput) Result {
 		}
 		return Unknown
 	}
-}
-
-// willRestart reports whether a container that exited with code under policy
-// will be started again.
-func willRestart(policy v1.RestartPolicy, code int32) bool {
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return code != 0
-	}
-	return true
 }

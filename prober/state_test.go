@@ -7,6 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 const (
@@ -125,6 +128,17 @@ func TestDecideTick(t *testing.T) {
 			wantState: state{ContainerID: "c1"}, want: tick{Set: []Result{Failure}}},
 		{name: "container exited, restartPolicy Never: stop", pt: Readiness, st: state{ContainerID: "c1"},
 			in:        in(exited("c1", 1), func(ti *tickInput) { ti.RestartPolicy = v1.RestartPolicyNever }),
+			wantState: state{ContainerID: "c1"}, want: tick{Set: []Result{Failure}, Stop: true}},
+		{name: "sidecar exited under a Never pod: restarts, keeps probing", pt: Readiness, st: state{ContainerID: "c1"},
+			in: in(exited("c1", 1), func(ti *tickInput) {
+				ti.RestartPolicy, ti.Role = v1.RestartPolicyNever, nodeapi.InitContainer
+				ti.Spec = &v1.Container{Name: "app", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}
+			}),
+			wantState: state{ContainerID: "c1"}, want: tick{Set: []Result{Failure}}},
+		{name: "own restartPolicy Never under an Always pod: stop", pt: Readiness, st: state{ContainerID: "c1"},
+			in: in(exited("c1", 1), func(ti *tickInput) {
+				ti.Spec = &v1.Container{Name: "app", RestartPolicy: ptr.To(v1.ContainerRestartPolicyNever)}
+			}),
 			wantState: state{ContainerID: "c1"}, want: tick{Set: []Result{Failure}, Stop: true}},
 		{name: "container exited 0, OnFailure: stop", pt: Liveness, st: state{ContainerID: "c1"},
 			in:        in(exited("c1", 0), func(ti *tickInput) { ti.RestartPolicy = v1.RestartPolicyOnFailure }),

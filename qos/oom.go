@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // The oom_score_adj values the kubelet uses. The kernel accepts -1000 (never
@@ -93,7 +95,7 @@ func OOMScoreAdj(pod *v1.Pod, container *v1.Container, memoryCapacity int64) int
 func locate(orig, p *v1.Pod, container *v1.Container) (*v1.Container, bool) {
 	for i := range orig.Spec.InitContainers {
 		if &orig.Spec.InitContainers[i] == container {
-			return &p.Spec.InitContainers[i], isRestartable(container)
+			return &p.Spec.InitContainers[i], nodeapi.IsSidecar(container)
 		}
 	}
 	for i := range orig.Spec.Containers {
@@ -103,7 +105,7 @@ func locate(orig, p *v1.Pod, container *v1.Container) (*v1.Container, bool) {
 	}
 	for i := range p.Spec.InitContainers {
 		if p.Spec.InitContainers[i].Name == container.Name {
-			return &p.Spec.InitContainers[i], isRestartable(&p.Spec.InitContainers[i])
+			return &p.Spec.InitContainers[i], nodeapi.IsSidecar(&p.Spec.InitContainers[i])
 		}
 	}
 	for i := range p.Spec.Containers {
@@ -113,11 +115,6 @@ func locate(orig, p *v1.Pod, container *v1.Container) (*v1.Container, bool) {
 	}
 	alone, _ := defaultContainers([]v1.Container{*container})
 	return &alone[0], false
-}
-
-// isRestartable reports whether an init container is a sidecar (restartPolicy Always).
-func isRestartable(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // memoryRequest returns c's memory request in bytes, rounded up.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/nodekeeper/nodekeeper/internal/offline/snapshot"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 func newGetCmd() *cobra.Command {
@@ -118,8 +119,8 @@ func printPodTable(w io.Writer, pods []v1.Pod, now time.Time) error {
 // last terminated.
 func containerCounts(p *v1.Pod) (ready, total int, restarts int32, last time.Time) {
 	sidecars := map[string]bool{}
-	for _, c := range p.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+	for i := range p.Spec.InitContainers {
+		if c := &p.Spec.InitContainers[i]; nodeapi.IsSidecar(c) {
 			sidecars[c.Name] = true
 		}
 	}

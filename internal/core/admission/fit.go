@@ -212,7 +212,7 @@ func hostPorts(pod *v1.Pod) []hostPort {
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if nodeapi.IsSidecar(c) {
 			add(c)
 		}
 	}

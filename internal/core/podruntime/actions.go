@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // startAction starts one container of the pod.
@@ -166,7 +168,7 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := cur(c.Name)
-		if isSidecar(c) {
+		if nodeapi.IsSidecar(c) {
 			running := false
 			switch {
 			case cs == nil:
@@ -197,7 +199,7 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 		case cs == nil:
 			start(c)
 		case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
-		case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+		case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && !nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, nodeapi.InitContainer, cs.ExitCode):
 			// The pod has failed; nothing more starts.
 		default:
 			start(c)
@@ -214,7 +216,7 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 		// for a pod that is done (the caller kills it).
 		kept := acts.start[:0]
 		for _, a := range acts.start {
-			if !isSidecar(a.container) {
+			if !nodeapi.IsSidecar(a.container) {
 				kept = append(kept, a)
 			} else {
 				delete(acts.waiting, a.container.Name)
@@ -242,7 +244,7 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 				start(c)
 			}
 		case cs.State == runtimeapi.ContainerState_CONTAINER_EXITED:
-			if restartOnExit(pod.Spec.RestartPolicy, cs.ExitCode) {
+			if nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, nodeapi.RegularContainer, cs.ExitCode) {
 				start(c)
 			}
 		default: // created but never started, or unknown
@@ -275,27 +277,14 @@ func ephemeralStarts(pod *v1.Pod, status *PodStatus) []startAction {
 }
 
 // podFinished reports whether every regular container of pod has exited in
-// the current sandbox (cur) and its restartPolicy restarts none of them.
+// the current sandbox (cur) and the restart rule restarts none of them.
 func podFinished(pod *v1.Pod, cur func(string) *runtimeapi.ContainerStatus) bool {
-	if pod.Spec.RestartPolicy == v1.RestartPolicyAlways || pod.Spec.RestartPolicy == "" {
-		return false
-	}
 	for i := range pod.Spec.Containers {
-		cs := cur(pod.Spec.Containers[i].Name)
-		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED || restartOnExit(pod.Spec.RestartPolicy, cs.ExitCode) {
+		c := &pod.Spec.Containers[i]
+		cs := cur(c.Name)
+		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_EXITED || nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, nodeapi.RegularContainer, cs.ExitCode) {
 			return false
 		}
-	}
-	return true
-}
-
-// restartOnExit applies restartPolicy to an exit code.
-func restartOnExit(policy v1.RestartPolicy, exitCode int32) bool {
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
 	}
 	return true
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,16 +55,15 @@ func containerHash(c *v1.Container) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 16)
 }
 
-// isSidecar reports whether c, an init container, is restartable (a sidecar).
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
+// isSidecar is nodeapi.IsSidecar, kept only for status.go, which the pod
+// status rework of issue 28 rewrites; it goes with that change.
+func isSidecar(c *v1.Container) bool { return nodeapi.IsSidecar(c) }
 
 // containerKind is "init", "sidecar" or "" (a regular container) for c of pod.
 func containerKind(pod *v1.Pod, c *v1.Container) string {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == c.Name {
-			if isSidecar(&pod.Spec.InitContainers[i]) {
+			if nodeapi.IsSidecar(&pod.Spec.InitContainers[i]) {
 				return "sidecar"
 			}
 			return "init"
@@ -219,7 +217,7 @@ func containerConfig(in containerInput) (*runtimeapi.ContainerConfig, error) {
 // so that the kernel's OOM killer ends the whole container, as the kubelet
 // asks unless singleProcessOOMKill.
 func containerResources(pod *v1.Pod, c *v1.Container, memCapacity int64, oomGroup bool) *runtimeapi.LinuxContainerResources {
-	req, lim := effectiveResources(c)
+	req, lim := nodeapi.ContainerRequests(c), c.Resources.Limits
 	r := &runtimeapi.LinuxContainerResources{
 		CpuShares:   milliToShares(req.Cpu().MilliValue()),
 		OomScoreAdj: int64(qos.OOMScoreAdj(pod, c, memCapacity)),
@@ -235,22 +233,6 @@ func containerResources(pod *v1.Pod, c *v1.Container, memCapacity int64, oomGrou
 		r.MemoryLimitInBytes = q.Value()
 	}
 	return r
-}
-
-// effectiveResources are c's requests and limits, a request absent where a
-// limit is set taking the limit (the API server's defaulting, which static
-// pods never went through).
-func effectiveResources(c *v1.Container) (requests, limits v1.ResourceList) {
-	requests = v1.ResourceList{}
-	for k, v := range c.Resources.Requests {
-		requests[k] = v
-	}
-	for k, v := range c.Resources.Limits {
-		if _, ok := requests[k]; !ok {
-			requests[k] = v
-		}
-	}
-	return requests, c.Resources.Limits
 }
 
 // milliToShares converts a cpu request in millicores to cgroup v1 cpu.shares.
@@ -397,13 +379,14 @@ func containerEnv(in containerInput) ([]*runtimeapi.KeyValue, error) {
 		case e.ValueFrom == nil:
 			val = nodeapi.ExpandVars(e.Value, lookup)
 		case e.ValueFrom.FieldRef != nil:
-			v, err := fieldRefValue(in, e.ValueFrom.FieldRef.FieldPath)
+			v, err := nodeapi.FieldRefValue(in.pod, e.ValueFrom.FieldRef.FieldPath, nodeapi.FieldInEnv,
+				nodeapi.PodFacts{NodeName: in.nodeName, HostIP: in.hostIP, PodIPs: in.ips()})
 			if err != nil {
 				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
 			}
 			val = v
 		case e.ValueFrom.ResourceFieldRef != nil:
-			v, err := resourceFieldValue(in, e.ValueFrom.ResourceFieldRef)
+			v, err := nodeapi.ResourceFieldValue(in.pod, in.container, e.ValueFrom.ResourceFieldRef, nodeLimits(in.cpus, in.memCapacity))
 			if err != nil {
 				return nil, fmt.Errorf("container %q: env[%d] %s: %w", c.Name, i, e.Name, err)
 			}
@@ -484,97 +467,13 @@ func (in containerInput) ips() []string {
 	return in.podIPs
 }
 
-// fieldRefValue resolves a downward API fieldPath.
-func fieldRefValue(in containerInput, path string) (string, error) {
-	pod := in.pod
-	if k, ok := subscript(path, "metadata.labels"); ok {
-		return pod.Labels[k], nil
+// nodeLimits are what a resourceFieldRef reads for an absent limit: the
+// node's cpus and memory (bytes).
+func nodeLimits(cpus int, memory int64) v1.ResourceList {
+	return v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewQuantity(int64(cpus), resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(memory, resource.BinarySI),
 	}
-	if k, ok := subscript(path, "metadata.annotations"); ok {
-		return pod.Annotations[k], nil
-	}
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		if pod.Spec.NodeName != "" {
-			return pod.Spec.NodeName, nil
-		}
-		return in.nodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP", "status.hostIPs":
-		return in.hostIP, nil
-	case "status.podIP":
-		if ips := in.ips(); len(ips) > 0 {
-			return ips[0], nil
-		}
-		return "", nil
-	case "status.podIPs":
-		return strings.Join(in.ips(), ","), nil
-	}
-	return "", fmt.Errorf("fieldRef.fieldPath %q is not supported", path)
-}
-
-// subscript returns x from `prefix['x']`.
-func subscript(path, prefix string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, prefix+"['")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "']")
-}
-
-// resourceFieldValue resolves a resourceFieldRef: the named container's (this
-// one by default) request or limit divided by the divisor and rounded up; an
-// absent limit is the node's capacity, as the kubelet reports it.
-func resourceFieldValue(in containerInput, ref *v1.ResourceFieldSelector) (string, error) {
-	c := in.container
-	if ref.ContainerName != "" && ref.ContainerName != c.Name {
-		c = nil
-		for _, x := range allContainers(in.pod) {
-			if x.Name == ref.ContainerName {
-				c = x
-			}
-		}
-		if c == nil {
-			return "", fmt.Errorf("resourceFieldRef.containerName %q is not a container of the pod", ref.ContainerName)
-		}
-	}
-	requests, limits := effectiveResources(c)
-	capacity := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(in.cpus), resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(in.memCapacity, resource.BinarySI),
-	}
-	which, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (which != "limits" && which != "requests") {
-		return "", fmt.Errorf("resourceFieldRef.resource %q is not supported", ref.Resource)
-	}
-	res := v1.ResourceName(name)
-	if res != v1.ResourceCPU && res != v1.ResourceMemory && res != v1.ResourceEphemeralStorage {
-		return "", fmt.Errorf("resourceFieldRef.resource %q is not supported", ref.Resource)
-	}
-	var q resource.Quantity
-	if which == "limits" {
-		var set bool
-		if q, set = limits[res]; !set {
-			q = capacity[res] // ephemeral-storage: none known, 0
-		}
-	} else {
-		q = requests[res]
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	if res == v1.ResourceCPU {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	}
-	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
 }
 
 // emptyDirPath is the host directory of the pod's emptyDir volume name.
@@ -784,7 +683,7 @@ func volumeHostPath(podsDir string, pod *v1.Pod, v *v1.Volume, memCapacity int64
 		dir := emptyDirPath(podsDir, string(pod.UID), v.Name)
 		var size int64
 		if v.EmptyDir.Medium == v1.StorageMediumMemory {
-			size = tmpfsSize(pod, v.EmptyDir.SizeLimit, memCapacity)
+			size = nodeapi.TmpfsSize(pod, v.EmptyDir.SizeLimit, memCapacity)
 		}
 		var fsGroup *int64
 		if sc := pod.Spec.SecurityContext; sc != nil {
@@ -808,28 +707,6 @@ func propagates(pod *v1.Pod, name string) bool {
 		}
 	}
 	return false
-}
-
-// tmpfsSize is the size of a memory-backed emptyDir: the smallest of its
-// sizeLimit, the pod's memory limit (when every container has one) and the
-// node's memory.
-func tmpfsSize(pod *v1.Pod, sizeLimit *resource.Quantity, memCapacity int64) int64 {
-	size := memCapacity
-	if sizeLimit != nil && sizeLimit.Value() > 0 && sizeLimit.Value() < size {
-		size = sizeLimit.Value()
-	}
-	var podLimit int64
-	for i := range pod.Spec.Containers {
-		q, ok := pod.Spec.Containers[i].Resources.Limits[v1.ResourceMemory]
-		if !ok {
-			return size
-		}
-		podLimit += q.Value()
-	}
-	if podLimit > 0 && podLimit < size {
-		size = podLimit
-	}
-	return size
 }
 
 // checkHostPath checks (or, for the *OrCreate types, makes) a hostPath

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -130,29 +132,67 @@ func TestPreStopHTTPGet(t *testing.T) {
 	}
 }
 
-func TestTmpfsSize(t *testing.T) {
+// TestMemoryEmptyDirSize mounts memory-backed emptyDirs for real and reads
+// their size back: the kubelet's rule (nodeapi.TmpfsSize), the pod's memory
+// limit as its cgroup has it. Before issue 28 the size counted only the
+// regular containers' limits: a pod-level limit, a larger init container or
+// an init container without a limit gave the wrong size.
+func TestMemoryEmptyDirSize(t *testing.T) {
 	t.Parallel()
-	limit := resource.MustParse("100Mi")
+	if os.Geteuid() != 0 {
+		integration.Require(t, "mounting tmpfs needs root")
+	}
+	const node = 1 << 30
+	podsDir, err := os.MkdirTemp("/tmp", "nkpr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(podsDir) })
+	limit := func(q string) v1.ResourceRequirements { return v1.ResourceRequirements{Limits: rl("memory", q)} }
 	tests := []struct {
 		name      string
-		limits    []v1.ResourceList
-		sizeLimit *resource.Quantity
+		pod       func(*v1.Pod)
+		sizeLimit string
 		want      int64
 	}{
-		{"node memory", []v1.ResourceList{nil}, nil, 1 << 30},
-		{"sizeLimit", []v1.ResourceList{nil}, &limit, 100 << 20},
-		{"pod limit", []v1.ResourceList{rl("memory", "30Mi"), rl("memory", "20Mi")}, &limit, 50 << 20},
-		{"one container without a limit", []v1.ResourceList{rl("memory", "30Mi"), nil}, nil, 1 << 30},
+		{"sizeLimit", func(*v1.Pod) {}, "1Mi", 1 << 20},
+		{"node memory", func(*v1.Pod) {}, "", node},
+		{"sizeLimit above the pod limit", func(p *v1.Pod) {
+			p.Spec.Containers = []v1.Container{{Name: "a", Resources: limit("30Mi")}, {Name: "b", Resources: limit("20Mi")}}
+		}, "100Mi", 50 << 20},
+		{"pod-level limit", func(p *v1.Pod) {
+			p.Spec.Resources = &v1.ResourceRequirements{Limits: rl("memory", "8Mi")}
+		}, "", 8 << 20},
+		{"a larger init container", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Resources: limit("24Mi")}}
+			p.Spec.Containers[0].Resources = limit("4Mi")
+		}, "", 24 << 20},
+		{"an init container without a limit", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init"}}
+			p.Spec.Containers[0].Resources = limit("4Mi")
+		}, "", node},
 	}
-	for _, tc := range tests {
-		pod := testPod()
-		pod.Spec.Containers = nil
-		for _, l := range tc.limits {
-			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Resources: v1.ResourceRequirements{Limits: l}})
-		}
-		if got := tmpfsSize(pod, tc.sizeLimit, 1<<30); got != tc.want {
-			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
-		}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod(tc.pod)
+			pod.UID = types.UID("uid-" + strconv.Itoa(i))
+			ed := &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}
+			if tc.sizeLimit != "" {
+				ed.SizeLimit = new(resource.MustParse(tc.sizeLimit))
+			}
+			dir, err := volumeHostPath(podsDir, pod, &v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: ed}}, node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = unmountIfMounted(dir) })
+			var st syscall.Statfs_t
+			if err := syscall.Statfs(dir, &st); err != nil {
+				t.Fatal(err)
+			}
+			if got := int64(st.Blocks) * st.Bsize; got != tc.want {
+				t.Errorf("tmpfs size %d (%dMi), want %d (%dMi)", got, got>>20, tc.want, tc.want>>20)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package podruntime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -254,6 +256,60 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s left behind: %v", p, err)
 		}
+	}
+}
+
+// TestIntegrationMemoryEmptyDirSize: a real container sees its memory-backed
+// emptyDirs at the kubelet's size (nodeapi.TmpfsSize): the pod's memory limit
+// as its cgroup has it, here its init container's 96Mi, larger than the app's
+// 32Mi, and a smaller sizeLimit where set. Before issue 28 only the regular
+// containers' limits counted: the first volume was 32Mi.
+func TestIntegrationMemoryEmptyDirSize(t *testing.T) {
+	n := startNode(t)
+	dirType := v1.HostPathDirectory
+	pod := hostPod("tmpfs", "uid-tmpfs", func(p *v1.Pod) {
+		p.Spec.Volumes = []v1.Volume{
+			{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+			{Name: "capped", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory,
+				SizeLimit: new(resource.MustParse("8Mi"))}}},
+			{Name: "tools", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: n.tool, Type: &dirType}}},
+		}
+		p.Spec.InitContainers = []v1.Container{{Name: "init", Image: appImage, Args: []string{"exit", "0"},
+			Resources: v1.ResourceRequirements{Limits: rl("memory", "96Mi")}}}
+		p.Spec.Containers[0] = v1.Container{
+			Name: "app", Image: appImage,
+			Command: []string{"/tools/probe"},
+			Args:    []string{"statfs", "/mem/report", "/mem", "/capped"},
+			VolumeMounts: []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}, {Name: "capped", MountPath: "/capped"},
+				{Name: "tools", MountPath: "/tools", ReadOnly: true}},
+			Resources: v1.ResourceRequirements{Limits: rl("memory", "32Mi")},
+		}
+	})
+	n.runUntil(t, pod, "Running", running1)
+	report := filepath.Join(emptyDirPath(n.m.cfg.PodsDir, "uid-tmpfs", "mem"), "report")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var b []byte
+	for {
+		var err error
+		if b, err = os.ReadFile(report); err == nil && len(b) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no report at %s: %v", report, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	want := fmt.Sprintf("/mem size=%d\n/capped size=%d\n", 96<<20, 8<<20)
+	if string(b) != want {
+		t.Errorf("the container saw\n%s\nwant\n%s", b, want)
+	}
+	if err := n.m.KillPod(t.Context(), pod, n.status(t, pod.UID), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.m.RemovePod(t.Context(), n.status(t, pod.UID)); err != nil {
+		t.Fatal(err)
 	}
 }
 

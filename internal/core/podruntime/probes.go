@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/prober"
 )
 
@@ -78,8 +79,9 @@ func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.Co
 
 // probeRestarts adds to acts the running containers of the current sandbox
 // whose liveness or startup probe failed (see Probes): a kill each, and a
-// start unless the restartPolicy is Never or the crash-loop back-off of the
-// container's previous exit holds it.
+// start unless the restart rule keeps a failed container down
+// (nodeapi.RestartsAfterExit: restartPolicy Never) or the crash-loop
+// back-off of the container's previous exit holds it.
 func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, acts *podActions, backoff func(name string) (backoffEntry, bool)) {
 	if m.probes == nil || status == nil || acts.createSandbox {
 		return
@@ -103,7 +105,13 @@ func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, a
 		if pod.DeletionGracePeriodSeconds != nil {
 			grace = nil // the deletion's grace period wins
 		}
-		restart := pod.Spec.RestartPolicy != v1.RestartPolicyNever || sidecar
+		// A container killed for a failed probe has failed: the restart rule
+		// with a failure's exit code (137, killed) says whether it comes back.
+		role := nodeapi.RegularContainer
+		if sidecar {
+			role = nodeapi.InitContainer
+		}
+		restart := nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, role, 137)
 		msg := fmt.Sprintf("Container %s failed %s probe", c.Name, strings.ToLower(pt.String()))
 		if restart {
 			msg += ", will be restarted"
@@ -132,7 +140,7 @@ func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, a
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+		if c := &pod.Spec.InitContainers[i]; nodeapi.IsSidecar(c) {
 			check(c, true)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // errVolumesNotReady is the sync error of a pod some of whose volumes could
@@ -36,16 +37,8 @@ func (m *Manager) setUpVolumes(ctx context.Context, pod *v1.Pod) error {
 // volumeResource resolves a downwardAPI volume's resourceFieldRef, which
 // names its container.
 func (m *Manager) volumeResource(pod *v1.Pod) volumes.ResourceValue {
+	limits := nodeLimits(m.cfg.CPUs, m.cfg.MemoryCapacity)
 	return func(ref *v1.ResourceFieldSelector) (string, error) {
-		var c *v1.Container
-		for _, x := range allContainers(pod) {
-			if x.Name == ref.ContainerName {
-				c = x
-			}
-		}
-		if c == nil {
-			return "", fmt.Errorf("resourceFieldRef.containerName %q is not a container of the pod", ref.ContainerName)
-		}
-		return resourceFieldValue(containerInput{pod: pod, container: c, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs}, ref)
+		return nodeapi.ResourceFieldValue(pod, nil, ref, limits)
 	}
 }

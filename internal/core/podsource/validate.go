@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // Validate checks a defaulted pod (SetDefaults) for what a node relies on,
@@ -457,7 +459,7 @@ func (v *validator) container(path string, c *v1.Container, init, hostNetwork bo
 		if pr.probe == nil {
 			continue
 		}
-		if init && (c.RestartPolicy == nil || *c.RestartPolicy != v1.ContainerRestartPolicyAlways) {
+		if init && !nodeapi.IsSidecar(c) {
 			v.add(path+"."+pr.name, "set", "init containers other than sidecars may not have probes")
 			continue
 		}

@@ -3,11 +3,11 @@ package volumes
 import (
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // defaultMode is the mode of a volume's files when neither the item nor the
@@ -97,7 +97,7 @@ func downwardPayload(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, mode *int32,
 		var err error
 		switch {
 		case it.FieldRef != nil:
-			val, err = fieldValue(pod, it.FieldRef.FieldPath)
+			val, err = nodeapi.FieldRefValue(pod, it.FieldRef.FieldPath, nodeapi.FieldInVolume, nodeapi.PodFacts{})
 		case it.ResourceFieldRef != nil:
 			if res == nil {
 				err = fmt.Errorf("resourceFieldRef %q cannot be resolved here", it.ResourceFieldRef.Resource)
@@ -114,53 +114,4 @@ func downwardPayload(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, mode *int32,
 		out[it.Path] = File{Data: []byte(val), Mode: modeOf(it.Mode, mode)}
 	}
 	return out, utilerrors.NewAggregate(errs)
-}
-
-// fieldValue is a pod field a downwardAPI volume may show: the pod's name,
-// namespace, UID, labels and annotations (all, one a line as key="value" in
-// key order, or one by subscript).
-func fieldValue(pod *v1.Pod, path string) (string, error) {
-	if k, ok := subscript(path, "metadata.labels"); ok {
-		return pod.Labels[k], nil
-	}
-	if k, ok := subscript(path, "metadata.annotations"); ok {
-		return pod.Annotations[k], nil
-	}
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
-	}
-	return "", fmt.Errorf("fieldRef.fieldPath %q is not supported in a downwardAPI volume", path)
-}
-
-// subscript returns x from `prefix['x']`.
-func subscript(path, prefix string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, prefix+"['")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "']")
-}
-
-// formatMap writes m one key="value" a line (the value Go-quoted), in key
-// order, without a final newline.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	lines := make([]string, len(keys))
-	for i, k := range keys {
-		lines[i] = fmt.Sprintf("%s=%q", k, m[k])
-	}
-	return strings.Join(lines, "\n")
 }

@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // ErrNoAPIServer is the class of the errors of a volume or an environment
@@ -194,7 +196,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v *v1.Volume, kind str
 		return err
 	}
 	if !m.cfg.OnDisk && kind != KindConfigMap {
-		if err := mountTmpfs(dir, tmpfsSize(pod, m.cfg.MemoryCapacity)); err != nil {
+		if err := mountTmpfs(dir, nodeapi.TmpfsSize(pod, nil, m.cfg.MemoryCapacity)); err != nil {
 			return err
 		}
 	}
@@ -441,24 +443,6 @@ func (m *Manager) TearDown(uid types.UID) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// tmpfsSize is the size of a pod's memory-backed volume, as the kubelet
-// sizes one: the pod's memory limit when every container has one, else the
-// node's memory.
-func tmpfsSize(pod *v1.Pod, memCapacity int64) int64 {
-	var sum int64
-	for i := range pod.Spec.Containers {
-		q, ok := pod.Spec.Containers[i].Resources.Limits[v1.ResourceMemory]
-		if !ok {
-			return memCapacity
-		}
-		sum += q.Value()
-	}
-	if sum > 0 && sum < memCapacity {
-		return sum
-	}
-	return memCapacity
 }
 
 // mountTmpfs mounts a tmpfs of size bytes on dir unless dir is a mount

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -347,6 +348,48 @@ func TestSetUpTmpfs(t *testing.T) {
 	}
 	if mounted, _ := isMountPoint(sdir); mounted {
 		t.Error("secret volume still mounted after TearDown")
+	}
+}
+
+// TestSetUpTmpfsPodLimit: the tmpfs of a downwardAPI (as of a secret or
+// projected) volume is sized by the pod's memory limit as its cgroup has it
+// (nodeapi.TmpfsSize): a pod-level limit counts, and so does a larger init
+// container. Before issue 28 only the regular containers' limits counted, and
+// both pods got the node's memory (no limit) or the regular container's.
+func TestSetUpTmpfsPodLimit(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		integration.Require(t, "mounting a tmpfs needs root")
+	}
+	m, _, _ := newTestManager(t, false)
+	vol := v1.Volume{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+		Items: []v1.DownwardAPIVolumeFile{{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}
+	podLevel := testPod(vol)
+	podLevel.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi")}}
+	bigInit := testPod(vol)
+	bigInit.UID = "uid-2"
+	bigInit.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{
+		Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("96Mi")}}}}
+	for _, tc := range []struct {
+		pod  *v1.Pod
+		want int64
+	}{{podLevel, 16 << 20}, {bigInit, 96 << 20}} {
+		t.Cleanup(func() {
+			if err := m.TearDown(tc.pod.UID); err != nil {
+				t.Error(err)
+			}
+		})
+		if f := m.SetUp(context.Background(), tc.pod, nil); len(f) > 0 {
+			t.Fatal(f)
+		}
+		dir, _ := m.HostPath(tc.pod, &tc.pod.Spec.Volumes[0])
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		if got := int64(st.Blocks) * st.Bsize; got != tc.want {
+			t.Errorf("pod %s: tmpfs size %dMi, want %dMi", tc.pod.UID, got>>20, tc.want>>20)
+		}
 	}
 }
 

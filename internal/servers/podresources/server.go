@@ -29,6 +29,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	promreg "github.com/nodekeeper/nodekeeper/internal/base/metrics"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // Dir and SocketName place the socket under the root directory as the
@@ -213,7 +214,7 @@ func (s *Server) podResources(p *v1.Pod) *podresourcesapi.PodResources {
 	}
 	for i := range p.Spec.InitContainers {
 		c := &p.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if nodeapi.IsSidecar(c) {
 			add(c)
 		}
 	}

@@ -9,6 +9,7 @@
 //	probe procs                 prints the command line of each process it sees (one a line), then waits for SIGTERM
 //	probe files OUT PATH...     writes to OUT its environment, then for each PATH its mode and content
 //	                            and whether a file can be made next to it, then waits for SIGTERM
+//	probe statfs OUT DIR...     writes to OUT "DIR size=BYTES" for each DIR, the size of its filesystem, then waits for SIGTERM
 package main
 
 import (
@@ -59,6 +60,23 @@ func main() {
 			fmt.Fprintf(&b, "file %s %o %q\n", p, st.Mode().Perm(), data)
 			werr := os.WriteFile(filepath.Join(filepath.Dir(p), "probe-write"), nil, 0o644)
 			fmt.Fprintf(&b, "write %s: %v\n", filepath.Dir(p), werr)
+		}
+		if err := os.WriteFile(os.Args[2], []byte(b.String()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
+		<-c
+	case "statfs":
+		var b strings.Builder
+		for _, d := range os.Args[3:] {
+			var st syscall.Statfs_t
+			if err := syscall.Statfs(d, &st); err != nil {
+				fmt.Fprintf(&b, "%s error=%v\n", d, err)
+				continue
+			}
+			fmt.Fprintf(&b, "%s size=%d\n", d, int64(st.Blocks)*st.Bsize)
 		}
 		if err := os.WriteFile(os.Args[2], []byte(b.String()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
