@@ -9,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/base/periodic"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -42,9 +41,6 @@ type Deps struct {
 	// NodeName names the node the events are about.
 	NodeName string
 	Logger   *slog.Logger // nil: discard
-	// Clock is the one source of time: the age checks and Run's timer. Nil
-	// means the real clock; nodekeeper simulate passes a virtual one.
-	Clock clock.WithTicker
 	// LogDirs, when set, are cleaned after each pass as the kubelet does:
 	// the log directories of deleted pods and dangling log symlinks.
 	LogDirs LogDirs
@@ -71,9 +67,6 @@ func New(p Policy, period time.Duration, deps Deps) (*Collector, error) {
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	if deps.Clock == nil {
-		deps.Clock = clock.RealClock{}
-	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -82,36 +75,34 @@ func New(p Policy, period time.Duration, deps Deps) (*Collector, error) {
 }
 
 // Run collects at once and then every period until ctx ends; then it returns
-// nil. A failed pass is logged, emits ContainerGCFailed and is retried next
-// period.
-//
-// Run follows the loop discipline "one timer, re-armed once per wake-up"
-// (package internal/base/periodic) because nodekeeper simulate drives it on a
-// virtual clock: it creates one timer of Deps.Clock, armed for 0, and after
-// each pass re-arms it with one Reset(period). Call Run once.
+// nil: Step on real time (periodic.Loop). Call Run once.
 func (c *Collector) Run(ctx context.Context) error {
-	return periodic.Run(ctx, c.deps.Clock, periodic.Duty{Period: c.period, Do: c.periodicGC})
+	return periodic.Loop(ctx, c.Step, nil)
 }
 
-// periodicGC is one pass of Run: failures are logged and recorded.
-func (c *Collector) periodicGC(ctx context.Context) {
-	if err := c.GarbageCollect(ctx, false); err != nil && ctx.Err() == nil {
+// Step is one pass of Run at now and returns when the next is due, now plus
+// the period. A failed pass is logged, emits ContainerGCFailed and is retried
+// at the next. It may be called from any goroutine (passes are serialized);
+// nodekeeper simulate calls it on virtual time.
+func (c *Collector) Step(ctx context.Context, now time.Time) time.Time {
+	if err := c.GarbageCollect(ctx, false, now); err != nil && ctx.Err() == nil {
 		c.log.Error("container garbage collection failed", "err", err)
 		if c.deps.Recorder != nil {
 			c.deps.Recorder.Event(nodeapi.NodeRef(c.deps.NodeName), v1.EventTypeWarning, EventContainerGCFailed, err.Error())
 		}
 	}
+	return now.Add(c.period)
 }
 
-// DeleteAllUnusedContainers is eviction's reclaim step: a pass that also removes
-// the dead containers and sandboxes of terminated pods.
-func (c *Collector) DeleteAllUnusedContainers(ctx context.Context) error {
-	return c.GarbageCollect(ctx, true)
+// DeleteAllUnusedContainers is eviction's reclaim step at now: a pass that
+// also removes the dead containers and sandboxes of terminated pods.
+func (c *Collector) DeleteAllUnusedContainers(ctx context.Context, now time.Time) error {
+	return c.GarbageCollect(ctx, true, now)
 }
 
-// GarbageCollect runs one pass now. Removal errors do not stop it; they are
-// returned together.
-func (c *Collector) GarbageCollect(ctx context.Context, evictNonDeleted bool) error {
+// GarbageCollect runs one pass, with now as the time the containers' ages
+// count to. Removal errors do not stop it; they are returned together.
+func (c *Collector) GarbageCollect(ctx context.Context, evictNonDeleted bool, now time.Time) error {
 	if err := c.pass.Lock(ctx); err != nil {
 		return err
 	}
@@ -126,7 +117,7 @@ func (c *Collector) GarbageCollect(ctx context.Context, evictNonDeleted bool) er
 		return fmt.Errorf("list containers: %w", err)
 	}
 	var errs []error
-	for _, r := range PlanContainers(containers, sandboxes, c.policy, c.deps.Pods, evictNonDeleted, c.deps.Clock.Now()) {
+	for _, r := range PlanContainers(containers, sandboxes, c.policy, c.deps.Pods, evictNonDeleted, now) {
 		c.log.Info("removing dead container", "containerID", r.ID, "podUID", r.PodUID, "containerName", r.Name, "reason", r.Why)
 		if r.Unknown {
 			if err := rt.StopContainer(ctx, r.ID, 0); err != nil {

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -119,13 +118,13 @@ func TestCollector(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.GarbageCollect(t.Context(), false); err != nil {
+		if err := c.GarbageCollect(t.Context(), false, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"app-2", "app-3", "term-1"}, remainingContainers(rt)); diff != "" {
 			t.Errorf("containers after periodic GC (-want +got):\n%s", diff)
 		}
-		if err := c.DeleteAllUnusedContainers(t.Context()); err != nil {
+		if err := c.DeleteAllUnusedContainers(t.Context(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"app-2", "app-3"}, remainingContainers(rt)); diff != "" {
@@ -176,62 +175,48 @@ func TestCollectorRunReportsFailures(t *testing.T) {
 	})
 }
 
-// Run passes every period on the fake clock, one timer armed between passes,
-// and the age check reads the same clock.
-func TestCollectorRunOnFakeClock(t *testing.T) {
+// Step passes at now, with the containers' ages counted to now, and returns
+// now plus the period.
+func TestCollectorStep(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Date(2025, 11, 21, 12, 0, 0, 0, time.UTC)
-		clk := testingclock.NewFakeClock(t0)
-		rt := apitest.NewFakeRuntimeService()
-		rt.SetFakeContainers([]*apitest.FakeContainer{
-			fakeContainer("old", "p", "app", runtimeapi.ContainerState_CONTAINER_EXITED, t0.Add(-3*time.Minute)),
-			fakeContainer("new", "p", "app", runtimeapi.ContainerState_CONTAINER_EXITED, t0.Add(-time.Minute)),
-		})
-		c, err := New(Policy{MinAge: 2 * time.Minute, MaxPerPodContainer: 0, MaxContainers: -1}, 2*time.Minute,
-			Deps{Runtime: rt, Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- c.Run(ctx) }()
-		synctest.Wait()
-		pass := []string{"ListPodSandbox", "ListContainers", "ListContainers"}
-		removing := []string{"ListPodSandbox", "ListContainers", "RemoveContainer", "ListContainers"}
-		for _, w := range []struct {
-			step  time.Duration
-			calls []string
-			left  []string
-		}{
-			{0, removing, []string{"new"}}, // "new" is 1m old
-			{time.Minute, nil, []string{"new"}},
-			{time.Minute, removing, nil}, // 3m old
-			{time.Minute, nil, nil},
-			{time.Minute, pass, nil},
-		} {
-			if n := clk.Waiters(); n != 1 {
-				t.Fatalf("%d timers armed, want 1", n)
-			}
-			clk.Step(w.step)
-			synctest.Wait()
-			at := clk.Since(t0)
-			rt.Lock()
-			calls := rt.Called
-			rt.Called = nil
-			rt.Unlock()
-			if diff := cmp.Diff(w.calls, calls, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("calls at %v (-want +got):\n%s", at, diff)
-			}
-			if diff := cmp.Diff(w.left, remainingContainers(rt), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("containers at %v (-want +got):\n%s", at, diff)
-			}
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
+	t0 := time.Date(2025, 11, 21, 12, 0, 0, 0, time.UTC)
+	rt := apitest.NewFakeRuntimeService()
+	rt.SetFakeContainers([]*apitest.FakeContainer{
+		fakeContainer("old", "p", "app", runtimeapi.ContainerState_CONTAINER_EXITED, t0.Add(-3*time.Minute)),
+		fakeContainer("new", "p", "app", runtimeapi.ContainerState_CONTAINER_EXITED, t0.Add(-time.Minute)),
 	})
+	c, err := New(Policy{MinAge: 2 * time.Minute, MaxPerPodContainer: 0, MaxContainers: -1}, 2*time.Minute,
+		Deps{Runtime: rt, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := []string{"ListPodSandbox", "ListContainers", "ListContainers"}
+	removing := []string{"ListPodSandbox", "ListContainers", "RemoveContainer", "ListContainers"}
+	for _, w := range []struct {
+		at    time.Duration
+		calls []string
+		left  []string
+	}{
+		{0, removing, []string{"new"}},            // "new" is 1m old
+		{30 * time.Second, pass, []string{"new"}}, // 1m30s old
+		{2 * time.Minute, removing, nil},          // 3m old
+		{4 * time.Minute, pass, nil},
+	} {
+		next := c.Step(t.Context(), t0.Add(w.at))
+		if want := t0.Add(w.at + 2*time.Minute); !next.Equal(want) {
+			t.Errorf("Step at %v: next due %v, want %v", w.at, next, want)
+		}
+		rt.Lock()
+		calls := rt.Called
+		rt.Called = nil
+		rt.Unlock()
+		if diff := cmp.Diff(w.calls, calls, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("calls at %v (-want +got):\n%s", w.at, diff)
+		}
+		if diff := cmp.Diff(w.left, remainingContainers(rt), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("containers at %v (-want +got):\n%s", w.at, diff)
+		}
+	}
 }
 
 func TestCollectorRemovalErrorsContinue(t *testing.T) {
@@ -248,7 +233,7 @@ func TestCollectorRemovalErrorsContinue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.GarbageCollect(t.Context(), false)
+	err = c.GarbageCollect(t.Context(), false, time.Now())
 	if err == nil || !strings.Contains(err.Error(), `remove container "a": device busy`) {
 		t.Fatalf("GarbageCollect = %v, want the removal error of a", err)
 	}

@@ -59,7 +59,7 @@ func TestContainerdIntegration(t *testing.T) {
 	// Periodic pass: app keeps its newest dead attempt (2) and the running one;
 	// the deleted pod loses its container and its stopped sandbox; the
 	// terminated pod keeps both.
-	if err := c.GarbageCollect(ctx, false); err != nil {
+	if err := c.GarbageCollect(ctx, false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(sorted(app2, app3, side, termJob), containerIDs(t, ctd)); diff != "" {
@@ -70,7 +70,7 @@ func TestContainerdIntegration(t *testing.T) {
 	}
 
 	// Eviction's reclaim also empties the terminated pod.
-	if err := c.DeleteAllUnusedContainers(ctx); err != nil {
+	if err := c.DeleteAllUnusedContainers(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(sorted(app2, app3, side), containerIDs(t, ctd)); diff != "" {

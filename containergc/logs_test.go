@@ -62,7 +62,7 @@ func TestCollectorRemovesLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.GarbageCollect(t.Context(), false); err != nil {
+	if err := c.GarbageCollect(t.Context(), false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"default_web_uid-live", "stray_file_uid-gone"}, list(t, podsDir)); diff != "" {
@@ -88,7 +88,7 @@ func TestCollectorLogDirsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.GarbageCollect(t.Context(), false); err != nil {
+	if err := c.GarbageCollect(t.Context(), false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 }

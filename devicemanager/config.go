@@ -120,5 +120,8 @@ type Deps struct {
 	// the allocation duration metric. Nil means the real clock. The RPC
 	// bounds (DialTimeout, AllocateTimeout, PreStartTimeout) are network
 	// deadlines and stay real-time context deadlines whatever the Clock.
+	// It is injected because the tests step it while the manager talks to
+	// real plugins over unix sockets, which a synctest bubble cannot hold
+	// (docs/architecture.md, One time model).
 	Clock clock.WithTicker
 }

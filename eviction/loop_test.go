@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,125 +17,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"k8s.io/utils/clock"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
-// loopClock is a fake clock for tests of Run. Each timer Reset is reported on
-// resets once the timer is re-armed, so a test can wait for Run to finish a
-// wake-up before it moves the clock, as nodekeeper simulate does. The calls the
-// loop discipline rules out are recorded in forbidden.
-type loopClock struct {
-	*testingclock.FakeClock
-	timers  atomic.Int32       // NewTimer calls
-	created chan struct{}      // one value per NewTimer
-	resets  chan time.Duration // one value per Reset
-	mu      sync.Mutex
-	due     time.Time // guarded by mu; when the timer fires
-	forbid  []string  // guarded by mu
-}
-
-func newLoopClock() *loopClock {
-	return &loopClock{FakeClock: testingclock.NewFakeClock(fixtureTime),
-		created: make(chan struct{}, 1), resets: make(chan time.Duration, 16)}
-}
-
-func (c *loopClock) NewTimer(d time.Duration) clock.Timer {
-	c.timers.Add(1)
-	c.arm(d)
-	t := &loopTimer{Timer: c.FakeClock.NewTimer(d), c: c}
-	select {
-	case c.created <- struct{}{}:
-	default:
-	}
-	return t
-}
-
-// arm notes when a timer armed now for d fires. Only the test moves the
-// clock, so the time read here is the time of the call.
-func (c *loopClock) arm(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.due = c.Now().Add(d)
-}
-
-func (c *loopClock) forbidden(call string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.forbid = append(c.forbid, call)
-}
-
-func (c *loopClock) NewTicker(d time.Duration) clock.Ticker {
-	c.forbidden("NewTicker")
-	return c.FakeClock.NewTicker(d)
-}
-
-func (c *loopClock) After(d time.Duration) <-chan time.Time {
-	c.forbidden("After")
-	return c.FakeClock.After(d)
-}
-
-func (c *loopClock) Tick(d time.Duration) <-chan time.Time {
-	c.forbidden("Tick")
-	return c.FakeClock.Tick(d)
-}
-
-func (c *loopClock) Sleep(d time.Duration) {
-	c.forbidden("Sleep")
-	c.FakeClock.Sleep(d)
-}
-
-type loopTimer struct {
-	clock.Timer
-	c *loopClock
-}
-
-func (t *loopTimer) Reset(d time.Duration) bool {
-	t.c.arm(d)
-	active := t.Timer.Reset(d)
-	t.c.resets <- d
-	return active
-}
-
-// step moves the clock by d and, when that fires Run's timer, waits for Run to
-// re-arm it and returns the duration it was re-armed for; it returns 0 when the
-// timer was not due.
-func (c *loopClock) step(t *testing.T, d time.Duration) time.Duration {
-	t.Helper()
-	c.mu.Lock()
-	fires := !c.due.After(c.Now().Add(d))
-	c.mu.Unlock()
-	c.Step(d)
-	if !fires {
-		return 0
-	}
-	select {
-	case next := <-c.resets:
-		return next
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Run did not re-arm its timer at %v", c.Since(fixtureTime))
-		return 0
-	}
-}
-
 // clockStats is a StatsSource whose Summary has the node's memory, as set, and
-// the working set of each pod still there, all stamped with the clock's time;
-// it records when it was called.
+// the working set of each pod still there, all stamped with the time now
+// returns; it records when it was called, since start.
 type clockStats struct {
-	clk       clock.PassiveClock
+	now       func() time.Time
+	start     time.Time
 	mu        sync.Mutex
 	available string
 	pods      map[string]string // pod name -> working set
-	calls     []time.Duration   // since fixtureTime
+	calls     []time.Duration   // since start
 }
 
 func (f *clockStats) Summary(context.Context) (*statsapi.Summary, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.clk.Now()
-	f.calls = append(f.calls, now.Sub(fixtureTime))
+	now := f.now()
+	f.calls = append(f.calls, now.Sub(f.start))
 	b := newSummary().memory(f.available, "7Gi")
 	for _, name := range slices.Sorted(maps.Keys(f.pods)) {
 		pod := newTestPod(name)
@@ -151,23 +54,32 @@ func (f *clockStats) called() []time.Duration {
 	return slices.Clone(f.calls)
 }
 
-// loopNode is a node under a hard memory threshold, with a manager on a
-// loopClock: a killed pod leaves the active pods and the stats, and is cleaned
-// up once cleaned is set.
+// loopNode is a node under a hard memory threshold: a killed pod leaves the
+// active pods and the stats, and is cleaned up once cleaned is set. Its time
+// is time.Now (a synctest bubble's, for tests of Run) unless at is set (for
+// tests that call Step themselves).
 type loopNode struct {
-	clk     *loopClock
+	start   time.Time
+	at      *time.Time
 	stats   *clockStats
 	m       *Manager
 	cleaned atomic.Bool
 	mu      sync.Mutex
 	pods    []*v1.Pod       // guarded by mu
-	kills   []time.Duration // guarded by mu; since fixtureTime
+	kills   []time.Duration // guarded by mu; since start
+}
+
+func (n *loopNode) now() time.Time {
+	if n.at != nil {
+		return *n.at
+	}
+	return time.Now()
 }
 
 func newLoopNode(t *testing.T, cfg Config, available string, podMemory map[string]string, cleanup bool) *loopNode {
 	t.Helper()
-	n := &loopNode{clk: newLoopClock()}
-	n.stats = &clockStats{clk: n.clk, available: available, pods: podMemory}
+	n := &loopNode{start: time.Now()}
+	n.stats = &clockStats{now: n.now, start: n.start, available: available, pods: podMemory}
 	for _, name := range slices.Sorted(maps.Keys(podMemory)) {
 		n.pods = append(n.pods, newTestPod(name, bestEffort()))
 	}
@@ -176,7 +88,7 @@ func newLoopNode(t *testing.T, cfg Config, available string, podMemory map[strin
 		Stats: n.stats,
 		Killer: nodeapi.PodKillerFunc(func(_ context.Context, req nodeapi.KillRequest) error {
 			n.mu.Lock()
-			n.kills = append(n.kills, n.clk.Since(fixtureTime))
+			n.kills = append(n.kills, n.now().Sub(n.start))
 			n.pods = slices.DeleteFunc(n.pods, func(p *v1.Pod) bool { return p.Name == req.Pod.Name })
 			n.mu.Unlock()
 			n.stats.mu.Lock()
@@ -185,7 +97,6 @@ func newLoopNode(t *testing.T, cfg Config, available string, podMemory map[strin
 			return nil
 		}),
 		ActivePods: func() []*v1.Pod { n.mu.Lock(); defer n.mu.Unlock(); return slices.Clone(n.pods) },
-		Clock:      n.clk,
 		Logger:     testLogger(t),
 	}
 	if cleanup {
@@ -199,35 +110,32 @@ func newLoopNode(t *testing.T, cfg Config, available string, podMemory map[strin
 	return n
 }
 
-// run starts Run and waits until it has made its timer; it stops Run at the
-// end of the test and checks that it returned nil and kept to one timer and
-// none of the calls the loop discipline rules out.
+// run starts Run in the test's synctest bubble and waits until its first pass
+// is done; it stops Run at the end of the test and checks that it returned nil.
 func (n *loopNode) run(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- n.m.Run(ctx) }()
-	select {
-	case <-n.clk.created:
-	case err := <-done:
-		t.Fatalf("Run returned early: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run made no timer")
-	}
+	synctest.Wait()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run returned %v", err)
 		}
-		if got := n.clk.timers.Load(); got != 1 {
-			t.Errorf("Run made %d timers, want 1", got)
-		}
-		n.clk.mu.Lock()
-		defer n.clk.mu.Unlock()
-		if len(n.clk.forbid) > 0 {
-			t.Errorf("Run called %v", n.clk.forbid)
-		}
 	})
+}
+
+// after lets d of the bubble's time pass and waits until Run is idle.
+func after(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+// wake calls Wake and waits until Run is idle again.
+func (n *loopNode) wake() {
+	n.m.Wake()
+	synctest.Wait()
 }
 
 func (n *loopNode) killedAt() []time.Duration {
@@ -236,84 +144,154 @@ func (n *loopNode) killedAt() []time.Duration {
 	return slices.Clone(n.kills)
 }
 
-// TestRunMonitoringIntervalOnFakeClock: the first pass runs on the first
-// wake-up (the timer is armed for 0), then one pass per monitoring interval,
-// each wake-up re-arming the one timer once.
-func TestRunMonitoringIntervalOnFakeClock(t *testing.T) {
+// TestStepNextDue: Step returns when it is due again: the monitoring interval
+// after a pass that evicted nobody; now after a pass that evicted, and then,
+// in the wait for the evicted pods' cleanup, one poll later, cut to the
+// wait's deadline; the next pass runs in the call that sees the pod cleaned up
+// or the wait timed out.
+func TestStepNextDue(t *testing.T) {
 	t.Parallel()
-	n := newLoopNode(t, Config{MonitoringInterval: 10 * time.Second}, "1Gi", map[string]string{"a": "1Gi"}, false)
-	n.run(t)
-	if got := n.stats.called(); len(got) != 0 {
-		t.Fatalf("passes before the first wake-up: %v", got)
+	type call struct {
+		at      time.Duration
+		cleaned bool          // set before the call
+		next    time.Duration // want
 	}
-	var rearmed []time.Duration
-	for _, d := range []time.Duration{0, 9 * time.Second, time.Second, 10 * time.Second, 5 * time.Second} {
-		rearmed = append(rearmed, n.clk.step(t, d))
+	tests := []struct {
+		name      string
+		cfg       Config
+		available string
+		pods      map[string]string
+		calls     []call
+		passes    []time.Duration
+		kills     []time.Duration
+	}{
+		{
+			name: "no eviction: every monitoring interval", cfg: Config{MonitoringInterval: 10 * time.Second},
+			available: "1Gi", pods: map[string]string{"a": "1Gi"},
+			calls:  []call{{0, false, 10 * time.Second}, {10 * time.Second, false, 20 * time.Second}, {23 * time.Second, false, 33 * time.Second}},
+			passes: []time.Duration{0, 10 * time.Second, 23 * time.Second},
+		},
+		{
+			name: "cleaned up at the second poll", cfg: Config{},
+			available: "50Mi", pods: map[string]string{"a": "2Gi", "b": "1Gi"},
+			calls: []call{
+				{0, false, 0}, // pass evicts a: call again at once
+				{time.Second / 2, false, 1500 * time.Millisecond}, // the kill ended: the wait starts
+				{1500 * time.Millisecond, false, 2500 * time.Millisecond},
+				{2500 * time.Millisecond, true, 2500 * time.Millisecond}, // cleaned up: pass evicts b
+				{2500 * time.Millisecond, false, 3500 * time.Millisecond},
+				{3500 * time.Millisecond, false, 3500*time.Millisecond + DefaultMonitoringInterval}, // nobody left
+			},
+			passes: []time.Duration{0, 2500 * time.Millisecond, 3500 * time.Millisecond},
+			kills:  []time.Duration{0, 2500 * time.Millisecond},
+		},
+		{
+			name: "timeout between polls: the wait counts from the end of the kills", cfg: Config{PodCleanupTimeout: 2500 * time.Millisecond},
+			available: "50Mi", pods: map[string]string{"a": "2Gi", "b": "1Gi"},
+			calls: []call{
+				{0, false, 0},
+				{time.Second, false, 2 * time.Second},
+				{2 * time.Second, false, 3 * time.Second},
+				{3 * time.Second, false, 3500 * time.Millisecond},         // cut to the deadline
+				{3500 * time.Millisecond, false, 3500 * time.Millisecond}, // timed out: pass evicts b
+			},
+			passes: []time.Duration{0, 3500 * time.Millisecond},
+			kills:  []time.Duration{0, 3500 * time.Millisecond},
+		},
 	}
-	if diff := cmp.Diff([]time.Duration{10 * time.Second, 0, 10 * time.Second, 10 * time.Second, 0}, rearmed); diff != "" {
-		t.Errorf("re-armed for, per step (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]time.Duration{0, 10 * time.Second, 20 * time.Second}, n.stats.called()); diff != "" {
-		t.Errorf("passes at (-want +got):\n%s", diff)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			n := newLoopNode(t, tc.cfg, tc.available, tc.pods, true)
+			for _, c := range tc.calls {
+				at := n.start.Add(c.at)
+				n.at = &at
+				if c.cleaned {
+					n.cleaned.Store(true)
+				}
+				if got := n.m.Step(t.Context(), at).Sub(n.start); got != c.next {
+					t.Errorf("Step at %v: next due at %v, want %v", c.at, got, c.next)
+				}
+			}
+			if diff := cmp.Diff(tc.passes, n.stats.called()); diff != "" {
+				t.Errorf("passes at (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.kills, n.killedAt()); diff != "" {
+				t.Errorf("kills at (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
-// TestRunWaitsForCleanupOnFakeClock: after a pass that evicts, the same timer
-// polls the cleanup every second; the next pass runs in the wake-up that sees
-// the pod cleaned up (or the wait time out), and without eviction the loop goes
-// back to the monitoring interval.
-func TestRunWaitsForCleanupOnFakeClock(t *testing.T) {
+// TestRunMonitoringInterval: Run's first pass runs at once, then one pass per
+// monitoring interval.
+func TestRunMonitoringInterval(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		n := newLoopNode(t, Config{MonitoringInterval: 10 * time.Second}, "1Gi", map[string]string{"a": "1Gi"}, false)
+		n.run(t)
+		for _, d := range []time.Duration{9 * time.Second, time.Second, 10 * time.Second, 5 * time.Second} {
+			after(d)
+		}
+		if diff := cmp.Diff([]time.Duration{0, 10 * time.Second, 20 * time.Second}, n.stats.called()); diff != "" {
+			t.Errorf("passes at (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestRunWaitsForCleanup: after a pass that evicts, Run polls the cleanup
+// every second; the next pass runs in the wake-up that sees the pod cleaned up
+// (or the wait time out), and without eviction Run goes back to the monitoring
+// interval.
+func TestRunWaitsForCleanup(t *testing.T) {
 	t.Parallel()
 	t.Run("cleaned up at the second poll", func(t *testing.T) {
 		t.Parallel()
-		n := newLoopNode(t, Config{}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, true)
-		n.run(t)
-		var rearmed []time.Duration
-		rearmed = append(rearmed, n.clk.step(t, 0))           // 0s: pass evicts a
-		rearmed = append(rearmed, n.clk.step(t, time.Second)) // 1s: a not cleaned up
-		n.cleaned.Store(true)
-		rearmed = append(rearmed, n.clk.step(t, time.Second)) // 2s: cleaned up; pass evicts b
-		rearmed = append(rearmed, n.clk.step(t, time.Second)) // 3s: cleaned up; pass, nobody left
-		if diff := cmp.Diff([]time.Duration{time.Second, time.Second, time.Second, DefaultMonitoringInterval}, rearmed); diff != "" {
-			t.Errorf("re-armed for, per step (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]time.Duration{0, 2 * time.Second, 3 * time.Second}, n.stats.called()); diff != "" {
-			t.Errorf("passes at (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]time.Duration{0, 2 * time.Second}, n.killedAt()); diff != "" {
-			t.Errorf("kills at (-want +got):\n%s", diff)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			n := newLoopNode(t, Config{}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, true)
+			n.run(t)           // 0s: pass evicts a
+			after(time.Second) // 1s: a not cleaned up
+			n.cleaned.Store(true)
+			after(time.Second) // 2s: cleaned up; pass evicts b
+			after(time.Second) // 3s: cleaned up; pass, nobody left
+			after(DefaultMonitoringInterval)
+			if diff := cmp.Diff([]time.Duration{0, 2 * time.Second, 3 * time.Second, 3*time.Second + DefaultMonitoringInterval}, n.stats.called()); diff != "" {
+				t.Errorf("passes at (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]time.Duration{0, 2 * time.Second}, n.killedAt()); diff != "" {
+				t.Errorf("kills at (-want +got):\n%s", diff)
+			}
+		})
 	})
 	t.Run("no PodCleanedUp: next pass one poll later", func(t *testing.T) {
 		t.Parallel()
-		n := newLoopNode(t, Config{}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, false)
-		n.run(t)
-		for range 3 {
-			n.clk.step(t, time.Second)
-		}
-		if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 3 * time.Second}, n.stats.called()); diff != "" {
-			t.Errorf("passes at (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second}, n.killedAt()); diff != "" {
-			t.Errorf("kills at (-want +got):\n%s", diff)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			n := newLoopNode(t, Config{}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, false)
+			n.run(t)
+			after(time.Second)
+			after(time.Second)
+			if diff := cmp.Diff([]time.Duration{0, time.Second, 2 * time.Second}, n.stats.called()); diff != "" {
+				t.Errorf("passes at (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]time.Duration{0, time.Second}, n.killedAt()); diff != "" {
+				t.Errorf("kills at (-want +got):\n%s", diff)
+			}
+		})
 	})
 	t.Run("timeout between polls", func(t *testing.T) {
 		t.Parallel()
-		n := newLoopNode(t, Config{PodCleanupTimeout: 2500 * time.Millisecond}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, true)
-		n.run(t)
-		var rearmed []time.Duration
-		for _, d := range []time.Duration{0, time.Second, time.Second, 500 * time.Millisecond} {
-			rearmed = append(rearmed, n.clk.step(t, d))
-		}
-		// The last wait is cut to the deadline; at 2.5s the wait times out and
-		// the pass evicts b.
-		if diff := cmp.Diff([]time.Duration{time.Second, time.Second, 500 * time.Millisecond, time.Second}, rearmed); diff != "" {
-			t.Errorf("re-armed for, per step (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]time.Duration{0, 2500 * time.Millisecond}, n.killedAt()); diff != "" {
-			t.Errorf("kills at (-want +got):\n%s", diff)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			n := newLoopNode(t, Config{PodCleanupTimeout: 2500 * time.Millisecond}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, true)
+			n.run(t)
+			after(2 * time.Second)
+			if got := n.killedAt(); len(got) != 1 {
+				t.Fatalf("kills at %v before the deadline, want one at 0", got)
+			}
+			after(500 * time.Millisecond) // the last poll is cut to the deadline: the wait times out, the pass evicts b
+			if diff := cmp.Diff([]time.Duration{0, 2500 * time.Millisecond}, n.killedAt()); diff != "" {
+				t.Errorf("kills at (-want +got):\n%s", diff)
+			}
+		})
 	})
 }
 
@@ -453,10 +431,10 @@ func TestEvictionRecordsKubeletEventAndStatus(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clk := testingclock.NewFakeClock(fixtureTime)
+			now := fixtureTime
 			summary := func() *statsapi.Summary {
 				s := newSummary().memory(tc.available, "4Gi").pods(newPodStats(tc.pod, tc.stats...)).build()
-				s.Node.Memory.Time = metav1.NewTime(clk.Now())
+				s.Node.Memory.Time = metav1.NewTime(now)
 				return s
 			}
 			rec := &fakeRecorder{}
@@ -466,7 +444,6 @@ func TestEvictionRecordsKubeletEventAndStatus(t *testing.T) {
 				ActivePods: func() []*v1.Pod { return []*v1.Pod{tc.pod} },
 				Recorder:   rec,
 				NodeName:   "node-1",
-				Clock:      clk,
 				Logger:     testLogger(t),
 			})
 			if err != nil {
@@ -474,8 +451,8 @@ func TestEvictionRecordsKubeletEventAndStatus(t *testing.T) {
 			}
 			var evicted []*v1.Pod
 			for _, at := range tc.passes {
-				clk.SetTime(fixtureTime.Add(at))
-				evicted = m.Pass(t.Context())
+				now = fixtureTime.Add(at)
+				evicted = m.Pass(t.Context(), now)
 			}
 			if diff := cmp.Diff([]*v1.Pod{tc.pod}, evicted); diff != "" {
 				t.Errorf("evicted (-want +got):\n%s", diff)
@@ -499,19 +476,6 @@ func TestEvictionRecordsKubeletEventAndStatus(t *testing.T) {
 
 func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
 
-// wake calls Wake and waits for Run to re-arm its timer after the pass.
-func (c *loopClock) wake(t *testing.T, m *Manager) time.Duration {
-	t.Helper()
-	m.Wake()
-	select {
-	case next := <-c.resets:
-		return next
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Run did not re-arm its timer after Wake at %v", c.Since(fixtureTime))
-		return 0
-	}
-}
-
 // TestWakeRunsPassAtOnce: Wake runs a pass at once, between timer wake-ups,
 // and the monitoring interval counts from it; during a cleanup wait a wake
 // checks the cleanup and passes only once the pod is cleaned up.
@@ -519,33 +483,34 @@ func TestWakeRunsPassAtOnce(t *testing.T) {
 	t.Parallel()
 	t.Run("between passes", func(t *testing.T) {
 		t.Parallel()
-		n := newLoopNode(t, Config{MonitoringInterval: 10 * time.Second}, "1Gi", map[string]string{"a": "1Gi"}, false)
-		n.run(t)
-		rearmed := []time.Duration{n.clk.step(t, 0), n.clk.step(t, 3*time.Second), n.clk.wake(t, n.m), n.clk.step(t, 9*time.Second), n.clk.step(t, time.Second)}
-		if diff := cmp.Diff([]time.Duration{10 * time.Second, 0, 10 * time.Second, 0, 10 * time.Second}, rearmed); diff != "" {
-			t.Errorf("re-armed for, per step (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]time.Duration{0, 3 * time.Second, 13 * time.Second}, n.stats.called()); diff != "" {
-			t.Errorf("passes at (-want +got):\n%s", diff)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			n := newLoopNode(t, Config{MonitoringInterval: 10 * time.Second}, "1Gi", map[string]string{"a": "1Gi"}, false)
+			n.run(t)
+			after(3 * time.Second)
+			n.wake()
+			after(9 * time.Second)
+			after(time.Second)
+			if diff := cmp.Diff([]time.Duration{0, 3 * time.Second, 13 * time.Second}, n.stats.called()); diff != "" {
+				t.Errorf("passes at (-want +got):\n%s", diff)
+			}
+		})
 	})
 	t.Run("during a cleanup wait", func(t *testing.T) {
 		t.Parallel()
-		n := newLoopNode(t, Config{}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, true)
-		n.run(t)
-		n.clk.step(t, 0) // evicts a
-		n.clk.Step(300 * time.Millisecond)
-		if got := n.clk.wake(t, n.m); got != DefaultPodCleanupPoll {
-			t.Errorf("not cleaned up: re-armed for %v, want one poll, %v", got, DefaultPodCleanupPoll)
-		}
-		n.cleaned.Store(true)
-		n.clk.Step(100 * time.Millisecond)
-		n.clk.wake(t, n.m) // cleaned up: the pass evicts b
-		if diff := cmp.Diff([]time.Duration{0, 400 * time.Millisecond}, n.stats.called()); diff != "" {
-			t.Errorf("passes at (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]time.Duration{0, 400 * time.Millisecond}, n.killedAt()); diff != "" {
-			t.Errorf("kills at (-want +got):\n%s", diff)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			n := newLoopNode(t, Config{}, "50Mi", map[string]string{"a": "2Gi", "b": "1Gi"}, true)
+			n.run(t) // evicts a
+			after(300 * time.Millisecond)
+			n.wake() // not cleaned up: no pass
+			n.cleaned.Store(true)
+			after(100 * time.Millisecond)
+			n.wake() // cleaned up: the pass evicts b
+			if diff := cmp.Diff([]time.Duration{0, 400 * time.Millisecond}, n.stats.called()); diff != "" {
+				t.Errorf("passes at (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]time.Duration{0, 400 * time.Millisecond}, n.killedAt()); diff != "" {
+				t.Errorf("kills at (-want +got):\n%s", diff)
+			}
+		})
 	})
 }

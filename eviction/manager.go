@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/base/metrics"
+	"github.com/nodekeeper/nodekeeper/internal/base/periodic"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -37,15 +37,17 @@ type NodeStatsSource interface {
 }
 
 // ContainerGC removes dead containers; the eviction manager calls it to reclaim
-// disk before evicting (the kubelet's DeleteAllUnusedContainers).
+// disk before evicting (the kubelet's DeleteAllUnusedContainers), with its
+// pass's now, from the goroutine running the pass.
 type ContainerGC interface {
-	DeleteAllUnusedContainers(ctx context.Context) error
+	DeleteAllUnusedContainers(ctx context.Context, now time.Time) error
 }
 
 // ImageGC removes unused images; the eviction manager calls it to reclaim disk
-// before evicting (the kubelet's DeleteUnusedImages).
+// before evicting (the kubelet's DeleteUnusedImages), with its pass's now, from
+// the goroutine running the pass.
 type ImageGC interface {
-	DeleteUnusedImages(ctx context.Context) error
+	DeleteUnusedImages(ctx context.Context, now time.Time) error
 }
 
 // Deps are the manager's collaborators.
@@ -56,7 +58,7 @@ type Deps struct {
 	Killer nodeapi.PodKiller
 	// ActivePods returns the pods that may be evicted. Required. Called from the loop.
 	ActivePods func() []*v1.Pod
-	// PodCleanedUp reports whether an evicted pod's resources are released; Run
+	// PodCleanedUp reports whether an evicted pod's resources are released; Step
 	// waits for it (polling every DefaultPodCleanupPoll, up to PodCleanupTimeout)
 	// before its next pass. Nil means a pod counts as cleaned up at the first poll.
 	PodCleanedUp func(pod *v1.Pod) bool
@@ -68,9 +70,7 @@ type Deps struct {
 	Recorder nodeapi.Recorder
 	// NodeName names the Node object node-level events are about.
 	NodeName string
-	// Clock is where all time is read and waited on; nil means the real clock.
-	Clock  clock.WithTicker
-	Logger *slog.Logger
+	Logger   *slog.Logger
 	// Registerer, when set, gets the kubelet's counter kubelet_evictions
 	// {eviction_signal}: evictions by signal, or by local-storage limit
 	// (emptydirfs.limit, ephemeralpodfs.limit, ephemeralcontainerfs.limit).
@@ -96,20 +96,21 @@ func (s *Status) HasCondition(c v1.NodeConditionType) bool { return slices.Conta
 
 // Manager is the eviction manager: a loop that observes stats, keeps node
 // conditions and evicts at most one pod per pass (or every pod over its
-// local-storage limits). Create it with New and run it with Run; Status,
-// Conditions and Admit may be called from any goroutine.
+// local-storage limits). Create it with New and run it with Run (or drive
+// Step); Status, Conditions, Admit and Wake may be called from any goroutine.
 type Manager struct {
 	cfg       Config
 	deps      Deps
-	clock     clock.WithTicker
 	recorder  nodeapi.Recorder
 	log       *slog.Logger
 	evictions *prometheus.CounterVec
 	status    atomic.Pointer[Status] // written by the goroutine running passes
 	wakeC     chan struct{}          // Wake's requests to Run, buffered 1
-	// st is the state carried between passes. Only the goroutine running a
-	// pass touches it: Run's, or the caller of Pass (never both at once).
-	st state
+	// st is the state carried between passes, and wait Step's wait for
+	// evicted pods' cleanup (nil when none). Only the goroutine running a pass
+	// touches them: the caller of Step (Run's), or of Pass (never both at once).
+	st   state
+	wait *cleanupWait
 }
 
 // New validates cfg and deps and returns a manager.
@@ -133,11 +134,8 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if err := reg.Err(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, deps: deps, clock: deps.Clock, recorder: deps.Recorder,
+	m := &Manager{cfg: cfg, deps: deps, recorder: deps.Recorder,
 		log: log.With("subsystem", "eviction"), evictions: evictions, wakeC: make(chan struct{}, 1)}
-	if m.clock == nil {
-		m.clock = clock.RealClock{}
-	}
 	if m.recorder == nil {
 		m.recorder = nodeapi.LogRecorder{} // discards
 	}
@@ -177,60 +175,55 @@ type state struct {
 	lastObs      Observations
 }
 
-// Run monitors until ctx ends, then returns nil. A pass runs at once, then every
-// MonitoringInterval; after a pass that evicted, Run waits for the evicted pods'
-// cleanup (checked every DefaultPodCleanupPoll, for at most PodCleanupTimeout)
-// and runs the next pass as soon as that wait ends.
-//
-// Run follows the loop discipline that lets nodekeeper simulate drive it on a
-// virtual clock: one timer, re-armed once per wake-up. It makes a single timer
-// from Deps.Clock, armed for 0, and no ticker; after each wake-up it does the
-// work due and then calls Reset once, as its last clock call before it waits
-// again. The cleanup wait runs on that same timer. A Wake is a wake-up too:
-// its work is done at once and the timer re-armed from then.
+// Run monitors until ctx ends, then returns nil: Step on real time
+// (periodic.Loop), at once, at each time Step returns and at once on a Wake.
+// A pass runs at once, then every MonitoringInterval; after a pass that
+// evicted, Run waits for the evicted pods' cleanup (checked every
+// DefaultPodCleanupPoll, for at most PodCleanupTimeout) and runs the next pass
+// as soon as that wait ends. Call Run once, and not together with Step.
 func (m *Manager) Run(ctx context.Context) error {
-	timer := m.clock.NewTimer(0)
-	defer timer.Stop()
-	var wait *cleanupWait // the evicted pods Run waits for; nil when none
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C():
-		case <-m.wakeC:
-		}
-		timer.Reset(m.wake(ctx, &wait))
-	}
+	return periodic.Loop(ctx, m.Step, m.wakeC)
 }
 
-// cleanupWait is Run's wait for evicted pods to be cleaned up.
+// cleanupWait is Step's wait for evicted pods to be cleaned up.
 type cleanupWait struct {
-	pods     []*v1.Pod
-	deadline time.Time // when Run gives up waiting
+	pods []*v1.Pod
+	// deadline is when Step gives up waiting; zero until the first call
+	// after the pass that evicted, which starts the wait.
+	deadline time.Time
 }
 
-// wake does what is due at one of Run's wake-ups and returns how long until the
-// next: while *wait is set, it checks the evicted pods' cleanup, and runs a pass
-// once they are cleaned up or the wait has timed out; a pass that evicts sets
-// *wait.
-func (m *Manager) wake(ctx context.Context, wait **cleanupWait) time.Duration {
-	if w := *wait; w != nil {
-		now := m.clock.Now()
+// Step does what is due at now and returns when it is due again. Without a
+// wait for evicted pods' cleanup it runs a pass: one that evicted nobody is
+// due again MonitoringInterval after now; one that evicted returns now, so
+// that the next call, at the time its kills have ended, starts the wait: due
+// again min(DefaultPodCleanupPoll, PodCleanupTimeout) after that call, until
+// PodCleanupTimeout. While waiting, it checks the pods' cleanup and runs the
+// next pass once they are cleaned up or the wait has timed out. A call before
+// the due time (a Wake) does the same at once. Call it from one goroutine at
+// a time: Run's, or nodekeeper simulate's on virtual time.
+func (m *Manager) Step(ctx context.Context, now time.Time) time.Time {
+	if w := m.wait; w != nil {
+		if w.deadline.IsZero() {
+			// As in the kubelet, the wait starts when the pass has ended and
+			// the first cleanup check is one poll after.
+			w.deadline = now.Add(m.cfg.PodCleanupTimeout)
+			return now.Add(min(DefaultPodCleanupPoll, m.cfg.PodCleanupTimeout))
+		}
 		if !m.cleanedUp(w.pods) {
 			if now.Before(w.deadline) {
-				return min(DefaultPodCleanupPoll, w.deadline.Sub(now))
+				return now.Add(min(DefaultPodCleanupPoll, w.deadline.Sub(now)))
 			}
 			m.log.Warn("Eviction manager: timed out waiting for pods to be cleaned up", "pods", len(w.pods))
 		}
-		*wait = nil
+		m.wait = nil
 	}
-	evicted := m.synchronize(ctx, &m.st, m.clock.Now())
+	evicted := m.synchronize(ctx, &m.st, now)
 	if len(evicted) == 0 {
-		return m.cfg.MonitoringInterval
+		return now.Add(m.cfg.MonitoringInterval)
 	}
-	// As in the kubelet, the first cleanup check is one poll after the pass.
-	*wait = &cleanupWait{pods: evicted, deadline: m.clock.Now().Add(m.cfg.PodCleanupTimeout)}
-	return min(DefaultPodCleanupPoll, m.cfg.PodCleanupTimeout)
+	m.wait = &cleanupWait{pods: evicted}
+	return now
 }
 
 // cleanedUp reports whether every pod in pods is cleaned up.
@@ -246,13 +239,13 @@ func (m *Manager) cleanedUp(pods []*v1.Pod) bool {
 	return true
 }
 
-// Pass runs one pass of the control loop at the clock's current time and returns
-// the pods it evicted. It does not wait for their cleanup. It is for driving the
-// manager from outside (nodekeeper simulate's scripted passes) and must not run
-// at the same time as another pass: not concurrently with another Pass, and with
-// Run running, only while Run waits on its timer, never during Run's own pass.
-func (m *Manager) Pass(ctx context.Context) []*v1.Pod {
-	return m.synchronize(ctx, &m.st, m.clock.Now())
+// Pass runs one pass of the control loop at now and returns the pods it
+// evicted. It does not wait for their cleanup, nor change Step's wait. It is
+// for driving the manager from outside (nodekeeper simulate's scripted passes)
+// and must not run at the same time as another pass: not concurrently with
+// another Pass or Step, so not while Run runs.
+func (m *Manager) Pass(ctx context.Context, now time.Time) []*v1.Pod {
+	return m.synchronize(ctx, &m.st, now)
 }
 
 // synchronize is one pass of the control loop at now; it returns the pods it
@@ -311,7 +304,7 @@ func (m *Manager) synchronize(ctx context.Context, st *state, now time.Time) []*
 	if t := plan.Target; t != nil {
 		m.log.Warn("Eviction manager: attempting to reclaim", "resourceName", string(plan.Resource), "signal", string(t.Signal))
 		m.recorder.Eventf(nodeapi.NodeRef(m.deps.NodeName), v1.EventTypeWarning, "EvictionThresholdMet", "Attempting to reclaim %s", plan.Resource)
-		if m.reclaimNodeLevel(ctx, st, t.Signal) {
+		if m.reclaimNodeLevel(ctx, st, t.Signal, now) {
 			return nil
 		}
 		if len(pods) == 0 {
@@ -347,9 +340,9 @@ func (m *Manager) evict(ctx context.Context, e Evicted) {
 }
 
 // reclaimFuncs lists the node-level reclaim steps for signal s on layout l.
-func (m *Manager) reclaimFuncs(s Signal, l DiskLayout) []func(context.Context) error {
+func (m *Manager) reclaimFuncs(s Signal, l DiskLayout) []func(context.Context, time.Time) error {
 	steps := ReclaimSteps(s, l)
-	var out []func(context.Context) error
+	var out []func(context.Context, time.Time) error
 	if g := m.deps.ContainerGC; g != nil && steps.Containers {
 		out = append(out, g.DeleteAllUnusedContainers)
 	}
@@ -414,15 +407,16 @@ func needPodStats(pods []*v1.Pod, actionable []Threshold, localStorage bool) boo
 	return localStorage && slices.ContainsFunc(pods, hasLocalStorageLimit)
 }
 
-// reclaimNodeLevel runs the reclaim steps for s; it reports true when, after them,
-// fresh stats show no threshold met any more (minimum reclaim included).
-func (m *Manager) reclaimNodeLevel(ctx context.Context, st *state, s Signal) bool {
+// reclaimNodeLevel runs the reclaim steps for s at now; it reports true when,
+// after them, fresh stats show no threshold met any more (minimum reclaim
+// included).
+func (m *Manager) reclaimNodeLevel(ctx context.Context, st *state, s Signal, now time.Time) bool {
 	funcs := m.reclaimFuncs(s, *st.layout)
 	if len(funcs) == 0 {
 		return false
 	}
 	for _, f := range funcs {
-		if err := f(ctx); err != nil {
+		if err := f(ctx, now); err != nil {
 			m.log.Warn("Eviction manager: node-level reclaim step failed", "signal", string(s), "err", err)
 		}
 	}

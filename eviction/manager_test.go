@@ -109,8 +109,8 @@ func (k *fakeKiller) got() []kill {
 // gcFunc is a function-field fake for both GC interfaces.
 type gcFunc func(ctx context.Context) error
 
-func (f gcFunc) DeleteAllUnusedContainers(ctx context.Context) error { return f(ctx) }
-func (f gcFunc) DeleteUnusedImages(ctx context.Context) error        { return f(ctx) }
+func (f gcFunc) DeleteAllUnusedContainers(ctx context.Context, _ time.Time) error { return f(ctx) }
+func (f gcFunc) DeleteUnusedImages(ctx context.Context, _ time.Time) error        { return f(ctx) }
 
 func memPod(name string, request string, priority int32) *v1.Pod {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)},
@@ -510,7 +510,7 @@ func TestPodStatsOnlyWhenNeeded(t *testing.T) {
 			src := &nodeStats{fakeStats: h.stats}
 			h.m.deps.Stats = src
 			var kills []string
-			for _, p := range h.m.Pass(t.Context()) {
+			for _, p := range h.m.Pass(t.Context(), time.Now()) {
 				kills = append(kills, p.Name)
 			}
 			if diff := cmp.Diff(tc.wantKills, kills); diff != "" {

@@ -83,7 +83,7 @@ func testContainerdGC(t *testing.T, ctd *containerdtest.Containerd, pin bool) {
 	fs = FsStats{CapacityBytes: 1 << 40, AvailableBytes: 1 << 39} // 50% used: detection only
 
 	// First detection: every image present is "detected long ago".
-	m.detectOnce(ctx)
+	m.detectOnce(ctx, time.Now())
 	pod := ctd.RunPod(t, "gc", "uid-gc")
 
 	// used-first runs, is seen in use, stops and is removed (as container GC
@@ -91,7 +91,7 @@ func testContainerdGC(t *testing.T, ctd *containerdtest.Containerd, pin bool) {
 	var exited string
 	for i, img := range []containerdtest.Built{usedFirst, usedLater} {
 		id := ctd.CreateContainer(t, pod, fmt.Sprintf("step%d", i), 0, img.Ref, nil, true)
-		if err := m.GarbageCollect(ctx); err != nil {
+		if err := m.GarbageCollect(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if err := ctd.CRI.StopContainer(ctx, id, 0); err != nil {
@@ -134,7 +134,7 @@ func testContainerdGC(t *testing.T, ctd *containerdtest.Containerd, pin bool) {
 	// stop before used-later.
 	want := sizes[neverUsed.ID] + 1
 	fs = FsStats{CapacityBytes: 1_000_000_000, AvailableBytes: 150_000_000 - want}
-	if err := m.GarbageCollect(ctx); err != nil {
+	if err := m.GarbageCollect(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{neverUsed.ID, usedFirst.ID}, removed); diff != "" {
@@ -151,7 +151,7 @@ func testContainerdGC(t *testing.T, ctd *containerdtest.Containerd, pin bool) {
 	// Eviction's reclaim: every unused image old enough goes; the sandbox
 	// image, the running container's, the exited container's and the young one
 	// stay. Once the exited container is removed, its image goes too.
-	if err := m.DeleteUnusedImages(ctx); err != nil {
+	if err := m.DeleteUnusedImages(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	wantLeft = append([]string{ctd.Sandbox.ID, app.ID, usedLater.ID, young.ID}, pinned...)
@@ -161,7 +161,7 @@ func testContainerdGC(t *testing.T, ctd *containerdtest.Containerd, pin bool) {
 	if err := ctd.CRI.RemoveContainer(ctx, exited); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DeleteUnusedImages(ctx); err != nil {
+	if err := m.DeleteUnusedImages(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	wantLeft = append([]string{ctd.Sandbox.ID, app.ID, young.ID}, pinned...)

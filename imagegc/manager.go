@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/base/metrics"
 	"github.com/nodekeeper/nodekeeper/internal/base/periodic"
@@ -63,6 +62,9 @@ type Config struct {
 	SandboxImage string
 	// Periods of the loops; zero means the kubelet's default.
 	DetectPeriod, CachePeriod, GCPeriod time.Duration
+	// Start is when the Manager starts: the maximum age applies only once it
+	// is that far behind. Zero means the time New is called.
+	Start time.Time
 }
 
 // Deps are the Manager's collaborators.
@@ -81,9 +83,6 @@ type Deps struct {
 	Recorder nodeapi.Recorder
 	// NodeName names the node the events are about.
 	NodeName string
-	// Clock is the one source of time: records, passes and Run's timer. Nil
-	// means the real clock; nodekeeper simulate passes a virtual one.
-	Clock clock.WithTicker
 	// Registerer receives kubelet_image_garbage_collected_total. Nil: the
 	// counter is kept but not registered.
 	Registerer prometheus.Registerer
@@ -101,14 +100,16 @@ type Manager struct {
 	cfg     Config
 	deps    Deps
 	log     *slog.Logger
-	started time.Time
 	removed *prometheus.CounterVec
 
 	// pass is held by the one pass that may touch records and initialized.
 	pass        periodic.Serial
 	records     map[string]*Record // guarded by pass
 	initialized bool               // guarded by pass: a detection succeeded
-	gcFailed    bool               // the last periodic GC failed; touched only by periodicGC (Run's goroutine)
+	gcFailed    bool               // the last periodic GC failed; touched only by the caller of Step
+	// step is the schedule of Step's duties, made at its first call; touched
+	// only by the caller of Step.
+	step periodic.Step
 
 	cache atomic.Pointer[[]*runtimeapi.Image] // the last image list; read by Images
 }
@@ -127,9 +128,6 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if deps.Statfs == nil {
 		deps.Statfs = statfs
 	}
-	if deps.Clock == nil {
-		deps.Clock = clock.RealClock{}
-	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -142,10 +140,13 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if err := reg.Err(); err != nil {
 		return nil, err
 	}
+	if cfg.Start.IsZero() {
+		cfg.Start = time.Now()
+	}
 	m := &Manager{
 		cfg: cfg, deps: deps, log: log.With("subsystem", "imagegc"),
-		started: deps.Clock.Now(), removed: removed,
-		pass: periodic.NewSerial(), records: map[string]*Record{},
+		removed: removed,
+		pass:    periodic.NewSerial(), records: map[string]*Record{},
 	}
 	if deps.Store != nil {
 		records, err := deps.Store.Load()
@@ -181,35 +182,39 @@ func cmpOr(d, def time.Duration) time.Duration {
 
 // Run detects images (every DetectPeriod), refreshes the image-list cache
 // (every CachePeriod) and, unless the policy disables it (high = 100 and no
-// maximum age), garbage-collects (every GCPeriod), until
-// ctx ends; then it returns nil. All three are first due at once; on a wake-up
-// the due ones run in that order. Failures are logged and retried at the next
-// period; a GC failure that repeats emits ImageGCFailed.
-//
-// Run follows the loop discipline "one timer, re-armed once per wake-up"
-// (package internal/base/periodic) because nodekeeper simulate drives it on a
-// virtual clock: it creates one timer of Deps.Clock, armed for 0, and after
-// each wake-up re-arms it with one Reset to the earliest next due time.
-// Call Run once.
+// maximum age), garbage-collects (every GCPeriod), until ctx ends; then it
+// returns nil: Step on real time (periodic.Loop). Call Run once.
 func (m *Manager) Run(ctx context.Context) error {
-	duties := []periodic.Duty{
-		{Period: m.cfg.DetectPeriod, Do: m.detectOnce},
-		{Period: m.cfg.CachePeriod, Do: m.refreshCache},
+	return periodic.Loop(ctx, m.Step, nil)
+}
+
+// Step runs the duties due at now — detection, cache refresh and GC, all
+// first due at the first call, in that order — and returns the earliest time
+// one is due again. Failures are logged and retried at the next period; a GC
+// failure that repeats emits ImageGCFailed. Call it from one goroutine at a
+// time (Run's, or nodekeeper simulate's on virtual time).
+func (m *Manager) Step(ctx context.Context, now time.Time) time.Time {
+	if m.step == nil {
+		duties := []periodic.Duty{
+			{Period: m.cfg.DetectPeriod, Do: m.detectOnce},
+			{Period: m.cfg.CachePeriod, Do: m.refreshCache},
+		}
+		if m.cfg.Policy.PeriodicEnabled() {
+			duties = append(duties, periodic.Duty{Period: m.cfg.GCPeriod, Do: m.periodicGC})
+		} else {
+			m.log.Info("image GC disabled: imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0")
+		}
+		m.step, _ = periodic.Duties(duties...) // New validated the periods
 	}
-	if m.cfg.Policy.PeriodicEnabled() {
-		duties = append(duties, periodic.Duty{Period: m.cfg.GCPeriod, Do: m.periodicGC})
-	} else {
-		m.log.Info("image GC disabled: imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0")
-	}
-	return periodic.Run(ctx, m.deps.Clock, duties...)
+	return m.step(ctx, now)
 }
 
 // periodicGC is one tick of the periodic GC loop: GarbageCollect, with the
 // failure handling of the kubelet's loop. A first failure is logged (stats may
 // not be ready yet); a failure after a failure also emits ImageGCFailed. Only
-// Run's goroutine calls it.
-func (m *Manager) periodicGC(ctx context.Context) {
-	err := m.GarbageCollect(ctx)
+// the caller of Step calls it.
+func (m *Manager) periodicGC(ctx context.Context, now time.Time) {
+	err := m.GarbageCollect(ctx, now)
 	prevFailed := m.gcFailed
 	switch {
 	case ctx.Err() != nil:
@@ -236,7 +241,7 @@ func (m *Manager) Images() []*runtimeapi.Image {
 	return nil
 }
 
-func (m *Manager) refreshCache(ctx context.Context) {
+func (m *Manager) refreshCache(ctx context.Context, _ time.Time) {
 	imgs, err := m.deps.Images.ListImages(ctx, nil)
 	if err != nil {
 		m.log.Warn("update image list", "err", err)
@@ -247,23 +252,23 @@ func (m *Manager) refreshCache(ctx context.Context) {
 
 // detectOnce is the periodic detection; a failure is logged and retried at the
 // next period.
-func (m *Manager) detectOnce(ctx context.Context) {
-	if err := m.Detect(ctx); err != nil {
+func (m *Manager) detectOnce(ctx context.Context, now time.Time) {
+	if err := m.Detect(ctx, now); err != nil {
 		m.log.Warn("detect images", "err", err)
 	}
 }
 
-// Detect updates the image records from the runtime now: new images get the
-// detection time (until one detection has succeeded, the zero time: "unknown, in
-// the past"), images in use get now as last used, vanished images are dropped.
-// Run calls it every detection period; it may be called from any goroutine.
-func (m *Manager) Detect(ctx context.Context) error {
+// Detect updates the image records from the runtime at now: new images get
+// now as their detection time (until one detection has succeeded, the zero
+// time: "unknown, in the past"), images in use get now as last used, vanished
+// images are dropped. Step calls it every detection period; it may be called
+// from any goroutine.
+func (m *Manager) Detect(ctx context.Context, now time.Time) error {
 	if err := m.pass.Lock(ctx); err != nil {
 		return err
 	}
 	defer m.pass.Unlock()
 	defer m.save()
-	now := m.deps.Clock.Now()
 	var ts time.Time
 	if m.initialized {
 		ts = now
@@ -300,26 +305,25 @@ func (m *Manager) detect(ctx context.Context, detectTime, now time.Time) (InUse,
 	return inUse, nil
 }
 
-// GarbageCollect runs one GC pass now: unused images not used for longer than
+// GarbageCollect runs one GC pass at now: unused images not used for longer than
 // the maximum age are removed; then, if image filesystem usage is at or above
 // the high threshold, unused images are removed in LRU order until usage
 // reaches the low threshold. A zero capacity emits InvalidDiskCapacity; freeing
 // less than wanted emits FreeDiskSpaceFailed, whose message
 // (FreeDiskSpaceFailedMessage) is also the error's. Removal errors do not stop
 // the walk; they are returned together.
-func (m *Manager) GarbageCollect(ctx context.Context) error {
+func (m *Manager) GarbageCollect(ctx context.Context, now time.Time) error {
 	if err := m.pass.Lock(ctx); err != nil {
 		return err
 	}
 	defer m.pass.Unlock()
 	defer m.save()
-	now := m.deps.Clock.Now()
 	inUse, err := m.detect(ctx, now, now)
 	if err != nil {
 		return err
 	}
 	fs, fsErr := m.fsStats(ctx)
-	st, planErr := gcSteps(m.records, inUse, fs, m.cfg.Policy, m.started, now)
+	st, planErr := gcSteps(m.records, inUse, fs, m.cfg.Policy, m.cfg.Start, now)
 	_, ageErrs := m.remove(ctx, st.byAge, math.MaxInt64, ReasonAge)
 	switch {
 	case fsErr != nil:
@@ -347,15 +351,14 @@ func (m *Manager) GarbageCollect(ctx context.Context) error {
 }
 
 // FreeSpace removes unused images in LRU order until bytes are freed, honouring
-// the minimum age, and returns the bytes freed. Removal errors are returned
-// together with the bytes freed by the removals that worked.
-func (m *Manager) FreeSpace(ctx context.Context, bytes int64) (int64, error) {
+// the minimum age at now, and returns the bytes freed. Removal errors are
+// returned together with the bytes freed by the removals that worked.
+func (m *Manager) FreeSpace(ctx context.Context, bytes int64, now time.Time) (int64, error) {
 	if err := m.pass.Lock(ctx); err != nil {
 		return 0, err
 	}
 	defer m.pass.Unlock()
 	defer m.save()
-	now := m.deps.Clock.Now()
 	inUse, err := m.detect(ctx, now, now)
 	if err != nil {
 		return 0, err
@@ -366,10 +369,10 @@ func (m *Manager) FreeSpace(ctx context.Context, bytes int64) (int64, error) {
 }
 
 // DeleteUnusedImages removes every unused, unpinned image first detected at
-// least the minimum age ago: the eviction manager's reclaim step. It works
-// whatever the thresholds (also with high = 100).
-func (m *Manager) DeleteUnusedImages(ctx context.Context) error {
-	_, err := m.FreeSpace(ctx, math.MaxInt64)
+// least the minimum age before now: the eviction manager's reclaim step. It
+// works whatever the thresholds (also with high = 100).
+func (m *Manager) DeleteUnusedImages(ctx context.Context, now time.Time) error {
+	_, err := m.FreeSpace(ctx, math.MaxInt64, now)
 	return err
 }
 

@@ -19,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
-	"k8s.io/utils/clock"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -102,12 +100,12 @@ func (f *fixture) setFs(capacity, available int64) {
 // is the sandbox image. The Manager runs on the real clock.
 func newFixture(t *testing.T, p Policy, sizes map[string]uint64, pinned ...string) *fixture {
 	t.Helper()
-	return newClockedFixture(t, Config{Policy: p}, nil, sizes, pinned...)
+	return newConfiguredFixture(t, Config{Policy: p}, sizes, pinned...)
 }
 
-// newClockedFixture is newFixture with the Manager's Config (its sandbox image
-// is "pause") and clock.
-func newClockedFixture(t *testing.T, cfg Config, clk clock.WithTicker, sizes map[string]uint64, pinned ...string) *fixture {
+// newConfiguredFixture is newFixture with the Manager's Config (its sandbox
+// image is "pause").
+func newConfiguredFixture(t *testing.T, cfg Config, sizes map[string]uint64, pinned ...string) *fixture {
 	t.Helper()
 	f := &fixture{images: apitest.NewFakeImageService(), rt: apitest.NewFakeRuntimeService(), rec: &fakeRecorder{node: "node-1"}, reg: prometheus.NewPedanticRegistry()}
 	for _, id := range pinned {
@@ -134,7 +132,7 @@ func newClockedFixture(t *testing.T, cfg Config, clk clock.WithTicker, sizes map
 			defer f.mu.Unlock()
 			return f.fs, nil
 		},
-		Recorder: f.rec, NodeName: "node-1", Registerer: f.reg, Clock: clk,
+		Recorder: f.rec, NodeName: "node-1", Registerer: f.reg,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -235,20 +233,20 @@ func TestGarbageCollectLRUOrder(t *testing.T) {
 		ord := &orderingImages{FakeImageService: f.images}
 		f.m.deps.Images = ord
 
-		f.m.detectOnce(ctx) // first detection: everything "detected long ago"
+		f.m.detectOnce(ctx, time.Now()) // first detection: everything "detected long ago"
 		f.run(map[string]string{"x": "b"})
-		if err := f.m.GarbageCollect(ctx); err != nil { // 10% used: detection only
+		if err := f.m.GarbageCollect(ctx, time.Now()); err != nil { // 10% used: detection only
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute)
 		f.run(map[string]string{"y": "a"})
-		if err := f.m.GarbageCollect(ctx); err != nil {
+		if err := f.m.GarbageCollect(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute)
 		f.run(nil)         // y exited and container GC removed it: nothing in use but the sandbox
 		f.setFs(1000, 100) // 90% used: free 100 bytes
-		if err := f.m.GarbageCollect(ctx); err != nil {
+		if err := f.m.GarbageCollect(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		// Never used (c, d: detected at the same unknown time, ordered by ID),
@@ -332,9 +330,9 @@ func TestGarbageCollectFailures(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixture(t, pol, map[string]uint64{"pause": 50, "a": 10, "b": 60})
-				f.m.detectOnce(t.Context())
+				f.m.detectOnce(t.Context(), time.Now())
 				tc.setup(f)
-				err := f.m.GarbageCollect(t.Context())
+				err := f.m.GarbageCollect(t.Context(), time.Now())
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("GarbageCollect = %v, want error containing %q", err, tc.wantErr)
 				}
@@ -359,16 +357,16 @@ func TestDeleteUnusedImagesWithPeriodicGCDisabled(t *testing.T) {
 		f := newFixture(t, Policy{HighThresholdPercent: 100, LowThresholdPercent: 80, MinAge: 2 * time.Minute},
 			map[string]uint64{"pause": 1, "old": 1, "running": 1, "pinned": 1}, "pinned")
 		f.run(map[string]string{"c1": "running"})
-		f.m.detectOnce(ctx)
+		f.m.detectOnce(ctx, time.Now())
 		f.add("young", 1) // pulled just now
-		if err := f.m.DeleteUnusedImages(ctx); err != nil {
+		if err := f.m.DeleteUnusedImages(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"pause", "pinned", "running", "young"}, f.remaining()); diff != "" {
 			t.Errorf("remaining (-want +got):\n%s", diff)
 		}
 		time.Sleep(2 * time.Minute)
-		if err := f.m.DeleteUnusedImages(ctx); err != nil {
+		if err := f.m.DeleteUnusedImages(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"pause", "pinned", "running"}, f.remaining()); diff != "" {
@@ -436,11 +434,11 @@ func (f *fixture) takeCalls() (images, runtime []string) {
 	return images, runtime
 }
 
-// Run's three duties fire at their own periods on the fake clock, in the order
-// detection, cache refresh, GC, on one timer. The duties show in the CRI calls:
+// Step's three duties run at their own periods, in the order detection, cache
+// refresh, GC, and Step returns the earliest next due time. The duties show in the CRI calls:
 // detection resolves the sandbox image, lists images and containers; the cache
 // refresh lists images; GC detects, then measures the image filesystem.
-func TestRunDutiesOnFakeClock(t *testing.T) {
+func TestStepDuties(t *testing.T) {
 	t.Parallel()
 	detect := []string{"ImageStatus", "ListImages"}
 	cache := []string{"ListImages"}
@@ -477,44 +475,29 @@ func TestRunDutiesOnFakeClock(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				clk := testingclock.NewFakeClock(time.Date(2025, 11, 21, 12, 0, 0, 0, time.UTC))
-				f := newClockedFixture(t, tc.cfg, clk, map[string]uint64{"pause": 10, "a": 10})
-				ctx, cancel := context.WithCancel(t.Context())
-				done := make(chan error)
-				go func() { done <- f.m.Run(ctx) }()
-				synctest.Wait()
-				if images, rt := f.takeCalls(); len(images)+len(rt) != 0 {
-					t.Fatalf("calls before the first wake-up: %v %v", images, rt)
+			t0 := time.Date(2025, 11, 21, 12, 0, 0, 0, time.UTC)
+			f := newConfiguredFixture(t, tc.cfg, map[string]uint64{"pause": 10, "a": 10})
+			for i, duties := range tc.wakes {
+				at := time.Duration(i) * 30 * time.Second
+				next := f.m.Step(t.Context(), t0.Add(at))
+				if want := t0.Add(at + 30*time.Second); !next.Equal(want) {
+					t.Errorf("Step at %v: next due %v, want %v", at, next.Sub(t0), want.Sub(t0))
 				}
-				step := time.Duration(0)
-				for i, duties := range tc.wakes {
-					if n := clk.Waiters(); n != 1 {
-						t.Fatalf("before wake-up %d: %d timers armed, want 1", i, n)
-					}
-					clk.Step(step)
-					synctest.Wait()
-					step = 30 * time.Second
-					var wantImages, wantRT []string
-					for _, d := range duties {
-						wantImages = append(wantImages, d...)
-						if len(d) > 1 { // detection, also in GC, lists the containers
-							wantRT = append(wantRT, "ListContainers")
-						}
-					}
-					images, rt := f.takeCalls()
-					if diff := cmp.Diff(wantImages, images); diff != "" {
-						t.Errorf("image service calls at %v (-want +got):\n%s", time.Duration(i)*step, diff)
-					}
-					if diff := cmp.Diff(wantRT, rt); diff != "" {
-						t.Errorf("runtime calls at %v (-want +got):\n%s", time.Duration(i)*step, diff)
+				var wantImages, wantRT []string
+				for _, d := range duties {
+					wantImages = append(wantImages, d...)
+					if len(d) > 1 { // detection, also in GC, lists the containers
+						wantRT = append(wantRT, "ListContainers")
 					}
 				}
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("Run = %v, want nil", err)
+				images, rt := f.takeCalls()
+				if diff := cmp.Diff(wantImages, images); diff != "" {
+					t.Errorf("image service calls at %v (-want +got):\n%s", at, diff)
 				}
-			})
+				if diff := cmp.Diff(wantRT, rt); diff != "" {
+					t.Errorf("runtime calls at %v (-want +got):\n%s", at, diff)
+				}
+			}
 		})
 	}
 }
@@ -577,15 +560,15 @@ func TestMaxAgeRemovesRegardlessOfUsage(t *testing.T) {
 		ctx := t.Context()
 		f := newFixture(t, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: time.Minute, MaxAge: time.Hour},
 			map[string]uint64{"pause": 10, "a": 10, "b": 10})
-		f.m.detectOnce(ctx)
+		f.m.detectOnce(ctx, time.Now())
 		f.run(map[string]string{"c": "b"})
 		time.Sleep(30 * time.Minute)
-		if err := f.m.GarbageCollect(ctx); err != nil { // up 30m < max age: nothing
+		if err := f.m.GarbageCollect(ctx, time.Now()); err != nil { // up 30m < max age: nothing
 			t.Fatal(err)
 		}
 		f.run(nil)
 		time.Sleep(31 * time.Minute)
-		if err := f.m.GarbageCollect(ctx); err != nil { // up 61m: a (never used) goes, b used 31m ago stays
+		if err := f.m.GarbageCollect(ctx, time.Now()); err != nil { // up 61m: a (never used) goes, b used 31m ago stays
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"b", "pause"}, f.remaining()); diff != "" {
@@ -606,15 +589,15 @@ func TestMaxAgeNeverUsedImage(t *testing.T) {
 		ctx := t.Context()
 		f := newFixture(t, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 10 * time.Minute, MaxAge: time.Hour},
 			map[string]uint64{"pause": 10, "b": 10})
-		f.m.detectOnce(ctx)
+		f.m.detectOnce(ctx, time.Now())
 		f.run(map[string]string{"c": "b"})
 		time.Sleep(61 * time.Minute)
 		f.add("pulled", 10)
-		if err := f.m.Detect(ctx); err != nil { // "pulled" detected now, never used
+		if err := f.m.Detect(ctx, time.Now()); err != nil { // "pulled" detected now, never used
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute)
-		if err := f.m.GarbageCollect(ctx); err != nil { // up 62m; "pulled" is 1m old, under the minimum age
+		if err := f.m.GarbageCollect(ctx, time.Now()); err != nil { // up 62m; "pulled" is 1m old, under the minimum age
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"b", "pause"}, f.remaining()); diff != "" {
@@ -644,10 +627,10 @@ func TestExitedContainerKeepsItsImage(t *testing.T) {
 		ctx := t.Context()
 		f := newFixture(t, Policy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: time.Minute},
 			map[string]uint64{"pause": 50, "crashloop": 100, "old": 100})
-		f.m.detectOnce(ctx)
+		f.m.detectOnce(ctx, time.Now())
 		f.run(map[string]string{"c": "crashloop"}, "c")
 		f.setFs(1000, 0) // 100% used: free everything allowed
-		if err := f.m.DeleteUnusedImages(ctx); err != nil {
+		if err := f.m.DeleteUnusedImages(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"crashloop", "pause"}, f.remaining()); diff != "" {
@@ -655,7 +638,7 @@ func TestExitedContainerKeepsItsImage(t *testing.T) {
 		}
 		f.run(nil)
 		time.Sleep(time.Second) // an image used at the free time is kept
-		if err := f.m.DeleteUnusedImages(ctx); err != nil {
+		if err := f.m.DeleteUnusedImages(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"pause"}, f.remaining()); diff != "" {

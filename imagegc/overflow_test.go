@@ -74,9 +74,9 @@ func TestFreeSpaceSizesNearTheBound(t *testing.T) {
 		const big = math.MaxInt64 - 10
 		f := newFixture(t, Policy{HighThresholdPercent: 100, LowThresholdPercent: 80, MinAge: time.Minute},
 			map[string]uint64{"pause": 1, "a": big, "b": big, "c": big, "d": big})
-		f.m.detectOnce(ctx)
+		f.m.detectOnce(ctx, time.Now())
 		time.Sleep(2 * time.Minute)
-		freed, err := f.m.FreeSpace(ctx, math.MaxInt64-5)
+		freed, err := f.m.FreeSpace(ctx, math.MaxInt64-5, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestFreeSpaceSizesNearTheBound(t *testing.T) {
 		if got := len(f.remaining()); got != 3 { // pause and two of a-d
 			t.Errorf("remaining %v, want pause and two images", f.remaining())
 		}
-		if err := f.m.DeleteUnusedImages(ctx); err != nil {
+		if err := f.m.DeleteUnusedImages(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"pause"}, f.remaining()); diff != "" {

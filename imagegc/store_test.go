@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 func TestFileStoreRoundTrip(t *testing.T) {
@@ -73,23 +72,23 @@ func TestFileStoreCorruptMovedAside(t *testing.T) {
 func TestManagerRecordsSurviveRestart(t *testing.T) {
 	t.Parallel()
 	store := FileStore{Path: filepath.Join(t.TempDir(), "images.json")}
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	f1 := newClockedFixture(t, Config{}, clk, map[string]uint64{"a": 10})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f1 := newConfiguredFixture(t, Config{Start: now}, map[string]uint64{"a": 10})
 	f1.m.deps.Store = store
 	ctx := t.Context()
-	if err := f1.m.Detect(ctx); err != nil { // first detection: "a" there before, zero time
+	if err := f1.m.Detect(ctx, now); err != nil { // first detection: "a" there before, zero time
 		t.Fatal(err)
 	}
-	clk.Step(time.Hour)
+	now = now.Add(time.Hour)
 	f1.images.SetFakeImages([]string{"a", "b"})
-	if err := f1.m.Detect(ctx); err != nil { // "b" first seen at 01:00
+	if err := f1.m.Detect(ctx, now); err != nil { // "b" first seen at 01:00
 		t.Fatal(err)
 	}
 	saved, err := store.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]time.Time{"a": {}, "b": clk.Now()}
+	want := map[string]time.Time{"a": {}, "b": now}
 	first := func(recs map[string]*Record) map[string]time.Time {
 		out := map[string]time.Time{}
 		for id, r := range recs {
@@ -101,16 +100,16 @@ func TestManagerRecordsSurviveRestart(t *testing.T) {
 		t.Fatalf("saved first detections (-want +got):\n%s", diff)
 	}
 
-	clk.Step(time.Hour)
-	f2 := newClockedFixture(t, Config{}, clk, map[string]uint64{"a": 10, "b": 10, "c": 10})
+	now = now.Add(time.Hour)
+	f2 := newConfiguredFixture(t, Config{Start: now}, map[string]uint64{"a": 10, "b": 10, "c": 10})
 	m2, err := New(f2.m.cfg, func() Deps { d := f2.m.deps; d.Store = store; return d }())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m2.Detect(ctx); err != nil {
+	if err := m2.Detect(ctx, now); err != nil {
 		t.Fatal(err)
 	}
-	want["c"] = clk.Now()
+	want["c"] = now
 	if diff := cmp.Diff(want, first(m2.records)); diff != "" {
 		t.Errorf("first detections after restart (-want +got):\n%s", diff)
 	}

@@ -15,7 +15,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -90,12 +89,6 @@ type Deps struct {
 	// [0, period). Nil draws it uniformly at random, which spreads the
 	// probes of many pods added at once over their first period.
 	Jitter func(period time.Duration) time.Duration
-	// Clock is what every time read and wait of the Manager goes through:
-	// the scheduler's due times and its timer, the agent-start time that
-	// initial delays count from, and probe durations for metrics. Nil means
-	// the real clock. A probe run's timeout is a network deadline (a context
-	// deadline on the real clock) whatever the Clock.
-	Clock clock.WithTicker
 	// OnProbeStart, when set, is called from the pool goroutines with how
 	// late each scheduled run started against its schedule. It must be
 	// cheap and safe for concurrent use. For benchmarks and tracing.
@@ -147,7 +140,6 @@ type Manager struct {
 	runners  [4]Runner // by handlerKind
 	logger   *slog.Logger
 	recorder nodeapi.Recorder
-	clock    clock.WithTicker
 	metrics  *metrics
 	jitter   func(time.Duration) time.Duration
 	onStart  func(time.Duration)
@@ -185,20 +177,15 @@ func New(cfg Config, d Deps) (*Manager, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	clk := d.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
 	m := &Manager{
 		cfg:      cfg,
 		status:   d.Status,
 		logger:   logger.With("subsystem", "prober"),
 		recorder: d.Recorder,
-		clock:    clk,
 		metrics:  met,
 		jitter:   d.Jitter,
 		onStart:  d.OnProbeStart,
-		started:  clk.Now(),
+		started:  time.Now(),
 		poke:     make(chan struct{}, 1),
 		probes:   make(map[probeKey]*probe),
 	}
@@ -285,7 +272,7 @@ func (m *Manager) AddPod(pod *v1.Pod) error {
 		add(&pod.Spec.Containers[i], false)
 	}
 
-	now := m.clock.Now()
+	now := time.Now()
 	m.mu.Lock()
 	for _, cd := range cands {
 		if p, ok := m.probes[cd.key]; ok {
@@ -365,7 +352,7 @@ func (m *Manager) stopLocked(p *probe, deleting bool) {
 	}
 	p.stopping, p.deleting = true, deleting
 	if p.index >= 0 {
-		p.due = m.clock.Now()
+		p.due = time.Now()
 		heap.Fix(&m.queue, p.index)
 		m.pokeIfHeadLocked(p)
 	}
@@ -427,7 +414,7 @@ func (m *Manager) updateContainerStatus(uid types.UID, c *v1.ContainerStatus) {
 	}
 	if p.index >= 0 && !p.stopping && !p.triggered {
 		p.triggered = true
-		p.due = m.clock.Now()
+		p.due = time.Now()
 		heap.Fix(&m.queue, p.index)
 		m.pokeIfHeadLocked(p)
 	}
@@ -457,8 +444,8 @@ func (m *Manager) pokeIfHeadLocked(p *probe) {
 
 // Run schedules and runs the probes until ctx ends, then waits for the runs
 // in flight to finish (each is bounded by its timeout) and returns nil. Call
-// it once. Due times are read on Deps.Clock and waited for with one timer
-// of it, created at the first wait and reset for the earliest due time.
+// it once. Due times are read with time.Now and waited for with one
+// time.Timer, created at the first wait and reset for the earliest due time.
 func (m *Manager) Run(ctx context.Context) error {
 	ran := false
 	m.runCalls.Do(func() { ran = true })
@@ -496,7 +483,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 
-	var timer clock.Timer // created at the first wait for a due time
+	var timer *time.Timer // created at the first wait for a due time
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -506,7 +493,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	for {
 		batch = batch[:0]
 		m.mu.Lock()
-		now := m.clock.Now()
+		now := time.Now()
 		for m.queue.Len() > 0 && !m.queue[0].due.After(now) {
 			batch = append(batch, heap.Pop(&m.queue).(*probe))
 		}
@@ -527,11 +514,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		var tc <-chan time.Time
 		if wait >= 0 {
 			if timer == nil {
-				timer = m.clock.NewTimer(wait)
+				timer = time.NewTimer(wait)
 			} else {
 				timer.Reset(wait)
 			}
-			tc = timer.C()
+			tc = timer.C
 		}
 		select {
 		case <-ctx.Done():
@@ -553,7 +540,7 @@ func (m *Manager) runOnce(ctx context.Context, p *probe) {
 		m.finalize(ctx, p, deleting)
 		return
 	}
-	start := m.clock.Now()
+	start := time.Now()
 	if m.onStart != nil && !triggered {
 		m.onStart(start.Sub(scheduled))
 	}
@@ -607,7 +594,7 @@ func (m *Manager) runOnce(ctx context.Context, p *probe) {
 		m.finalize(ctx, p, deleting)
 		return
 	}
-	now := m.clock.Now()
+	now := time.Now()
 	if !p.next.After(now) {
 		period := p.spec.period
 		p.next = p.next.Add((now.Sub(p.next)/period + 1) * period)
@@ -660,12 +647,12 @@ func (m *Manager) probeWithRetries(ctx context.Context, p *probe, status *v1.Pod
 			"containerName", p.key.container, "err", err)
 		return Unknown, false
 	}
-	start := m.clock.Now()
+	start := time.Now()
 	var out Outcome
 	var msg string
 	for range maxTries {
 		// The probe's timeout bounds network I/O and the runtime's exec: a
-		// real-time context deadline, not a Clock timer.
+		// context deadline.
 		rctx, cancel := context.WithTimeout(ctx, p.spec.timeout)
 		out, msg, err = p.runner.Probe(rctx, t)
 		cancel()
@@ -678,7 +665,7 @@ func (m *Manager) probeWithRetries(ctx context.Context, p *probe, status *v1.Pod
 		// about the container.
 		return Unknown, false
 	}
-	p.metrics.duration.Observe(m.clock.Since(start).Seconds())
+	p.metrics.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		p.metrics.unknown.Inc()
 		m.logger.Warn("Probe errored", "probeType", p.key.probeType, "pod", p.name,

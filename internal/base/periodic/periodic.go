@@ -1,11 +1,11 @@
-// Package periodic runs the passes of nodekeeper's background managers (image
-// GC, container GC):
+// Package periodic runs the passes of nodekeeper's scheduled managers (the
+// eviction manager, image GC, container GC) in the one time model of
+// docs/architecture.md:
 //
-//   - [Run] drives a manager's periodic duties on ONE timer of an injected
-//     k8s.io/utils/clock clock, re-armed once per wake-up. nodekeeper simulate
-//     relies on that discipline to drive the real loops on a virtual clock: it
-//     fires the one timer, then waits for the loop's next Reset before it moves
-//     virtual time.
+//   - a manager's pass is a [Step]: it runs what is due at now and returns when
+//     it is due again; nodekeeper simulate calls the steps on virtual time;
+//   - [Duties] makes one step of several duties with their own periods;
+//   - [Loop] is the thin real-time loop over a step that a manager's Run is;
 //   - [Serial] lets one pass run at a time, whether the loop or an on-demand
 //     caller (eviction's reclaim) started it, honouring the caller's context.
 //
@@ -16,62 +16,73 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"k8s.io/utils/clock"
 )
 
-// Duty is one periodic duty of a loop.
-type Duty struct {
-	// Period is how long after a run the duty is due again; it must be positive.
-	Period time.Duration
-	// Do runs the duty once. It handles (logs, records) its own failures and
-	// returns when it is done or ctx has ended.
-	Do func(ctx context.Context)
-}
+// Step runs the work due at now and returns the time it is due again; a time
+// not after now means "call again at once". Its caller calls it from one
+// goroutine at a time.
+type Step func(ctx context.Context, now time.Time) (next time.Time)
 
-// Run runs duties on one timer of clk until ctx ends, then returns nil. Every
-// duty is first due at the first wake-up, which the timer, created once and
-// armed for 0, gives at once. On each wake-up Run reads the time once, runs the
-// due duties in the order given, each due again Period after that time, and
-// then re-arms the timer with one Reset to the earliest next due time. Reset is
-// its last clock call before it waits again; it uses no other timer, ticker,
-// After or Sleep. Run calls the duties from its own goroutine, one at a time.
-// It returns an error, without running anything, if duties is empty or a
-// period is not positive (a programmer error).
-func Run(ctx context.Context, clk clock.WithTicker, duties ...Duty) error {
-	if len(duties) == 0 {
-		return errors.New("periodic: no duties")
-	}
-	for _, d := range duties {
-		if d.Period <= 0 || d.Do == nil {
-			return errors.New("periodic: a duty needs a positive period and a function")
-		}
-	}
-	next := make([]time.Time, len(duties)) // the zero time: due at the first wake-up
-	t := clk.NewTimer(0)
+// Loop calls step until ctx ends, then returns nil: at once, then at each time
+// step returns, and at once whenever wake delivers (a nil wake never does; a
+// wake while step runs is kept for after it). It reads time.Now once per
+// wake-up, before the step, and waits on one time.Timer. It calls step from its
+// own goroutine only.
+func Loop(ctx context.Context, step Step, wake <-chan struct{}) error {
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C():
+		case <-t.C:
+		case <-wake:
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		now := clk.Now()
-		earliest := time.Time{}
+		t.Reset(time.Until(step(ctx, time.Now())))
+	}
+}
+
+// Duty is one periodic duty of a step.
+type Duty struct {
+	// Period is how long after a run the duty is due again; it must be positive.
+	Period time.Duration
+	// Do runs the duty once at now. It handles (logs, records) its own failures
+	// and returns when it is done or ctx has ended.
+	Do func(ctx context.Context, now time.Time)
+}
+
+// Duties returns a step that runs duties on their periods: every duty is
+// first due at the first call; a call runs the due duties in the order given,
+// each due again Period after now, and returns the earliest next due time.
+// The step keeps the duties' due times: call it from one goroutine at a time.
+// It returns an error if duties is empty or a duty has no function or a
+// period that is not positive (a programmer error).
+func Duties(duties ...Duty) (Step, error) {
+	if len(duties) == 0 {
+		return nil, errors.New("periodic: no duties")
+	}
+	for _, d := range duties {
+		if d.Period <= 0 || d.Do == nil {
+			return nil, errors.New("periodic: a duty needs a positive period and a function")
+		}
+	}
+	next := make([]time.Time, len(duties)) // the zero time: due at the first call
+	return func(ctx context.Context, now time.Time) time.Time {
+		var earliest time.Time
 		for i, d := range duties {
 			if !now.Before(next[i]) {
-				d.Do(ctx)
+				d.Do(ctx, now)
 				next[i] = now.Add(d.Period)
 			}
 			if i == 0 || next[i].Before(earliest) {
 				earliest = next[i]
 			}
 		}
-		t.Reset(max(earliest.Sub(clk.Now()), 0))
-	}
+		return earliest
+	}, nil
 }
 
 // Serial admits one pass at a time. Create it with NewSerial; its methods may

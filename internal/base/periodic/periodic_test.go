@@ -2,7 +2,6 @@ package periodic
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,195 +9,165 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/utils/clock"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 var t0 = time.Date(2025, 11, 21, 12, 0, 0, 0, time.UTC)
 
-// callLog is a clock that logs the clock calls made through it and the
-// timers it created, over a FakeClock.
-type callLog struct {
-	*testingclock.FakeClock
-	mu    sync.Mutex
-	calls []string // guarded by mu
+// Three duties in one step: each runs at its own period, in the order given,
+// and the step returns the earliest next due time.
+func TestDuties(t *testing.T) {
+	t.Parallel()
+	var ran []string
+	duty := func(name string, period time.Duration) Duty {
+		return Duty{Period: period, Do: func(context.Context, time.Time) { ran = append(ran, name) }}
+	}
+	step, err := Duties(duty("detect", 2*time.Minute), duty("cache", 30*time.Second), duty("gc", 3*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		at   time.Duration
+		ran  string
+		next time.Duration
+	}{
+		{0, "detect cache gc", 30 * time.Second},
+		{30 * time.Second, "cache", time.Minute},
+		{time.Minute, "cache", 90 * time.Second},
+		{90 * time.Second, "cache", 2 * time.Minute},
+		{2 * time.Minute, "detect cache", 150 * time.Second},
+		{150 * time.Second, "cache", 3 * time.Minute},
+		{3 * time.Minute, "cache gc", 210 * time.Second},
+		{200 * time.Second, "", 210 * time.Second}, // early: nothing due
+	}
+	for _, w := range want {
+		ran = nil
+		next := step(t.Context(), t0.Add(w.at))
+		if got := strings.Join(ran, " "); got != w.ran {
+			t.Errorf("step at %v ran %q, want %q", w.at, got, w.ran)
+		}
+		if got := next.Sub(t0); got != w.next {
+			t.Errorf("step at %v: next due at %v, want %v", w.at, got, w.next)
+		}
+	}
 }
 
-func (c *callLog) add(call string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = append(c.calls, call)
+// A late call runs each due duty once, not once per missed period, and the
+// next due times count from the call.
+func TestDutiesLateCall(t *testing.T) {
+	t.Parallel()
+	var at []time.Duration
+	step, err := Duties(Duty{Period: 5 * time.Minute, Do: func(_ context.Context, now time.Time) { at = append(at, now.Sub(t0)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{0, 17 * time.Minute, 21 * time.Minute, 22 * time.Minute} {
+		step(t.Context(), t0.Add(d))
+	}
+	if diff := cmp.Diff([]time.Duration{0, 17 * time.Minute, 22 * time.Minute}, at); diff != "" {
+		t.Errorf("runs at (-want +got):\n%s", diff)
+	}
 }
 
-// take returns the calls logged since the last take.
-func (c *callLog) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.calls
-	c.calls = nil
-	return out
+func TestDutiesRejectsBad(t *testing.T) {
+	t.Parallel()
+	for name, duties := range map[string][]Duty{
+		"none":        nil,
+		"zero period": {{Period: 0, Do: func(context.Context, time.Time) {}}},
+		"no function": {{Period: time.Second}},
+	} {
+		if _, err := Duties(duties...); err == nil {
+			t.Errorf("%s: Duties succeeded", name)
+		}
+	}
 }
 
-func (c *callLog) Now() time.Time { c.add("Now"); return c.FakeClock.Now() }
-func (c *callLog) Since(ts time.Time) time.Duration {
-	c.add("Since")
-	return c.FakeClock.Since(ts)
-}
-func (c *callLog) After(d time.Duration) <-chan time.Time {
-	c.add("After")
-	return c.FakeClock.After(d)
-}
-func (c *callLog) NewTicker(d time.Duration) clock.Ticker {
-	c.add("NewTicker")
-	return c.FakeClock.NewTicker(d)
-}
-func (c *callLog) Tick(d time.Duration) <-chan time.Time {
-	c.add("Tick")
-	return c.FakeClock.Tick(d)
-}
-func (c *callLog) Sleep(d time.Duration) { c.add("Sleep"); c.FakeClock.Sleep(d) }
-func (c *callLog) NewTimer(d time.Duration) clock.Timer {
-	c.add(fmt.Sprintf("NewTimer(%v)", d))
-	return loggedTimer{c.FakeClock.NewTimer(d), c}
-}
-
-type loggedTimer struct {
-	clock.Timer
-	c *callLog
-}
-
-func (t loggedTimer) Reset(d time.Duration) bool {
-	t.c.add(fmt.Sprintf("Reset(%v)", d))
-	return t.Timer.Reset(d)
-}
-
-func (t loggedTimer) Stop() bool { t.c.add("Stop"); return t.Timer.Stop() }
-
-// Three duties on one timer: each runs at its own period, in the order given,
-// and each wake-up ends with exactly one Reset to the earliest next due time.
-func TestRunDuties(t *testing.T) {
+// Loop calls the step at once, then at the time it returned, and at once on a
+// wake, with the bubble's time as now; it returns nil when ctx ends.
+func TestLoop(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		clk := &callLog{FakeClock: testingclock.NewFakeClock(t0)}
+		start := time.Now()
 		var mu sync.Mutex
-		var ran []string // guarded by mu
-		duty := func(name string, period time.Duration) Duty {
-			return Duty{Period: period, Do: func(context.Context) {
-				mu.Lock()
-				defer mu.Unlock()
-				ran = append(ran, name)
-			}}
-		}
-		takeRan := func() string {
+		var calls []time.Duration // guarded by mu
+		step := func(_ context.Context, now time.Time) time.Time {
 			mu.Lock()
 			defer mu.Unlock()
-			out := strings.Join(ran, " ")
-			ran = nil
+			calls = append(calls, now.Sub(start))
+			return now.Add(time.Minute)
+		}
+		take := func() []time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			out := calls
+			calls = nil
 			return out
 		}
+		wake := make(chan struct{}, 1)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
-		go func() {
-			done <- Run(ctx, clk, duty("detect", 2*time.Minute), duty("cache", 30*time.Second), duty("gc", 3*time.Minute))
-		}()
+		go func() { done <- Loop(ctx, step, wake) }()
 		synctest.Wait()
-		if diff := cmp.Diff([]string{"NewTimer(0s)"}, clk.take()); diff != "" {
-			t.Fatalf("clock calls before the first wake-up (-want +got):\n%s", diff)
+		if diff := cmp.Diff([]time.Duration{0}, take()); diff != "" {
+			t.Fatalf("first call (-want +got):\n%s", diff)
 		}
-		if got := takeRan(); got != "" {
-			t.Fatalf("duties ran before the first wake-up: %s", got)
+		time.Sleep(time.Minute) // virtual time in the bubble
+		synctest.Wait()
+		if diff := cmp.Diff([]time.Duration{time.Minute}, take()); diff != "" {
+			t.Fatalf("call at the due time (-want +got):\n%s", diff)
 		}
-		type wake struct {
-			ran   string
-			reset time.Duration
+		time.Sleep(10 * time.Second)
+		wake <- struct{}{}
+		synctest.Wait()
+		if diff := cmp.Diff([]time.Duration{70 * time.Second}, take()); diff != "" {
+			t.Fatalf("call on wake (-want +got):\n%s", diff)
 		}
-		want := []wake{
-			{"detect cache gc", 30 * time.Second}, // 0s
-			{"cache", 30 * time.Second},           // 30s
-			{"cache", 30 * time.Second},           // 1m
-			{"cache", 30 * time.Second},           // 1m30s
-			{"detect cache", 30 * time.Second},    // 2m
-			{"cache", 30 * time.Second},           // 2m30s
-			{"cache gc", 30 * time.Second},        // 3m
+		time.Sleep(59 * time.Second) // the wake's step moved the next due time
+		synctest.Wait()
+		if got := take(); len(got) != 0 {
+			t.Fatalf("called at %v, before the next due time 2m10s", got)
 		}
-		step := time.Duration(0)
-		for i, w := range want {
-			clk.Step(step)
-			synctest.Wait()
-			if got := takeRan(); got != w.ran {
-				t.Errorf("wake-up %d at %v: ran %q, want %q", i, clk.FakeClock.Since(t0), got, w.ran)
-			}
-			calls := clk.take()
-			if len(calls) == 0 || calls[len(calls)-1] != fmt.Sprintf("Reset(%v)", w.reset) {
-				t.Fatalf("wake-up %d: clock calls %v, want Now calls then Reset(%v)", i, calls, w.reset)
-			}
-			for _, c := range calls[:len(calls)-1] {
-				if c != "Now" {
-					t.Errorf("wake-up %d: clock call %s before Reset, want only Now", i, c)
-				}
-			}
-			if n := clk.Waiters(); n != 1 {
-				t.Errorf("wake-up %d: %d timers armed, want 1", i, n)
-			}
-			step = w.reset
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if diff := cmp.Diff([]time.Duration{130 * time.Second}, take()); diff != "" {
+			t.Fatalf("call after the wake's due time (-want +got):\n%s", diff)
 		}
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
-		if diff := cmp.Diff([]string{"Stop"}, clk.take()); diff != "" {
-			t.Errorf("clock calls at the end (-want +got):\n%s", diff)
+			t.Errorf("Loop = %v, want nil", err)
 		}
 	})
 }
 
-// A late wake-up runs each due duty once, not once per missed period, and the
-// next due times count from the wake-up.
-func TestRunLateWakeUp(t *testing.T) {
+// A step that returns a time not after now is called again at once.
+func TestLoopPastDueCallsAgainAtOnce(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		clk := testingclock.NewFakeClock(t0)
+		start := time.Now()
 		var mu sync.Mutex
-		var at []time.Duration // guarded by mu
+		var calls []time.Duration // guarded by mu
+		step := func(_ context.Context, now time.Time) time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, now.Sub(start))
+			if len(calls) == 1 {
+				time.Sleep(5 * time.Second) // a pass that takes time
+				return now
+			}
+			return now.Add(time.Hour)
+		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
-		go func() {
-			done <- Run(ctx, clk, Duty{Period: 5 * time.Minute, Do: func(context.Context) {
-				mu.Lock()
-				defer mu.Unlock()
-				at = append(at, clk.Since(t0))
-			}})
-		}()
+		go func() { done <- Loop(ctx, step, nil) }()
+		time.Sleep(5 * time.Second) // until the first step has returned
 		synctest.Wait()
-		for _, d := range []time.Duration{0, 17 * time.Minute, 4 * time.Minute, time.Minute} {
-			clk.Step(d)
-			synctest.Wait()
-		}
 		cancel()
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
-		if diff := cmp.Diff([]time.Duration{0, 17 * time.Minute, 22 * time.Minute}, at); diff != "" {
-			t.Errorf("runs at (-want +got):\n%s", diff)
+		if diff := cmp.Diff([]time.Duration{0, 5 * time.Second}, calls); diff != "" {
+			t.Errorf("calls (-want +got):\n%s", diff)
 		}
 	})
-}
-
-func TestRunRejectsBadDuties(t *testing.T) {
-	t.Parallel()
-	clk := testingclock.NewFakeClock(t0)
-	for name, duties := range map[string][]Duty{
-		"none":        nil,
-		"zero period": {{Period: 0, Do: func(context.Context) {}}},
-		"no function": {{Period: time.Second}},
-	} {
-		if err := Run(t.Context(), clk, duties...); err == nil {
-			t.Errorf("%s: Run succeeded", name)
-		}
-	}
-	if clk.HasWaiters() {
-		t.Error("Run armed a timer for bad duties")
-	}
 }
 
 func TestSerial(t *testing.T) {

@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 )
@@ -80,8 +79,6 @@ type Deps struct {
 	Client Client
 	// Agent runs the pods. Required.
 	Agent Agent
-	// Clock times the full status pass; nil is the real clock.
-	Clock clock.WithTicker
 	// Logger gets the syncer's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -100,7 +97,6 @@ type Syncer struct {
 	cfg    Config
 	client Client
 	agent  Agent
-	clock  clock.WithTicker
 	log    *slog.Logger
 
 	informer cache.SharedIndexInformer
@@ -130,14 +126,11 @@ func New(cfg Config, deps Deps) (*Syncer, error) {
 	if cfg.StatusPeriod == 0 {
 		cfg.StatusPeriod = DefaultStatusPeriod
 	}
-	if deps.Clock == nil {
-		deps.Clock = clock.RealClock{}
-	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Syncer{
-		cfg: cfg, client: deps.Client, agent: deps.Agent, clock: deps.Clock,
+		cfg: cfg, client: deps.Client, agent: deps.Agent,
 		log:   deps.Logger.With("subsystem", "apipods"),
 		podsC: make(chan struct{}, 1), statusC: make(chan struct{}, 1),
 		skipped: map[string]string{},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -80,7 +81,7 @@ func newStatusState() *statusState {
 // until ctx ends: a prompt pass after the agent's table or the cached pods
 // changed, a full one every StatusPeriod.
 func (s *Syncer) runStatus(ctx context.Context) {
-	t := s.clock.NewTicker(s.cfg.StatusPeriod)
+	t := time.NewTicker(s.cfg.StatusPeriod)
 	defer t.Stop()
 	st := newStatusState()
 	s.pass(ctx, st, true)
@@ -91,7 +92,7 @@ func (s *Syncer) runStatus(ctx context.Context) {
 			return
 		case <-s.agent.Changes():
 		case <-s.statusC:
-		case <-t.C():
+		case <-t.C:
 			full = true
 		}
 		s.pass(ctx, st, full)

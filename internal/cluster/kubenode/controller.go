@@ -29,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -104,9 +103,6 @@ type Deps struct {
 	// the conditions (internal/core/node's Object). It is called from Run's
 	// goroutine only. Required.
 	Status func(now time.Time) (*v1.Node, error)
-	// Clock times the status loop and stamps the Lease; nil is the real
-	// clock.
-	Clock clock.WithTicker
 	// Logger receives the controller's logs and the Lease renewer's; nil
 	// discards them.
 	Logger *slog.Logger
@@ -125,7 +121,6 @@ type Deps struct {
 type Controller struct {
 	cfg   Config
 	deps  Deps
-	clock clock.WithTicker
 	log   *slog.Logger
 	pokeC chan struct{} // capacity 1: a pending Poke
 	// uid is the registered Node's UID, the Lease's owner; set by Run's
@@ -149,10 +144,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("kubenode: %w", err)
 	}
-	c := &Controller{cfg: cfg, deps: deps, clock: deps.Clock, log: deps.Logger, pokeC: make(chan struct{}, 1)}
-	if c.clock == nil {
-		c.clock = clock.RealClock{}
-	}
+	c := &Controller{cfg: cfg, deps: deps, log: deps.Logger, pokeC: make(chan struct{}, 1)}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -250,7 +242,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	var st state
 	leaseStarted := false
 	backoff := firstBackoff
-	timer := c.clock.NewTimer(0)
+	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
@@ -261,7 +253,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.syncStatus(ctx, &st)
 			}
 			continue
-		case <-timer.C():
+		case <-timer.C:
 		}
 		if st.node == nil {
 			if !c.register(ctx, &st) {
@@ -288,7 +280,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // register creates the Node or adopts the existing one, and reports whether
 // st now holds it.
 func (c *Controller) register(ctx context.Context, st *state) bool {
-	now := c.clock.Now()
+	now := time.Now()
 	src, err := c.deps.Status(now)
 	if err != nil {
 		c.log.Error("Unable to compute the node's status for registration", "err", err)
@@ -347,7 +339,7 @@ func (c *Controller) setNode(st *state, node *v1.Node) {
 // read Node; a Node deleted from the API server is registered again at the
 // next sync.
 func (c *Controller) syncStatus(ctx context.Context, st *state) {
-	now := c.clock.Now()
+	now := time.Now()
 	src, err := c.deps.Status(now)
 	if err != nil {
 		c.log.Error("Unable to compute the node's status", "err", err)
@@ -396,8 +388,8 @@ func (c *Controller) handleStatusError(st *state, err error) {
 func (c *Controller) leaseController() *leaseRenewer {
 	d := time.Duration(c.cfg.LeaseDurationSeconds) * time.Second
 	return &leaseRenewer{
-		client: c.deps.Client.Leases(v1.NamespaceNodeLease), clock: c.clock,
-		name: c.cfg.NodeName, namespace: v1.NamespaceNodeLease, holder: c.cfg.NodeName,
+		client: c.deps.Client.Leases(v1.NamespaceNodeLease),
+		name:   c.cfg.NodeName, namespace: v1.NamespaceNodeLease, holder: c.cfg.NodeName,
 		durationSeconds: c.cfg.LeaseDurationSeconds, interval: time.Duration(float64(d) * leaseRenewFraction),
 		setOwner: c.setLeaseOwner, onRepeatedFailure: c.deps.OnRepeatedHeartbeatFailure, log: c.log,
 	}

@@ -10,7 +10,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 )
@@ -30,7 +29,6 @@ const (
 // updates its renew time every interval (plus up to 4%).
 type leaseRenewer struct {
 	client          kubeclient.LeaseInterface
-	clock           clock.WithTicker
 	name, namespace string
 	holder          string
 	durationSeconds int32
@@ -55,14 +53,14 @@ func (l *leaseRenewer) Run(ctx context.Context) {
 	}
 }
 
-// sleep waits d on the clock; false when ctx ended first.
+// sleep waits d; false when ctx ended first.
 func (l *leaseRenewer) sleep(ctx context.Context, d time.Duration) bool {
-	t := l.clock.NewTimer(d)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C():
+	case <-t.C:
 		return true
 	}
 }
@@ -160,7 +158,7 @@ func (l *leaseRenewer) next(base *coordinationv1.Lease) (*coordinationv1.Lease, 
 	} else {
 		lease = base.DeepCopy()
 	}
-	lease.Spec.RenewTime = &metav1.MicroTime{Time: l.clock.Now()}
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 	if l.setOwner != nil {
 		if err := l.setOwner(lease); err != nil {
 			return nil, err

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/clock"
 )
 
 // fakeLeases is a LeaseInterface of function fields that records calls.
@@ -42,7 +41,7 @@ func (f *fakeLeases) Update(_ context.Context, l *coordinationv1.Lease, _ metav1
 var leaseGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 
 func newRenewer(f *fakeLeases, setOwner func(*coordinationv1.Lease) error, failures *int) *leaseRenewer {
-	return &leaseRenewer{client: f, clock: clock.RealClock{}, name: "n1", namespace: "kube-node-lease", holder: "n1",
+	return &leaseRenewer{client: f, name: "n1", namespace: "kube-node-lease", holder: "n1",
 		durationSeconds: 40, interval: 10 * time.Second, setOwner: setOwner,
 		onRepeatedFailure: func() { *failures++ }, log: slog.New(slog.DiscardHandler)}
 }

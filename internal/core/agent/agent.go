@@ -34,7 +34,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
@@ -108,8 +107,6 @@ type Deps struct {
 	// Preempt, when set, carries out admission's preemption plans; nil makes
 	// the agent kill the victims itself, in order, through KillPod.
 	Preempt Preemptor
-	// Clock times relists, resyncs and retries; nil is the real clock.
-	Clock clock.WithTicker
 	// Logger receives the loop's logs; nil discards them.
 	Logger *slog.Logger
 	// Recorder receives pod events (admission rejections); nil discards them.
@@ -145,7 +142,6 @@ type Agent struct {
 	rt      Runtime
 	admit   Admitter
 	preempt Preemptor
-	clock   clock.WithTicker
 	log     *slog.Logger
 	rec     nodeapi.Recorder
 	m       *agentMetrics
@@ -176,9 +172,6 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	if cfg.MaxSyncBackoff == 0 {
 		cfg.MaxSyncBackoff = DefaultMaxSyncBackoff
 	}
-	if deps.Clock == nil {
-		deps.Clock = clock.RealClock{}
-	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -197,7 +190,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	}
 	return &Agent{
 		Table: deps.Table, cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
-		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
+		log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
 		probes: deps.Probes,
 	}, nil
 }
@@ -210,7 +203,7 @@ func (a *Agent) Healthy() error {
 	if last == 0 {
 		return errors.New("agent: the runtime has not been listed yet")
 	}
-	if since := a.clock.Since(time.Unix(0, last)); since > RelistThreshold {
+	if since := time.Since(time.Unix(0, last)); since > RelistThreshold {
 		return fmt.Errorf("agent: the runtime was last listed %v ago (threshold %v)", since.Round(time.Second), RelistThreshold)
 	}
 	return nil

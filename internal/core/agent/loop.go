@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
@@ -192,7 +191,7 @@ type loop struct {
 	// replies are answered after the next publish.
 	replies []pendingReply
 
-	timer   clock.Timer
+	timer   *time.Timer
 	timerAt time.Time
 	// changed asks for a new snapshot.
 	changed bool
@@ -229,11 +228,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	l.forwardProbeUpdates()
 
-	relistT := a.clock.NewTicker(a.cfg.RelistPeriod)
+	relistT := time.NewTicker(a.cfg.RelistPeriod)
 	defer relistT.Stop()
-	resyncT := a.clock.NewTicker(a.cfg.ResyncPeriod)
+	resyncT := time.NewTicker(a.cfg.ResyncPeriod)
 	defer resyncT.Stop()
-	l.timer = a.clock.NewTimer(a.cfg.ResyncPeriod)
+	l.timer = time.NewTimer(a.cfg.ResyncPeriod)
 	l.timer.Stop()
 	defer l.timer.Stop()
 
@@ -258,14 +257,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			l.admissionDone(p)
 		case u := <-l.probeC:
 			l.probeUpdate(u)
-		case <-relistT.C():
+		case <-relistT.C:
 			l.startRelist()
-		case <-resyncT.C():
+		case <-resyncT.C:
 			l.resync()
-		case <-l.timer.C():
+		case <-l.timer.C:
 			l.timerAt = time.Time{}
 		}
-		now := a.clock.Now()
+		now := time.Now()
 		l.syncProbes()
 		l.refresh(now)
 		l.syncProbes() // pods refresh found finished
@@ -293,9 +292,9 @@ func (l *loop) startRelist() {
 	l.relistStarted++
 	seq := l.relistStarted
 	l.wg.Go(func() {
-		start := l.a.clock.Now()
+		start := time.Now()
 		st, err := l.a.rt.Statuses(l.ctx)
-		l.a.m.relistDuration.WithLabelValues().Observe(l.a.clock.Since(start).Seconds())
+		l.a.m.relistDuration.WithLabelValues().Observe(time.Since(start).Seconds())
 		select {
 		case l.relistC <- relistResult{seq: seq, statuses: st, err: err}:
 		case <-l.ctx.Done():
@@ -342,7 +341,7 @@ func (l *loop) relistDone(r relistResult) {
 	first := !l.relisted
 	seen := l.relistSeen
 	l.relisted, l.relistSeen, l.statuses = true, r.seq, r.statuses
-	l.a.lastRelist.Store(l.a.clock.Now().UnixNano())
+	l.a.lastRelist.Store(time.Now().UnixNano())
 	l.a.m.setRunning(r.statuses)
 	for uid, e := range l.pods {
 		st := r.statuses[uid]
@@ -442,7 +441,7 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	for _, p := range pods {
-		now := l.a.clock.Now()
+		now := time.Now()
 		e := &entry{uid: p.UID, pod: p, source: source, firstSeen: now, dirty: true, op: opCreate, runtime: l.statuses[p.UID]}
 		if seq, ok := l.gone[p.UID]; ok {
 			// Given again right after its removal: the last relist may
@@ -655,7 +654,7 @@ func (l *loop) result(r result) {
 	if e == nil {
 		return
 	}
-	now := l.a.clock.Now()
+	now := time.Now()
 	e.busy, e.dirty, e.abort, e.keep = false, true, nil, nil
 	e.minRelist = l.relistStarted + 1
 	l.relistSoon()
@@ -1017,7 +1016,7 @@ func (l *loop) arm(now time.Time) {
 // runWork runs one work item of pod uid and reports its result to out,
 // unless ctx ends first.
 func (a *Agent) runWork(ctx context.Context, uid types.UID, w work, out chan<- result) {
-	start := a.clock.Now()
+	start := time.Now()
 	r := result{uid: uid, kind: w.kind}
 	switch w.kind {
 	case workSync:
@@ -1045,7 +1044,7 @@ func (a *Agent) runWork(ctx context.Context, uid types.UID, w work, out chan<- r
 		}
 	}
 	if w.op != "" {
-		a.m.workerDuration.WithLabelValues(w.op).Observe(a.clock.Since(start).Seconds())
+		a.m.workerDuration.WithLabelValues(w.op).Observe(time.Since(start).Seconds())
 	}
 	select {
 	case out <- r:

@@ -15,11 +15,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/containergc"
 	"github.com/nodekeeper/nodekeeper/devicemanager"
@@ -76,8 +76,9 @@ type Collaborators struct {
 	Killer nodeapi.PodKiller
 	// Recorder gets every manager's events. Nil discards them.
 	Recorder nodeapi.Recorder
-	// Clock is the one clock of every manager. Nil is the real clock.
-	Clock clock.WithTicker
+	// Start is when the managers start (image GC's maximum age counts from
+	// it); zero is the time New is called. simulate passes its virtual start.
+	Start time.Time
 	// Statfs measures the image filesystem for image GC; nil is statfs(2).
 	Statfs func(path string) (imagegc.FsStats, error)
 	// ImageRecords, when set, keeps image GC's records across restarts.
@@ -138,7 +139,12 @@ type Node struct {
 // Loop is one of the managers' periodic loops.
 type Loop struct {
 	Name string
-	Run  func(ctx context.Context) error
+	// Run runs the loop on real time until ctx ends.
+	Run func(ctx context.Context) error
+	// Step, when set, is the loop's pass (docs/architecture.md, One time
+	// model): Run calls it on real time; nodekeeper simulate calls it instead
+	// of Run, on virtual time. Nil for the loops simulate does not drive.
+	Step func(ctx context.Context, now time.Time) time.Time
 }
 
 // New builds the managers from cfg, opts and c. It starts nothing.
@@ -146,18 +152,16 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	if cfg == nil || c.Capacity == nil || c.Stats == nil || c.Runtime == nil || c.Pods == nil || c.Killer == nil {
 		return nil, errors.New("node: configuration, Capacity, Stats, Runtime, Pods and Killer are required")
 	}
-	if c.Clock == nil {
-		c.Clock = clock.RealClock{}
-	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	images, err := imagegc.New(imagegc.Config{
 		Policy:       imagegc.PolicyFromKubelet(&cfg.Kubelet),
 		SandboxImage: opts.SandboxImage,
+		Start:        c.Start,
 	}, imagegc.Deps{
 		Images: c.Runtime, ImageFs: c.Runtime, InUse: imagegc.ContainerImages(c.Runtime), Statfs: c.Statfs,
-		Recorder: c.Recorder, NodeName: c.NodeName, Clock: c.Clock, Registerer: c.Registerer, Logger: c.Logger,
+		Recorder: c.Recorder, NodeName: c.NodeName, Registerer: c.Registerer, Logger: c.Logger,
 		Store: c.ImageRecords,
 	})
 	if err != nil {
@@ -165,7 +169,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	}
 	containers, err := containergc.New(opts.ContainerGC, 0, containergc.Deps{
 		Runtime: c.Runtime, Pods: c.Pods, Recorder: c.Recorder, NodeName: c.NodeName,
-		Clock: c.Clock, LogDirs: opts.LogDirs, Logger: c.Logger,
+		LogDirs: opts.LogDirs, Logger: c.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: container GC: %w", err)
@@ -177,7 +181,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	ev, err := eviction.New(evCfg, eviction.Deps{
 		Stats: c.Stats, Killer: c.Killer, ActivePods: c.Pods.ActivePods, PodCleanedUp: c.PodCleanedUp,
 		ContainerGC: containers, ImageGC: images, Recorder: c.Recorder, NodeName: c.NodeName,
-		Clock: c.Clock, Logger: c.Logger, Registerer: c.Registerer,
+		Logger: c.Logger, Registerer: c.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: eviction: %w", err)
@@ -185,7 +189,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	n := &Node{Eviction: ev, Images: images, Containers: containers, cfg: cfg, capacity: c.Capacity}
 	if opts.DevicePlugins != nil {
 		n.Devices, err = devicemanager.New(*opts.DevicePlugins, devicemanager.Deps{
-			Logger: c.Logger, ActivePods: c.Pods.ActivePods, Registerer: c.Registerer, Clock: c.Clock,
+			Logger: c.Logger, ActivePods: c.Pods.ActivePods, Registerer: c.Registerer,
 			RuntimeDevices: devicemanager.RuntimeDevices(c.Runtime), Recorder: c.Recorder, NodeName: c.NodeName,
 		})
 		if err != nil {
@@ -195,7 +199,7 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 	if c.PodStatus != nil {
 		n.Probes, err = prober.New(prober.Config{}, prober.Deps{
 			Status: c.PodStatus, Exec: c.Exec, Logger: c.Logger, Recorder: c.Recorder,
-			Registerer: c.Registerer, Clock: c.Clock,
+			Registerer: c.Registerer,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("node: %w", err)
@@ -261,13 +265,13 @@ func (n *Node) allocatable(cfg *config.Config, capacity func() (v1.ResourceList,
 }
 
 // Loops returns the managers' loops in a fixed order: eviction, container GC,
-// image GC (each following the one-timer discipline of its Run method), then
-// the device manager and the prober when they were built.
+// image GC (each with its Step), then the device manager and the prober when
+// they were built.
 func (n *Node) Loops() []Loop {
 	loops := []Loop{
-		{Name: "eviction", Run: n.Eviction.Run},
-		{Name: "containergc", Run: n.Containers.Run},
-		{Name: "imagegc", Run: n.Images.Run},
+		{Name: "eviction", Run: n.Eviction.Run, Step: n.Eviction.Step},
+		{Name: "containergc", Run: n.Containers.Run, Step: n.Containers.Step},
+		{Name: "imagegc", Run: n.Images.Run, Step: n.Images.Step},
 	}
 	if n.Devices != nil {
 		loops = append(loops, Loop{Name: "devicemanager", Run: n.Devices.Run})

@@ -46,7 +46,7 @@ func TestObject(t *testing.T) {
 		return v1.NodeCondition{Type: typ, Status: s, Reason: reason, Message: msg,
 			LastHeartbeatTime: metav1.NewTime(hb), LastTransitionTime: metav1.NewTime(tr)}
 	}
-	n.Eviction.Pass(t.Context())
+	n.Eviction.Pass(t.Context(), time.Now())
 	got, err := n.Object("n1", nil, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestObject(t *testing.T) {
 	}
 
 	ms.available = 50 << 20
-	n.Eviction.Pass(t.Context())
+	n.Eviction.Pass(t.Context(), time.Now())
 	got, err = n.Object("n1", errors.New("container runtime is down"), t1)
 	if err != nil {
 		t.Fatal(err)

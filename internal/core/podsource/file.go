@@ -70,7 +70,10 @@ const DefaultMaxFileSize = decode.DefaultMaxConfigSize
 
 // FileDeps are the collaborators of a File source.
 type FileDeps struct {
-	Clock    clock.WithTicker // nil means the real clock
+	// Clock times the periodic rescan; nil means the real clock. It is
+	// injected because the tests hold the rescan still while the source
+	// watches real files with inotify, which a synctest bubble cannot hold.
+	Clock    clock.WithTicker
 	Logger   *slog.Logger     // nil discards logs
 	Recorder nodeapi.Recorder // nil discards events
 }

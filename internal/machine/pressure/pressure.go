@@ -133,7 +133,11 @@ type Deps struct {
 	Wake func()
 	// Statfs is unix.Statfs when nil.
 	Statfs func(path string, st *unix.Statfs_t) error
-	// Clock drives the polls; nil is the real clock.
+	// Clock drives the polls' and re-arms' tickers; nil is the real clock.
+	// It is injected because a test steps the re-arm ticker while the
+	// notifier waits on a real memcg eventfd, which a synctest bubble cannot
+	// hold (docs/architecture.md, One time model). The notifications' wake
+	// spacing runs on real time, decided by wakeGate with the time as data.
 	Clock  clock.WithTicker
 	Logger *slog.Logger // nil discards
 }
@@ -594,24 +598,13 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 		pfds = append(pfds, unix.PollFd{Fd: int32(f.fd), Events: f.events})
 	}
 	buf := make([]byte, 8)
-	// Notifications closer than MinWakeInterval to the last wake are held
-	// and delivered as one wake when the interval is over.
-	var last time.Time
-	pending := false
-	var due []time.Time // follow-up wakes of the last notification, ascending
+	g := wakeGate{minInterval: n.cfg.MinWakeInterval, followUps: n.cfg.FollowUps}
 	for {
 		for i := range pfds {
 			pfds[i].Revents = 0
 		}
 		timeout := -1
-		var next time.Time // the earliest held or follow-up wake
-		if pending {
-			next = last.Add(n.cfg.MinWakeInterval)
-		}
-		if len(due) > 0 && (next.IsZero() || due[0].Before(next)) {
-			next = due[0]
-		}
-		if !next.IsZero() {
+		if next := g.next(); !next.IsZero() {
 			timeout = max(0, int((time.Until(next)+time.Millisecond-1)/time.Millisecond))
 		}
 		if _, err := unix.Poll(pfds, timeout); err != nil {
@@ -649,28 +642,64 @@ func (n *Notifier) pollFDs(cancelFD int) error {
 			n.log.Debug("pressure notification", "watch", f.what)
 			woke = true
 		}
-		now := time.Now()
-		if woke {
-			due = due[:0]
-			for _, d := range n.cfg.FollowUps {
-				due = append(due, now.Add(d))
-			}
+		if g.step(woke, time.Now()) {
+			n.deps.Wake()
+			g.woke(time.Now())
 		}
-		fire := woke || pending
-		for len(due) > 0 && !due[0].After(now) {
-			fire, due = true, due[1:]
-		}
-		if !fire {
-			continue
-		}
-		if now.Sub(last) < n.cfg.MinWakeInterval {
-			pending = true
-			continue
-		}
-		n.deps.Wake()
-		last, pending = time.Now(), false
 	}
 }
+
+// wakeGate decides when pressure notifications wake the eviction manager, with
+// the time as data: a notification wakes at once and again after each
+// follow-up delay (a new notification restarts the follow-ups); wakes closer
+// than minInterval to the last are held and delivered as one when the
+// interval is over. Only pollFDs' goroutine touches it.
+type wakeGate struct {
+	minInterval time.Duration
+	followUps   []time.Duration
+	last        time.Time   // when the last wake was delivered
+	pending     bool        // a wake is held until minInterval after last
+	due         []time.Time // follow-up wakes of the last notification, ascending
+}
+
+// next returns the earliest held or follow-up wake: the time by which step
+// must be called again; zero when none is waiting.
+func (g *wakeGate) next() time.Time {
+	var next time.Time
+	if g.pending {
+		next = g.last.Add(g.minInterval)
+	}
+	if len(g.due) > 0 && (next.IsZero() || g.due[0].Before(next)) {
+		next = g.due[0]
+	}
+	return next
+}
+
+// step records, at now, whether a notification came, and reports whether to
+// wake now; the caller then wakes and calls woke.
+func (g *wakeGate) step(notified bool, now time.Time) bool {
+	if notified {
+		g.due = g.due[:0]
+		for _, d := range g.followUps {
+			g.due = append(g.due, now.Add(d))
+		}
+	}
+	fire := notified || g.pending
+	for len(g.due) > 0 && !g.due[0].After(now) {
+		fire, g.due = true, g.due[1:]
+	}
+	if !fire {
+		return false
+	}
+	if now.Sub(g.last) < g.minInterval {
+		g.pending = true
+		return false
+	}
+	return true
+}
+
+// woke records a wake delivered at now.
+func (g *wakeGate) woke(now time.Time) { g.last, g.pending = now, false }
 
 // needRearm says whether a mark depends on inactive file pages read at
 // re-arm time: a v1 threshold or a v1 poll.

@@ -888,3 +888,78 @@ func BenchmarkWorkingSetReaction(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "ms-median")
 	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*9/10)].Milliseconds()), "ms-p90")
 }
+
+// TestWakeGate: the coalescing of notifications into wakes, with the time as
+// data: a notification wakes at once and after each follow-up; a new one
+// restarts the follow-ups; wakes closer than the minimum interval to the last
+// are held and delivered as one at its end; next says when to look again.
+func TestWakeGate(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	type call struct {
+		at       int // ms
+		notified bool
+		wake     bool // want
+		next     int  // want, ms; -1: none
+	}
+	tests := []struct {
+		name      string
+		interval  time.Duration
+		followUps []time.Duration
+		calls     []call
+	}{
+		{
+			name: "follow-ups, restarted by a new notification", interval: -1,
+			followUps: []time.Duration{300 * time.Millisecond, 1200 * time.Millisecond},
+			calls: []call{
+				{0, true, true, 300},
+				{299, false, false, 300},
+				{300, false, true, 1200},
+				{500, true, true, 800}, // restarts: 800, 1700
+				{800, false, true, 1700},
+				{1700, false, true, -1},
+			},
+		},
+		{
+			name: "a burst within the interval is one wake at its end", interval: 300 * time.Millisecond,
+			calls: []call{
+				{0, true, true, -1},
+				{10, true, false, 300},
+				{20, true, false, 300},
+				{300, false, true, -1},
+				{700, true, true, -1}, // past the interval: at once
+			},
+		},
+		{
+			name: "follow-ups due together are one wake", interval: -1,
+			followUps: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond},
+			calls: []call{
+				{0, true, true, 100},
+				{250, false, true, -1},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := wakeGate{minInterval: tc.interval, followUps: tc.followUps}
+			for _, c := range tc.calls {
+				wake := g.step(c.notified, ms(c.at))
+				if wake {
+					g.woke(ms(c.at))
+				}
+				if wake != c.wake {
+					t.Errorf("at %dms (notified %v): wake %v, want %v", c.at, c.notified, wake, c.wake)
+				}
+				want := time.Time{}
+				if c.next >= 0 {
+					want = ms(c.next)
+				}
+				if got := g.next(); !got.Equal(want) {
+					t.Errorf("at %dms: next %v, want %v", c.at, got.Sub(t0), want.Sub(t0))
+				}
+			}
+		})
+	}
+}

@@ -177,7 +177,7 @@ func BenchmarkLongRun(b *testing.B) {
 		if err := s.stream(b.Context(), func(ev []Event) error { return WriteJSON(io.Discard, ev) }); err != nil {
 			b.Fatal(err)
 		}
-		wakeups = s.clk.fired
+		wakeups = s.sched.fired
 	}
 	b.ReportMetric(float64(wakeups), "wakeups/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*wakeups), "ns/wakeup")
@@ -201,7 +201,7 @@ func TestLongRunAllocsPerWakeup(t *testing.T) {
 			if err := s.stream(t.Context(), func([]Event) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
-			wakeups = s.clk.fired
+			wakeups = s.sched.fired
 		})
 		return allocs, wakeups
 	}

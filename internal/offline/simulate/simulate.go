@@ -1,15 +1,16 @@
 // Package simulate replays a node's history through the real managers: the
 // composition root (internal/core/node) builds the eviction manager, image and
 // container GC, the admission chain and critical-pod preemption exactly as the
-// agent does, over a scripted runtime and stats source, and their own Run loops
-// run on a virtual clock (clock.go). Every decision is reported with its time.
+// agent does, over a scripted runtime and stats source, and calls their steps
+// — the passes their Run loops make on real time — on virtual time
+// (schedule.go). Every decision is reported with its time.
 //
 // The simulator owns time. At each instant it first applies the scenario's steps,
-// then fires the loops' timers that are due, one at a time (the eviction monitor,
-// container GC, image GC: the order the loops made their timers), each time
-// waiting until the loop has armed its timer again; then it moves to the next
-// step or deadline. The schedules are the managers' own: the simulator has no
-// copy of them. The node reacts as a real one would: an evicted or preempted
+// then calls the managers' steps that are due, one at a time (the eviction
+// monitor, container GC, image GC: the order of node.Loops), each time until the
+// step has returned its next due time; then it moves to the next scenario step
+// or due time. The schedules are the managers' own: the simulator has no copy
+// of them. The node reacts as a real one would: an evicted or preempted
 // pod's memory and disk are given back in the stats (when its shutdown
 // completes: a scenario can make it hang), and a removed image's size is freed
 // on the image filesystem.
@@ -38,18 +39,18 @@ import (
 // start is the virtual time at offset 0.
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// maxWakeupsPerInstant bounds the timers fired at one virtual instant: a loop
-// that keeps re-arming for "now" would otherwise stop time.
+// maxWakeupsPerInstant bounds the steps called at one virtual instant: a step
+// that keeps asking to be called "now" would otherwise stop time.
 const maxWakeupsPerInstant = 1000
 
 // sim is one run of a scenario. Only the simulation goroutine touches it, and
 // the loop goroutines while the simulator waits for them.
 type sim struct {
-	sc   *Scenario
-	n    *node
-	clk  *virtualClock
-	mgrs *knode.Node
-	log  *slog.Logger
+	sc    *Scenario
+	n     *node
+	sched *schedule
+	mgrs  *knode.Node
+	log   *slog.Logger
 	// pending holds the events not yet handed to sink: those of the current
 	// pass (passDepth > 0), whose threshold and condition records go in front
 	// of what the pass did once it is over. Nothing else is kept, so memory
@@ -61,15 +62,13 @@ type sim struct {
 	sinkErr error
 	// reclaimReported: the current eviction pass's Reclaimed record is out.
 	reclaimReported bool
-	// inLoop is true while the simulator has fired a loop's timer and waits for
-	// it: a kill then comes from a loop, which may wait on the virtual clock.
+	// inLoop is true while the simulator has called a manager's step and
+	// waits for it: a kill then comes from a step, which may sleep on the
+	// schedule.
 	inLoop bool
-	// killTimer is the timer a loop's kill of a stuck pod waits on (made
-	// with the sim, armed by the kill), and killWait that pod while it waits;
-	// the loop goroutine touches them while the simulator waits for it, the
-	// simulator while the loop waits on killTimer.
-	killTimer *virtualTimer
-	killWait  *v1.Pod
+	// killWait is the stuck pod a step's kill sleeps for; the loop touches it
+	// while the simulator waits for it, the simulator while the kill sleeps.
+	killWait *v1.Pod
 }
 
 // errKillTimeout is the kill's error when a pod's shutdown does not complete
@@ -101,10 +100,9 @@ func newSim(sc *Scenario, logger *slog.Logger) *sim {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &sim{sc: sc, clk: newVirtualClock(start)}
-	s.log = slog.New(virtualTimeHandler{next: logger.Handler(), now: s.clk.Now})
+	s := &sim{sc: sc, sched: newSchedule(start)}
+	s.log = slog.New(virtualTimeHandler{next: logger.Handler(), now: func() time.Time { return s.sched.now }})
 	s.n = &node{now: start, layout: sc.Node.Layout(), emit: s.emit}
-	s.killTimer = s.clk.newStoppedTimer()
 	return s
 }
 
@@ -125,15 +123,10 @@ func (s *sim) stream(ctx context.Context, sink Sink) error {
 		return err
 	}
 	loopCtx, stopLoops := context.WithCancel(ctx)
-	err := s.startLoops(loopCtx)
-	if err == nil {
-		err = s.play(ctx)
-	}
-	if errors.Is(err, errLoopStopped) && ctx.Err() != nil {
-		err = ctx.Err() // the loop returned because the run was interrupted
-	}
+	s.startLoops(loopCtx)
+	err := s.play(ctx)
 	stopLoops()
-	err = errors.Join(err, s.clk.stopLoops())
+	s.sched.stopLoops()
 	s.passDepth = 0
 	s.flush()
 	if s.sinkErr != nil && !errors.Is(err, s.sinkErr) {
@@ -176,7 +169,7 @@ func (s *sim) build() error {
 		PodCleanedUp: s.n.podCleanedUp,
 		Killer:       nodeapi.PodKillerFunc(s.kill),
 		Recorder:     recorder{s},
-		Clock:        s.clk,
+		Start:        start,
 		Statfs: func(string) (imagegc.FsStats, error) {
 			c, a, err := s.n.statfs()
 			return imagegc.FsStats{CapacityBytes: int64(c), AvailableBytes: int64(a)}, err
@@ -190,20 +183,18 @@ func (s *sim) build() error {
 	return nil
 }
 
-// startLoops starts the managers' loops, when the scenario runs them, one at a
-// time: each has made its timer before the next starts, so the order of their
-// timers is fixed. The loops run on ctx, which must end before the clock stops
-// them.
-func (s *sim) startLoops(ctx context.Context) error {
+// startLoops puts the managers' steps, when the scenario runs them, on the
+// schedule, due at once, in the order of node.Loops. They run on ctx, which
+// must end before the schedule stops them.
+func (s *sim) startLoops(ctx context.Context) {
 	if !s.sc.Loops {
-		return nil
+		return
 	}
 	for _, l := range s.mgrs.Loops() {
-		if err := s.clk.startLoop(ctx, l.Name, l.Run); err != nil {
-			return err
+		if l.Step != nil {
+			s.sched.startLoop(ctx, l.Name, l.Step)
 		}
 	}
-	return nil
 }
 
 // play moves virtual time from step to step and deadline to deadline, until the
@@ -212,7 +203,7 @@ func (s *sim) play(ctx context.Context) error {
 	steps := s.sc.Steps
 	for {
 		t, ok := time.Duration(0), false
-		if at, armed := s.clk.next(); armed {
+		if at, due := s.sched.next(); due {
 			t, ok = at.Sub(start), true
 		}
 		if len(steps) > 0 && (!ok || steps[0].At <= t) {
@@ -222,7 +213,7 @@ func (s *sim) play(ctx context.Context) error {
 			return nil
 		}
 		s.n.now = start.Add(t)
-		s.clk.SetTime(s.n.now)
+		s.sched.now = s.n.now
 		for len(steps) > 0 && steps[0].At == t {
 			if err := s.apply(ctx, steps[0]); err != nil {
 				return err
@@ -237,13 +228,9 @@ func (s *sim) play(ctx context.Context) error {
 				return fmt.Errorf("simulate: clock did not advance at %s", t)
 			}
 			var fired bool
-			var err error
 			s.inLoop = true
-			s.observePass(func() { fired, err = s.clk.fireDue() })
+			s.observePass(func() { fired = s.sched.fireDue() })
 			s.inLoop = false
-			if err != nil {
-				return err
-			}
 			if s.sinkErr != nil {
 				return s.sinkErr
 			}
@@ -294,7 +281,7 @@ func (s *sim) apply(ctx context.Context, st Step) error {
 		}
 		s.emit(Event{Event: EventTerminated, Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)})
 		if s.killWait != nil && samePod(s.killWait, pod) {
-			s.killTimer.expedite() // the loop's kill returns now
+			s.sched.expedite() // the step's kill returns now
 		}
 	}
 	if st.Admit != nil {
@@ -358,17 +345,17 @@ func (s *sim) do(ctx context.Context, a Action) {
 		if s.n.summary == nil {
 			err = errNoSummary // the manager would only log it
 		}
-		s.observePass(func() { s.mgrs.Eviction.Pass(ctx) })
+		s.observePass(func() { s.mgrs.Eviction.Pass(ctx, s.n.now) })
 	case "detectImages":
-		err = images.Detect(ctx)
+		err = images.Detect(ctx, s.n.now)
 	case "garbageCollectImages":
-		err = images.GarbageCollect(ctx)
+		err = images.GarbageCollect(ctx, s.n.now)
 	case "deleteUnusedImages":
-		err = images.DeleteUnusedImages(ctx)
+		err = images.DeleteUnusedImages(ctx, s.n.now)
 	case "freeImageSpace":
-		freed, err = images.FreeSpace(ctx, a.Bytes)
+		freed, err = images.FreeSpace(ctx, a.Bytes, s.n.now)
 	case "garbageCollectContainers":
-		err = containers.GarbageCollect(ctx, false)
+		err = containers.GarbageCollect(ctx, false, s.n.now)
 	}
 	if a.Name != "freeImageSpace" {
 		freed = s.n.freed
@@ -472,11 +459,8 @@ func (s *sim) kill(ctx context.Context, req nodeapi.KillRequest) error {
 	if s.inLoop {
 		timeout := max(time.Duration(grace+grace/2)*time.Second, minKillTimeout)
 		s.killWait = pod
-		s.killTimer.Reset(timeout)
-		select {
-		case <-s.killTimer.C():
-		case <-ctx.Done():
-			s.killTimer.Stop()
+		if !s.sched.sleep(s.n.now.Add(timeout)) {
+			s.sched.cancelSleep()
 			return ctx.Err()
 		}
 		s.killWait = nil
