@@ -45,7 +45,7 @@ func (m *memRuntime) Statuses(context.Context) (map[types.UID]*podruntime.PodSta
 	return out, nil
 }
 
-func (m *memRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *podruntime.PodStatus) podruntime.Result {
+func (m *memRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *podruntime.PodStatus, _ podruntime.SyncState) podruntime.Result {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.pods[pod.UID]; ok {
@@ -108,7 +108,7 @@ func (m *memRuntime) RemovePod(_ context.Context, st *podruntime.PodStatus) erro
 }
 
 // PodStatus: Running with running containers while the sandbox is ready.
-func (m *memRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus {
+func (m *memRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, _ map[string]v1.ContainerStateWaiting, _ []v1.PodCondition, now time.Time) v1.PodStatus {
 	out := v1.PodStatus{Phase: v1.PodPending, QOSClass: v1.PodQOSBestEffort, HostIP: "10.0.0.1", HostIPs: []v1.HostIP{{IP: "10.0.0.1"}}}
 	if st == nil {
 		return out

@@ -47,8 +47,10 @@ type Runtime interface {
 	// Statuses lists every pod the runtime holds, keyed by UID.
 	Statuses(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error)
 	// SyncPod makes the runtime run pod as its spec asks, given the pod's
-	// status from a relist that started after the pod's previous call ended.
-	SyncPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus) podruntime.Result
+	// status from a relist that started after the pod's previous call ended
+	// and the State its previous SyncPod returned (the zero value for the
+	// first), which the loop keeps in the pod's entry.
+	SyncPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus, prev podruntime.SyncState) podruntime.Result
 	// KillPod stops the pod's containers and sandbox within gracePeriod (nil:
 	// the pod's own). pod is nil for an orphan.
 	KillPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus, gracePeriod *int64) error
@@ -57,8 +59,10 @@ type Runtime interface {
 	// TearDownVolumes unmounts and removes the volumes of a pod that has
 	// stopped for good; RemovePod removes them too.
 	TearDownVolumes(uid types.UID) error
-	// PodStatus derives the pod's API status at now.
-	PodStatus(pod *v1.Pod, status *podruntime.PodStatus, now time.Time) v1.PodStatus
+	// PodStatus derives the pod's API status at now from its runtime
+	// status, the waiting reasons of its last SyncPod's State and the
+	// conditions of its previous status (nil: none yet).
+	PodStatus(pod *v1.Pod, status *podruntime.PodStatus, waiting map[string]v1.ContainerStateWaiting, prev []v1.PodCondition, now time.Time) v1.PodStatus
 }
 
 // Admitter decides whether a new pod may run. *admission.Chain satisfies it.

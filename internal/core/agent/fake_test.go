@@ -22,8 +22,10 @@ import (
 
 // fakeRuntime is a Runtime of function fields.
 type fakeRuntime struct {
-	statusesF  func(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error)
-	syncPodF   func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result
+	statusesF func(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error)
+	syncPodF  func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result
+	// syncStates, when set, sees the State each SyncPod is given.
+	syncStates func(pod *v1.Pod, prev podruntime.SyncState)
 	killPodF   func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, grace *int64) error
 	removePodF func(ctx context.Context, st *podruntime.PodStatus) error
 	podStatusF func(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus
@@ -34,7 +36,10 @@ type fakeRuntime struct {
 func (f *fakeRuntime) Statuses(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error) {
 	return f.statusesF(ctx)
 }
-func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, prev podruntime.SyncState) podruntime.Result {
+	if f.syncStates != nil {
+		f.syncStates(pod, prev)
+	}
 	return f.syncPodF(ctx, pod, st)
 }
 func (f *fakeRuntime) KillPod(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, grace *int64) error {
@@ -49,7 +54,7 @@ func (f *fakeRuntime) TearDownVolumes(uid types.UID) error {
 	}
 	return f.tearDownF(uid)
 }
-func (f *fakeRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus {
+func (f *fakeRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, _ map[string]v1.ContainerStateWaiting, _ []v1.PodCondition, now time.Time) v1.PodStatus {
 	return f.podStatusF(pod, st, now)
 }
 

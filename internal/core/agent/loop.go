@@ -75,6 +75,13 @@ type entry struct {
 	waiters []chan error
 	// runtime is the pod's status from the latest relist (nil: none).
 	runtime *podruntime.PodStatus
+	// sync is what the pod's last SyncPod learnt (waiting reasons,
+	// crash-loop and image pull back-offs), for its next SyncPod and its
+	// status.
+	sync podruntime.SyncState
+	// conds are the conditions of the pod's last derived status (nil:
+	// none yet), whose transition times the next one keeps.
+	conds []v1.PodCondition
 	// volumesLeft: the pod has stopped for good but its volumes are still
 	// to be torn down (a tear-down failed, or it finished in an earlier run).
 	volumesLeft bool
@@ -118,7 +125,9 @@ type work struct {
 	op     string // metric label; "" for none
 	pod    *v1.Pod
 	status *podruntime.PodStatus
-	grace  *int64
+	// state, for a sync, is the State of the pod's previous sync.
+	state podruntime.SyncState
+	grace *int64
 	// abort, for a sync, cancels the runtime call when closed.
 	abort <-chan struct{}
 	// keep, for a kill-and-remove, turns it into a kill when closed before
@@ -662,6 +671,7 @@ func (l *loop) result(r result) {
 	name := joinName(e.runtimeNamespace(), e.name())
 	switch r.kind {
 	case workSync:
+		e.sync = r.sync.State
 		if e.op != opUpdate || !e.needSync {
 			e.op = opSync
 		}
@@ -792,7 +802,8 @@ func (l *loop) refresh(now time.Time) {
 		if e.rejected {
 			st = *e.final
 		} else {
-			st = l.a.rt.PodStatus(e.pod, e.runtime, now)
+			st = l.a.rt.PodStatus(e.pod, e.runtime, e.sync.Waiting, e.conds, now)
+			e.conds = st.Conditions
 			if e.final != nil {
 				st = withFinal(st, *e.final)
 			}
@@ -935,7 +946,7 @@ func (l *loop) next(e *entry, now time.Time, stopping map[string]bool) (work, bo
 		if !(e.needSync || due) || stopping[nodeapi.PodName(e.pod)] {
 			return work{}, false
 		}
-		return work{kind: workSync, op: e.op, pod: e.pod, status: e.runtime}, true
+		return work{kind: workSync, op: e.op, pod: e.pod, status: e.runtime, state: e.sync}, true
 	case stateTerminating:
 		if waiting {
 			return work{}, false
@@ -1229,5 +1240,5 @@ func (a *Agent) syncPod(ctx context.Context, w work) podruntime.Result {
 		cancel()
 		<-watched
 	}()
-	return a.rt.SyncPod(ctx, w.pod, w.status)
+	return a.rt.SyncPod(ctx, w.pod, w.status, w.state)
 }

@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -412,6 +414,53 @@ func TestActiveDeadlineStopsPod(t *testing.T) {
 		synctest.Wait()
 		if calls := mem.callLog(); calls[len(calls)-1] != "kill default/web" || a.IsPodTerminated("u1") == false {
 			t.Errorf("after the deadline: calls %q, terminated %v; want the kill last and the pod terminated", calls, a.IsPodTerminated("u1"))
+		}
+	})
+}
+
+// TestSyncStateCarriedToNextSync: what a SyncPod learnt (its Result's
+// State: waiting reasons, back-offs) is kept in the pod's entry and given to
+// the pod's next SyncPod; the first gets the zero State.
+func TestSyncStateCarriedToNextSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		var mu sync.Mutex // guards got and n
+		var got []string
+		n := 0
+		rt.syncStates = func(_ *v1.Pod, prev podruntime.SyncState) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, prev.Waiting["c"].Reason)
+		}
+		rt.syncPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+			r := mem.sync(ctx, pod, st)
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			r.State = podruntime.SyncState{Waiting: map[string]v1.ContainerStateWaiting{"c": {Reason: fmt.Sprintf("R%d", n)}}}
+			return r
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{testPod("web", "u1", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2*time.Minute + time.Second) // two resyncs
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) < 3 {
+			t.Fatalf("%d syncs, want at least 3", len(got))
+		}
+		for i, r := range got {
+			want := ""
+			if i > 0 {
+				want = fmt.Sprintf("R%d", i)
+			}
+			if r != want {
+				t.Errorf("sync %d got waiting reason %q, want %q (the previous sync's)", i+1, r, want)
+			}
 		}
 	})
 }

@@ -111,7 +111,7 @@ func crashLoopMessage(delay time.Duration, pod *v1.Pod, name string) string {
 // started reports whether a running sidecar has started (its startup probe
 // succeeded, or it has none); the next init container, or the containers,
 // wait for it. A nil started counts every running sidecar as started.
-func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(name string) (backoffEntry, bool),
+func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(name string) (Backoff, bool),
 	started func(c *v1.Container, cs *runtimeapi.ContainerStatus) bool) podActions {
 	acts := podActions{waiting: map[string]v1.ContainerStateWaiting{}}
 	changed, attempt, sbID := sandboxChanged(pod, status)
@@ -136,7 +136,7 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 				finished := time.Unix(0, newest.FinishedAt)
 				e, ok := backoff(c.Name)
 				if in, left := inBackoff(e, ok, finished, now); in {
-					acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.delay, pod, c.Name)}
+					acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.Delay, pod, c.Name)}
 					if acts.retryAfter == 0 || left < acts.retryAfter {
 						acts.retryAfter = left
 					}

@@ -44,7 +44,7 @@ func TestSyncPodEphemeralContainer(t *testing.T) {
 
 	pod = testPod(debugger("dbg", "app"))
 	// Before the sync, the ephemeral container waits to be created.
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if len(st.EphemeralContainerStatuses) != 1 || stateOf(st.EphemeralContainerStatuses[0]) != "waiting:ContainerCreating" {
 		t.Errorf("before the sync: ephemeral statuses %+v", st.EphemeralContainerStatuses)
 	}
@@ -72,7 +72,7 @@ func TestSyncPodEphemeralContainer(t *testing.T) {
 		t.Errorf("dbg config: log %q stdin %v tty %v labels %v annotations %v", cfg.LogPath, cfg.Stdin, cfg.Tty, cfg.Labels, cfg.Annotations)
 	}
 
-	st = f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if len(st.EphemeralContainerStatuses) != 1 {
 		t.Fatalf("ephemeral statuses %+v", st.EphemeralContainerStatuses)
 	}
@@ -100,7 +100,7 @@ func TestSyncPodEphemeralContainer(t *testing.T) {
 	if got := f.calls(); len(got) != 0 {
 		t.Errorf("sync after the ephemeral container exited made calls %v", got)
 	}
-	st = f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if es := st.EphemeralContainerStatuses[0]; stateOf(es) != "terminated:Error" || es.RestartCount != 0 || es.LastTerminationState.Terminated != nil {
 		t.Errorf("exited ephemeral status %+v", es)
 	}
@@ -132,7 +132,7 @@ func TestSyncPodEphemeralTargetMissing(t *testing.T) {
 	if diff := cmp.Diff(want, f.events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	es := st.EphemeralContainerStatuses[0]
 	if es.State.Waiting == nil || es.State.Waiting.Reason != reasonCreateError || es.State.Waiting.Message != "unable to find target container gone" {
 		t.Errorf("ephemeral state %+v", es.State)

@@ -1,14 +1,18 @@
 package podruntime
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // testPod is a pod named web in ns with one container app (image img:1).
@@ -43,3 +47,39 @@ func sprintf(f string, args ...any) string { return fmt.Sprintf(f, args...) }
 func itoa(n int) string { return strconv.Itoa(n) }
 
 var resourceMi = resource.MustParse("1Mi")
+
+// pods keeps what the agent keeps of each pod between its syncs: the State
+// of its last SyncPod and the conditions of its last status.
+type pods struct {
+	mu     sync.Mutex // guards the maps
+	states map[types.UID]SyncState
+	conds  map[types.UID][]v1.PodCondition
+}
+
+// syncPod runs m.SyncPod with the pod's last State and keeps the new one.
+func (p *pods) syncPod(ctx context.Context, m *Manager, pod *v1.Pod, status *PodStatus) Result {
+	p.mu.Lock()
+	prev := p.states[pod.UID]
+	p.mu.Unlock()
+	res := m.SyncPod(ctx, pod, status, prev)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.states == nil {
+		p.states = map[types.UID]SyncState{}
+	}
+	p.states[pod.UID] = res.State
+	return res
+}
+
+// podStatus is m.PodStatus with the pod's last waiting reasons and
+// conditions; it keeps the conditions.
+func (p *pods) podStatus(m *Manager, pod *v1.Pod, status *PodStatus, now time.Time) v1.PodStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := m.PodStatus(pod, status, p.states[pod.UID].Waiting, p.conds[pod.UID], now)
+	if p.conds == nil {
+		p.conds = map[types.UID][]v1.PodCondition{}
+	}
+	p.conds[pod.UID] = st.Conditions
+	return st
+}

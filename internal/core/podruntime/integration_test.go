@@ -39,6 +39,7 @@ type node struct {
 	ctd  *containerdtest.Containerd
 	dir  string
 	tool string // host dir holding probe
+	pods
 }
 
 func startNode(t *testing.T) *node {
@@ -84,11 +85,11 @@ func (n *node) runUntilWithin(t *testing.T, pod *v1.Pod, what string, d time.Dur
 		all, err := n.m.Statuses(ctx)
 		if err == nil {
 			st := all[pod.UID]
-			last = n.m.PodStatus(pod, st, time.Now())
+			last = n.podStatus(n.m, pod, st, time.Now())
 			if done(last) {
 				return last
 			}
-			if res := n.m.SyncPod(ctx, pod, st); res.Err != nil {
+			if res := n.syncPod(ctx, n.m, pod, st); res.Err != nil {
 				t.Logf("sync: %v", res.Err)
 			}
 		}
@@ -274,7 +275,7 @@ func TestIntegrationCrashLoop(t *testing.T) {
 	if st.Phase != v1.PodRunning {
 		t.Errorf("phase %s, want Running", st.Phase)
 	}
-	res := n.m.SyncPod(t.Context(), pod, n.status(t, pod.UID))
+	res := n.syncPod(t.Context(), n.m, pod, n.status(t, pod.UID))
 	if res.Err != nil || res.RetryAfter <= 0 || res.RetryAfter > 10*time.Second {
 		t.Errorf("sync in back-off: %+v, want RetryAfter in (0, 10s]", res)
 	}

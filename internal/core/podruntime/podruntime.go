@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"runtime"
@@ -52,6 +53,40 @@ type Result struct {
 	// RetryAfter, when > 0, asks the caller to sync the pod again after this
 	// long (a back-off ending, a container still starting).
 	RetryAfter time.Duration
+	// State is what this sync learnt of the pod, for its next SyncPod and
+	// its status: the caller keeps it and passes it to the next SyncPod.
+	State SyncState
+}
+
+// SyncState is what SyncPod remembers of one pod from one sync to the next,
+// as data: the waiting state of the containers it could not start (or is
+// still starting), their crash-loop back-offs and the pod's image pull
+// back-offs. The caller owns it (the agent's pod table keeps one per pod, on
+// its loop goroutine); SyncPod reads the one it is given and returns a new
+// one in its Result, never changing the maps of the one it was given. The
+// zero value is a pod's first state.
+type SyncState struct {
+	// Waiting is the waiting state per container name that the sync left
+	// (ContainerCreating, CrashLoopBackOff, ErrImagePull,
+	// CreateContainerConfigError, ...); a container it started is absent.
+	Waiting map[string]v1.ContainerStateWaiting
+	// Crash is the crash-loop back-off per container name.
+	Crash map[string]Backoff
+	// Pull is the image pull back-off per image.
+	Pull map[string]Backoff
+}
+
+// clone is s with maps of its own (never nil), which a sync may change.
+func (s SyncState) clone() SyncState {
+	out := SyncState{
+		Waiting: make(map[string]v1.ContainerStateWaiting, len(s.Waiting)),
+		Crash:   make(map[string]Backoff, len(s.Crash)),
+		Pull:    make(map[string]Backoff, len(s.Pull)),
+	}
+	maps.Copy(out.Waiting, s.Waiting)
+	maps.Copy(out.Crash, s.Crash)
+	maps.Copy(out.Pull, s.Pull)
+	return out
 }
 
 // ErrImageNeverPull is the error (and waiting reason) of a container whose
@@ -165,8 +200,10 @@ type Deps struct {
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
 // calls for one pod are serialised by the caller (one operation of a pod at a
-// time). The runtime statuses in a PodStatus are shared between relists: read
-// them, do not change them.
+// time). It keeps no pod's state from one call to the next: what a sync
+// learnt comes back in its Result's State, which the caller passes to the
+// pod's next SyncPod. The runtime statuses in a PodStatus are shared between
+// relists: read them, do not change them.
 type Manager struct {
 	cfg       Config
 	rt        Runtime
@@ -187,16 +224,6 @@ type Manager struct {
 	// rro: the runtime's default handler supports recursive read-only
 	// mounts (learnt with runtimeName).
 	rro bool
-	// crash is the crash-loop back-off per pod UID and container name.
-	crash map[backoffKey]backoffEntry
-	// pull is the image pull back-off per pod UID and image.
-	pull map[backoffKey]backoffEntry
-	// waiting is the waiting reason per container that the pod's last SyncPod
-	// saw (CrashLoopBackOff, ErrImagePull, ...), by pod UID and container name.
-	waiting map[types.UID]map[string]v1.ContainerStateWaiting
-	// conds are the conditions of each pod's last PodStatus, for their
-	// transition times.
-	conds map[types.UID][]v1.PodCondition
 	// ctrCache and sbCache hold the last status read of each listed
 	// container and sandbox (see containerStatus).
 	ctrCache map[string]*runtimeapi.ContainerStatus
@@ -228,10 +255,6 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
 		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes, devices: deps.Devices,
-		crash:      map[backoffKey]backoffEntry{},
-		pull:       map[backoffKey]backoffEntry{},
-		waiting:    map[types.UID]map[string]v1.ContainerStateWaiting{},
-		conds:      map[types.UID][]v1.PodCondition{},
 		ctrCache:   map[string]*runtimeapi.ContainerStatus{},
 		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		hookClient: newHookClient(),

@@ -80,7 +80,7 @@ func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.Co
 // whose liveness or startup probe failed (see Probes): a kill each, and a
 // start unless the restartPolicy is Never or the crash-loop back-off of the
 // container's previous exit holds it.
-func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, acts *podActions, backoff func(name string) (backoffEntry, bool)) {
+func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, acts *podActions, backoff func(name string) (Backoff, bool)) {
 	if m.probes == nil || status == nil || acts.createSandbox {
 		return
 	}
@@ -117,7 +117,7 @@ func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, a
 			finished := time.Unix(0, prev.FinishedAt)
 			e, ok := backoff(c.Name)
 			if in, left := inBackoff(e, ok, finished, now); in {
-				acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.delay, pod, c.Name)}
+				acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.Delay, pod, c.Name)}
 				if acts.retryAfter == 0 || left < acts.retryAfter {
 					acts.retryAfter = left
 				}

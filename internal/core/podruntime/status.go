@@ -333,29 +333,23 @@ type statusInput struct {
 }
 
 // PodStatus derives the pod's API status from its runtime status (nil: none
-// yet) and what the last SyncPod saw (waiting reasons such as
-// ContainerCreating, CrashLoopBackOff, ErrImagePull), at now.
-func (m *Manager) PodStatus(pod *v1.Pod, status *PodStatus, now time.Time) v1.PodStatus {
+// yet), the waiting reasons its last SyncPod left in its Result's State
+// (ContainerCreating, CrashLoopBackOff, ErrImagePull) and the conditions of
+// its previous status (nil: none yet, and then those the pod came with), at
+// now. The conditions' transition times go on from prev's.
+func (m *Manager) PodStatus(pod *v1.Pod, status *PodStatus, waiting map[string]v1.ContainerStateWaiting, prev []v1.PodCondition, now time.Time) v1.PodStatus {
 	m.mu.Lock()
-	waiting := make(map[string]v1.ContainerStateWaiting, len(m.waiting[pod.UID]))
-	for k, v := range m.waiting[pod.UID] {
-		waiting[k] = v
-	}
 	name, rro := m.runtimeName, m.rro
 	m.mu.Unlock()
 	st := derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP,
 		readiness: m.readiness, probes: m.probes, now: now, supportsRRO: rro})
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	prev, ok := m.conds[pod.UID]
-	if !ok {
+	if prev == nil {
 		// The first status of this pod here: its times go on from the
 		// status the pod came with (the scheduler's PodScheduled, or this
 		// node's before a restart), as the kubelet's do.
 		prev = pod.Status.Conditions
 	}
 	st.Conditions = keepTransitions(prev, st.Conditions)
-	m.conds[pod.UID] = st.Conditions
 	return st
 }
 
