@@ -36,13 +36,14 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 )
 
 // Runtime is the part of *podruntime.Manager the agent uses. Calls for one pod
 // come from that pod's worker, one at a time; Statuses comes from a relist
-// goroutine of its own; PodStatus only from the sync loop.
+// goroutine of its own; StatusNode only from the sync loop.
 type Runtime interface {
 	// Statuses lists every pod the runtime holds, keyed by UID.
 	Statuses(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error)
@@ -59,10 +60,9 @@ type Runtime interface {
 	// TearDownVolumes unmounts and removes the volumes of a pod that has
 	// stopped for good; RemovePod removes them too.
 	TearDownVolumes(uid types.UID) error
-	// PodStatus derives the pod's API status at now from its runtime
-	// status, the waiting reasons of its last SyncPod's State and the
-	// conditions of its previous status (nil: none yet).
-	PodStatus(pod *v1.Pod, status *podruntime.PodStatus, waiting map[string]v1.ContainerStateWaiting, prev []v1.PodCondition, now time.Time) v1.PodStatus
+	// StatusNode is what of the node, the runtime and the prober every
+	// pod's status shows (podstatus.Derive's Input.Node).
+	StatusNode() podstatus.Node
 }
 
 // Admitter decides whether a new pod may run. *admission.Chain satisfies it.
@@ -150,6 +150,9 @@ type Agent struct {
 	rec     nodeapi.Recorder
 	m       *agentMetrics
 	probes  Prober
+	// derive is podstatus.Derive (tests settle a fake runtime's view
+	// instead).
+	derive func(podstatus.Input, time.Time) (v1.PodStatus, bool)
 
 	// Channels into the loop; only Run receives from them.
 	setC  chan sourceUpdate
@@ -225,7 +228,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
 		clock: deps.Clock, log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
 		setC: make(chan sourceUpdate), killC: make(chan killMsg),
-		probes: deps.Probes, changes: make(chan struct{}, 1),
+		probes: deps.Probes, changes: make(chan struct{}, 1), derive: podstatus.Derive,
 	}
 	a.snap.Store(&snapshot{byUID: map[types.UID]*podView{}, sourcesReady: len(cfg.Sources) == 0})
 	return a, nil

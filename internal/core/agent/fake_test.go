@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 )
 
 // fakeRuntime is a Runtime of function fields.
@@ -54,8 +55,14 @@ func (f *fakeRuntime) TearDownVolumes(uid types.UID) error {
 	}
 	return f.tearDownF(uid)
 }
-func (f *fakeRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, _ map[string]v1.ContainerStateWaiting, _ []v1.PodCondition, now time.Time) v1.PodStatus {
-	return f.podStatusF(pod, st, now)
+func (f *fakeRuntime) StatusNode() podstatus.Node { return podstatus.Node{} }
+
+// derive is podstatus.Derive over the fake's view of the pod (podStatusF)
+// rather than over the runtime's: the agent's own rules (a kill's final
+// status, a deletion, a phase held while the pod runs, kept IPs) are the
+// real ones.
+func (f *fakeRuntime) derive(in podstatus.Input, now time.Time) (v1.PodStatus, bool) {
+	return podstatus.Settle(in, f.podStatusF(in.Pod, in.Runtime, now), now)
 }
 
 // memRuntime keeps pods in memory and logs every call; its methods fill a
@@ -242,6 +249,9 @@ func newTestAgent(t *testing.T, cfg Config, deps Deps) *Agent {
 	a, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f, ok := deps.Runtime.(*fakeRuntime); ok {
+		a.derive = f.derive
 	}
 	return a
 }

@@ -15,10 +15,10 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/prober"
-	"github.com/nodekeeper/nodekeeper/qos"
 )
 
 // state is where a pod is in its life in the table.
@@ -79,9 +79,6 @@ type entry struct {
 	// crash-loop and image pull back-offs), for its next SyncPod and its
 	// status.
 	sync podruntime.SyncState
-	// conds are the conditions of the pod's last derived status (nil:
-	// none yet), whose transition times the next one keeps.
-	conds []v1.PodCondition
 	// volumesLeft: the pod has stopped for good but its volumes are still
 	// to be torn down (a tear-down failed, or it finished in an earlier run).
 	volumesLeft bool
@@ -787,9 +784,13 @@ func (l *loop) drop(e *entry) {
 	}
 }
 
-// refresh recomputes the views of changed pods. A pod whose containers
-// finished under its restartPolicy (phase Succeeded or Failed) is stopped.
+// refresh recomputes the views of changed pods, each status derived once
+// (podstatus.Derive; twice in the turn a pod's active deadline passes, to
+// show the deadline's final status). A pod whose containers finished under
+// its restartPolicy (phase Succeeded or Failed) is stopped.
 func (l *loop) refresh(now time.Time) {
+	var node podstatus.Node
+	nodeRead := false
 	for _, e := range l.pods {
 		if !e.dirty {
 			continue
@@ -798,39 +799,24 @@ func (l *loop) refresh(now time.Time) {
 		if e.pod == nil {
 			continue
 		}
-		var st v1.PodStatus
-		if e.rejected {
-			st = *e.final
-		} else {
-			st = l.a.rt.PodStatus(e.pod, e.runtime, e.sync.Waiting, e.conds, now)
-			e.conds = st.Conditions
-			if e.final != nil {
-				st = withFinal(st, *e.final)
-			}
+		if !nodeRead {
+			node, nodeRead = l.a.rt.StatusNode(), true
 		}
-		if e.deleting && e.state == stateTerminated && e.final == nil {
-			if l.relistSeen >= e.minRelist {
-				// The runtime was listed after the kill: what did not
-				// finish never will.
-				st = deletedStatus(e.pod, st)
-			} else {
-				st.Phase = deletedPhase(st)
-			}
-		}
-		if e.state == stateActive && l.relisted && e.final == nil && (st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed) {
+		in := l.statusInput(e, node)
+		st, done := l.a.derive(in, now)
+		if e.state == stateActive && l.relisted && e.final == nil && done {
 			l.terminate(e)
 			e.dirty = false
 		}
 		if e.state == stateActive && e.final == nil {
 			if at, ok := activeDeadline(e.pod, st); ok && !now.Before(at) {
 				l.deadlineExceeded(e)
-				st = withFinal(st, *e.final)
+				in.Final = e.final
+				st, _ = l.a.derive(in, now)
 			} else if ok && (e.syncAt.IsZero() || at.Before(e.syncAt)) {
 				e.syncAt = at // a sync then, whose result brings the pod here again
 			}
 		}
-		st = heldWhileRunning(st, e)
-		st = keptIPs(st, e)
 		if !e.startObserved && st.Phase == v1.PodRunning {
 			e.startObserved = true
 			l.a.m.startDuration.WithLabelValues().Observe(now.Sub(e.firstSeen).Seconds())
@@ -842,36 +828,22 @@ func (l *loop) refresh(now time.Time) {
 	}
 }
 
-// heldWhileRunning is st, but while e's sandbox or a container of it still
-// runs, with the phase, reason and message e last showed in place of a
-// terminal phase (Pending if it showed none), as the kubelet's status
-// manager holds them: a terminal phase says the pod's containers have
-// stopped for good and its resources are free.
-func heldWhileRunning(st v1.PodStatus, e *entry) v1.PodStatus {
-	if !terminalPhase(st.Phase) || !hasRunning(e.runtime) {
-		return st
+// statusInput is what e's status is derived from: its pod and runtime
+// status, what its last sync left, the final status a kill, its deadline or
+// its rejection fixed, whether it was deleted and stopped, and what it
+// showed last.
+func (l *loop) statusInput(e *entry, node podstatus.Node) podstatus.Input {
+	in := podstatus.Input{
+		Pod: e.pod, Runtime: e.runtime, Node: node, Waiting: e.sync.Waiting,
+		Final: e.final, Rejected: e.rejected,
+		// The runtime listed after the kill: what did not finish never will.
+		Deleted: e.deleting && e.state == stateTerminated, Settled: l.relistSeen >= e.minRelist,
 	}
-	st.Phase, st.Reason, st.Message = v1.PodPending, "", ""
-	if e.view != nil && !terminalPhase(e.view.pod.Status.Phase) {
-		prev := e.view.pod.Status
-		st.Phase, st.Reason, st.Message = prev.Phase, prev.Reason, prev.Message
+	if e.view != nil {
+		in.Previous = &e.view.pod.Status
 	}
-	return st
+	return in
 }
-
-// keptIPs is st with the pod IPs e last showed when st has none (its
-// sandbox stopped or is gone), as the kubelet keeps a terminated pod's IPs
-// in its status.
-func keptIPs(st v1.PodStatus, e *entry) v1.PodStatus {
-	if len(st.PodIPs) > 0 || e.view == nil || len(e.view.pod.Status.PodIPs) == 0 {
-		return st
-	}
-	prev := e.view.pod.Status
-	st.PodIP, st.PodIPs = prev.PodIP, prev.PodIPs
-	return st
-}
-
-func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 // The kubelet's reason and message for a pod past its activeDeadlineSeconds.
 const (
@@ -1071,130 +1043,6 @@ func isClosed(c <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// deletedPhase is the phase of a stopped pod being deleted: Succeeded when
-// every container exited 0, Failed when every container exited and one did
-// not exit 0, else (a container never started, or no status) st's own.
-func deletedPhase(st v1.PodStatus) v1.PodPhase {
-	if len(st.ContainerStatuses) == 0 {
-		return st.Phase
-	}
-	phase := v1.PodSucceeded
-	for _, c := range st.ContainerStatuses {
-		switch t := c.State.Terminated; {
-		case t == nil:
-			return st.Phase
-		case t.ExitCode != 0:
-			phase = v1.PodFailed
-		}
-	}
-	return phase
-}
-
-// The kubelet's reason and message for a container that had not finished
-// when its pod was stopped for good.
-const (
-	reasonStatusUnknown  = "ContainerStatusUnknown"
-	messageStatusUnknown = "The container could not be located when the pod was terminated"
-)
-
-// deletedStatus is the final status of a deleted pod whose containers were
-// stopped, from st, its status after the kill, as the kubelet records it: a
-// container that never finished (one waiting for its image, say) counts as
-// failed with exit code 137 — every container once the pod got past its
-// init containers, else the init containers up to the last one that started
-// (at least the first) — and a phase that is not yet terminal becomes Failed
-// (Succeeded only when every container exited 0). Static pods keep their
-// phase, as in the kubelet. st is not modified.
-func deletedStatus(pod *v1.Pod, st v1.PodStatus) v1.PodStatus {
-	st.Phase = deletedPhase(st)
-	if podInitialized(pod, st) {
-		st.ContainerStatuses = unfinishedUnknown(st.ContainerStatuses, len(st.ContainerStatuses))
-	}
-	st.InitContainerStatuses = unfinishedUnknown(st.InitContainerStatuses, startedPrefix(st.InitContainerStatuses))
-	if !qos.IsStatic(pod) && st.Phase != v1.PodSucceeded && st.Phase != v1.PodFailed {
-		st.Phase = v1.PodFailed
-	}
-	return st
-}
-
-// unfinishedUnknown is a copy of ss whose first n statuses, where not
-// terminated, are terminated as ContainerStatusUnknown, exit code 137.
-func unfinishedUnknown(ss []v1.ContainerStatus, n int) []v1.ContainerStatus {
-	ss = slices.Clone(ss)
-	for i := range ss[:n] {
-		if ss[i].State.Terminated == nil {
-			ss[i].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-				Reason: reasonStatusUnknown, Message: messageStatusUnknown, ExitCode: 137,
-			}}
-		}
-	}
-	return ss
-}
-
-// podInitialized reports whether pod, with status st, got past its init
-// containers: it has none, a container left waiting or ran before, or the
-// last init container exited 0 (a sidecar: runs and has started).
-func podInitialized(pod *v1.Pod, st v1.PodStatus) bool {
-	if len(pod.Spec.InitContainers) == 0 {
-		return true
-	}
-	for _, c := range st.ContainerStatuses {
-		if c.LastTerminationState.Terminated != nil || c.State.Waiting == nil {
-			return true
-		}
-	}
-	n := len(st.InitContainerStatuses)
-	if n == 0 {
-		return false
-	}
-	last := st.InitContainerStatuses[n-1]
-	i := slices.IndexFunc(pod.Spec.InitContainers, func(c v1.Container) bool { return c.Name == last.Name })
-	if i < 0 {
-		return false
-	}
-	if r := pod.Spec.InitContainers[i].RestartPolicy; r != nil && *r == v1.ContainerRestartPolicyAlways {
-		return last.State.Running != nil && last.Started != nil && *last.Started
-	}
-	for _, t := range []*v1.ContainerStateTerminated{last.LastTerminationState.Terminated, last.State.Terminated} {
-		if t != nil && t.ExitCode == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// startedPrefix is the number of leading statuses up to the last one that
-// left waiting or ran before; at least 1 when there are any.
-func startedPrefix(ss []v1.ContainerStatus) int {
-	for i := len(ss) - 1; i >= 0; i-- {
-		if ss[i].State.Waiting == nil || ss[i].LastTerminationState.Terminated != nil {
-			return i + 1
-		}
-	}
-	return min(len(ss), 1)
-}
-
-// withFinal lays a kill's final status over the runtime's: phase, reason
-// and message, and its conditions replacing those of the same type.
-func withFinal(st, final v1.PodStatus) v1.PodStatus {
-	if final.Phase != "" {
-		st.Phase = final.Phase
-	}
-	if final.Reason != "" || final.Message != "" {
-		st.Reason, st.Message = final.Reason, final.Message
-	}
-	conds := slices.Clone(st.Conditions)
-	for _, c := range final.Conditions {
-		if i := slices.IndexFunc(conds, func(x v1.PodCondition) bool { return x.Type == c.Type }); i >= 0 {
-			conds[i] = c
-		} else {
-			conds = append(conds, c)
-		}
-	}
-	st.Conditions = conds
-	return st
 }
 
 func (e *entry) name() string {

@@ -64,41 +64,6 @@ func TestRuntimeChanged(t *testing.T) {
 		})
 	}
 }
-
-func TestWithFinal(t *testing.T) {
-	t.Parallel()
-	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse}
-	oldTarget := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionFalse}
-	ctrs := []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137}}}}
-	target := nodeapi.DisruptionTarget("evicted")
-	for _, tc := range []struct {
-		name        string
-		st, final   v1.PodStatus
-		want        v1.PodStatus
-		sharedConds bool
-	}{
-		{"phase, reason, message and a new condition over the runtime's",
-			v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready}, ContainerStatuses: ctrs},
-			v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "low on memory", Conditions: []v1.PodCondition{target}},
-			v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "low on memory", Conditions: []v1.PodCondition{ready, target}, ContainerStatuses: ctrs}, false},
-		{"a condition of the same type replaced",
-			v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{oldTarget, ready}},
-			v1.PodStatus{Conditions: []v1.PodCondition{target}},
-			v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{target, ready}}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			before := append([]v1.PodCondition(nil), tc.st.Conditions...)
-			if diff := cmp.Diff(tc.want, withFinal(tc.st, tc.final)); diff != "" {
-				t.Errorf("withFinal (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(before, tc.st.Conditions); diff != "" {
-				t.Errorf("input conditions modified (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	_, rt := newMem()

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 )
 
 // startAction starts one container of the pod.
@@ -128,10 +130,10 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 
 	// start queues c, unless its last exit is within the crash-loop back-off.
 	start := func(c *v1.Container) bool {
-		newest, _ := newestByName(status, c.Name)
+		newest, _ := status.Newest(c.Name)
 		a := startAction{container: c}
 		if newest != nil {
-			a.restartCount = restartCount(newest) + 1
+			a.restartCount = podstatus.RestartCount(newest) + 1
 			if newest.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 				finished := time.Unix(0, newest.FinishedAt)
 				e, ok := backoff(c.Name)
@@ -260,12 +262,12 @@ func ephemeralStarts(pod *v1.Pod, status *PodStatus) []startAction {
 	var out []startAction
 	for i := range pod.Spec.EphemeralContainers {
 		ec := &pod.Spec.EphemeralContainers[i]
-		if c, _ := newestByName(status, ec.Name); c != nil {
+		if c, _ := status.Newest(ec.Name); c != nil {
 			continue
 		}
 		a := startAction{container: (*v1.Container)(&ec.EphemeralContainerCommon), target: ec.TargetContainerName}
 		if a.target != "" {
-			if t, _ := newestByName(status, a.target); t != nil {
+			if t, _ := status.Newest(a.target); t != nil {
 				a.targetID = t.Id
 			}
 		}

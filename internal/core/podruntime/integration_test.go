@@ -66,8 +66,10 @@ func startNode(t *testing.T) *node {
 	return n
 }
 
-// runUntil syncs pod (relist, SyncPod, PodStatus) until done holds for its
-// API status, or fails t after 30s.
+// runUntil syncs pod (relist, SyncPod, status) until done holds for its
+// API status, or fails t after 30s. As the agent does, it kills a pod whose
+// containers are done under its restartPolicy: its terminal phase shows
+// once nothing of it runs.
 func (n *node) runUntil(t *testing.T, pod *v1.Pod, what string, done func(v1.PodStatus) bool) v1.PodStatus {
 	t.Helper()
 	return n.runUntilWithin(t, pod, what, 30*time.Second, done)
@@ -89,7 +91,14 @@ func (n *node) runUntilWithin(t *testing.T, pod *v1.Pod, what string, d time.Dur
 			if done(last) {
 				return last
 			}
-			if res := n.syncPod(ctx, n.m, pod, st); res.Err != nil {
+			n.mu.Lock()
+			finished := n.done[pod.UID]
+			n.mu.Unlock()
+			if finished {
+				if err := n.m.KillPod(ctx, pod, st, nil); err != nil {
+					t.Logf("kill: %v", err)
+				}
+			} else if res := n.syncPod(ctx, n.m, pod, st); res.Err != nil {
 				t.Logf("sync: %v", res.Err)
 			}
 		}

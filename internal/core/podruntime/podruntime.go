@@ -1,8 +1,10 @@
 // Package podruntime runs one pod through CRI: it turns a v1.Pod into a pod
 // sandbox and containers, restarts them by the pod's restartPolicy with the
-// kubelet's back-off, stops them with the grace period, and derives the pod's
-// v1.PodStatus from what the runtime reports. It keeps no pod table: the agent's
-// sync loop decides which pods should run and calls it from per-pod workers.
+// kubelet's back-off, stops them with the grace period, and lists what the
+// runtime holds of each pod (Statuses), from which internal/core/podstatus
+// derives the pod's v1.PodStatus. It keeps no pod table and no pod's state:
+// the agent's sync loop decides which pods should run, calls it from per-pod
+// workers and keeps what a sync learnt (its Result's State) for the next.
 //
 // CONTRACT (issue 13): the exported names below are shared with internal/core/agent.
 // Their signatures are fixed; the bodies are filled in by the podruntime work.
@@ -25,25 +27,15 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
-// PodStatus is what the runtime holds of one pod, as read by one relist: its
-// sandboxes (newest first) and containers (newest first per name). A pod's
-// identity is the io.kubernetes.pod.uid label on its CRI objects.
-type PodStatus struct {
-	UID       types.UID
-	Name      string
-	Namespace string
-	// Sandboxes are the pod's sandboxes, newest first.
-	Sandboxes []*runtimeapi.PodSandboxStatus
-	// Containers are the pod's containers, newest first (by creation time).
-	Containers []*runtimeapi.ContainerStatus
-	// IPs are the newest ready sandbox's IPs, primary first.
-	IPs []string
-}
+// PodStatus is what the runtime holds of one pod, as read by one relist
+// (Statuses): podstatus.Runtime, which the pod's API status is derived from.
+type PodStatus = podstatus.Runtime
 
 // Result is the outcome of one SyncPod.
 type Result struct {
@@ -182,12 +174,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Recorder may be nil: events go to the log.
 	Recorder nodeapi.Recorder
-	// Readiness, if set, reports a running container's readiness (known
-	// false: no readiness probe, ready = running).
-	Readiness func(uid types.UID, containerName string) (ready bool, known bool)
 	// Probes, if set, is the prober (*prober.Manager): it sets the started
-	// and ready fields of running containers (after Readiness), and SyncPod
-	// restarts the containers whose liveness or startup probe failed.
+	// and ready fields of running containers (StatusNode hands it to the
+	// status derivation), and SyncPod restarts the containers whose
+	// liveness or startup probe failed.
 	Probes Probes
 	// Devices, if set, gives containers their assigned devices.
 	Devices Devices
@@ -205,16 +195,15 @@ type Deps struct {
 // pod's next SyncPod. The runtime statuses in a PodStatus are shared between
 // relists: read them, do not change them.
 type Manager struct {
-	cfg       Config
-	rt        Runtime
-	cgroups   Cgroups
-	clock     clock.WithTicker
-	log       *slog.Logger
-	rec       nodeapi.Recorder
-	readiness func(types.UID, string) (bool, bool)
-	probes    Probes
-	devices   Devices
-	vols      *volumes.Manager
+	cfg     Config
+	rt      Runtime
+	cgroups Cgroups
+	clock   clock.WithTicker
+	log     *slog.Logger
+	rec     nodeapi.Recorder
+	probes  Probes
+	devices Devices
+	vols    *volumes.Manager
 	// hookClient makes lifecycle hooks' HTTP GETs (see newHookClient).
 	hookClient *http.Client
 
@@ -254,7 +243,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
-		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes, devices: deps.Devices,
+		rec: deps.Recorder, probes: deps.Probes, devices: deps.Devices,
 		ctrCache:   map[string]*runtimeapi.ContainerStatus{},
 		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		hookClient: newHookClient(),
