@@ -78,7 +78,7 @@ func TestDeletionTimestampKillsWithGrace(t *testing.T) {
 		}
 		time.Sleep(3 * time.Minute) // relists and resyncs
 		synctest.Wait()
-		if diff := cmp.Diff([]string{"sync default/web", "sync default/web", "kill default/web"}, mem.callLog()); diff != "" {
+		if diff := cmp.Diff([]string{"sync default/web", "kill default/web"}, mem.callLog()); diff != "" {
 			t.Errorf("calls (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff([]int64{7}, graces); diff != "" {

@@ -96,19 +96,23 @@ func (m *memRuntime) statuses(ctx context.Context) (map[types.UID]*podruntime.Po
 	return out, nil
 }
 
-// put adds a running pod to the runtime (a pod from an earlier run).
-func (m *memRuntime) put(uid types.UID, ns, name string, ctrs ...string) {
+// put adds a running pod to the runtime (a pod from an earlier run) and
+// returns the IDs of its sandbox and containers.
+func (m *memRuntime) put(uid types.UID, ns, name string, ctrs ...string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.n++
 	st := &podruntime.PodStatus{UID: uid, Namespace: ns, Name: name,
 		Sandboxes: []*runtimeapi.PodSandboxStatus{{Id: fmt.Sprintf("sb%d", m.n), State: runtimeapi.PodSandboxState_SANDBOX_READY}}}
+	ids := []string{st.Sandboxes[0].Id}
 	for _, c := range ctrs {
 		m.n++
 		st.Containers = append(st.Containers, &runtimeapi.ContainerStatus{Id: fmt.Sprintf("c%d", m.n), State: runtimeapi.ContainerState_CONTAINER_RUNNING,
 			Metadata: &runtimeapi.ContainerMetadata{Name: c}})
+		ids = append(ids, st.Containers[len(st.Containers)-1].Id)
 	}
 	m.pods[uid] = st
+	return ids
 }
 
 func (m *memRuntime) log(s string) {
@@ -127,14 +131,16 @@ func (m *memRuntime) sync(_ context.Context, pod *v1.Pod, _ *podruntime.PodStatu
 		m.creates++
 	}
 	m.mu.Unlock()
+	var res podruntime.Result
 	if fresh {
 		var names []string
 		for _, c := range pod.Spec.Containers {
 			names = append(names, c.Name)
 		}
-		m.put(pod.UID, pod.Namespace, pod.Name, names...)
+		// What it started, as podruntime reports it.
+		res.Started = m.put(pod.UID, pod.Namespace, pod.Name, names...)
 	}
-	return podruntime.Result{}
+	return res
 }
 
 func (m *memRuntime) kill(_ context.Context, pod *v1.Pod, st *podruntime.PodStatus, _ *int64) error {

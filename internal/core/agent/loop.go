@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
@@ -79,6 +80,10 @@ type entry struct {
 	// crash-loop and image pull back-offs), for its next SyncPod and its
 	// status.
 	sync podruntime.SyncState
+	// settle, from a sync's dispatch until the first relist after its
+	// result, holds what tells the sync's own changes from the others (see
+	// relistDone): only those ask for another sync.
+	settle *settling
 	// volumesLeft: the pod has stopped for good but its volumes are still
 	// to be torn down (a tear-down failed, or it finished in an earlier run).
 	volumesLeft bool
@@ -153,6 +158,74 @@ type result struct {
 	// volumesErr is the error of tearing down the volumes after a kill
 	// (workKill) or of a workTearDown.
 	volumesErr error
+}
+
+// settling is what a sync in flight, or just ended, changes in the runtime:
+// a relist that shows only that asks for no sync of its own, so that a
+// pod's start takes one SyncPod.
+type settling struct {
+	// base is the runtime status the sync was given.
+	base *podruntime.PodStatus
+	// changed: a relist during the sync (or before its own changes were
+	// listed) saw the pod change; judged against base once they are.
+	changed bool
+	// ok: the sync ended without an error; started and removed are the
+	// IDs it reported (podruntime.Result).
+	ok               bool
+	started, removed []string
+}
+
+// own reports whether st differs from s.base only by s's sync: the sandbox
+// and containers it started, ready and running, the containers it removed,
+// gone, and the IPs of a sandbox it ran.
+func (s *settling) own(st *podruntime.PodStatus) bool {
+	var base podruntime.PodStatus
+	if s.base != nil {
+		base = *s.base
+	}
+	var now podruntime.PodStatus
+	if st != nil {
+		now = *st
+	}
+	sbState := make(map[string]runtimeapi.PodSandboxState, len(base.Sandboxes))
+	for _, sb := range base.Sandboxes {
+		sbState[sb.GetId()] = sb.GetState()
+	}
+	ctrState := make(map[string]runtimeapi.ContainerState, len(base.Containers))
+	for _, c := range base.Containers {
+		ctrState[c.GetId()] = c.GetState()
+	}
+	newSandbox := false
+	for _, sb := range now.Sandboxes {
+		old, ok := sbState[sb.GetId()]
+		switch {
+		case ok && old == sb.GetState():
+		case !ok && slices.Contains(s.started, sb.GetId()) && sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY:
+			newSandbox = true
+		default:
+			return false
+		}
+		delete(sbState, sb.GetId())
+	}
+	if len(sbState) > 0 {
+		return false // a sandbox went
+	}
+	for _, c := range now.Containers {
+		old, ok := ctrState[c.GetId()]
+		switch {
+		case ok && old == c.GetState():
+		case !ok && slices.Contains(s.started, c.GetId()) && c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
+		default:
+			return false
+		}
+		delete(ctrState, c.GetId())
+	}
+	for id := range ctrState {
+		if !slices.Contains(s.removed, id) {
+			return false
+		}
+	}
+	return newSandbox || slices.Equal(base.IPs, now.IPs)
 }
 
 // relistResult is one relist's outcome.
@@ -355,11 +428,26 @@ func (l *loop) relistDone(r relistResult) {
 		// A deleted pod's status is final once the runtime was listed
 		// after its kill, even if the listing shows nothing new.
 		settles := e.deleting && e.state == stateTerminated && seen < e.minRelist && r.seq >= e.minRelist
-		if first || settles || runtimeChanged(e.runtime, st) {
+		changed := first || settles || runtimeChanged(e.runtime, st)
+		if changed {
 			e.dirty = true
-			if e.state == stateActive {
+		}
+		switch s := e.settle; {
+		case e.state != stateActive:
+		case s != nil && (e.busy || r.seq < e.minRelist):
+			// It may show part of what the sync does: judged once all of
+			// it is listed.
+			s.changed = s.changed || changed
+		case s != nil:
+			// The first relist after the sync: a change that is not the
+			// sync's own (a container that exited already) asks for
+			// another.
+			if (changed || s.changed) && !(s.ok && s.own(st)) {
 				e.needSync = true
 			}
+			e.settle = nil
+		case changed:
+			e.needSync = true
 		}
 		if first && hasRunning(st) {
 			e.startObserved = true // adopted: it started in an earlier run
@@ -624,7 +712,7 @@ func (l *loop) terminate(e *entry) {
 		e.abort = nil
 	}
 	e.setState(stateTerminating)
-	e.needSync, e.syncAt, e.backoff = false, time.Time{}, 0
+	e.needSync, e.syncAt, e.backoff, e.settle = false, time.Time{}, 0, nil
 }
 
 // kill handles a KillPod request.
@@ -672,8 +760,18 @@ func (l *loop) result(r result) {
 		if e.op != opUpdate || !e.needSync {
 			e.op = opSync
 		}
+		s := e.settle
 		if e.state != stateActive {
+			e.settle = nil
 			return // stopping: the sync was cancelled or is moot
+		}
+		if r.sync.Err != nil && s != nil {
+			// A failed sync is retried on its back-off, or at once when the
+			// pod changed meanwhile.
+			e.settle = nil
+			e.needSync = e.needSync || s.changed
+		} else if s != nil {
+			s.ok, s.started, s.removed = true, r.sync.Started, r.sync.Removed
 		}
 		if err := r.sync.Err; err != nil {
 			l.a.log.Error("Error syncing pod, will retry", "pod", name, "podUID", e.uid, "err", err, "retryIn", l.backoff(e, now))
@@ -896,6 +994,7 @@ func (l *loop) dispatch(now time.Time) {
 		case workSync:
 			e.abort = make(chan struct{})
 			w.abort = e.abort
+			e.settle = &settling{base: e.runtime}
 		case workKillRemove:
 			e.keep = make(chan struct{})
 			w.keep = e.keep

@@ -48,6 +48,11 @@ type Result struct {
 	// State is what this sync learnt of the pod, for its next SyncPod and
 	// its status: the caller keeps it and passes it to the next SyncPod.
 	State SyncState
+	// Started are the IDs of the sandbox this sync ran and of the
+	// containers it started (running when it returned), Removed those of
+	// the exited containers it removed: the changes the next relist shows
+	// because of this sync, which need no sync of their own.
+	Started, Removed []string
 }
 
 // SyncState is what SyncPod remembers of one pod from one sync to the next,

@@ -112,6 +112,7 @@ func (m *Manager) syncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 			res.Err = err
 			return res
 		}
+		res.Started = append(res.Started, sbID)
 	}
 
 	if err := m.killContainers(ctx, pod, status, acts.kill); err != nil {
@@ -136,9 +137,10 @@ func (m *Manager) syncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 // failure goes into res (its error, unless a pull back-off; the pull
 // back-off's end as RetryAfter); what it learns goes into st.
 func (m *Manager) startOne(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, st *SyncState, res *Result) bool {
-	err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, prev, st)
+	id, err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, prev, st)
 	if err == nil {
 		delete(st.Waiting, a.container.Name)
+		res.Started = append(res.Started, id)
 		return true
 	}
 	if res.Err == nil && !errors.Is(err, errImagePullBackOff) {
@@ -162,6 +164,7 @@ func (m *Manager) removeOld(ctx context.Context, status *PodStatus, ids []string
 			}
 			continue
 		}
+		res.Removed = append(res.Removed, id)
 		for _, c := range status.Containers {
 			if c.Id == id {
 				m.removeContainerFiles(status.UID, c)
@@ -269,31 +272,32 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 	return errors.Join(errs...)
 }
 
-// startContainer pulls c's image as its policy asks and creates and starts it.
+// startContainer pulls c's image as its policy asks and creates and starts
+// it, and returns its ID once it started (and its post-start hook ran).
 // prev is the container's waiting state after the last sync; what it learns
 // (waiting reasons, back-offs) goes into st.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, st *SyncState) error {
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, st *SyncState) (string, error) {
 	c := a.container
 	img, err := m.ensureImage(ctx, pod, c, sbCfg, prev, st)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := verifyNonRoot(pod, c, img); err != nil {
 		st.markWaiting(c.Name, reasonCreateError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return "", err
 	}
 	if a.target != "" && a.targetID == "" {
 		err := fmt.Errorf("unable to find target container %s", a.target)
 		st.markWaiting(c.Name, reasonCreateError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return "", err
 	}
 	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
 	if err != nil {
 		st.markWaiting(c.Name, reasonCreateError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return "", err
 	}
 	cfg, err := containerConfig(containerInput{
 		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
@@ -304,25 +308,25 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 	if err != nil {
 		st.markWaiting(c.Name, reasonCreateError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return "", err
 	}
 	if m.devices != nil {
 		opts, err := m.devices.ContainerOptions(ctx, pod, c)
 		if err != nil {
 			st.markWaiting(c.Name, reasonCreateError, err.Error())
 			m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-			return fmt.Errorf("devices of container %s: %w", c.Name, err)
+			return "", fmt.Errorf("devices of container %s: %w", c.Name, err)
 		}
 		withDevices(cfg, opts)
 	}
 	if err := os.MkdirAll(podLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	id, err := m.rt.CreateContainer(ctx, sbID, cfg, sbCfg)
 	if err != nil {
 		st.markWaiting(c.Name, "CreateContainerError", err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return fmt.Errorf("create container %s: %w", c.Name, err)
+		return "", fmt.Errorf("create container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
 	if !a.prevFinished.IsZero() {
@@ -336,14 +340,16 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 	if err := m.rt.StartContainer(ctx, id); err != nil {
 		st.markWaiting(c.Name, reasonRunError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return fmt.Errorf("start container %s: %w", c.Name, err)
+		return "", fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	m.linkLog(pod, c.Name, id, filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath()))
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		return m.postStart(ctx, pod, c, id, cfg, podIPs, st)
+		if err := m.postStart(ctx, pod, c, id, cfg, podIPs, st); err != nil {
+			return "", err
+		}
 	}
-	return nil
+	return id, nil
 }
 
 // errPull marks a failed pull.

@@ -169,6 +169,26 @@ func stateOf(cs v1.ContainerStatus) string {
 	return "?"
 }
 
+// TestSyncPodReportsWhatItStarted: a sync's Result names the sandbox it ran
+// and the containers it started, the changes the next relist shows because
+// of it; a sync that starts nothing names none.
+func TestSyncPodReportsWhatItStarted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	res := f.sync(t, pod)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	st := f.status(t, pod.UID)
+	if diff := cmp.Diff([]string{st.Sandboxes[0].Id, st.Containers[0].Id}, res.Started); diff != "" {
+		t.Errorf("first sync: Result.Started (-want +got):\n%s", diff)
+	}
+	if res := f.sync(t, pod); res.Err != nil || len(res.Started) != 0 || len(res.Removed) != 0 {
+		t.Errorf("second sync: %+v, want nothing started or removed", res)
+	}
+}
+
 func TestSyncPodInitThenContainers(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -691,6 +711,9 @@ func TestRemoveOldRemovesItsFiles(t *testing.T) {
 	f.m.removeOld(t.Context(), &PodStatus{UID: "uid-1", Containers: []*runtimeapi.ContainerStatus{old, other}}, []string{"old", "other"}, &res)
 	if res.Err != nil {
 		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff([]string{"old", "other"}, res.Removed); diff != "" {
+		t.Errorf("Result.Removed (-want +got):\n%s", diff)
 	}
 	for _, p := range []string{logFile, termFile} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
