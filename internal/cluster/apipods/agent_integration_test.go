@@ -21,6 +21,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/agent"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/apiservertest"
 )
 
@@ -45,7 +46,7 @@ func (m *memRuntime) Statuses(context.Context) (map[types.UID]*podruntime.PodSta
 	return out, nil
 }
 
-func (m *memRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *podruntime.PodStatus) podruntime.Result {
+func (m *memRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *podruntime.PodStatus, _ podruntime.SyncState) podruntime.Result {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.pods[pod.UID]; ok {
@@ -107,39 +108,10 @@ func (m *memRuntime) RemovePod(_ context.Context, st *podruntime.PodStatus) erro
 	return nil
 }
 
-// PodStatus: Running with running containers while the sandbox is ready.
-func (m *memRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus {
-	out := v1.PodStatus{Phase: v1.PodPending, QOSClass: v1.PodQOSBestEffort, HostIP: "10.0.0.1", HostIPs: []v1.HostIP{{IP: "10.0.0.1"}}}
-	if st == nil {
-		return out
-	}
-	for _, ip := range st.IPs {
-		out.PodIPs = append(out.PodIPs, v1.PodIP{IP: ip})
-		out.PodIP = st.IPs[0]
-	}
-	if len(st.Sandboxes) > 0 {
-		t := metav1.NewTime(time.Unix(0, st.Sandboxes[0].CreatedAt))
-		out.StartTime = &t
-		if st.Sandboxes[0].State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			out.Phase = v1.PodRunning
-		}
-	}
-	for _, c := range pod.Spec.Containers {
-		cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
-		for _, rc := range st.Containers {
-			if rc.GetMetadata().GetName() != c.Name {
-				continue
-			}
-			cs.ContainerID = "mem://" + rc.Id
-			if rc.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-				cs.State, cs.Ready = v1.ContainerState{Running: &v1.ContainerStateRunning{}}, true
-			} else {
-				cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
-			}
-		}
-		out.ContainerStatuses = append(out.ContainerStatuses, cs)
-	}
-	return out
+// StatusNode: the agent derives the pods' statuses from the in-memory
+// runtime's sandboxes and containers (podstatus.Derive), as on a node.
+func (m *memRuntime) StatusNode() podstatus.Node {
+	return podstatus.Node{HostIP: "10.0.0.1", RuntimeName: "mem"}
 }
 
 type admitAll struct{}

@@ -37,19 +37,22 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 )
 
 // Runtime is the part of *podruntime.Manager the agent uses. Calls for one pod
 // come from that pod's worker, one at a time; Statuses comes from a relist
-// goroutine of its own; PodStatus only from the sync loop.
+// goroutine of its own; StatusNode only from the sync loop.
 type Runtime interface {
 	// Statuses lists every pod the runtime holds, keyed by UID.
 	Statuses(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error)
 	// SyncPod makes the runtime run pod as its spec asks, given the pod's
-	// status from a relist that started after the pod's previous call ended.
-	SyncPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus) podruntime.Result
+	// status from a relist that started after the pod's previous call ended
+	// and the State its previous SyncPod returned (the zero value for the
+	// first), which the loop keeps in the pod's entry.
+	SyncPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus, prev podruntime.SyncState) podruntime.Result
 	// KillPod stops the pod's containers and sandbox within gracePeriod (nil:
 	// the pod's own). pod is nil for an orphan.
 	KillPod(ctx context.Context, pod *v1.Pod, status *podruntime.PodStatus, gracePeriod *int64) error
@@ -58,8 +61,9 @@ type Runtime interface {
 	// TearDownVolumes unmounts and removes the volumes of a pod that has
 	// stopped for good; RemovePod removes them too.
 	TearDownVolumes(uid types.UID) error
-	// PodStatus derives the pod's API status at now.
-	PodStatus(pod *v1.Pod, status *podruntime.PodStatus, now time.Time) v1.PodStatus
+	// StatusNode is what of the node, the runtime and the prober every
+	// pod's status shows (podstatus.Derive's Input.Node).
+	StatusNode() podstatus.Node
 }
 
 // Admitter decides whether a new pod may run. *admission.Chain satisfies it.
@@ -146,6 +150,9 @@ type Agent struct {
 	rec     nodeapi.Recorder
 	m       *agentMetrics
 	probes  Prober
+	// derive is podstatus.Derive (tests settle a fake runtime's view
+	// instead).
+	derive func(podstatus.Input, time.Time) (v1.PodStatus, bool)
 
 	running atomic.Bool
 	// lastRelist is when the last successful relist came in (UnixNano; 0:
@@ -191,7 +198,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	return &Agent{
 		Table: deps.Table, cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
 		log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
-		probes: deps.Probes,
+		probes: deps.Probes, derive: podstatus.Derive,
 	}, nil
 }
 

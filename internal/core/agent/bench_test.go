@@ -35,6 +35,7 @@ func BenchmarkStart100Pods(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		a.derive = rt.derive
 		ctx, cancel := context.WithCancel(b.Context())
 		done := make(chan error, 1)
 		go func() { done <- a.Run(ctx) }()

@@ -78,7 +78,7 @@ func TestDeletionTimestampKillsWithGrace(t *testing.T) {
 		}
 		time.Sleep(3 * time.Minute) // relists and resyncs
 		synctest.Wait()
-		if diff := cmp.Diff([]string{"sync default/web", "sync default/web", "kill default/web"}, mem.callLog()); diff != "" {
+		if diff := cmp.Diff([]string{"sync default/web", "kill default/web"}, mem.callLog()); diff != "" {
 			t.Errorf("calls (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff([]int64{7}, graces); diff != "" {
@@ -178,31 +178,6 @@ func TestChangesSignalsPublishes(t *testing.T) {
 			t.Fatal("no change after the pod was dropped")
 		}
 	})
-}
-
-func TestDeletedPhase(t *testing.T) {
-	t.Parallel()
-	term := func(code int32) v1.ContainerStatus {
-		return v1.ContainerStatus{State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}}
-	}
-	waiting := v1.ContainerStatus{State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}}
-	for _, tc := range []struct {
-		name string
-		ctrs []v1.ContainerStatus
-		want v1.PodPhase
-	}{
-		{"no containers", nil, v1.PodRunning},
-		{"all exited 0", []v1.ContainerStatus{term(0), term(0)}, v1.PodSucceeded},
-		{"one exited 137", []v1.ContainerStatus{term(0), term(137)}, v1.PodFailed},
-		{"one never started", []v1.ContainerStatus{term(0), waiting}, v1.PodRunning},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if got := deletedPhase(v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: tc.ctrs}); got != tc.want {
-				t.Errorf("deletedPhase = %s, want %s", got, tc.want)
-			}
-		})
-	}
 }
 
 // waitingPodStatus is memPodStatus with each container of the spec waiting
@@ -354,70 +329,4 @@ func TestDeletedPodStatusWaitsForRelist(t *testing.T) {
 			t.Errorf("phase %s after the listing, want Succeeded", got)
 		}
 	})
-}
-
-func TestDeletedStatus(t *testing.T) {
-	t.Parallel()
-	unknown := &v1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown",
-		Message: "The container could not be located when the pod was terminated"}
-	waiting := func(name string) v1.ContainerStatus {
-		return v1.ContainerStatus{Name: name, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "PodInitializing"}}}
-	}
-	exited := func(name string, code int32) v1.ContainerStatus {
-		return v1.ContainerStatus{Name: name, State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}}
-	}
-	lost := func(name string) v1.ContainerStatus {
-		return v1.ContainerStatus{Name: name, State: v1.ContainerState{Terminated: unknown}}
-	}
-	pod := func(inits ...string) *v1.Pod {
-		p := testPod("web", "u1", 0)
-		for _, n := range inits {
-			p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: n})
-		}
-		return p
-	}
-	static := pod()
-	static.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
-	for _, tc := range []struct {
-		name     string
-		pod      *v1.Pod
-		in, want v1.PodStatus
-	}{
-		{"succeeded stays", pod(),
-			v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{exited("c", 0)}},
-			v1.PodStatus{Phase: v1.PodSucceeded, ContainerStatuses: []v1.ContainerStatus{exited("c", 0)}}},
-		{"killed fails", pod(),
-			v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{exited("c", 137)}},
-			v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{exited("c", 137)}}},
-		{"never started", pod(),
-			v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{waiting("c")}},
-			v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{lost("c")}}},
-		{"no status at all", pod(),
-			v1.PodStatus{Phase: v1.PodPending},
-			v1.PodStatus{Phase: v1.PodFailed}},
-		{"init containers not done: containers stay waiting, the first init one fails", pod("i1", "i2"),
-			v1.PodStatus{Phase: v1.PodPending, InitContainerStatuses: []v1.ContainerStatus{waiting("i1"), waiting("i2")},
-				ContainerStatuses: []v1.ContainerStatus{waiting("c")}},
-			v1.PodStatus{Phase: v1.PodFailed, InitContainerStatuses: []v1.ContainerStatus{lost("i1"), waiting("i2")},
-				ContainerStatuses: []v1.ContainerStatus{waiting("c")}}},
-		{"init containers done", pod("i1", "i2"),
-			v1.PodStatus{Phase: v1.PodPending, InitContainerStatuses: []v1.ContainerStatus{exited("i1", 0), exited("i2", 0)},
-				ContainerStatuses: []v1.ContainerStatus{waiting("c")}},
-			v1.PodStatus{Phase: v1.PodFailed, InitContainerStatuses: []v1.ContainerStatus{exited("i1", 0), exited("i2", 0)},
-				ContainerStatuses: []v1.ContainerStatus{lost("c")}}},
-		{"static pod keeps its phase", static,
-			v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{waiting("c")}},
-			v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{lost("c")}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			in := *tc.in.DeepCopy()
-			if diff := cmp.Diff(tc.want, deletedStatus(tc.pod, in)); diff != "" {
-				t.Errorf("deletedStatus (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.in, in); diff != "" {
-				t.Errorf("input modified (-before +after):\n%s", diff)
-			}
-		})
-	}
 }

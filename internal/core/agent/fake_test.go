@@ -18,12 +18,15 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 )
 
 // fakeRuntime is a Runtime of function fields.
 type fakeRuntime struct {
-	statusesF  func(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error)
-	syncPodF   func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result
+	statusesF func(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error)
+	syncPodF  func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result
+	// syncStates, when set, sees the State each SyncPod is given.
+	syncStates func(pod *v1.Pod, prev podruntime.SyncState)
 	killPodF   func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, grace *int64) error
 	removePodF func(ctx context.Context, st *podruntime.PodStatus) error
 	podStatusF func(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus
@@ -34,7 +37,10 @@ type fakeRuntime struct {
 func (f *fakeRuntime) Statuses(ctx context.Context) (map[types.UID]*podruntime.PodStatus, error) {
 	return f.statusesF(ctx)
 }
-func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, prev podruntime.SyncState) podruntime.Result {
+	if f.syncStates != nil {
+		f.syncStates(pod, prev)
+	}
 	return f.syncPodF(ctx, pod, st)
 }
 func (f *fakeRuntime) KillPod(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus, grace *int64) error {
@@ -49,8 +55,14 @@ func (f *fakeRuntime) TearDownVolumes(uid types.UID) error {
 	}
 	return f.tearDownF(uid)
 }
-func (f *fakeRuntime) PodStatus(pod *v1.Pod, st *podruntime.PodStatus, now time.Time) v1.PodStatus {
-	return f.podStatusF(pod, st, now)
+func (f *fakeRuntime) StatusNode() podstatus.Node { return podstatus.Node{} }
+
+// derive is podstatus.Derive over the fake's view of the pod (podStatusF)
+// rather than over the runtime's: the agent's own rules (a kill's final
+// status, a deletion, a phase held while the pod runs, kept IPs) are the
+// real ones.
+func (f *fakeRuntime) derive(in podstatus.Input, now time.Time) (v1.PodStatus, bool) {
+	return podstatus.Settle(in, f.podStatusF(in.Pod, in.Runtime, now), now)
 }
 
 // memRuntime keeps pods in memory and logs every call; its methods fill a
@@ -84,19 +96,23 @@ func (m *memRuntime) statuses(ctx context.Context) (map[types.UID]*podruntime.Po
 	return out, nil
 }
 
-// put adds a running pod to the runtime (a pod from an earlier run).
-func (m *memRuntime) put(uid types.UID, ns, name string, ctrs ...string) {
+// put adds a running pod to the runtime (a pod from an earlier run) and
+// returns the IDs of its sandbox and containers.
+func (m *memRuntime) put(uid types.UID, ns, name string, ctrs ...string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.n++
 	st := &podruntime.PodStatus{UID: uid, Namespace: ns, Name: name,
 		Sandboxes: []*runtimeapi.PodSandboxStatus{{Id: fmt.Sprintf("sb%d", m.n), State: runtimeapi.PodSandboxState_SANDBOX_READY}}}
+	ids := []string{st.Sandboxes[0].Id}
 	for _, c := range ctrs {
 		m.n++
 		st.Containers = append(st.Containers, &runtimeapi.ContainerStatus{Id: fmt.Sprintf("c%d", m.n), State: runtimeapi.ContainerState_CONTAINER_RUNNING,
 			Metadata: &runtimeapi.ContainerMetadata{Name: c}})
+		ids = append(ids, st.Containers[len(st.Containers)-1].Id)
 	}
 	m.pods[uid] = st
+	return ids
 }
 
 func (m *memRuntime) log(s string) {
@@ -115,14 +131,16 @@ func (m *memRuntime) sync(_ context.Context, pod *v1.Pod, _ *podruntime.PodStatu
 		m.creates++
 	}
 	m.mu.Unlock()
+	var res podruntime.Result
 	if fresh {
 		var names []string
 		for _, c := range pod.Spec.Containers {
 			names = append(names, c.Name)
 		}
-		m.put(pod.UID, pod.Namespace, pod.Name, names...)
+		// What it started, as podruntime reports it.
+		res.Started = m.put(pod.UID, pod.Namespace, pod.Name, names...)
 	}
-	return podruntime.Result{}
+	return res
 }
 
 func (m *memRuntime) kill(_ context.Context, pod *v1.Pod, st *podruntime.PodStatus, _ *int64) error {
@@ -237,6 +255,9 @@ func newTestAgent(t *testing.T, cfg Config, deps Deps) *Agent {
 	a, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f, ok := deps.Runtime.(*fakeRuntime); ok {
+		a.derive = f.derive
 	}
 	return a
 }

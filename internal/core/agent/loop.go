@@ -11,13 +11,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"
 	"github.com/nodekeeper/nodekeeper/prober"
-	"github.com/nodekeeper/nodekeeper/qos"
 )
 
 // state is where a pod is in its life in the table.
@@ -74,6 +75,14 @@ type entry struct {
 	waiters []chan error
 	// runtime is the pod's status from the latest relist (nil: none).
 	runtime *podruntime.PodStatus
+	// sync is what the pod's last SyncPod learnt (waiting reasons,
+	// crash-loop and image pull back-offs), for its next SyncPod and its
+	// status.
+	sync podruntime.SyncState
+	// settle, from a sync's dispatch until the first relist after its
+	// result, holds what tells the sync's own changes from the others (see
+	// relistDone): only those ask for another sync.
+	settle *settling
 	// volumesLeft: the pod has stopped for good but its volumes are still
 	// to be torn down (a tear-down failed, or it finished in an earlier run).
 	volumesLeft bool
@@ -117,7 +126,9 @@ type work struct {
 	op     string // metric label; "" for none
 	pod    *v1.Pod
 	status *podruntime.PodStatus
-	grace  *int64
+	// state, for a sync, is the State of the pod's previous sync.
+	state podruntime.SyncState
+	grace *int64
 	// abort, for a sync, cancels the runtime call when closed.
 	abort <-chan struct{}
 	// keep, for a kill-and-remove, turns it into a kill when closed before
@@ -146,6 +157,74 @@ type result struct {
 	// volumesErr is the error of tearing down the volumes after a kill
 	// (workKill) or of a workTearDown.
 	volumesErr error
+}
+
+// settling is what a sync in flight, or just ended, changes in the runtime:
+// a relist that shows only that asks for no sync of its own, so that a
+// pod's start takes one SyncPod.
+type settling struct {
+	// base is the runtime status the sync was given.
+	base *podruntime.PodStatus
+	// changed: a relist during the sync (or before its own changes were
+	// listed) saw the pod change; judged against base once they are.
+	changed bool
+	// ok: the sync ended without an error; started and removed are the
+	// IDs it reported (podruntime.Result).
+	ok               bool
+	started, removed []string
+}
+
+// own reports whether st differs from s.base only by s's sync: the sandbox
+// and containers it started, ready and running, the containers it removed,
+// gone, and the IPs of a sandbox it ran.
+func (s *settling) own(st *podruntime.PodStatus) bool {
+	var base podruntime.PodStatus
+	if s.base != nil {
+		base = *s.base
+	}
+	var now podruntime.PodStatus
+	if st != nil {
+		now = *st
+	}
+	sbState := make(map[string]runtimeapi.PodSandboxState, len(base.Sandboxes))
+	for _, sb := range base.Sandboxes {
+		sbState[sb.GetId()] = sb.GetState()
+	}
+	ctrState := make(map[string]runtimeapi.ContainerState, len(base.Containers))
+	for _, c := range base.Containers {
+		ctrState[c.GetId()] = c.GetState()
+	}
+	newSandbox := false
+	for _, sb := range now.Sandboxes {
+		old, ok := sbState[sb.GetId()]
+		switch {
+		case ok && old == sb.GetState():
+		case !ok && slices.Contains(s.started, sb.GetId()) && sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY:
+			newSandbox = true
+		default:
+			return false
+		}
+		delete(sbState, sb.GetId())
+	}
+	if len(sbState) > 0 {
+		return false // a sandbox went
+	}
+	for _, c := range now.Containers {
+		old, ok := ctrState[c.GetId()]
+		switch {
+		case ok && old == c.GetState():
+		case !ok && slices.Contains(s.started, c.GetId()) && c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
+		default:
+			return false
+		}
+		delete(ctrState, c.GetId())
+	}
+	for id := range ctrState {
+		if !slices.Contains(s.removed, id) {
+			return false
+		}
+	}
+	return newSandbox || slices.Equal(base.IPs, now.IPs)
 }
 
 // relistResult is one relist's outcome.
@@ -348,11 +427,26 @@ func (l *loop) relistDone(r relistResult) {
 		// A deleted pod's status is final once the runtime was listed
 		// after its kill, even if the listing shows nothing new.
 		settles := e.deleting && e.state == stateTerminated && seen < e.minRelist && r.seq >= e.minRelist
-		if first || settles || runtimeChanged(e.runtime, st) {
+		changed := first || settles || runtimeChanged(e.runtime, st)
+		if changed {
 			e.dirty = true
-			if e.state == stateActive {
+		}
+		switch s := e.settle; {
+		case e.state != stateActive:
+		case s != nil && (e.busy || r.seq < e.minRelist):
+			// It may show part of what the sync does: judged once all of
+			// it is listed.
+			s.changed = s.changed || changed
+		case s != nil:
+			// The first relist after the sync: a change that is not the
+			// sync's own (a container that exited already) asks for
+			// another.
+			if (changed || s.changed) && !(s.ok && s.own(st)) {
 				e.needSync = true
 			}
+			e.settle = nil
+		case changed:
+			e.needSync = true
 		}
 		if first && hasRunning(st) {
 			e.startObserved = true // adopted: it started in an earlier run
@@ -617,7 +711,7 @@ func (l *loop) terminate(e *entry) {
 		e.abort = nil
 	}
 	e.setState(stateTerminating)
-	e.needSync, e.syncAt, e.backoff = false, time.Time{}, 0
+	e.needSync, e.syncAt, e.backoff, e.settle = false, time.Time{}, 0, nil
 }
 
 // kill handles a KillPod request.
@@ -661,11 +755,22 @@ func (l *loop) result(r result) {
 	name := joinName(e.runtimeNamespace(), e.name())
 	switch r.kind {
 	case workSync:
+		e.sync = r.sync.State
 		if e.op != opUpdate || !e.needSync {
 			e.op = opSync
 		}
+		s := e.settle
 		if e.state != stateActive {
+			e.settle = nil
 			return // stopping: the sync was cancelled or is moot
+		}
+		if r.sync.Err != nil && s != nil {
+			// A failed sync is retried on its back-off, or at once when the
+			// pod changed meanwhile.
+			e.settle = nil
+			e.needSync = e.needSync || s.changed
+		} else if s != nil {
+			s.ok, s.started, s.removed = true, r.sync.Started, r.sync.Removed
 		}
 		if err := r.sync.Err; err != nil {
 			l.a.log.Error("Error syncing pod, will retry", "pod", name, "podUID", e.uid, "err", err, "retryIn", l.backoff(e, now))
@@ -776,9 +881,13 @@ func (l *loop) drop(e *entry) {
 	}
 }
 
-// refresh recomputes the views of changed pods. A pod whose containers
-// finished under its restartPolicy (phase Succeeded or Failed) is stopped.
+// refresh recomputes the views of changed pods, each status derived once
+// (podstatus.Derive; twice in the turn a pod's active deadline passes, to
+// show the deadline's final status). A pod whose containers finished under
+// its restartPolicy (phase Succeeded or Failed) is stopped.
 func (l *loop) refresh(now time.Time) {
+	var node podstatus.Node
+	nodeRead := false
 	for _, e := range l.pods {
 		if !e.dirty {
 			continue
@@ -787,38 +896,24 @@ func (l *loop) refresh(now time.Time) {
 		if e.pod == nil {
 			continue
 		}
-		var st v1.PodStatus
-		if e.rejected {
-			st = *e.final
-		} else {
-			st = l.a.rt.PodStatus(e.pod, e.runtime, now)
-			if e.final != nil {
-				st = withFinal(st, *e.final)
-			}
+		if !nodeRead {
+			node, nodeRead = l.a.rt.StatusNode(), true
 		}
-		if e.deleting && e.state == stateTerminated && e.final == nil {
-			if l.relistSeen >= e.minRelist {
-				// The runtime was listed after the kill: what did not
-				// finish never will.
-				st = deletedStatus(e.pod, st)
-			} else {
-				st.Phase = deletedPhase(st)
-			}
-		}
-		if e.state == stateActive && l.relisted && e.final == nil && (st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed) {
+		in := l.statusInput(e, node)
+		st, done := l.a.derive(in, now)
+		if e.state == stateActive && l.relisted && e.final == nil && done {
 			l.terminate(e)
 			e.dirty = false
 		}
 		if e.state == stateActive && e.final == nil {
 			if at, ok := activeDeadline(e.pod, st); ok && !now.Before(at) {
 				l.deadlineExceeded(e)
-				st = withFinal(st, *e.final)
+				in.Final = e.final
+				st, _ = l.a.derive(in, now)
 			} else if ok && (e.syncAt.IsZero() || at.Before(e.syncAt)) {
 				e.syncAt = at // a sync then, whose result brings the pod here again
 			}
 		}
-		st = heldWhileRunning(st, e)
-		st = keptIPs(st, e)
 		if !e.startObserved && st.Phase == v1.PodRunning {
 			e.startObserved = true
 			l.a.m.startDuration.WithLabelValues().Observe(now.Sub(e.firstSeen).Seconds())
@@ -830,36 +925,22 @@ func (l *loop) refresh(now time.Time) {
 	}
 }
 
-// heldWhileRunning is st, but while e's sandbox or a container of it still
-// runs, with the phase, reason and message e last showed in place of a
-// terminal phase (Pending if it showed none), as the kubelet's status
-// manager holds them: a terminal phase says the pod's containers have
-// stopped for good and its resources are free.
-func heldWhileRunning(st v1.PodStatus, e *entry) v1.PodStatus {
-	if !terminalPhase(st.Phase) || !hasRunning(e.runtime) {
-		return st
+// statusInput is what e's status is derived from: its pod and runtime
+// status, what its last sync left, the final status a kill, its deadline or
+// its rejection fixed, whether it was deleted and stopped, and what it
+// showed last.
+func (l *loop) statusInput(e *entry, node podstatus.Node) podstatus.Input {
+	in := podstatus.Input{
+		Pod: e.pod, Runtime: e.runtime, Node: node, Waiting: e.sync.Waiting,
+		Final: e.final, Rejected: e.rejected,
+		// The runtime listed after the kill: what did not finish never will.
+		Deleted: e.deleting && e.state == stateTerminated, Settled: l.relistSeen >= e.minRelist,
 	}
-	st.Phase, st.Reason, st.Message = v1.PodPending, "", ""
-	if e.view != nil && !terminalPhase(e.view.pod.Status.Phase) {
-		prev := e.view.pod.Status
-		st.Phase, st.Reason, st.Message = prev.Phase, prev.Reason, prev.Message
+	if e.view != nil {
+		in.Previous = &e.view.pod.Status
 	}
-	return st
+	return in
 }
-
-// keptIPs is st with the pod IPs e last showed when st has none (its
-// sandbox stopped or is gone), as the kubelet keeps a terminated pod's IPs
-// in its status.
-func keptIPs(st v1.PodStatus, e *entry) v1.PodStatus {
-	if len(st.PodIPs) > 0 || e.view == nil || len(e.view.pod.Status.PodIPs) == 0 {
-		return st
-	}
-	prev := e.view.pod.Status
-	st.PodIP, st.PodIPs = prev.PodIP, prev.PodIPs
-	return st
-}
-
-func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 // The kubelet's reason and message for a pod past its activeDeadlineSeconds.
 const (
@@ -912,6 +993,7 @@ func (l *loop) dispatch(now time.Time) {
 		case workSync:
 			e.abort = make(chan struct{})
 			w.abort = e.abort
+			e.settle = &settling{base: e.runtime}
 		case workKillRemove:
 			e.keep = make(chan struct{})
 			w.keep = e.keep
@@ -934,7 +1016,7 @@ func (l *loop) next(e *entry, now time.Time, stopping map[string]bool) (work, bo
 		if !(e.needSync || due) || stopping[nodeapi.PodName(e.pod)] {
 			return work{}, false
 		}
-		return work{kind: workSync, op: e.op, pod: e.pod, status: e.runtime}, true
+		return work{kind: workSync, op: e.op, pod: e.pod, status: e.runtime, state: e.sync}, true
 	case stateTerminating:
 		if waiting {
 			return work{}, false
@@ -1061,130 +1143,6 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// deletedPhase is the phase of a stopped pod being deleted: Succeeded when
-// every container exited 0, Failed when every container exited and one did
-// not exit 0, else (a container never started, or no status) st's own.
-func deletedPhase(st v1.PodStatus) v1.PodPhase {
-	if len(st.ContainerStatuses) == 0 {
-		return st.Phase
-	}
-	phase := v1.PodSucceeded
-	for _, c := range st.ContainerStatuses {
-		switch t := c.State.Terminated; {
-		case t == nil:
-			return st.Phase
-		case t.ExitCode != 0:
-			phase = v1.PodFailed
-		}
-	}
-	return phase
-}
-
-// The kubelet's reason and message for a container that had not finished
-// when its pod was stopped for good.
-const (
-	reasonStatusUnknown  = "ContainerStatusUnknown"
-	messageStatusUnknown = "The container could not be located when the pod was terminated"
-)
-
-// deletedStatus is the final status of a deleted pod whose containers were
-// stopped, from st, its status after the kill, as the kubelet records it: a
-// container that never finished (one waiting for its image, say) counts as
-// failed with exit code 137 — every container once the pod got past its
-// init containers, else the init containers up to the last one that started
-// (at least the first) — and a phase that is not yet terminal becomes Failed
-// (Succeeded only when every container exited 0). Static pods keep their
-// phase, as in the kubelet. st is not modified.
-func deletedStatus(pod *v1.Pod, st v1.PodStatus) v1.PodStatus {
-	st.Phase = deletedPhase(st)
-	if podInitialized(pod, st) {
-		st.ContainerStatuses = unfinishedUnknown(st.ContainerStatuses, len(st.ContainerStatuses))
-	}
-	st.InitContainerStatuses = unfinishedUnknown(st.InitContainerStatuses, startedPrefix(st.InitContainerStatuses))
-	if !qos.IsStatic(pod) && st.Phase != v1.PodSucceeded && st.Phase != v1.PodFailed {
-		st.Phase = v1.PodFailed
-	}
-	return st
-}
-
-// unfinishedUnknown is a copy of ss whose first n statuses, where not
-// terminated, are terminated as ContainerStatusUnknown, exit code 137.
-func unfinishedUnknown(ss []v1.ContainerStatus, n int) []v1.ContainerStatus {
-	ss = slices.Clone(ss)
-	for i := range ss[:n] {
-		if ss[i].State.Terminated == nil {
-			ss[i].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-				Reason: reasonStatusUnknown, Message: messageStatusUnknown, ExitCode: 137,
-			}}
-		}
-	}
-	return ss
-}
-
-// podInitialized reports whether pod, with status st, got past its init
-// containers: it has none, a container left waiting or ran before, or the
-// last init container exited 0 (a sidecar: runs and has started).
-func podInitialized(pod *v1.Pod, st v1.PodStatus) bool {
-	if len(pod.Spec.InitContainers) == 0 {
-		return true
-	}
-	for _, c := range st.ContainerStatuses {
-		if c.LastTerminationState.Terminated != nil || c.State.Waiting == nil {
-			return true
-		}
-	}
-	n := len(st.InitContainerStatuses)
-	if n == 0 {
-		return false
-	}
-	last := st.InitContainerStatuses[n-1]
-	i := slices.IndexFunc(pod.Spec.InitContainers, func(c v1.Container) bool { return c.Name == last.Name })
-	if i < 0 {
-		return false
-	}
-	if r := pod.Spec.InitContainers[i].RestartPolicy; r != nil && *r == v1.ContainerRestartPolicyAlways {
-		return last.State.Running != nil && last.Started != nil && *last.Started
-	}
-	for _, t := range []*v1.ContainerStateTerminated{last.LastTerminationState.Terminated, last.State.Terminated} {
-		if t != nil && t.ExitCode == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// startedPrefix is the number of leading statuses up to the last one that
-// left waiting or ran before; at least 1 when there are any.
-func startedPrefix(ss []v1.ContainerStatus) int {
-	for i := len(ss) - 1; i >= 0; i-- {
-		if ss[i].State.Waiting == nil || ss[i].LastTerminationState.Terminated != nil {
-			return i + 1
-		}
-	}
-	return min(len(ss), 1)
-}
-
-// withFinal lays a kill's final status over the runtime's: phase, reason
-// and message, and its conditions replacing those of the same type.
-func withFinal(st, final v1.PodStatus) v1.PodStatus {
-	if final.Phase != "" {
-		st.Phase = final.Phase
-	}
-	if final.Reason != "" || final.Message != "" {
-		st.Reason, st.Message = final.Reason, final.Message
-	}
-	conds := slices.Clone(st.Conditions)
-	for _, c := range final.Conditions {
-		if i := slices.IndexFunc(conds, func(x v1.PodCondition) bool { return x.Type == c.Type }); i >= 0 {
-			conds[i] = c
-		} else {
-			conds = append(conds, c)
-		}
-	}
-	st.Conditions = conds
-	return st
-}
-
 func (e *entry) name() string {
 	if e.pod != nil {
 		return e.pod.Name
@@ -1228,5 +1186,5 @@ func (a *Agent) syncPod(ctx context.Context, w work) podruntime.Result {
 		cancel()
 		<-watched
 	}()
-	return a.rt.SyncPod(ctx, w.pod, w.status)
+	return a.rt.SyncPod(ctx, w.pod, w.status, w.state)
 }

@@ -15,9 +15,9 @@ import (
 //
 // The prober's results come back on the channels Updates returns (called
 // once, when the loop starts), which the loop drains:
-// any update makes it recompute the pod's status (the pod runtime reads
-// started and ready from the prober, hence the Ready and ContainersReady
-// conditions), and a liveness or startup Failure of an active pod makes it
+// any update makes it recompute the pod's status (podstatus.Derive reads
+// started and ready from the prober the runtime's StatusNode names, hence
+// the Ready and ContainersReady conditions), and a liveness or startup Failure of an active pod makes it
 // sync the pod, in which the pod runtime restarts that container; so does a
 // startup Success (containers waiting for a sidecar to start can start).
 type Prober interface {

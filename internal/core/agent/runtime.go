@@ -20,14 +20,7 @@ func sandboxReady(st *podruntime.PodStatus) bool {
 
 // hasRunning reports whether anything of the pod runs: a ready sandbox or a
 // running container.
-func hasRunning(st *podruntime.PodStatus) bool {
-	if st == nil {
-		return false
-	}
-	return sandboxReady(st) || slices.ContainsFunc(st.Containers, func(c *runtimeapi.ContainerStatus) bool {
-		return c != nil && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING
-	})
-}
+func hasRunning(st *podruntime.PodStatus) bool { return st.Running() }
 
 // runtimeChanged reports whether a relist saw the pod change: a sandbox or
 // container appeared, went or changed state, or its IPs changed.

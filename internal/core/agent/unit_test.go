@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -62,41 +64,6 @@ func TestRuntimeChanged(t *testing.T) {
 		})
 	}
 }
-
-func TestWithFinal(t *testing.T) {
-	t.Parallel()
-	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse}
-	oldTarget := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionFalse}
-	ctrs := []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137}}}}
-	target := nodeapi.DisruptionTarget("evicted")
-	for _, tc := range []struct {
-		name        string
-		st, final   v1.PodStatus
-		want        v1.PodStatus
-		sharedConds bool
-	}{
-		{"phase, reason, message and a new condition over the runtime's",
-			v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready}, ContainerStatuses: ctrs},
-			v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "low on memory", Conditions: []v1.PodCondition{target}},
-			v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "low on memory", Conditions: []v1.PodCondition{ready, target}, ContainerStatuses: ctrs}, false},
-		{"a condition of the same type replaced",
-			v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{oldTarget, ready}},
-			v1.PodStatus{Conditions: []v1.PodCondition{target}},
-			v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{target, ready}}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			before := append([]v1.PodCondition(nil), tc.st.Conditions...)
-			if diff := cmp.Diff(tc.want, withFinal(tc.st, tc.final)); diff != "" {
-				t.Errorf("withFinal (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(before, tc.st.Conditions); diff != "" {
-				t.Errorf("input conditions modified (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	_, rt := newMem()
@@ -245,12 +212,12 @@ func TestPodGivenAgainWhileRemovedStartsAfresh(t *testing.T) {
 		}
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		want := []string{"sync default/web", "sync default/web", "kill default/web", "remove default/web", "sync default/web", "sync default/web"}
+		want := []string{"sync default/web", "kill default/web", "remove default/web", "sync default/web"}
 		if diff := cmp.Diff(want, mem.callLog()); diff != "" {
 			t.Errorf("calls (-want +got):\n%s", diff)
 		}
-		if mem.creates != 2 || seen[2] != nil {
-			t.Errorf("given again: %d sandboxes created, first sync after removal saw %v; want 2 and none", mem.creates, seen[2])
+		if mem.creates != 2 || len(seen) != 2 || seen[1] != nil {
+			t.Errorf("given again: %d sandboxes created, syncs saw %v; want 2, the second with no status", mem.creates, seen)
 		}
 		if diff := cmp.Diff(map[string]v1.PodPhase{"default/web": v1.PodRunning}, phases(a.ActivePods())); diff != "" {
 			t.Errorf("active (-want +got):\n%s", diff)
@@ -438,4 +405,132 @@ func TestActiveDeadlineStopsPod(t *testing.T) {
 			t.Errorf("after the deadline: calls %q, terminated %v; want the kill last and the pod terminated", calls, a.IsPodTerminated("u1"))
 		}
 	})
+}
+
+// TestSyncStateCarriedToNextSync: what a SyncPod learnt (its Result's
+// State: waiting reasons, back-offs) is kept in the pod's entry and given to
+// the pod's next SyncPod; the first gets the zero State.
+func TestSyncStateCarriedToNextSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		var mu sync.Mutex // guards got and n
+		var got []string
+		n := 0
+		rt.syncStates = func(_ *v1.Pod, prev podruntime.SyncState) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, prev.Waiting["c"].Reason)
+		}
+		rt.syncPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+			r := mem.sync(ctx, pod, st)
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			r.State = podruntime.SyncState{Waiting: map[string]v1.ContainerStateWaiting{"c": {Reason: fmt.Sprintf("R%d", n)}}}
+			return r
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{testPod("web", "u1", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2*time.Minute + time.Second) // two resyncs
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) < 3 {
+			t.Fatalf("%d syncs, want at least 3", len(got))
+		}
+		for i, r := range got {
+			want := ""
+			if i > 0 {
+				want = fmt.Sprintf("R%d", i)
+			}
+			if r != want {
+				t.Errorf("sync %d got waiting reason %q, want %q (the previous sync's)", i+1, r, want)
+			}
+		}
+	})
+}
+
+// TestCrashRightAfterStartIsSynced: a relist after a start that shows more
+// than the sync's own doing (the container it started has exited already)
+// gets the pod synced again; a start the relist shows as done does not.
+func TestCrashRightAfterStartIsSynced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		sync := rt.syncPodF
+		rt.syncPodF = func(ctx context.Context, pod *v1.Pod, st *podruntime.PodStatus) podruntime.Result {
+			r := sync(ctx, pod, st)
+			if pod.Name == "crash" && st == nil {
+				mem.mu.Lock()
+				p := mem.pods[pod.UID]
+				p.Containers[0] = &runtimeapi.ContainerStatus{Id: p.Containers[0].Id, State: runtimeapi.ContainerState_CONTAINER_EXITED, Metadata: p.Containers[0].Metadata}
+				mem.mu.Unlock()
+			}
+			return r
+		}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt})
+		stop := start(t, a)
+		defer stop()
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{testPod("crash", "u1", 0), testPod("web", "u2", 1)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		syncs := map[string]int{}
+		for _, c := range mem.callLog() {
+			syncs[c]++
+		}
+		if diff := cmp.Diff(map[string]int{"sync default/crash": 2, "sync default/web": 1}, syncs); diff != "" {
+			t.Errorf("calls (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestSettlingOwn(t *testing.T) {
+	t.Parallel()
+	sb := func(id string, s runtimeapi.PodSandboxState) *runtimeapi.PodSandboxStatus {
+		return &runtimeapi.PodSandboxStatus{Id: id, State: s}
+	}
+	ctr := func(id string, s runtimeapi.ContainerState) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{Id: id, State: s}
+	}
+	const (
+		ready    = runtimeapi.PodSandboxState_SANDBOX_READY
+		notReady = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+		running  = runtimeapi.ContainerState_CONTAINER_RUNNING
+		exited   = runtimeapi.ContainerState_CONTAINER_EXITED
+	)
+	st := func(ips []string, sbs []*runtimeapi.PodSandboxStatus, ctrs ...*runtimeapi.ContainerStatus) *podruntime.PodStatus {
+		return &podruntime.PodStatus{UID: "u1", IPs: ips, Sandboxes: sbs, Containers: ctrs}
+	}
+	ip := []string{"10.0.0.2"}
+	up := st(ip, []*runtimeapi.PodSandboxStatus{sb("s1", ready)}, ctr("c1", running))
+	for _, tc := range []struct {
+		name             string
+		base, now        *podruntime.PodStatus
+		started, removed []string
+		want             bool
+	}{
+		{"nothing changed", up, up, nil, nil, true},
+		{"first start: sandbox and container", nil, up, []string{"s1", "c1"}, nil, true},
+		{"started container exited", nil, st(ip, []*runtimeapi.PodSandboxStatus{sb("s1", ready)}, ctr("c1", exited)), []string{"s1", "c1"}, nil, false},
+		{"a container it did not start", nil, up, []string{"s1"}, nil, false},
+		{"restart in place, old one removed", st(ip, []*runtimeapi.PodSandboxStatus{sb("s1", ready)}, ctr("c1", exited)),
+			st(ip, []*runtimeapi.PodSandboxStatus{sb("s1", ready)}, ctr("c2", running)), []string{"c2"}, []string{"c1"}, true},
+		{"a container went that it did not remove", up, st(ip, []*runtimeapi.PodSandboxStatus{sb("s1", ready)}), nil, nil, false},
+		{"another container exited meanwhile", up, st(ip, []*runtimeapi.PodSandboxStatus{sb("s1", ready)}, ctr("c1", exited)), nil, nil, false},
+		{"sandbox stopped", up, st(nil, []*runtimeapi.PodSandboxStatus{sb("s1", notReady)}, ctr("c1", running)), nil, nil, false},
+		{"IPs changed without a new sandbox", up, st([]string{"10.0.0.3"}, []*runtimeapi.PodSandboxStatus{sb("s1", ready)}, ctr("c1", running)), nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &settling{base: tc.base, ok: true, started: tc.started, removed: tc.removed}
+			if got := s.own(tc.now); got != tc.want {
+				t.Errorf("own = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -113,7 +114,7 @@ func crashLoopMessage(delay time.Duration, pod *v1.Pod, name string) string {
 // started reports whether a running sidecar has started (its startup probe
 // succeeded, or it has none); the next init container, or the containers,
 // wait for it. A nil started counts every running sidecar as started.
-func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(name string) (backoffEntry, bool),
+func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(name string) (Backoff, bool),
 	started func(c *v1.Container, cs *runtimeapi.ContainerStatus) bool) podActions {
 	acts := podActions{waiting: map[string]v1.ContainerStateWaiting{}}
 	changed, attempt, sbID := sandboxChanged(pod, status)
@@ -130,15 +131,15 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 
 	// start queues c, unless its last exit is within the crash-loop back-off.
 	start := func(c *v1.Container) bool {
-		newest, _ := newestByName(status, c.Name)
+		newest, _ := status.Newest(c.Name)
 		a := startAction{container: c}
 		if newest != nil {
-			a.restartCount = restartCount(newest) + 1
+			a.restartCount = podstatus.RestartCount(newest) + 1
 			if newest.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 				finished := time.Unix(0, newest.FinishedAt)
 				e, ok := backoff(c.Name)
 				if in, left := inBackoff(e, ok, finished, now); in {
-					acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.delay, pod, c.Name)}
+					acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.Delay, pod, c.Name)}
 					if acts.retryAfter == 0 || left < acts.retryAfter {
 						acts.retryAfter = left
 					}
@@ -262,12 +263,12 @@ func ephemeralStarts(pod *v1.Pod, status *PodStatus) []startAction {
 	var out []startAction
 	for i := range pod.Spec.EphemeralContainers {
 		ec := &pod.Spec.EphemeralContainers[i]
-		if c, _ := newestByName(status, ec.Name); c != nil {
+		if c, _ := status.Newest(ec.Name); c != nil {
 			continue
 		}
 		a := startAction{container: (*v1.Container)(&ec.EphemeralContainerCommon), target: ec.TargetContainerName}
 		if a.target != "" {
-			if t, _ := newestByName(status, a.target); t != nil {
+			if t, _ := status.Newest(a.target); t != nil {
 				a.targetID = t.Id
 			}
 		}

@@ -112,12 +112,12 @@ func TestComputeActions(t *testing.T) {
 	i1, side, i2 := &v1.Container{Name: "i1", Image: "img:1"}, &v1.Container{Name: "side", Image: "img:1", RestartPolicy: &sidecar}, &v1.Container{Name: "i2", Image: "img:1"}
 	changedApp := &v1.Container{Name: "app", Image: "img:0"}
 	ready := []*runtimeapi.PodSandboxStatus{sb("s1", 0, 0)}
-	noBackoff := map[string]backoffEntry{}
+	noBackoff := map[string]Backoff{}
 	tests := []struct {
 		name    string
 		mut     []func(*v1.Pod)
 		status  *PodStatus
-		backoff map[string]backoffEntry
+		backoff map[string]Backoff
 		now     time.Duration
 		started func(*v1.Container, *runtimeapi.ContainerStatus) bool
 		want    actSummary
@@ -168,7 +168,7 @@ func TestComputeActions(t *testing.T) {
 			want: actSummary{SandboxID: "s1", Start: []string{"app/1+backoff"}}},
 		{name: "exited, in back-off: CrashLoopBackOff and RetryAfter",
 			status:  status(ready, ctr("c2", app, "s1", 1, 10*time.Second, exited(1, 10*time.Second, 15*time.Second)), ctr("c1", app, "s1", 0, 1, exited(1, 1, 5*time.Second))),
-			backoff: map[string]backoffEntry{"app": {delay: 20 * time.Second, last: t0.Add(5 * time.Second)}}, now: 18 * time.Second,
+			backoff: map[string]Backoff{"app": {Delay: 20 * time.Second, Last: t0.Add(5 * time.Second)}}, now: 18 * time.Second,
 			want: actSummary{SandboxID: "s1", RetryAfter: 17 * time.Second, Remove: []string{"c1"},
 				Waiting: map[string]string{"app": "CrashLoopBackOff: back-off 20s restarting failed container=app pod=web_ns(uid-1)"}}},
 		{name: "exited 0, OnFailure: done", mut: []func(*v1.Pod){onFailure}, status: status(ready, ctr("c1", app, "s1", 0, 1, exited(0, 1, 2))),
@@ -207,7 +207,7 @@ func TestComputeActions(t *testing.T) {
 			if bo == nil {
 				bo = noBackoff
 			}
-			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(tc.now), func(n string) (backoffEntry, bool) { e, ok := bo[n]; return e, ok }, tc.started)
+			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(tc.now), func(n string) (Backoff, bool) { e, ok := bo[n]; return e, ok }, tc.started)
 			if diff := cmp.Diff(tc.want, summarize(got)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -288,7 +288,7 @@ func TestComputeActionsEphemeral(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(time.Hour), func(string) (backoffEntry, bool) { return backoffEntry{}, false }, nil)
+			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(time.Hour), func(string) (Backoff, bool) { return Backoff{}, false }, nil)
 			if diff := cmp.Diff(tc.want, summarize(got)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -2,8 +2,6 @@ package podruntime
 
 import (
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The kubelet's back-off for crashing containers and failed image pulls.
@@ -15,32 +13,31 @@ const (
 	backoffReset = 2 * backoffMax
 )
 
-// backoffKey names one back-off: a pod's container (by name) or image.
-type backoffKey struct {
-	uid  types.UID
-	name string
+// Backoff is one back-off: after an event (a container exit, a failed
+// pull) at Last, nothing is retried before Last+Delay (Until). It is a value:
+// SyncPod returns new ones in its Result's State, never changing old ones.
+type Backoff struct {
+	Delay time.Duration
+	Last  time.Time
+	// Spec is the container's hash (containerHash) a crash back-off was
+	// counted for: a container whose spec changed (a new image) starts over,
+	// as the kubelet keys its back-off by the container's hash. "" for a
+	// pull back-off.
+	Spec string
 }
 
-// backoffEntry is one back-off: after an event (a container exit, a failed
-// pull) at last, nothing is retried before last+delay.
-type backoffEntry struct {
-	delay time.Duration
-	last  time.Time
-	// spec is the container's hash (containerHash) a crash back-off was
-	// counted for: a container whose spec changed (a new image) starts over,
-	// as the kubelet keys its back-off by the container's hash.
-	spec string
-}
+// Until is when the back-off ends: nothing is retried before it.
+func (b Backoff) Until() time.Time { return b.Last.Add(b.Delay) }
 
 // inBackoff reports whether an event at eventTime (a container's finish, a
 // failed pull) is still within entry's back-off at now, and how long is left.
 // With no entry, or an entry older than backoffReset at eventTime, there is
 // no back-off.
-func inBackoff(entry backoffEntry, ok bool, eventTime, now time.Time) (bool, time.Duration) {
-	if !ok || eventTime.Sub(entry.last) > backoffReset {
+func inBackoff(entry Backoff, ok bool, eventTime, now time.Time) (bool, time.Duration) {
+	if !ok || eventTime.Sub(entry.Last) > backoffReset {
 		return false, 0
 	}
-	left := entry.delay - now.Sub(eventTime)
+	left := entry.Delay - now.Sub(eventTime)
 	if left <= 0 {
 		return false, 0
 	}
@@ -50,9 +47,9 @@ func inBackoff(entry backoffEntry, ok bool, eventTime, now time.Time) (bool, tim
 // nextBackoff is entry after a retry of an event at eventTime: the first (or
 // the first after a reset) waits backoffInitial, each next one twice the last,
 // at most backoffMax.
-func nextBackoff(entry backoffEntry, ok bool, eventTime time.Time) backoffEntry {
-	if !ok || eventTime.Sub(entry.last) > backoffReset {
-		return backoffEntry{delay: backoffInitial, last: eventTime}
+func nextBackoff(entry Backoff, ok bool, eventTime time.Time) Backoff {
+	if !ok || eventTime.Sub(entry.Last) > backoffReset {
+		return Backoff{Delay: backoffInitial, Last: eventTime}
 	}
-	return backoffEntry{delay: min(2*entry.delay, backoffMax), last: eventTime}
+	return Backoff{Delay: min(2*entry.Delay, backoffMax), Last: eventTime}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/qos"
@@ -545,7 +546,7 @@ func containerMounts(in containerInput, vars map[string]string) ([]*runtimeapi.M
 		if !ok {
 			return nil, fmt.Errorf("container %q: volumeMounts[%d]: no volume %q in the pod", c.Name, i, vm.Name)
 		}
-		rro, err := recursiveReadOnly(vm, in.supportsRRO)
+		rro, err := podstatus.RecursiveReadOnly(vm, in.supportsRRO)
 		if err != nil {
 			return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
 		}
@@ -620,35 +621,6 @@ func containerMounts(in containerInput, vars map[string]string) ([]*runtimeapi.M
 	}
 	out = append(out, &runtimeapi.Mount{ContainerPath: termPath, HostPath: host})
 	return out, nil
-}
-
-// recursiveReadOnly resolves a volume mount's recursiveReadOnly mode
-// against the runtime's support, as the kubelet does: true when the mount
-// is to be read-only all the way down. Enabled on a runtime without support,
-// on a mount that is not read-only or that propagates mounts is an error
-// (the API server refuses the last two already); IfPossible is Enabled
-// where supported, else Disabled.
-func recursiveReadOnly(vm v1.VolumeMount, supported bool) (bool, error) {
-	if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
-		return false, nil
-	}
-	if !vm.ReadOnly {
-		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", vm.Name)
-	}
-	if p := vm.MountPropagation; p != nil && *p != v1.MountPropagationNone {
-		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q", vm.Name, *p)
-	}
-	switch mode := *vm.RecursiveReadOnly; mode {
-	case v1.RecursiveReadOnlyIfPossible:
-		return supported, nil
-	case v1.RecursiveReadOnlyEnabled:
-		if !supported {
-			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", vm.Name)
-		}
-		return true, nil
-	default:
-		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
-	}
 }
 
 // newTerminationLog makes an empty file PodsDir/<uid>/containers/<name>/<id>,

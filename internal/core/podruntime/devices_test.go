@@ -121,7 +121,7 @@ func TestSyncPodDevices(t *testing.T) {
 	if plain := rt.configs["plain"]; plain == nil || len(plain.Devices) != 0 {
 		t.Errorf("plain container config: %v, want no devices", plain)
 	}
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	for _, cs := range st.ContainerStatuses {
 		if cs.Name == "broken" && (cs.State.Waiting == nil || cs.State.Waiting.Reason != reasonCreateError || cs.State.Waiting.Message != fail.Error()) {
 			t.Errorf("broken container state: %+v, want waiting %s", cs.State, reasonCreateError)

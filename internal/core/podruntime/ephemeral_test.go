@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
@@ -44,7 +43,7 @@ func TestSyncPodEphemeralContainer(t *testing.T) {
 
 	pod = testPod(debugger("dbg", "app"))
 	// Before the sync, the ephemeral container waits to be created.
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if len(st.EphemeralContainerStatuses) != 1 || stateOf(st.EphemeralContainerStatuses[0]) != "waiting:ContainerCreating" {
 		t.Errorf("before the sync: ephemeral statuses %+v", st.EphemeralContainerStatuses)
 	}
@@ -72,7 +71,7 @@ func TestSyncPodEphemeralContainer(t *testing.T) {
 		t.Errorf("dbg config: log %q stdin %v tty %v labels %v annotations %v", cfg.LogPath, cfg.Stdin, cfg.Tty, cfg.Labels, cfg.Annotations)
 	}
 
-	st = f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if len(st.EphemeralContainerStatuses) != 1 {
 		t.Fatalf("ephemeral statuses %+v", st.EphemeralContainerStatuses)
 	}
@@ -100,7 +99,7 @@ func TestSyncPodEphemeralContainer(t *testing.T) {
 	if got := f.calls(); len(got) != 0 {
 		t.Errorf("sync after the ephemeral container exited made calls %v", got)
 	}
-	st = f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if es := st.EphemeralContainerStatuses[0]; stateOf(es) != "terminated:Error" || es.RestartCount != 0 || es.LastTerminationState.Terminated != nil {
 		t.Errorf("exited ephemeral status %+v", es)
 	}
@@ -132,7 +131,7 @@ func TestSyncPodEphemeralTargetMissing(t *testing.T) {
 	if diff := cmp.Diff(want, f.events.take()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	es := st.EphemeralContainerStatuses[0]
 	if es.State.Waiting == nil || es.State.Waiting.Reason != reasonCreateError || es.State.Waiting.Message != "unable to find target container gone" {
 		t.Errorf("ephemeral state %+v", es.State)
@@ -158,40 +157,6 @@ func TestKillPodStopsEphemeral(t *testing.T) {
 	want := []string{"Killing: Stopping container app", "Killing: Stopping container dbg"}
 	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("kill events (-want +got):\n%s", diff)
-	}
-}
-
-// The ephemeral statuses: the kubelet's default waiting reason (the pod has
-// init containers here), never ready, no started field, and out of the
-// phase and conditions.
-func TestDerivePodStatusEphemeral(t *testing.T) {
-	t.Parallel()
-	app := &v1.Container{Name: "app", Image: "img:1"}
-	i1 := &v1.Container{Name: "i1", Image: "img:1"}
-	dbg := &v1.Container{Name: "dbg", Image: "img:2"}
-	pod := testPod(func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{*i1} }, debugger("dbg", ""), debugger("later", ""))
-	st := status([]*runtimeapi.PodSandboxStatus{sb("s1", 0, 0)},
-		ctr("i", i1, "s1", 0, 1, exited(0, 1, 1)),
-		ctr("c1", app, "s1", 0, 2, running(2)),
-		ctr("e1", dbg, "s1", 0, 3, exited(1, 3, 4)),
-	)
-	got := derivePodStatus(statusInput{pod: pod, status: st, runtimeName: "containerd", now: t0.Add(time.Hour),
-		readiness: func(_ types.UID, _ string) (bool, bool) { return true, true }})
-	want := []v1.ContainerStatus{
-		{Name: "dbg", Image: "img:2", ImageID: "sha256:img:2", ContainerID: "containerd://e1",
-			State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", StartedAt: mt(3), FinishedAt: mt(4), ContainerID: "containerd://e1"}}},
-		{Name: "later", Image: "img:2", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "PodInitializing"}}},
-	}
-	if diff := cmp.Diff(want, got.EphemeralContainerStatuses); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	if got.Phase != v1.PodRunning {
-		t.Errorf("phase %s, want Running", got.Phase)
-	}
-	for _, c := range got.Conditions {
-		if c.Status != v1.ConditionTrue {
-			t.Errorf("condition %s %s: %s", c.Type, c.Status, c.Message)
-		}
 	}
 }
 

@@ -20,7 +20,7 @@ const reasonPostStartHookError = "PostStartHookError"
 // hold secrets), the container is killed with the pod's grace period (its
 // pre-stop hook runs first) and the error is returned: the container then
 // restarts by the pod's restartPolicy with the crash-loop back-off.
-func (m *Manager) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, cfg *runtimeapi.ContainerConfig, podIPs []string) error {
+func (m *Manager) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, cfg *runtimeapi.ContainerConfig, podIPs []string, st *SyncState) error {
 	cs := &runtimeapi.ContainerStatus{
 		Id: id, Metadata: cfg.GetMetadata(), State: runtimeapi.ContainerState_CONTAINER_RUNNING,
 		Labels: cfg.GetLabels(), Annotations: cfg.GetAnnotations(),
@@ -37,6 +37,6 @@ func (m *Manager) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, i
 	if kerr := m.stopContainer(ctx, pod, status, cs, deadline, "FailedPostStartHook", nil); kerr != nil {
 		m.log.Error("killing container after its post-start hook failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", kerr)
 	}
-	m.markWaiting(pod, c.Name, reasonPostStartHookError, err.Error())
+	st.markWaiting(c.Name, reasonPostStartHookError, err.Error())
 	return fmt.Errorf("post-start hook of container %s: %w", c.Name, err)
 }

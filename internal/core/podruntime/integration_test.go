@@ -41,6 +41,7 @@ type node struct {
 	ctd  *containerdtest.Containerd
 	dir  string
 	tool string // host dir holding probe
+	pods
 }
 
 func startNode(t *testing.T) *node {
@@ -67,8 +68,10 @@ func startNode(t *testing.T) *node {
 	return n
 }
 
-// runUntil syncs pod (relist, SyncPod, PodStatus) until done holds for its
-// API status, or fails t after 30s.
+// runUntil syncs pod (relist, SyncPod, status) until done holds for its
+// API status, or fails t after 30s. As the agent does, it kills a pod whose
+// containers are done under its restartPolicy: its terminal phase shows
+// once nothing of it runs.
 func (n *node) runUntil(t *testing.T, pod *v1.Pod, what string, done func(v1.PodStatus) bool) v1.PodStatus {
 	t.Helper()
 	return n.runUntilWithin(t, pod, what, 30*time.Second, done)
@@ -86,11 +89,18 @@ func (n *node) runUntilWithin(t *testing.T, pod *v1.Pod, what string, d time.Dur
 		all, err := n.m.Statuses(ctx)
 		if err == nil {
 			st := all[pod.UID]
-			last = n.m.PodStatus(pod, st, time.Now())
+			last = n.podStatus(n.m, pod, st, time.Now())
 			if done(last) {
 				return last
 			}
-			if res := n.m.SyncPod(ctx, pod, st); res.Err != nil {
+			n.mu.Lock()
+			finished := n.done[pod.UID]
+			n.mu.Unlock()
+			if finished {
+				if err := n.m.KillPod(ctx, pod, st, nil); err != nil {
+					t.Logf("kill: %v", err)
+				}
+			} else if res := n.syncPod(ctx, n.m, pod, st); res.Err != nil {
 				t.Logf("sync: %v", res.Err)
 			}
 		}
@@ -330,7 +340,7 @@ func TestIntegrationCrashLoop(t *testing.T) {
 	if st.Phase != v1.PodRunning {
 		t.Errorf("phase %s, want Running", st.Phase)
 	}
-	res := n.m.SyncPod(t.Context(), pod, n.status(t, pod.UID))
+	res := n.syncPod(t.Context(), n.m, pod, n.status(t, pod.UID))
 	if res.Err != nil || res.RetryAfter <= 0 || res.RetryAfter > 10*time.Second {
 		t.Errorf("sync in back-off: %+v, want RetryAfter in (0, 10s]", res)
 	}

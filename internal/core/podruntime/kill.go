@@ -393,24 +393,5 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 			}
 		}
 	}
-	m.forget(status.UID)
 	return err
-}
-
-// forget drops what the manager keeps of a removed pod.
-func (m *Manager) forget(uid types.UID) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.waiting, uid)
-	delete(m.conds, uid)
-	for k := range m.crash {
-		if k.uid == uid {
-			delete(m.crash, k)
-		}
-	}
-	for k := range m.pull {
-		if k.uid == uid {
-			delete(m.pull, k)
-		}
-	}
 }

@@ -1,8 +1,10 @@
 // Package podruntime runs one pod through CRI: it turns a v1.Pod into a pod
 // sandbox and containers, restarts them by the pod's restartPolicy with the
-// kubelet's back-off, stops them with the grace period, and derives the pod's
-// v1.PodStatus from what the runtime reports. It keeps no pod table: the agent's
-// sync loop decides which pods should run and calls it from per-pod workers.
+// kubelet's back-off, stops them with the grace period, and lists what the
+// runtime holds of each pod (Statuses), from which internal/core/podstatus
+// derives the pod's v1.PodStatus. It keeps no pod table and no pod's state:
+// the agent's sync loop decides which pods should run, calls it from per-pod
+// workers and keeps what a sync learnt (its Result's State) for the next.
 //
 // CONTRACT (issue 13): the exported names below are shared with internal/core/agent.
 // Their signatures are fixed; the bodies are filled in by the podruntime work.
@@ -13,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"runtime"
@@ -24,25 +27,15 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
-// PodStatus is what the runtime holds of one pod, as read by one relist: its
-// sandboxes (newest first) and containers (newest first per name). A pod's
-// identity is the io.kubernetes.pod.uid label on its CRI objects.
-type PodStatus struct {
-	UID       types.UID
-	Name      string
-	Namespace string
-	// Sandboxes are the pod's sandboxes, newest first.
-	Sandboxes []*runtimeapi.PodSandboxStatus
-	// Containers are the pod's containers, newest first (by creation time).
-	Containers []*runtimeapi.ContainerStatus
-	// IPs are the newest ready sandbox's IPs, primary first.
-	IPs []string
-}
+// PodStatus is what the runtime holds of one pod, as read by one relist
+// (Statuses): podstatus.Runtime, which the pod's API status is derived from.
+type PodStatus = podstatus.Runtime
 
 // Result is the outcome of one SyncPod.
 type Result struct {
@@ -52,6 +45,45 @@ type Result struct {
 	// RetryAfter, when > 0, asks the caller to sync the pod again after this
 	// long (a back-off ending, a container still starting).
 	RetryAfter time.Duration
+	// State is what this sync learnt of the pod, for its next SyncPod and
+	// its status: the caller keeps it and passes it to the next SyncPod.
+	State SyncState
+	// Started are the IDs of the sandbox this sync ran and of the
+	// containers it started (running when it returned), Removed those of
+	// the exited containers it removed: the changes the next relist shows
+	// because of this sync, which need no sync of their own.
+	Started, Removed []string
+}
+
+// SyncState is what SyncPod remembers of one pod from one sync to the next,
+// as data: the waiting state of the containers it could not start (or is
+// still starting), their crash-loop back-offs and the pod's image pull
+// back-offs. The caller owns it (the agent's pod table keeps one per pod, on
+// its loop goroutine); SyncPod reads the one it is given and returns a new
+// one in its Result, never changing the maps of the one it was given. The
+// zero value is a pod's first state.
+type SyncState struct {
+	// Waiting is the waiting state per container name that the sync left
+	// (ContainerCreating, CrashLoopBackOff, ErrImagePull,
+	// CreateContainerConfigError, ...); a container it started is absent.
+	Waiting map[string]v1.ContainerStateWaiting
+	// Crash is the crash-loop back-off per container name.
+	Crash map[string]Backoff
+	// Pull is the image pull back-off per image.
+	Pull map[string]Backoff
+}
+
+// clone is s with maps of its own (never nil), which a sync may change.
+func (s SyncState) clone() SyncState {
+	out := SyncState{
+		Waiting: make(map[string]v1.ContainerStateWaiting, len(s.Waiting)),
+		Crash:   make(map[string]Backoff, len(s.Crash)),
+		Pull:    make(map[string]Backoff, len(s.Pull)),
+	}
+	maps.Copy(out.Waiting, s.Waiting)
+	maps.Copy(out.Crash, s.Crash)
+	maps.Copy(out.Pull, s.Pull)
+	return out
 }
 
 // ErrImageNeverPull is the error (and waiting reason) of a container whose
@@ -147,12 +179,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Recorder may be nil: events go to the log.
 	Recorder nodeapi.Recorder
-	// Readiness, if set, reports a running container's readiness (known
-	// false: no readiness probe, ready = running).
-	Readiness func(uid types.UID, containerName string) (ready bool, known bool)
 	// Probes, if set, is the prober (*prober.Manager): it sets the started
-	// and ready fields of running containers (after Readiness), and SyncPod
-	// restarts the containers whose liveness or startup probe failed.
+	// and ready fields of running containers (StatusNode hands it to the
+	// status derivation), and SyncPod restarts the containers whose
+	// liveness or startup probe failed.
 	Probes Probes
 	// Devices, if set, gives containers their assigned devices.
 	Devices Devices
@@ -165,19 +195,20 @@ type Deps struct {
 
 // Manager runs pods through CRI. All methods may be called from any goroutine;
 // calls for one pod are serialised by the caller (one operation of a pod at a
-// time). The runtime statuses in a PodStatus are shared between relists: read
-// them, do not change them.
+// time). It keeps no pod's state from one call to the next: what a sync
+// learnt comes back in its Result's State, which the caller passes to the
+// pod's next SyncPod. The runtime statuses in a PodStatus are shared between
+// relists: read them, do not change them.
 type Manager struct {
-	cfg       Config
-	rt        Runtime
-	cgroups   Cgroups
-	clock     clock.WithTicker
-	log       *slog.Logger
-	rec       nodeapi.Recorder
-	readiness func(types.UID, string) (bool, bool)
-	probes    Probes
-	devices   Devices
-	vols      *volumes.Manager
+	cfg     Config
+	rt      Runtime
+	cgroups Cgroups
+	clock   clock.WithTicker
+	log     *slog.Logger
+	rec     nodeapi.Recorder
+	probes  Probes
+	devices Devices
+	vols    *volumes.Manager
 	// hookClient makes lifecycle hooks' HTTP GETs (see newHookClient).
 	hookClient *http.Client
 
@@ -187,16 +218,6 @@ type Manager struct {
 	// rro: the runtime's default handler supports recursive read-only
 	// mounts (learnt with runtimeName).
 	rro bool
-	// crash is the crash-loop back-off per pod UID and container name.
-	crash map[backoffKey]backoffEntry
-	// pull is the image pull back-off per pod UID and image.
-	pull map[backoffKey]backoffEntry
-	// waiting is the waiting reason per container that the pod's last SyncPod
-	// saw (CrashLoopBackOff, ErrImagePull, ...), by pod UID and container name.
-	waiting map[types.UID]map[string]v1.ContainerStateWaiting
-	// conds are the conditions of each pod's last PodStatus, for their
-	// transition times.
-	conds map[types.UID][]v1.PodCondition
 	// ctrCache and sbCache hold the last status read of each listed
 	// container and sandbox (see containerStatus).
 	ctrCache map[string]*runtimeapi.ContainerStatus
@@ -227,11 +248,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
-		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes, devices: deps.Devices,
-		crash:      map[backoffKey]backoffEntry{},
-		pull:       map[backoffKey]backoffEntry{},
-		waiting:    map[types.UID]map[string]v1.ContainerStateWaiting{},
-		conds:      map[types.UID][]v1.PodCondition{},
+		rec: deps.Recorder, probes: deps.Probes, devices: deps.Devices,
 		ctrCache:   map[string]*runtimeapi.ContainerStatus{},
 		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		hookClient: newHookClient(),

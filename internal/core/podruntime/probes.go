@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/prober"
 )
@@ -40,25 +41,6 @@ type Probes interface {
 
 var _ Probes = (*prober.Manager)(nil)
 
-// withProbes sets a running container's Started and Ready from its probes
-// (initCtr: a restartable init container).
-func (in statusInput) withProbes(cs v1.ContainerStatus, initCtr bool) v1.ContainerStatus {
-	if in.probes == nil || cs.State.Running == nil {
-		return cs
-	}
-	var st v1.PodStatus
-	if initCtr {
-		st.InitContainerStatuses = []v1.ContainerStatus{cs}
-	} else {
-		st.ContainerStatuses = []v1.ContainerStatus{cs}
-	}
-	in.probes.UpdatePodStatus(in.pod, &st)
-	if initCtr {
-		return st.InitContainerStatuses[0]
-	}
-	return st.ContainerStatuses[0]
-}
-
 // sidecarStarted reports whether the running sidecar c (its runtime status
 // cs) has started: it has no startup probe, or the probe succeeded.
 func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.ContainerStatus) bool {
@@ -82,7 +64,7 @@ func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.Co
 // start unless the restart rule keeps a failed container down
 // (nodeapi.RestartsAfterExit: restartPolicy Never) or the crash-loop
 // back-off of the container's previous exit holds it.
-func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, acts *podActions, backoff func(name string) (backoffEntry, bool)) {
+func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, acts *podActions, backoff func(name string) (Backoff, bool)) {
 	if m.probes == nil || status == nil || acts.createSandbox {
 		return
 	}
@@ -120,12 +102,12 @@ func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, a
 		if !restart {
 			return
 		}
-		a := startAction{container: c, restartCount: restartCount(cs) + 1}
+		a := startAction{container: c, restartCount: podstatus.RestartCount(cs) + 1}
 		if prev := lastExited(status, c.Name); prev != nil {
 			finished := time.Unix(0, prev.FinishedAt)
 			e, ok := backoff(c.Name)
 			if in, left := inBackoff(e, ok, finished, now); in {
-				acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.delay, pod, c.Name)}
+				acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.Delay, pod, c.Name)}
 				if acts.retryAfter == 0 || left < acts.retryAfter {
 					acts.retryAfter = left
 				}

@@ -132,7 +132,7 @@ func TestSyncPodRestartsOnProbeFailure(t *testing.T) {
 			if got := f.events.take(); !slices.Contains(got, tc.wantMsg) {
 				t.Errorf("events %q lack %q", got, tc.wantMsg)
 			}
-			st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+			st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 			if got := st.ContainerStatuses[0].RestartCount; got != tc.wantCount {
 				t.Errorf("restart count %d, want %d", got, tc.wantCount)
 			}
@@ -176,7 +176,7 @@ func TestSyncPodProbeRestartBackoff(t *testing.T) {
 	if diff := cmp.Diff([]string{"StopContainer", "RemoveContainer"}, f.calls()); diff != "" {
 		t.Errorf("third probe restart (-want +got):\n%s", diff)
 	}
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if got := stateOf(st.ContainerStatuses[0]); got != "waiting:CrashLoopBackOff" {
 		t.Errorf("state %s, want waiting:CrashLoopBackOff", got)
 	}
@@ -186,7 +186,7 @@ func TestSyncPodProbeRestartBackoff(t *testing.T) {
 	if res := f.sync(t, pod); res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	st = f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if got, n := stateOf(st.ContainerStatuses[0]), st.ContainerStatuses[0].RestartCount; got != "running" || n != 3 {
 		t.Errorf("after back-off: %s, restart count %d; want running, 3", got, n)
 	}
@@ -203,7 +203,7 @@ func TestPodStatusReadinessFromProbes(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	conds := func() map[v1.PodConditionType]string {
-		st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+		st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 		out := map[v1.PodConditionType]string{}
 		for _, c := range st.Conditions {
 			if c.Type == v1.PodReady || c.Type == v1.ContainersReady {
@@ -259,7 +259,7 @@ func TestPostStartHook(t *testing.T) {
 				t.Errorf("events %q lack %q", got, want)
 			}
 		}
-		st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+		st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 		if got := stateOf(st.ContainerStatuses[0]); got != "waiting:"+reasonPostStartHookError {
 			t.Errorf("state %s, want waiting:%s", got, reasonPostStartHookError)
 		}
@@ -267,7 +267,7 @@ func TestPostStartHook(t *testing.T) {
 		if res := f.sync(t, pod); res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		st = f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+		st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 		if cs := st.ContainerStatuses[0]; stateOf(cs) != "running" || cs.RestartCount != 1 {
 			t.Errorf("after restart: %s, restart count %d", stateOf(cs), cs.RestartCount)
 		}
@@ -328,7 +328,7 @@ func TestSyncPodRestartsSidecarOnProbeFailure(t *testing.T) {
 	if got := f.events.take(); !slices.Contains(got, "Killing: Container side failed liveness probe, will be restarted") {
 		t.Errorf("events %q", got)
 	}
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if n := st.InitContainerStatuses[0].RestartCount; n != 1 {
 		t.Errorf("sidecar restart count %d, want 1", n)
 	}

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 )
 
 // The labels and annotations the kubelet puts on CRI objects.
@@ -21,7 +23,7 @@ const (
 	labelContainerName  = "io.kubernetes.container.name"
 	labelContainerType  = "io.kubernetes.container.type"
 	annoContainerHash   = "io.kubernetes.container.hash"
-	annoRestartCount    = "io.kubernetes.container.restartCount"
+	annoRestartCount    = podstatus.AnnotationRestartCount
 	annoTermMsgPath     = "io.kubernetes.container.terminationMessagePath"
 	annoTermMsgPolicy   = "io.kubernetes.container.terminationMessagePolicy"
 	annoPreStop         = "io.kubernetes.container.preStopHandler"
@@ -37,7 +39,7 @@ const (
 	annoInitKind = "nodekeeper.io/init-container"
 	// annoImage is ours: the image the spec named when the container was
 	// made, which its status shows (the spec's may have changed since).
-	annoImage = "nodekeeper.io/image"
+	annoImage = podstatus.AnnotationImage
 )
 
 // defaultGracePeriod is the API default of terminationGracePeriodSeconds.

@@ -29,29 +29,32 @@ const (
 var errImagePullBackOff = errors.New("ImagePullBackOff")
 
 // SyncPod makes the runtime run pod as its spec asks, given its current
-// runtime status (nil: nothing exists yet): sandbox, init containers in order,
-// containers, restarts by restartPolicy with back-off, and the ephemeral
-// containers an update added (started once in the running sandbox, never
-// restarted). It never kills the whole pod; that is KillPod.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) Result {
+// runtime status (nil: nothing exists yet) and what the pod's previous
+// SyncPod returned in its Result's State (the zero value for its first):
+// sandbox, init containers in order, containers, restarts by restartPolicy
+// with back-off, and the ephemeral containers an update added (started once
+// in the running sandbox, never restarted). It never kills the whole pod;
+// that is KillPod. The Result's State is the pod's state after this sync;
+// prev is not changed.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, prev SyncState) Result {
+	st := prev.clone()
+	res := m.syncPod(ctx, pod, status, prev, &st)
+	res.State = st
+	return res
+}
+
+// syncPod is SyncPod, which records what it learns in st.
+func (m *Manager) syncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, prev SyncState, st *SyncState) Result {
 	now := m.clock.Now()
-	m.mu.Lock()
-	crash := make(map[string]backoffEntry)
-	for k, e := range m.crash {
-		if k.uid == pod.UID {
-			crash[k.name] = e
-		}
-	}
-	m.mu.Unlock()
 	specs := make(map[string]string, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range cs {
 			specs[cs[i].Name] = containerHash(&cs[i])
 		}
 	}
-	backoff := func(name string) (backoffEntry, bool) {
-		e, ok := crash[name]
-		return e, ok && e.spec == specs[name]
+	backoff := func(name string) (Backoff, bool) {
+		e, ok := st.Crash[name]
+		return e, ok && e.Spec == specs[name]
 	}
 	acts := computeActions(pod, status, now, backoff, func(c *v1.Container, cs *runtimeapi.ContainerStatus) bool {
 		return m.sidecarStarted(pod, c, cs)
@@ -64,7 +67,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 	for _, a := range slices.Concat(acts.ephemeral, acts.start) {
 		waiting[a.container.Name] = v1.ContainerStateWaiting{Reason: reasonCreating}
 	}
-	before := m.setWaiting(pod, waiting)
+	before := prev.Waiting
+	st.Waiting = waiting
 	for _, name := range sortedKeys(acts.waiting) {
 		// One event per back-off, not one per sync.
 		if w := acts.waiting[name]; w.Reason == "CrashLoopBackOff" && before[name] != w {
@@ -108,6 +112,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 			res.Err = err
 			return res
 		}
+		res.Started = append(res.Started, sbID)
 	}
 
 	if err := m.killContainers(ctx, pod, status, acts.kill); err != nil {
@@ -117,10 +122,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 	// Ephemeral containers first, so that one can debug an init container
 	// that fails to start; each failure is the sync's, not the others'.
 	for _, a := range acts.ephemeral {
-		m.startOne(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name], &res)
+		m.startOne(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name], st, &res)
 	}
 	for _, a := range acts.start {
-		if !m.startOne(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name], &res) && acts.initPhase {
+		if !m.startOne(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name], st, &res) && acts.initPhase {
 			break
 		}
 	}
@@ -130,18 +135,19 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus) R
 
 // startOne starts the container of a and reports whether it started; a
 // failure goes into res (its error, unless a pull back-off; the pull
-// back-off's end as RetryAfter).
-func (m *Manager) startOne(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, res *Result) bool {
-	err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, prev)
+// back-off's end as RetryAfter); what it learns goes into st.
+func (m *Manager) startOne(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, st *SyncState, res *Result) bool {
+	id, err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, prev, st)
 	if err == nil {
-		m.clearWaiting(pod, a.container.Name)
+		delete(st.Waiting, a.container.Name)
+		res.Started = append(res.Started, id)
 		return true
 	}
 	if res.Err == nil && !errors.Is(err, errImagePullBackOff) {
 		res.Err = err
 	}
 	if errors.Is(err, errImagePullBackOff) || errors.Is(err, errPull) {
-		if left := m.pullBackoffLeft(pod, a.container.Image); left > 0 && (res.RetryAfter == 0 || left < res.RetryAfter) {
+		if left := m.pullBackoffLeft(st, a.container.Image); left > 0 && (res.RetryAfter == 0 || left < res.RetryAfter) {
 			res.RetryAfter = left
 		}
 	}
@@ -158,6 +164,7 @@ func (m *Manager) removeOld(ctx context.Context, status *PodStatus, ids []string
 			}
 			continue
 		}
+		res.Removed = append(res.Removed, id)
 		for _, c := range status.Containers {
 			if c.Id == id {
 				m.removeContainerFiles(status.UID, c)
@@ -182,31 +189,9 @@ func (m *Manager) removeContainerFiles(uid types.UID, c *runtimeapi.ContainerSta
 	}
 }
 
-// setWaiting replaces the pod's waiting reasons and returns the previous
-// ones.
-func (m *Manager) setWaiting(pod *v1.Pod, w map[string]v1.ContainerStateWaiting) map[string]v1.ContainerStateWaiting {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	before := m.waiting[pod.UID]
-	m.waiting[pod.UID] = w
-	return before
-}
-
-// clearWaiting drops a started container's waiting reason.
-func (m *Manager) clearWaiting(pod *v1.Pod, name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.waiting[pod.UID], name)
-}
-
 // markWaiting records a container's waiting reason.
-func (m *Manager) markWaiting(pod *v1.Pod, name, reason, msg string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.waiting[pod.UID] == nil {
-		m.waiting[pod.UID] = map[string]v1.ContainerStateWaiting{}
-	}
-	m.waiting[pod.UID][name] = v1.ContainerStateWaiting{Reason: reason, Message: msg}
+func (s *SyncState) markWaiting(name, reason, msg string) {
+	s.Waiting[name] = v1.ContainerStateWaiting{Reason: reason, Message: msg}
 }
 
 // sandboxConfig is the pod's sandbox config: its pod cgroup made, the host's
@@ -287,30 +272,32 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 	return errors.Join(errs...)
 }
 
-// startContainer pulls c's image as its policy asks and creates and starts it.
-// prev is the container's waiting state after the last sync.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting) error {
+// startContainer pulls c's image as its policy asks and creates and starts
+// it, and returns its ID once it started (and its post-start hook ran).
+// prev is the container's waiting state after the last sync; what it learns
+// (waiting reasons, back-offs) goes into st.
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, st *SyncState) (string, error) {
 	c := a.container
-	img, err := m.ensureImage(ctx, pod, c, sbCfg, prev)
+	img, err := m.ensureImage(ctx, pod, c, sbCfg, prev, st)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := verifyNonRoot(pod, c, img); err != nil {
-		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		st.markWaiting(c.Name, reasonCreateError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return "", err
 	}
 	if a.target != "" && a.targetID == "" {
 		err := fmt.Errorf("unable to find target container %s", a.target)
-		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		st.markWaiting(c.Name, reasonCreateError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return "", err
 	}
 	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
 	if err != nil {
-		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		st.markWaiting(c.Name, reasonCreateError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return "", err
 	}
 	cfg, err := containerConfig(containerInput{
 		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
@@ -319,51 +306,50 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, env: envObjs, targetID: a.targetID, supportsRRO: m.supportsRRO(),
 	})
 	if err != nil {
-		m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+		st.markWaiting(c.Name, reasonCreateError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return err
+		return "", err
 	}
 	if m.devices != nil {
 		opts, err := m.devices.ContainerOptions(ctx, pod, c)
 		if err != nil {
-			m.markWaiting(pod, c.Name, reasonCreateError, err.Error())
+			st.markWaiting(c.Name, reasonCreateError, err.Error())
 			m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-			return fmt.Errorf("devices of container %s: %w", c.Name, err)
+			return "", fmt.Errorf("devices of container %s: %w", c.Name, err)
 		}
 		withDevices(cfg, opts)
 	}
 	if err := os.MkdirAll(podLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	id, err := m.rt.CreateContainer(ctx, sbID, cfg, sbCfg)
 	if err != nil {
-		m.markWaiting(pod, c.Name, "CreateContainerError", err.Error())
+		st.markWaiting(c.Name, "CreateContainerError", err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return fmt.Errorf("create container %s: %w", c.Name, err)
+		return "", fmt.Errorf("create container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
 	if !a.prevFinished.IsZero() {
 		// A restart: the next exit waits longer.
-		key := backoffKey{uid: pod.UID, name: c.Name}
 		spec := containerHash(c)
-		m.mu.Lock()
-		e, ok := m.crash[key]
-		next := nextBackoff(e, ok && e.spec == spec, a.prevFinished)
-		next.spec = spec
-		m.crash[key] = next
-		m.mu.Unlock()
+		e, ok := st.Crash[c.Name]
+		next := nextBackoff(e, ok && e.Spec == spec, a.prevFinished)
+		next.Spec = spec
+		st.Crash[c.Name] = next
 	}
 	if err := m.rt.StartContainer(ctx, id); err != nil {
-		m.markWaiting(pod, c.Name, reasonRunError, err.Error())
+		st.markWaiting(c.Name, reasonRunError, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return fmt.Errorf("start container %s: %w", c.Name, err)
+		return "", fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	m.linkLog(pod, c.Name, id, filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath()))
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		return m.postStart(ctx, pod, c, id, cfg, podIPs)
+		if err := m.postStart(ctx, pod, c, id, cfg, podIPs, st); err != nil {
+			return "", err
+		}
 	}
-	return nil
+	return id, nil
 }
 
 // errPull marks a failed pull.
@@ -391,36 +377,34 @@ func pullPolicy(c *v1.Container) v1.PullPolicy {
 
 // ensureImage makes c's image present as its pull policy asks, with the
 // kubelet's image pull back-off, and returns it as the runtime reports it
-// (nil if a pulled image is not reported at once).
-func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig, prev v1.ContainerStateWaiting) (*runtimeapi.Image, error) {
+// (nil if a pulled image is not reported at once). Its waiting reason and
+// pull back-off go into st.
+func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig, prev v1.ContainerStateWaiting, st *SyncState) (*runtimeapi.Image, error) {
 	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}
 	policy := pullPolicy(c)
-	st, err := m.rt.ImageStatus(ctx, spec, false)
+	is, err := m.rt.ImageStatus(ctx, spec, false)
 	if err != nil {
-		m.markWaiting(pod, c.Name, "ImageInspectError", err.Error())
+		st.markWaiting(c.Name, "ImageInspectError", err.Error())
 		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
 	}
-	present := st.GetImage() != nil
+	present := is.GetImage() != nil
 	if present && policy != v1.PullAlways {
 		m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
-		return st.GetImage(), nil
+		return is.GetImage(), nil
 	}
 	if policy == v1.PullNever {
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-		m.markWaiting(pod, c.Name, ErrImageNeverPull.Error(), msg)
+		st.markWaiting(c.Name, ErrImageNeverPull.Error(), msg)
 		if prev.Reason != ErrImageNeverPull.Error() {
 			m.rec.Event(pod, v1.EventTypeWarning, ErrImageNeverPull.Error(), msg)
 		}
 		return nil, fmt.Errorf("container %s: %w: %s", c.Name, ErrImageNeverPull, msg)
 	}
 	now := m.clock.Now()
-	key := backoffKey{uid: pod.UID, name: c.Image}
-	m.mu.Lock()
-	e, ok := m.pull[key]
-	m.mu.Unlock()
-	if in, _ := inBackoff(e, ok, e.last, now); in {
+	e, ok := st.Pull[c.Image]
+	if in, _ := inBackoff(e, ok, e.Last, now); in {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
-		m.markWaiting(pod, c.Name, reasonImagePullBackOff, msg)
+		st.markWaiting(c.Name, reasonImagePullBackOff, msg)
 		if prev.Reason != reasonImagePullBackOff {
 			m.rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
 		}
@@ -429,18 +413,16 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := m.clock.Now()
 	if _, err := m.rt.PullImage(ctx, spec, nil, sbCfg); err != nil {
-		m.mu.Lock()
-		m.pull[key] = nextBackoff(e, ok, m.clock.Now())
-		m.mu.Unlock()
-		m.markWaiting(pod, c.Name, reasonErrImagePull, err.Error())
+		st.Pull[c.Image] = nextBackoff(e, ok, m.clock.Now())
+		st.markWaiting(c.Name, reasonErrImagePull, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return nil, fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, m.clock.Since(start).Round(time.Millisecond))
-	if st, err = m.rt.ImageStatus(ctx, spec, false); err != nil {
+	if is, err = m.rt.ImageStatus(ctx, spec, false); err != nil {
 		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
 	}
-	return st.GetImage(), nil
+	return is.GetImage(), nil
 }
 
 // verifyNonRoot refuses a container that must run as non-root (its own or
@@ -486,12 +468,10 @@ func verifyNonRoot(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image) error {
 	return nil
 }
 
-// pullBackoffLeft is the time left on the pod's pull back-off for image.
-func (m *Manager) pullBackoffLeft(pod *v1.Pod, image string) time.Duration {
-	m.mu.Lock()
-	e, ok := m.pull[backoffKey{uid: pod.UID, name: image}]
-	m.mu.Unlock()
-	_, left := inBackoff(e, ok, e.last, m.clock.Now())
+// pullBackoffLeft is the time left on the pull back-off for image in st.
+func (m *Manager) pullBackoffLeft(st *SyncState, image string) time.Duration {
+	e, ok := st.Pull[image]
+	_, left := inBackoff(e, ok, e.Last, m.clock.Now())
 	return left
 }
 

@@ -85,6 +85,7 @@ type fixture struct {
 	events  *events
 	cgroups *fakeCgroups
 	dir     string
+	pods
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -153,7 +154,7 @@ func (f *fixture) exit(t *testing.T, name string, code int32) {
 
 func (f *fixture) sync(t *testing.T, pod *v1.Pod) Result {
 	t.Helper()
-	return f.m.SyncPod(t.Context(), pod, f.status(t, pod.UID))
+	return f.syncPod(t.Context(), f.m, pod, f.status(t, pod.UID))
 }
 
 func stateOf(cs v1.ContainerStatus) string {
@@ -166,6 +167,26 @@ func stateOf(cs v1.ContainerStatus) string {
 		return "waiting:" + cs.State.Waiting.Reason
 	}
 	return "?"
+}
+
+// TestSyncPodReportsWhatItStarted: a sync's Result names the sandbox it ran
+// and the containers it started, the changes the next relist shows because
+// of it; a sync that starts nothing names none.
+func TestSyncPodReportsWhatItStarted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	res := f.sync(t, pod)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	st := f.status(t, pod.UID)
+	if diff := cmp.Diff([]string{st.Sandboxes[0].Id, st.Containers[0].Id}, res.Started); diff != "" {
+		t.Errorf("first sync: Result.Started (-want +got):\n%s", diff)
+	}
+	if res := f.sync(t, pod); res.Err != nil || len(res.Started) != 0 || len(res.Removed) != 0 {
+		t.Errorf("second sync: %+v, want nothing started or removed", res)
+	}
 }
 
 func TestSyncPodInitThenContainers(t *testing.T) {
@@ -183,7 +204,7 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	if diff := cmp.Diff([]types.UID{"uid-1"}, f.cgroups.ensured); diff != "" {
 		t.Errorf("pod cgroup (-want +got):\n%s", diff)
 	}
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if st.Phase != v1.PodPending || stateOf(st.InitContainerStatuses[0]) != "running" || stateOf(st.ContainerStatuses[0]) != "waiting:PodInitializing" {
 		t.Errorf("while init runs: phase %s, init %s, app %s", st.Phase, stateOf(st.InitContainerStatuses[0]), stateOf(st.ContainerStatuses[0]))
 	}
@@ -209,7 +230,7 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
 		t.Errorf("after init calls (-want +got):\n%s", diff)
 	}
-	st = f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if st.Phase != v1.PodRunning || stateOf(st.ContainerStatuses[0]) != "running" || st.PodIP != critest.FakePodSandboxIPs[0] {
 		t.Errorf("after init: phase %s, app %s, IP %q", st.Phase, stateOf(st.ContainerStatuses[0]), st.PodIP)
 	}
@@ -257,7 +278,7 @@ func TestSyncPodCrashLoop(t *testing.T) {
 	if diff := cmp.Diff([]string{"RemoveContainer"}, f.calls()); diff != "" {
 		t.Errorf("in back-off (-want +got):\n%s", diff)
 	}
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	cs := st.ContainerStatuses[0]
 	want := "back-off 10s restarting failed container=app pod=web_ns(uid-1)"
 	if stateOf(cs) != "waiting:CrashLoopBackOff" || cs.State.Waiting.Message != want || cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil {
@@ -286,7 +307,7 @@ func TestSyncPodCrashLoop(t *testing.T) {
 	if res.RetryAfter != 20*time.Second {
 		t.Errorf("third exit: RetryAfter %v, want 20s", res.RetryAfter)
 	}
-	if st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now()); st.ContainerStatuses[0].RestartCount != 2 {
+	if st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now()); st.ContainerStatuses[0].RestartCount != 2 {
 		t.Errorf("restart count %d, want 2", st.ContainerStatuses[0].RestartCount)
 	}
 	if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
@@ -319,7 +340,7 @@ func TestSyncPodSpecChangeRestarts(t *testing.T) {
 	if diff := cmp.Diff([]string{"StopContainer", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	st := f.m.PodStatus(changed, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, changed, f.status(t, pod.UID), f.clock.Now())
 	if cs := st.ContainerStatuses[0]; stateOf(cs) != "running" || cs.RestartCount != 1 {
 		t.Errorf("after the change: %s, %d restarts", stateOf(cs), cs.RestartCount)
 	}
@@ -364,7 +385,7 @@ func TestSyncPodImages(t *testing.T) {
 	if !errors.Is(res.Err, ErrImageNeverPull) {
 		t.Errorf("Never policy: err %v, want ErrImageNeverPull", res.Err)
 	}
-	if st := f.m.PodStatus(never, f.status(t, never.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImageNeverPull" {
+	if st := f.podStatus(f.m, never, f.status(t, never.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImageNeverPull" {
 		t.Errorf("Never policy: %s", stateOf(st.ContainerStatuses[0]))
 	}
 
@@ -375,7 +396,7 @@ func TestSyncPodImages(t *testing.T) {
 	if res.Err == nil || res.RetryAfter != 10*time.Second {
 		t.Errorf("failed pull: %+v, want an error and RetryAfter 10s", res)
 	}
-	if st := f.m.PodStatus(pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImagePull" {
+	if st := f.podStatus(f.m, pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImagePull" {
 		t.Errorf("failed pull: %s", stateOf(st.ContainerStatuses[0]))
 	}
 	f.clock.Step(4 * time.Second)
@@ -383,7 +404,7 @@ func TestSyncPodImages(t *testing.T) {
 	if res.Err != nil || res.RetryAfter != 6*time.Second {
 		t.Errorf("pull in back-off: %+v, want no error and RetryAfter 6s", res)
 	}
-	if st := f.m.PodStatus(pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ImagePullBackOff" {
+	if st := f.podStatus(f.m, pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ImagePullBackOff" {
 		t.Errorf("pull in back-off: %s", stateOf(st.ContainerStatuses[0]))
 	}
 	f.clock.Step(time.Second)
@@ -591,17 +612,18 @@ func TestAdoptionRestartsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.calls()
+	var adopter pods // a new agent: nothing kept
 	all, err := m2.Statuses(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := m2.SyncPod(t.Context(), pod, all[pod.UID]); res.Err != nil || res.RetryAfter != 0 {
+	if res := adopter.syncPod(t.Context(), m2, pod, all[pod.UID]); res.Err != nil || res.RetryAfter != 0 {
 		t.Fatalf("adopting sync: %+v", res)
 	}
 	if got := f.calls(); len(got) != 0 {
 		t.Errorf("adopting a running pod made calls %v", got)
 	}
-	st := m2.PodStatus(pod, all[pod.UID], f.clock.Now())
+	st := adopter.podStatus(m2, pod, all[pod.UID], f.clock.Now())
 	if st.Phase != v1.PodRunning || st.ContainerStatuses[0].RestartCount != 0 || !st.ContainerStatuses[0].Ready {
 		t.Errorf("adopted pod: phase %s, app %+v", st.Phase, st.ContainerStatuses[0])
 	}
@@ -612,14 +634,14 @@ func TestConditionTransitionTimes(t *testing.T) {
 	f := newFixture(t)
 	pod := testPod()
 	t1 := f.clock.Now()
-	f.m.PodStatus(pod, nil, t1) // nothing yet: not ready
+	f.podStatus(f.m, pod, nil, t1) // nothing yet: not ready
 	if res := f.sync(t, pod); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	t2 := t1.Add(time.Minute)
-	f.m.PodStatus(pod, f.status(t, pod.UID), t2)
+	f.podStatus(f.m, pod, f.status(t, pod.UID), t2)
 	t3 := t2.Add(time.Minute)
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), t3)
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), t3)
 	got := map[v1.PodConditionType]time.Time{}
 	for _, c := range st.Conditions {
 		got[c.Type] = c.LastTransitionTime.Time
@@ -651,7 +673,7 @@ func TestConditionTransitionTimesFromThePod(t *testing.T) {
 			{Type: v1.PodInitialized, Status: v1.ConditionFalse, LastTransitionTime: scheduled},
 		}
 	})
-	st := f.m.PodStatus(pod, nil, now)
+	st := f.podStatus(f.m, pod, nil, now)
 	got := map[v1.PodConditionType]time.Time{}
 	for _, c := range st.Conditions {
 		got[c.Type] = c.LastTransitionTime.Time
@@ -689,6 +711,9 @@ func TestRemoveOldRemovesItsFiles(t *testing.T) {
 	f.m.removeOld(t.Context(), &PodStatus{UID: "uid-1", Containers: []*runtimeapi.ContainerStatus{old, other}}, []string{"old", "other"}, &res)
 	if res.Err != nil {
 		t.Fatal(res.Err)
+	}
+	if diff := cmp.Diff([]string{"old", "other"}, res.Removed); diff != "" {
+		t.Errorf("Result.Removed (-want +got):\n%s", diff)
 	}
 	for _, p := range []string{logFile, termFile} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
@@ -740,7 +765,7 @@ func TestKillPodGrace(t *testing.T) {
 			}
 			pod := testPod(func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = tc.podGrace })
 			all, _ := m.Statuses(t.Context())
-			if res := m.SyncPod(t.Context(), pod, all[pod.UID]); res.Err != nil {
+			if res := f.syncPod(t.Context(), m, pod, all[pod.UID]); res.Err != nil {
 				t.Fatal(res.Err)
 			}
 			all, _ = m.Statuses(t.Context())
@@ -784,7 +809,7 @@ func TestSyncPodFQDNTooLong(t *testing.T) {
 			t.Errorf("events (-want +got):\n%s", diff)
 		}
 	}
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	if st.Phase != v1.PodPending {
 		t.Errorf("phase %s, want Pending", st.Phase)
 	}
@@ -842,7 +867,7 @@ func TestRecursiveReadOnlyUnsupported(t *testing.T) {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 	const msg = `failed to resolve recursive read-only mode: volume "mnt" requested recursive read-only mode, but it is not supported by the runtime`
-	st := f.m.PodStatus(pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
 	w := st.ContainerStatuses[0].State.Waiting
 	if st.Phase != v1.PodPending || w == nil || w.Reason != "CreateContainerConfigError" || w.Message != msg {
 		t.Errorf("phase %s, waiting %+v; want Pending, CreateContainerConfigError %q", st.Phase, w, msg)
@@ -881,7 +906,7 @@ func TestRecursiveReadOnlySupported(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res := m.SyncPod(t.Context(), pod, all[pod.UID]); res.Err != nil {
+			if res := f.syncPod(t.Context(), m, pod, all[pod.UID]); res.Err != nil {
 				t.Fatal(res.Err)
 			}
 			rt.mu.Lock()
@@ -891,7 +916,7 @@ func TestRecursiveReadOnlySupported(t *testing.T) {
 			if i < 0 || !mounts[i].Readonly || !mounts[i].RecursiveReadOnly {
 				t.Errorf("mounts %v: want /mnt read-only and recursively so", mounts)
 			}
-			st := m.PodStatus(pod, nil, f.clock.Now())
+			st := f.podStatus(m, pod, nil, f.clock.Now())
 			if vm := st.ContainerStatuses[0].VolumeMounts; len(vm) != 1 || vm[0].RecursiveReadOnly == nil || *vm[0].RecursiveReadOnly != v1.RecursiveReadOnlyEnabled {
 				t.Errorf("volume mount status %+v, want Enabled", vm)
 			}

@@ -132,7 +132,7 @@ func TestIntegrationAPIVolumes(t *testing.T) {
 	if _, err := client.CoreV1().ConfigMaps("ns").Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if res := n.m.SyncPod(t.Context(), pod, n.status(t, pod.UID)); res.Err != nil {
+	if res := n.syncPod(t.Context(), n.m, pod, n.status(t, pod.UID)); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	cfgDir, _ := n.m.vols.HostPath(pod, &pod.Spec.Volumes[2])
@@ -179,7 +179,7 @@ func TestIntegrationMissingConfigMap(t *testing.T) {
 		p.Spec.Volumes = []v1.Volume{{Name: "later", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "later"}}}}}
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "later", MountPath: "/later"}}
 	})
-	res := n.m.SyncPod(t.Context(), pod, nil)
+	res := n.syncPod(t.Context(), n.m, pod, nil)
 	if !errors.Is(res.Err, errVolumesNotReady) {
 		t.Fatalf("sync of a pod with a missing ConfigMap: %v, want errVolumesNotReady", res.Err)
 	}
@@ -189,7 +189,7 @@ func TestIntegrationMissingConfigMap(t *testing.T) {
 	if st := n.status(t, pod.UID); st != nil {
 		t.Errorf("the runtime holds the pod (%d sandboxes) before its volumes are ready", len(st.Sandboxes))
 	}
-	ps := n.m.PodStatus(pod, nil, time.Now())
+	ps := n.podStatus(n.m, pod, nil, time.Now())
 	if w := ps.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
 		t.Errorf("container state %+v, want waiting ContainerCreating", ps.ContainerStatuses[0].State)
 	}

@@ -1,0 +1,355 @@
+package podstatus
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/qos"
+)
+
+// isSidecar reports whether c, an init container, is restartable (a sidecar).
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+func nanoTime(ns int64) metav1.Time {
+	if ns == 0 {
+		return metav1.Time{}
+	}
+	return metav1.NewTime(time.Unix(0, ns))
+}
+
+// terminated is the API state of an exited container.
+func terminated(c *runtimeapi.ContainerStatus, id string) *v1.ContainerStateTerminated {
+	reason := c.Reason
+	if reason == "" {
+		reason = "Completed"
+		if c.ExitCode != 0 {
+			reason = "Error"
+		}
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode: c.ExitCode, Reason: reason, Message: c.Message,
+		StartedAt: nanoTime(c.StartedAt), FinishedAt: nanoTime(c.FinishedAt), ContainerID: id,
+	}
+}
+
+// containerAPIStatus is the API status of spec container c.
+func containerAPIStatus(in Input, c *v1.Container, defaultWaiting string) v1.ContainerStatus {
+	newest, prev := in.Runtime.Newest(c.Name)
+	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, Started: new(false), VolumeMounts: volumeMountStatuses(c, in.Node.RecursiveReadOnly)}
+	w, hasWaiting := in.Waiting[c.Name]
+	if newest == nil {
+		if !hasWaiting {
+			w = v1.ContainerStateWaiting{Reason: defaultWaiting}
+		}
+		cs.State.Waiting = &w
+		return cs
+	}
+	id := in.Node.RuntimeName + "://" + newest.Id
+	cs.ContainerID = id
+	cs.Image = containerImage(newest, c)
+	cs.ImageID = newest.ImageRef
+	cs.RestartCount = int32(RestartCount(newest))
+	if prev != nil && prev.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		cs.LastTerminationState.Terminated = terminated(prev, in.Node.RuntimeName+"://"+prev.Id)
+	}
+	switch newest.State {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: nanoTime(newest.StartedAt)}
+		cs.Started = new(true)
+		cs.Ready = true
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		t := terminated(newest, id)
+		if hasWaiting {
+			// Waiting to restart: the exit is the last termination.
+			cs.State.Waiting = &w
+			cs.LastTerminationState = v1.ContainerState{Terminated: t}
+		} else {
+			cs.State.Terminated = t
+		}
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		if !hasWaiting {
+			w = v1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		}
+		cs.State.Waiting = &w
+	default:
+		if !hasWaiting {
+			w = v1.ContainerStateWaiting{Reason: "ContainerStatusUnknown"}
+		}
+		cs.State.Waiting = &w
+	}
+	return cs
+}
+
+// containerImage is the image runtime container cs of spec container c was
+// made from, as the spec named it then: a changed spec shows only in the
+// container that replaces it.
+func containerImage(cs *runtimeapi.ContainerStatus, c *v1.Container) string {
+	if img := cs.GetAnnotations()[AnnotationImage]; img != "" {
+		return img
+	}
+	if img := cs.GetImage().GetImage(); img != "" {
+		return img
+	}
+	return c.Image
+}
+
+// volumeMountStatuses are the statuses of c's volume mounts, as the kubelet
+// reports them: each mount's name, path and readOnly, and for a read-only
+// one whether it is recursively read-only (Enabled or Disabled; a mode the
+// runtime cannot honour reads Disabled). nil without mounts.
+func volumeMountStatuses(c *v1.Container, supportsRRO bool) []v1.VolumeMountStatus {
+	var out []v1.VolumeMountStatus
+	for _, vm := range c.VolumeMounts {
+		st := v1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
+		if vm.ReadOnly {
+			mode := v1.RecursiveReadOnlyDisabled
+			if rro, err := RecursiveReadOnly(vm, supportsRRO); err == nil && rro {
+				mode = v1.RecursiveReadOnlyEnabled
+			}
+			st.RecursiveReadOnly = &mode
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// view is the pod's status as its runtime shows it at now: the
+// containers' states (with the waiting reasons of the last sync), started
+// and ready from the probes, the phase by the kubelet's rule and the
+// conditions, each timed now.
+func view(in Input, now time.Time) v1.PodStatus {
+	pod := in.Pod
+	out := v1.PodStatus{QOSClass: qos.Class(pod)}
+	if in.Node.HostIP != "" {
+		out.HostIP = in.Node.HostIP
+		out.HostIPs = []v1.HostIP{{IP: in.Node.HostIP}}
+	}
+	var sandbox *runtimeapi.PodSandboxStatus
+	if in.Runtime != nil && len(in.Runtime.Sandboxes) > 0 {
+		sandbox = in.Runtime.Sandboxes[0]
+		oldest := in.Runtime.Sandboxes[len(in.Runtime.Sandboxes)-1]
+		t := nanoTime(oldest.CreatedAt)
+		out.StartTime = &t
+	}
+	var ips []string
+	if pod.Spec.HostNetwork {
+		if in.Node.HostIP != "" {
+			ips = []string{in.Node.HostIP}
+		}
+	} else if in.Runtime != nil {
+		ips = in.Runtime.IPs
+	}
+	for i, ip := range ips {
+		if i == 0 {
+			out.PodIP = ip
+		}
+		out.PodIPs = append(out.PodIPs, v1.PodIP{IP: ip})
+	}
+
+	// Init containers, then containers.
+	initDone, initFailed := true, false
+	var incomplete []string
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs := containerAPIStatus(in, c, "PodInitializing")
+		if isSidecar(c) {
+			cs = withProbes(in, cs, true)
+		} else {
+			// A regular init container is ready once it has succeeded.
+			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		}
+		out.InitContainerStatuses = append(out.InitContainerStatuses, cs)
+		newest, _ := in.Runtime.Newest(c.Name)
+		if isSidecar(c) {
+			if newest == nil {
+				initDone = false
+				incomplete = append(incomplete, c.Name)
+			}
+			continue
+		}
+		switch {
+		case newest != nil && newest.State == runtimeapi.ContainerState_CONTAINER_EXITED && newest.ExitCode == 0:
+		case newest != nil && newest.State == runtimeapi.ContainerState_CONTAINER_EXITED && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+			initFailed = true
+			initDone = false
+			incomplete = append(incomplete, c.Name)
+		default:
+			initDone = false
+			incomplete = append(incomplete, c.Name)
+		}
+	}
+	defaultWaiting := "ContainerCreating"
+	if !initDone {
+		defaultWaiting = "PodInitializing"
+	}
+	var running, waiting, stopped, succeeded int
+	var unready []string
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		cs := withProbes(in, containerAPIStatus(in, c, defaultWaiting), false)
+		out.ContainerStatuses = append(out.ContainerStatuses, cs)
+		switch {
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case cs.LastTerminationState.Terminated != nil:
+			stopped++ // waiting to restart after an exit
+			if cs.LastTerminationState.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		default:
+			waiting++
+		}
+		if !cs.Ready {
+			unready = append(unready, c.Name)
+		}
+	}
+	for _, cs := range out.InitContainerStatuses {
+		for i := range pod.Spec.InitContainers {
+			if c := &pod.Spec.InitContainers[i]; c.Name == cs.Name && isSidecar(c) && !cs.Ready {
+				unready = append(unready, c.Name)
+			}
+		}
+	}
+	out.Phase = podPhase(pod.Spec.RestartPolicy, initDone, initFailed, running, waiting, stopped, succeeded)
+	out.EphemeralContainerStatuses = ephemeralStatuses(in)
+
+	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
+		c := v1.PodCondition{Type: t, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)}
+		if !ok {
+			c.Status, c.Reason, c.Message = v1.ConditionFalse, reason, msg
+		}
+		return c
+	}
+	sandboxReady := sandbox != nil && sandbox.State == runtimeapi.PodSandboxState_SANDBOX_READY &&
+		(pod.Spec.HostNetwork || sandbox.GetNetwork().GetIp() != "")
+	done := out.Phase == v1.PodSucceeded || out.Phase == v1.PodFailed
+	ready := len(unready) == 0
+	notReadyReason, notReadyMsg := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+	if done {
+		ready, notReadyReason, notReadyMsg = false, "PodCompleted", ""
+	}
+	initialized := initDone || (done && !initFailed)
+	out.Conditions = []v1.PodCondition{
+		cond(v1.PodReadyToStartContainers, sandboxReady, "", ""),
+		cond(v1.PodInitialized, initialized, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " "))),
+		cond(v1.ContainersReady, ready, notReadyReason, notReadyMsg),
+		cond(v1.PodReady, ready, notReadyReason, notReadyMsg),
+		// The pod is on this node: scheduled, whether a scheduler said so
+		// (node e2e pods name their node themselves) or not.
+		cond(v1.PodScheduled, true, "", ""),
+	}
+	if initialized && !initDone {
+		out.Conditions[1].Reason = "PodCompleted"
+	}
+	return out
+}
+
+// ephemeralStatuses are the API statuses of the pod's ephemeral containers,
+// as the kubelet reports them: states as for the other containers, never
+// ready, no started field (they have no probes), and waiting for
+// PodInitializing in a pod with init containers before they are created.
+// They count for neither the phase nor the conditions.
+func ephemeralStatuses(in Input) []v1.ContainerStatus {
+	defaultWaiting := "ContainerCreating"
+	if len(in.Pod.Spec.InitContainers) > 0 {
+		defaultWaiting = "PodInitializing"
+	}
+	var out []v1.ContainerStatus
+	for i := range in.Pod.Spec.EphemeralContainers {
+		c := (*v1.Container)(&in.Pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		cs := containerAPIStatus(in, c, defaultWaiting)
+		cs.Ready, cs.Started = false, nil
+		out = append(out, cs)
+	}
+	return out
+}
+
+// podPhase is the kubelet's phase rule over the regular containers' counts.
+func podPhase(policy v1.RestartPolicy, initDone, initFailed bool, running, waiting, stopped, succeeded int) v1.PodPhase {
+	switch {
+	case initFailed:
+		return v1.PodFailed
+	case !initDone:
+		return v1.PodPending
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0:
+		return v1.PodRunning
+	case stopped > 0:
+		switch policy {
+		case v1.RestartPolicyNever:
+			if stopped == succeeded {
+				return v1.PodSucceeded
+			}
+			return v1.PodFailed
+		case v1.RestartPolicyOnFailure:
+			if stopped == succeeded {
+				return v1.PodSucceeded
+			}
+			return v1.PodRunning
+		default:
+			return v1.PodRunning
+		}
+	}
+	return v1.PodPending
+}
+
+// withProbes sets a running container's Started and Ready from its probes
+// (initCtr: a restartable init container).
+func withProbes(in Input, cs v1.ContainerStatus, initCtr bool) v1.ContainerStatus {
+	if in.Node.Probes == nil || cs.State.Running == nil {
+		return cs
+	}
+	var st v1.PodStatus
+	if initCtr {
+		st.InitContainerStatuses = []v1.ContainerStatus{cs}
+	} else {
+		st.ContainerStatuses = []v1.ContainerStatus{cs}
+	}
+	in.Node.Probes.UpdatePodStatus(in.Pod, &st)
+	if initCtr {
+		return st.InitContainerStatuses[0]
+	}
+	return st.ContainerStatuses[0]
+}
+
+// RecursiveReadOnly resolves a volume mount's recursiveReadOnly mode
+// against the runtime's support, as the kubelet does: true when the mount
+// is to be read-only all the way down. Enabled on a runtime without support,
+// on a mount that is not read-only or that propagates mounts is an error
+// (the API server refuses the last two already); IfPossible is Enabled
+// where supported, else Disabled.
+func RecursiveReadOnly(vm v1.VolumeMount, supported bool) (bool, error) {
+	if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
+		return false, nil
+	}
+	if !vm.ReadOnly {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", vm.Name)
+	}
+	if p := vm.MountPropagation; p != nil && *p != v1.MountPropagationNone {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q", vm.Name, *p)
+	}
+	switch mode := *vm.RecursiveReadOnly; mode {
+	case v1.RecursiveReadOnlyIfPossible:
+		return supported, nil
+	case v1.RecursiveReadOnlyEnabled:
+		if !supported {
+			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", vm.Name)
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
+	}
+}
