@@ -56,9 +56,6 @@ func containerHash(c *v1.Container) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 16)
 }
 
-// isSidecar is nodeapi.IsSidecar, kept only for status.go, which the pod
-// status rework of issue 28 rewrites; it goes with that change.
-func isSidecar(c *v1.Container) bool { return nodeapi.IsSidecar(c) }
 
 // containerKind is "init", "sidecar" or "" (a regular container) for c of pod.
 func containerKind(pod *v1.Pod, c *v1.Container) string {

@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
 
@@ -89,7 +90,7 @@ func podInitialized(pod *v1.Pod, st v1.PodStatus) bool {
 	if i < 0 {
 		return false
 	}
-	if r := pod.Spec.InitContainers[i].RestartPolicy; r != nil && *r == v1.ContainerRestartPolicyAlways {
+	if nodeapi.IsSidecar(&pod.Spec.InitContainers[i]) {
 		return last.State.Running != nil && last.Started != nil && *last.Started
 	}
 	for _, t := range []*v1.ContainerStateTerminated{last.LastTerminationState.Terminated, last.State.Terminated} {

@@ -9,13 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/qos"
 )
-
-// isSidecar reports whether c, an init container, is restartable (a sidecar).
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
 
 func nanoTime(ns int64) metav1.Time {
 	if ns == 0 {
@@ -159,7 +155,7 @@ func view(in Input, now time.Time) v1.PodStatus {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := containerAPIStatus(in, c, "PodInitializing")
-		if isSidecar(c) {
+		if nodeapi.IsSidecar(c) {
 			cs = withProbes(in, cs, true)
 		} else {
 			// A regular init container is ready once it has succeeded.
@@ -167,7 +163,7 @@ func view(in Input, now time.Time) v1.PodStatus {
 		}
 		out.InitContainerStatuses = append(out.InitContainerStatuses, cs)
 		newest, _ := in.Runtime.Newest(c.Name)
-		if isSidecar(c) {
+		if nodeapi.IsSidecar(c) {
 			if newest == nil {
 				initDone = false
 				incomplete = append(incomplete, c.Name)
@@ -176,7 +172,7 @@ func view(in Input, now time.Time) v1.PodStatus {
 		}
 		switch {
 		case newest != nil && newest.State == runtimeapi.ContainerState_CONTAINER_EXITED && newest.ExitCode == 0:
-		case newest != nil && newest.State == runtimeapi.ContainerState_CONTAINER_EXITED && pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+		case newest != nil && newest.State == runtimeapi.ContainerState_CONTAINER_EXITED && !nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, nodeapi.InitContainer, newest.ExitCode):
 			initFailed = true
 			initDone = false
 			incomplete = append(incomplete, c.Name)
@@ -217,7 +213,7 @@ func view(in Input, now time.Time) v1.PodStatus {
 	}
 	for _, cs := range out.InitContainerStatuses {
 		for i := range pod.Spec.InitContainers {
-			if c := &pod.Spec.InitContainers[i]; c.Name == cs.Name && isSidecar(c) && !cs.Ready {
+			if c := &pod.Spec.InitContainers[i]; c.Name == cs.Name && nodeapi.IsSidecar(c) && !cs.Ready {
 				unready = append(unready, c.Name)
 			}
 		}
