@@ -138,9 +138,11 @@ type probe struct {
 }
 
 // Manager runs the probes of the pods added to it and publishes their
-// results. Its methods are safe for concurrent use; the agent calls
-// AddPod, StopLivenessAndStartup, RemovePod, CleanupPods and UpdatePodStatus
-// from its sync loop and consumes Results(t).Updates() in the same loop.
+// results. Its methods are safe for concurrent use. The agent's sync loop
+// calls AddPod, StopLivenessAndStartup and RemovePod and drains Updates()
+// (a forwarding goroutine per channel hands each update to the loop); the pod
+// runtime calls UpdatePodStatus when it derives a pod's status and Unhealthy
+// when it syncs a pod.
 type Manager struct {
 	cfg      Config
 	status   PodStatusGetter
