@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -351,17 +350,6 @@ func (m *Manager) stopPod(pod *v1.Pod, deleting bool, types ...ProbeType) {
 	}
 }
 
-// CleanupPods stops the probes of every pod not in desired.
-func (m *Manager) CleanupPods(desired sets.Set[types.UID]) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k, p := range m.probes {
-		if !desired.Has(k.podUID) {
-			m.stopLocked(p, false)
-		}
-	}
-}
-
 // stopLocked marks p for stopping and queues it to run now: the run
 // finalizes it (publishing Success first when deleting). A probe being run
 // is finalized when its run ends.
@@ -644,9 +632,6 @@ func (m *Manager) publish(ctx context.Context, p *probe, containerID string, r R
 		PodUID:        p.key.podUID,
 		ContainerName: p.key.container,
 		ProbeType:     p.key.probeType,
-	}
-	if r == Failure && p.key.probeType != Readiness {
-		u.TerminationGracePeriodSeconds = p.spec.tgps
 	}
 	if m.results[p.key.probeType].set(ctx, u) {
 		m.logger.Info("Probe result changed", "probeType", p.key.probeType, "pod", p.name,
