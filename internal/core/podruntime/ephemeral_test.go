@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
@@ -175,8 +174,7 @@ func TestDerivePodStatusEphemeral(t *testing.T) {
 		ctr("c1", app, "s1", 0, 2, running(2)),
 		ctr("e1", dbg, "s1", 0, 3, exited(1, 3, 4)),
 	)
-	got := derivePodStatus(statusInput{pod: pod, status: st, runtimeName: "containerd", now: t0.Add(time.Hour),
-		readiness: func(_ types.UID, _ string) (bool, bool) { return true, true }})
+	got := derivePodStatus(statusInput{pod: pod, status: st, runtimeName: "containerd", now: t0.Add(time.Hour)})
 	want := []v1.ContainerStatus{
 		{Name: "dbg", Image: "img:2", ImageID: "sha256:img:2", ContainerID: "containerd://e1",
 			State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", StartedAt: mt(3), FinishedAt: mt(4), ContainerID: "containerd://e1"}}},

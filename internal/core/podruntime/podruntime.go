@@ -147,11 +147,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Recorder may be nil: events go to the log.
 	Recorder nodeapi.Recorder
-	// Readiness, if set, reports a running container's readiness (known
-	// false: no readiness probe, ready = running).
-	Readiness func(uid types.UID, containerName string) (ready bool, known bool)
 	// Probes, if set, is the prober (*prober.Manager): it sets the started
-	// and ready fields of running containers (after Readiness), and SyncPod
+	// and ready fields of running containers, and SyncPod
 	// restarts the containers whose liveness or startup probe failed.
 	Probes Probes
 	// Devices, if set, gives containers their assigned devices.
@@ -168,16 +165,15 @@ type Deps struct {
 // time). The runtime statuses in a PodStatus are shared between relists: read
 // them, do not change them.
 type Manager struct {
-	cfg       Config
-	rt        Runtime
-	cgroups   Cgroups
-	clock     clock.WithTicker
-	log       *slog.Logger
-	rec       nodeapi.Recorder
-	readiness func(types.UID, string) (bool, bool)
-	probes    Probes
-	devices   Devices
-	vols      *volumes.Manager
+	cfg     Config
+	rt      Runtime
+	cgroups Cgroups
+	clock   clock.WithTicker
+	log     *slog.Logger
+	rec     nodeapi.Recorder
+	probes  Probes
+	devices Devices
+	vols    *volumes.Manager
 	// hookClient makes lifecycle hooks' HTTP GETs (see newHookClient).
 	hookClient *http.Client
 
@@ -227,7 +223,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
-		rec: deps.Recorder, readiness: deps.Readiness, probes: deps.Probes, devices: deps.Devices,
+		rec: deps.Recorder, probes: deps.Probes, devices: deps.Devices,
 		crash:      map[backoffKey]backoffEntry{},
 		pull:       map[backoffKey]backoffEntry{},
 		waiting:    map[types.UID]map[string]v1.ContainerStateWaiting{},

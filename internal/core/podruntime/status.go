@@ -325,7 +325,6 @@ type statusInput struct {
 	waiting     map[string]v1.ContainerStateWaiting
 	runtimeName string
 	hostIP      string
-	readiness   func(types.UID, string) (bool, bool)
 	probes      Probes
 	now         time.Time
 	// supportsRRO: the runtime supports recursive read-only mounts.
@@ -344,7 +343,7 @@ func (m *Manager) PodStatus(pod *v1.Pod, status *PodStatus, now time.Time) v1.Po
 	name, rro := m.runtimeName, m.rro
 	m.mu.Unlock()
 	st := derivePodStatus(statusInput{pod: pod, status: status, waiting: waiting, runtimeName: name, hostIP: m.cfg.HostIP,
-		readiness: m.readiness, probes: m.probes, now: now, supportsRRO: rro})
+		probes: m.probes, now: now, supportsRRO: rro})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	prev, ok := m.conds[pod.UID]
@@ -452,11 +451,6 @@ func containerAPIStatus(in statusInput, c *v1.Container, defaultWaiting string) 
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: nanoTime(newest.StartedAt)}
 		cs.Started = new(true)
 		cs.Ready = true
-		if in.readiness != nil {
-			if ready, known := in.readiness(in.pod.UID, c.Name); known {
-				cs.Ready = ready
-			}
-		}
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
 		t := terminated(newest, id)
 		if hasWaiting {

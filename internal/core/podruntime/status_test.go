@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -82,7 +81,7 @@ func TestDerivePodStatusPhases(t *testing.T) {
 			t.Parallel()
 			in := statusInput{pod: testPod(tc.mut...), status: tc.status, waiting: tc.waiting, runtimeName: "containerd", now: t0.Add(time.Hour)}
 			if tc.notReady {
-				in.readiness = func(types.UID, string) (bool, bool) { return false, true }
+				in.probes = &fakeProbes{ready: map[string]bool{"app": false}}
 			}
 			got := derivePodStatus(in)
 			if got.Phase != tc.wantPhase {
