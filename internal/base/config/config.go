@@ -355,14 +355,6 @@ func shownJSON(r json.RawMessage) string {
 	return strconv.Quote(shown(r))
 }
 
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strconv.Quote(s)
-	}
-	return out
-}
-
 // valueOf renders the value of key as written in the file, or fallback when the
 // file does not set it (defaults, or a configuration built by Default).
 func valueOf(raw map[string]json.RawMessage, key, fallback string) string {
