@@ -207,9 +207,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
-// TLSConfig returns a copy of the TLS configuration Run serves with.
-func (s *Server) TLSConfig() *tls.Config { return s.tls.Clone() }
-
 // Ready is closed once Run listens (Addr is then set) or has failed to.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
