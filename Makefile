@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build images test test-cgroup2 vet fmt-check fuzz bench clean conformance killtest
+.PHONY: all build images test test-cgroup2 vet fmt-check deadcode fuzz bench clean conformance killtest
 
 all: build
 
@@ -16,7 +16,8 @@ build: images
 images:
 	$(GO) run ./images/mkimage -o bin/images
 
-# test runs everything CI runs: vet, a gofmt check and the race-enabled test suite.
+# test runs everything CI runs: vet, a gofmt check, the dead-code check and the
+# race-enabled test suite.
 # The timeout leaves room for the first run on a fresh machine, which builds
 # containerd 1.7 and the third-party device plugins from hack/ (2-3 min each)
 # and kube-apiserver from hack/kube (7-14 min); every package waiting on a
@@ -25,7 +26,7 @@ images:
 # or etcd)
 # skip, unless CI=true, where they fail; each skip is listed at the end, so a
 # skipped package is never a silent "ok".
-test: vet fmt-check
+test: vet fmt-check deadcode
 	@skipped=$$(mktemp); \
 	NODEKEEPER_SKIPPED=$$skipped $(GO) test -race -count=1 -timeout 45m $(PKGS); rc=$$?; \
 	if [ -s "$$skipped" ]; then \
@@ -54,6 +55,15 @@ test-cgroup2:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# deadcode fails on functions that no main package of the module reaches
+# (golang.org/x/tools/cmd/deadcode at the version hack/deadcode/go.mod pins),
+# naming each; hack/deadcode/allow.txt allows the public packages' API and
+# the test-only packages, a reason per line. check.sh first checks itself on
+# a fixture module that must fail (README, "Dead code"; hack/deadcode/README.md).
+deadcode:
+	$(GO) build -C hack/deadcode -o $(CURDIR)/bin/deadcode golang.org/x/tools/cmd/deadcode
+	hack/deadcode/check.sh bin/deadcode
 
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -138,11 +136,6 @@ func (m *Manager) logOversized(log *slog.Logger, res string, err error) {
 	log.Log(context.Background(), level,
 		"Device plugin's device list is larger than the largest accepted message; its devices stay unhealthy until the plugin registers again",
 		"maxBytes", m.cfg.MaxListAndWatchMessage, "err", err)
-}
-
-func isSocket(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode()&fs.ModeSocket != 0
 }
 
 // install makes ep the resource's endpoint, stopping the one it replaces.

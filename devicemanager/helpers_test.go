@@ -148,24 +148,6 @@ func (c timerClock) NewTimer(d time.Duration) clock.Timer {
 	return t
 }
 
-// waitTimer waits until a timer of d is created on the clock, skipping
-// timers of other durations (the checkpoint writer's).
-func (c timerClock) waitTimer(t *testing.T, d time.Duration) {
-	t.Helper()
-	deadline := time.NewTimer(waitLimit)
-	defer deadline.Stop()
-	for {
-		select {
-		case got := <-c.created:
-			if got == d {
-				return
-			}
-		case <-deadline.C:
-			t.Fatalf("no timer of %v created", d)
-		}
-	}
-}
-
 // counts is a Capacity result in plain numbers.
 type counts struct{ Capacity, Allocatable int64 }
 

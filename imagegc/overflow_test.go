@@ -45,9 +45,9 @@ func TestDecideSizesNearTheBound(t *testing.T) {
 		t.Errorf("FreedBy(age) = %d, want MaxInt64", got)
 	}
 
-	unused := DecideUnused(records, InUse{}, pol, t0)
+	unused := unusedSteps(records, InUse{}, pol, t0).plan()
 	if unused.Freed != math.MaxInt64 || unused.FreedBy(ReasonSpace) != math.MaxInt64 || len(unused.Remove) != 8 {
-		t.Errorf("DecideUnused: freed %d (space %d) by %d removals, want MaxInt64 by 8", unused.Freed, unused.FreedBy(ReasonSpace), len(unused.Remove))
+		t.Errorf("unused pass: freed %d (space %d) by %d removals, want MaxInt64 by 8", unused.Freed, unused.FreedBy(ReasonSpace), len(unused.Remove))
 	}
 }
 

@@ -297,8 +297,3 @@ func Decide(records map[string]*Record, inUse InUse, fs FsStats, p Policy, start
 	}
 	return st.plan(), nil
 }
-
-// DecideUnused plans an eviction reclaim pass (DeleteUnusedImages) at now.
-func DecideUnused(records map[string]*Record, inUse InUse, p Policy, now time.Time) Plan {
-	return unusedSteps(records, inUse, p, now).plan()
-}

@@ -195,7 +195,7 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-func TestDecideUnused(t *testing.T) {
+func TestUnusedSteps(t *testing.T) {
 	t.Parallel()
 	records := map[string]*Record{
 		"b":       rec(20, time.Hour, 10*time.Minute),
@@ -203,11 +203,11 @@ func TestDecideUnused(t *testing.T) {
 		"young":   rec(10, time.Second, never),
 		"running": rec(10, time.Hour, 0),
 	}
-	got := flatten(DecideUnused(records, InUse{"running": KeepInUse}, Policy{HighThresholdPercent: 100, MinAge: time.Minute}, t0), nil)
+	got := flatten(unusedSteps(records, InUse{"running": KeepInUse}, Policy{HighThresholdPercent: 100, MinAge: time.Minute}, t0).plan(), nil)
 	want := plannedIDs{Usage: -1, Remove: []string{"a/space", "b/space"},
 		Kept: map[string]KeepReason{"young": KeepTooYoung, "running": KeepInUse}, Freed: 30}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("DecideUnused (-want +got):\n%s", diff)
+		t.Errorf("unusedSteps (-want +got):\n%s", diff)
 	}
 }
 

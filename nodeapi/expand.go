@@ -40,8 +40,3 @@ func ExpandVars(s string, vars func(string) (string, bool)) string {
 	}
 	return b.String()
 }
-
-// mapVars looks names up in the env defined so far.
-func mapVars(m map[string]string) func(string) (string, bool) {
-	return func(n string) (string, bool) { v, ok := m[n]; return v, ok }
-}

@@ -17,8 +17,9 @@ import (
 // one by one, synchronously, recording an event and a log line before each kill
 // and counting each one killed. The agent's composition root owns it, with the
 // node's PodKiller; admission only plans. An Executor holds no state besides its
-// collaborators: it is safe for concurrent use as far as they are, but the agent
-// runs it from its sync loop, right after admitting the preemptor.
+// collaborators: it is safe for concurrent use as far as they are. The agent
+// runs each plan on a goroutine of its own, never on its sync loop, right
+// after admitting the preemptor (agent.Preemptor).
 type Executor struct {
 	killer      nodeapi.PodKiller
 	recorder    nodeapi.Recorder // nil: no events

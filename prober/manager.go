@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -131,9 +130,11 @@ type probe struct {
 }
 
 // Manager runs the probes of the pods added to it and publishes their
-// results. Its methods are safe for concurrent use; the agent calls
-// AddPod, StopLivenessAndStartup, RemovePod, CleanupPods and UpdatePodStatus
-// from its sync loop and consumes Results(t).Updates() in the same loop.
+// results. Its methods are safe for concurrent use. The agent's sync loop
+// calls AddPod, StopLivenessAndStartup and RemovePod and drains Updates()
+// (a forwarding goroutine per channel hands each update to the loop); the pod
+// runtime calls UpdatePodStatus when it derives a pod's status and Unhealthy
+// when it syncs a pod.
 type Manager struct {
 	cfg      Config
 	status   PodStatusGetter
@@ -329,17 +330,6 @@ func (m *Manager) stopPod(pod *v1.Pod, deleting bool, types ...ProbeType) {
 	}
 	for i := range pod.Spec.Containers {
 		stop(&pod.Spec.Containers[i])
-	}
-}
-
-// CleanupPods stops the probes of every pod not in desired.
-func (m *Manager) CleanupPods(desired sets.Set[types.UID]) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for k, p := range m.probes {
-		if !desired.Has(k.podUID) {
-			m.stopLocked(p, false)
-		}
 	}
 }
 
@@ -626,9 +616,6 @@ func (m *Manager) publish(ctx context.Context, p *probe, containerID string, r R
 		PodUID:        p.key.podUID,
 		ContainerName: p.key.container,
 		ProbeType:     p.key.probeType,
-	}
-	if r == Failure && p.key.probeType != Readiness {
-		u.TerminationGracePeriodSeconds = p.spec.tgps
 	}
 	if m.results[p.key.probeType].set(ctx, u) {
 		m.logger.Info("Probe result changed", "probeType", p.key.probeType, "pod", p.name,

@@ -19,7 +19,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 )
 
@@ -84,9 +83,6 @@ func newHarness(t *testing.T, jitter func(time.Duration) time.Duration) *harness
 				select {
 				case u := <-m.Results(pt).Updates():
 					s := fmt.Sprintf("%v %v %s %s %v", time.Since(h.start), u.ProbeType, u.ContainerName, u.ContainerID, u.Result)
-					if u.TerminationGracePeriodSeconds != nil {
-						s += fmt.Sprintf(" grace=%d", *u.TerminationGracePeriodSeconds)
-					}
 					h.mu.Lock()
 					h.updates = append(h.updates, s)
 					h.mu.Unlock()
@@ -189,9 +185,12 @@ func TestManagerLivenessFailureHoldsUntilRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.advance(65 * time.Second)
-		want := []string{"0s Liveness app c1 Success", "20s Liveness app c1 Failure grace=5"}
+		want := []string{"0s Liveness app c1 Success", "20s Liveness app c1 Failure"}
 		if diff := cmp.Diff(want, h.takeUpdates()); diff != "" {
 			t.Errorf("updates (-want +got):\n%s", diff)
+		}
+		if pt, grace, bad := h.m.Unhealthy(pod.UID, "app", "c1"); !bad || pt != Liveness || grace == nil || *grace != 5 {
+			t.Errorf("Unhealthy(c1) = %v, %v, %v; want Liveness, grace 5, true", pt, grace, bad)
 		}
 		if diff := cmp.Diff([]time.Duration{0, 10 * time.Second, 20 * time.Second}, h.callTimes("live")); diff != "" {
 			t.Errorf("probe runs while on hold (-want +got):\n%s", diff)
@@ -395,7 +394,7 @@ func TestManagerDeletionAndRemoval(t *testing.T) {
 	})
 }
 
-func TestManagerStopsOnTerminatedPodAndCleanup(t *testing.T) {
+func TestManagerStopsOnTerminatedPodAndRemoved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil)
 		done := testPod("done", v1.Container{Name: "app", ReadinessProbe: execProbe("ready")})
@@ -411,7 +410,7 @@ func TestManagerStopsOnTerminatedPodAndCleanup(t *testing.T) {
 		st := runningStatus("done-uid-c", ptr.To(true))
 		st.Phase = v1.PodSucceeded
 		h.status.set(done.UID, st)
-		h.m.CleanupPods(sets.New(done.UID, kept.UID))
+		h.m.RemovePod(gone)
 		h.advance(10 * time.Second)
 		if n := h.m.Len(); n != 1 {
 			t.Errorf("%d probes left, want 1 (kept)", n)

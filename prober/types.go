@@ -105,9 +105,4 @@ type Update struct {
 	// ContainerName names the container within its pod.
 	ContainerName string
 	ProbeType     ProbeType
-	// TerminationGracePeriodSeconds is the probe-level grace period
-	// (KEP-2238), set only on liveness and startup failures whose probe sets
-	// it; the agent then uses it instead of the pod's when it kills the
-	// container.
-	TerminationGracePeriodSeconds *int64
 }

@@ -154,7 +154,7 @@ func loadSummary(ctx context.Context, path string) (*statsapi.Summary, error) {
 }
 
 // loadConfig reads a KubeletConfiguration file (config.Parse), with the
-// errors config.Load gives.
+// errors config.LoadSources gives for its file.
 func loadConfig(ctx context.Context, path string) (*config.Config, error) {
 	data, err := readInput(ctx, path)
 	if err != nil {

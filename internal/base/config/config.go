@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,21 +152,9 @@ type Config struct {
 	SkippedDropIns []string
 }
 
-// Load reads, decodes, defaults and validates the configuration file at path.
-// A failure to read the file is returned wrapped (an *os.PathError, so
-// errors.Is(err, fs.ErrNotExist) works); every problem with its content wraps
-// ErrInvalid and names the file, the field and the value. The file may be
-// up to decode.DefaultMaxConfigSize (10 MiB) large. Load cannot be
-// interrupted: a FIFO without a writer blocks it; LoadSources takes a ctx.
-func Load(path string) (*Config, error) {
-	data, err := readConfig(context.Background(), path, inputs.DefaultMaxConfigSize)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(path, data)
-}
-
-// Parse is Load for data already read; name is used in errors and as Config.File.
+// Parse decodes, defaults and validates the configuration data read from
+// name (LoadSources reads the files). Every problem wraps ErrInvalid and
+// names the file, the field and the value; name is also Config.File.
 func Parse(name string, data []byte) (*Config, error) {
 	return build(&layer{name: name, data: data}, nil, Flags{})
 }
@@ -353,14 +340,6 @@ func shownJSON(r json.RawMessage) string {
 		return "missing"
 	}
 	return strconv.Quote(shown(r))
-}
-
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strconv.Quote(s)
-	}
-	return out
 }
 
 // valueOf renders the value of key as written in the file, or fallback when the

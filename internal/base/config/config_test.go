@@ -296,12 +296,12 @@ func TestLoad(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Load(tc.file)
+			got, err := load(tc.file)
 			if err != nil {
-				t.Fatalf("Load(%q): %v", tc.file, err)
+				t.Fatalf("load(%q): %v", tc.file, err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Load(%q) (-want +got):\n%s", tc.file, diff)
+				t.Errorf("load(%q) (-want +got):\n%s", tc.file, diff)
 			}
 		})
 	}
@@ -337,9 +337,9 @@ func TestLoadWarnings(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Load(tc.file)
+			got, err := load(tc.file)
 			if err != nil {
-				t.Fatalf("Load(%q): %v", tc.file, err)
+				t.Fatalf("load(%q): %v", tc.file, err)
 			}
 			if diff := cmp.Diff(tc.want, got.Warnings); diff != "" {
 				t.Errorf("Warnings (-want +got):\n%s", diff)
@@ -352,7 +352,7 @@ func TestLoadWarnings(t *testing.T) {
 // that nodekeeper resolves.
 func TestLoadUnsupportedKeepsDefaults(t *testing.T) {
 	t.Parallel()
-	got, err := Load("testdata/kubeadm.yaml")
+	got, err := load("testdata/kubeadm.yaml")
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -371,7 +371,7 @@ func TestLoadUnsupportedKeepsDefaults(t *testing.T) {
 
 func TestLoadMissingFile(t *testing.T) {
 	t.Parallel()
-	_, err := Load("testdata/no-such-file.yaml")
+	_, err := load("testdata/no-such-file.yaml")
 	var pe *os.PathError
 	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Load of a missing file: %v, want an *os.PathError for fs.ErrNotExist", err)

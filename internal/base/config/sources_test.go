@@ -388,7 +388,7 @@ shutdownGracePeriodByPodPriority:
 featureGates: {KubeletServiceAccountTokenForCredentialProviders: true, PodAndContainerStatsFromCRI: false, DynamicResourceAllocation: true}
 `,
 	})
-	base, err := Load(file)
+	base, err := load(file)
 	if err != nil {
 		t.Fatal(err)
 	}

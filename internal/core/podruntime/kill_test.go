@@ -140,9 +140,8 @@ type hangingHook struct {
 	started chan struct{} // closed when the hook runs
 	stopped chan struct{} // closed by StopContainer
 
-	mu          sync.Mutex
-	hookCtxDone bool // the hook's context had ended when the container was stopped
-	timeouts    []int64
+	mu       sync.Mutex
+	timeouts []int64
 }
 
 func (h *hangingHook) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, []byte, error) {

@@ -34,7 +34,9 @@
 //
 // QoS tiers (EnsureQoS, UpdateQoS): besteffort gets 2 cpu shares, burstable
 // the shares of the sum of its pods' cpu requests; kubepods is limited only
-// when Config.KubepodsLimits asks.
+// when Config.KubepodsLimits asks. The agent calls EnsureQoS at start but
+// nothing calls UpdateQoS yet (the kubelet's QoS manager does on every pod
+// change), so the burstable tier keeps the cgroup's default shares.
 //
 // With the systemd driver (Config.Driver "systemd", systemd.go) the same tree
 // is made of transient slices systemd starts over D-Bus, named as the

@@ -41,8 +41,7 @@ const (
 )
 
 // Managed is a containerd run as a supervised child of this process. New
-// builds it, Run runs it; Endpoint, Ready and Restarts may be used from any
-// goroutine.
+// builds it, Run runs it; Endpoint and Ready may be used from any goroutine.
 type Managed struct {
 	// mu guards cfg.Snapshotter, which Run detects; New resolves the rest of
 	// cfg and nothing writes it after.
@@ -50,6 +49,8 @@ type Managed struct {
 	cfg      Config
 	ready    chan struct{} // closed by Run when CRI first answers
 	wasReady bool          // ready is closed; only Run's goroutine touches it
+	// restarts, starts and pid are read by the tests only (export_test.go):
+	// the agent relists the runtime on its own period, restarted or not.
 	restarts chan struct{} // cap 1: poked by Run when a restarted containerd answers
 	started  atomic.Bool   // Run was called
 	starts   atomic.Int64  // containerd processes started
@@ -85,19 +86,6 @@ func (m *Managed) LogPath() string { return filepath.Join(m.cfg.StateDir, "conta
 
 // Ready is closed when containerd's CRI API first answers Version.
 func (m *Managed) Ready() <-chan struct{} { return m.ready }
-
-// Restarts receives a value after containerd died, was restarted and its CRI
-// API answers again: the agent's cue to relist and resync its pods. Values
-// coalesce (the channel holds at most one), so a slow reader sees one value
-// for several restarts; the first start is signalled by Ready, not here.
-func (m *Managed) Restarts() <-chan struct{} { return m.restarts }
-
-// Starts returns how many containerd processes Run has started (1 after the
-// first start, +1 per restart).
-func (m *Managed) Starts() int64 { return m.starts.Load() }
-
-// PID returns the running containerd's process ID, or 0 when none runs.
-func (m *Managed) PID() int { return int(m.pid.Load()) }
 
 // Config returns the resolved configuration. Snapshotter is detected by Run:
 // it is "" (detect) until Run has detected it, final once Ready is closed.

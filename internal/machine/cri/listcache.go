@@ -78,16 +78,10 @@ func (c *itemCache[T, PT]) decodeBuffers(data mem.BufferSlice) ([]*T, error) {
 	return c.decodeLocked(c.buf)
 }
 
-// decode returns the items of a list response encoded in b, decoding those
-// not in the cache, and leaves the cache holding exactly this list's items.
-// Fields other than the items are skipped, as unknown fields would be. The
-// items keep no reference to b.
-func (c *itemCache[T, PT]) decode(b []byte) ([]*T, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.decodeLocked(b)
-}
-
+// decodeLocked returns the items of a list response encoded in b, decoding
+// those not in the cache, and leaves the cache holding exactly this list's
+// items. Fields other than the items are skipped, as unknown fields would be.
+// The items keep no reference to b. c.mu must be held.
 func (c *itemCache[T, PT]) decodeLocked(b []byte) ([]*T, error) {
 	if c.items == nil {
 		c.items = map[string]*cachedItem[T]{}

@@ -298,3 +298,10 @@ func TestListCacheLargeReply(t *testing.T) {
 		}
 	}
 }
+
+// decode is decodeLocked under the cache's lock.
+func (c *itemCache[T, PT]) decode(b []byte) ([]*T, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.decodeLocked(b)
+}

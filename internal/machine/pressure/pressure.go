@@ -297,9 +297,6 @@ func (n *Notifier) addMech(m string) {
 	n.mechs = append(n.mechs, m)
 }
 
-// Mechanisms lists the mechanisms in use, in the order they were set up.
-func (n *Notifier) Mechanisms() []string { return append([]string(nil), n.mechs...) }
-
 // watchMemory sets up the best notification for w: the v1 usage threshold, the
 // v2 memory.events file, else the poll of the usage file.
 func (n *Notifier) watchMemory(l cgroups.Layout, w MemoryWatch) {

@@ -8,7 +8,6 @@
 package crisnapshot
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,12 +33,12 @@ import (
 
 // Node is a snapshot an image GC pass can be replayed on.
 type Node struct {
-	// Images are the runtime's images (LoadImages).
+	// Images are the runtime's images (ParseImages).
 	Images []*runtimeapi.Image
 	// Containers are all the runtime's containers, exited ones included
-	// (LoadContainers); each keeps its image.
+	// (ParseContainers); each keeps its image.
 	Containers []*runtimeapi.Container
-	// Records are the image GC records by image ID (LoadRecords). An image
+	// Records are the image GC records by image ID (ParseRecords). An image
 	// without one was first detected at an unknown time in the past and never
 	// used.
 	Records map[string]imagegc.Record
@@ -66,18 +65,10 @@ func (n Node) PlanImageGC(p imagegc.Policy, sandboxImage string, now time.Time) 
 	return imagegc.Decide(records, inUse, n.Fs, p, time.Time{}, now)
 }
 
-// LoadImages reads 'crictl images -o json' output (a CRI ListImagesResponse).
-// Every image must have an ID and a size that fits an int64, and no two
-// images the same ID, with or without "sha256:".
-func LoadImages(path string) ([]*runtimeapi.Image, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseImages(path, b)
-}
-
-// ParseImages parses b as LoadImages does; path is used in errors.
+// ParseImages parses b, 'crictl images -o json' output (a CRI
+// ListImagesResponse) read from path, which errors name. Every image must
+// have an ID and a size that fits an int64, and no two images the same ID,
+// with or without "sha256:".
 func ParseImages(path string, b []byte) ([]*runtimeapi.Image, error) {
 	var imgs runtimeapi.ListImagesResponse
 	if err := parseProtoJSON(path, b, &imgs); err != nil {
@@ -103,28 +94,14 @@ func ParseImages(path string, b []byte) ([]*runtimeapi.Image, error) {
 	return imgs.Images, nil
 }
 
-// LoadContainers reads 'crictl ps -a -o json' output (a CRI
-// ListContainersResponse).
-func LoadContainers(path string) ([]*runtimeapi.Container, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseContainers(path, b)
-}
-
-// ParseContainers parses b as LoadContainers does; path is used in errors.
+// ParseContainers parses b, 'crictl ps -a -o json' output (a CRI
+// ListContainersResponse) read from path, which errors name.
 func ParseContainers(path string, b []byte) ([]*runtimeapi.Container, error) {
 	var ctrs runtimeapi.ListContainersResponse
 	if err := parseProtoJSON(path, b, &ctrs); err != nil {
 		return nil, err
 	}
 	return ctrs.Containers, nil
-}
-
-// readFile reads an input file with the default size limit.
-func readFile(path string) ([]byte, error) {
-	return decode.ReadFile(context.Background(), path, decode.DefaultMaxInputSize)
 }
 
 // parseProtoJSON decodes crictl's JSON (protobuf JSON) b, read from path, into
@@ -160,21 +137,12 @@ func protoError(err error) string {
 	return decode.Escape(strings.TrimPrefix(strings.Join(strings.Fields(err.Error()), " "), "proto: "))
 }
 
-// LoadRecords reads image GC records, {IMAGE_ID: {"firstDetected": RFC3339,
-// "lastUsed": RFC3339}}, both fields optional, and returns them by the ID of
-// the image in images they match. A key matches an image by its ID, with or
+// ParseRecords parses b, image GC records read from path (which errors name),
+// {IMAGE_ID: {"firstDetected": RFC3339, "lastUsed": RFC3339}}, both fields
+// optional, and returns them by the ID of the image in images they match. A key matches an image by its ID, with or
 // without "sha256:", or by a unique prefix of at least 12 hex digits (as
 // crictl's table prints IDs). A key that matches no image is reported on
 // warnings and ignored, as the kubelet drops the records of vanished images.
-func LoadRecords(path string, images []*runtimeapi.Image, warnings io.Writer) (map[string]imagegc.Record, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseRecords(path, b, images, warnings)
-}
-
-// ParseRecords parses b as LoadRecords does; path is used in errors.
 func ParseRecords(path string, b []byte, images []*runtimeapi.Image, warnings io.Writer) (map[string]imagegc.Record, error) {
 	if err := jsonSyntax(path, b); err != nil {
 		return nil, err
@@ -265,19 +233,10 @@ type ImageFs struct {
 	UsedBytes int64
 }
 
-// LoadImageFs reads the kubelet's /stats/summary JSON (an object with "node"),
-// whose node.runtime.imageFs must have capacityBytes and availableBytes, or
-// 'crictl imagefsinfo -o json' output (an object with "status"). Values beyond
-// int64 are rejected.
-func LoadImageFs(path string) (ImageFs, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return ImageFs{}, err
-	}
-	return ParseImageFs(path, b)
-}
-
-// ParseImageFs parses b as LoadImageFs does; path is used in errors.
+// ParseImageFs parses b, read from path (which errors name): the kubelet's
+// /stats/summary JSON (an object with "node"), whose node.runtime.imageFs
+// must have capacityBytes and availableBytes, or 'crictl imagefsinfo -o json'
+// output (an object with "status"). Values beyond int64 are rejected.
 func ParseImageFs(path string, b []byte) (ImageFs, error) {
 	if err := jsonSyntax(path, b); err != nil {
 		return ImageFs{}, err

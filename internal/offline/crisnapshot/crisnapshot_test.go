@@ -27,16 +27,16 @@ func write(t *testing.T, name, content string) string {
 	return p
 }
 
-func TestLoadImagesAndContainers(t *testing.T) {
+func TestParseImagesAndContainers(t *testing.T) {
 	t.Parallel()
-	imgs, err := LoadImages(example + "images.json")
+	imgs, err := loadImages(example + "images.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(imgs) != 8 || imgs[1].GetRepoTags()[0] != "docker.io/library/nginx:1.27" || imgs[1].GetSize() != 73400320 {
 		t.Errorf("images: %d, second %v", len(imgs), imgs[1])
 	}
-	ctrs, err := LoadContainers(example + "containers.json")
+	ctrs, err := loadContainers(example + "containers.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestLoadImagesAndContainers(t *testing.T) {
 		{"unknown fields ignored", `{"images": [{"id": "a", "newField": 1}], "other": true}`, ""},
 	} {
 		path := write(t, "images.json", tc.content)
-		_, err := LoadImages(path)
+		_, err := loadImages(path)
 		if tc.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tc.name, err)
@@ -63,15 +63,15 @@ func TestLoadImagesAndContainers(t *testing.T) {
 			continue
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), path+": ") || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: LoadImages = %v, want an error naming %s and %q", tc.name, err, path, tc.want)
+			t.Errorf("%s: loadImages = %v, want an error naming %s and %q", tc.name, err, path, tc.want)
 		}
 	}
-	if _, err := LoadContainers(filepath.Join(t.TempDir(), "none.json")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("LoadContainers(missing) = %v, want ErrNotExist", err)
+	if _, err := loadContainers(filepath.Join(t.TempDir(), "none.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("loadContainers(missing) = %v, want ErrNotExist", err)
 	}
 }
 
-func TestLoadRecords(t *testing.T) {
+func TestParseRecords(t *testing.T) {
 	t.Parallel()
 	images := []*runtimeapi.Image{
 		{Id: "sha256:aaaaaaaaaaaa1111"},
@@ -89,7 +89,7 @@ func TestLoadRecords(t *testing.T) {
 		"plain-id": {}
 	}`)
 	var warnings bytes.Buffer
-	got, err := LoadRecords(path, images, &warnings)
+	got, err := loadRecords(path, images, &warnings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +119,9 @@ func TestLoadRecords(t *testing.T) {
 		{"bad time", `{"plain-id": {"firstDetected": "yesterday"}}`, `: [plain-id].firstDetected: "yesterday": not an RFC3339 time`},
 	} {
 		path := write(t, "records.json", tc.content)
-		_, err := LoadRecords(path, images, &warnings)
+		_, err := loadRecords(path, images, &warnings)
 		if err == nil || !strings.HasPrefix(err.Error(), path+tc.want) {
-			t.Errorf("%s: LoadRecords = %v, want %s%s", tc.name, err, path, tc.want)
+			t.Errorf("%s: loadRecords = %v, want %s%s", tc.name, err, path, tc.want)
 		}
 	}
 }
@@ -185,10 +185,10 @@ func TestLoadImageFs(t *testing.T) {
 		},
 	} {
 		path := write(t, "imagefs.json", tc.content)
-		got, err := LoadImageFs(path)
+		got, err := loadImageFs(path)
 		if tc.wantErr != "" {
 			if err == nil || !strings.HasPrefix(err.Error(), path+tc.wantErr) {
-				t.Errorf("%s: LoadImageFs = %+v, %v; want error %s%s", tc.name, got, err, path, tc.wantErr)
+				t.Errorf("%s: loadImageFs = %+v, %v; want error %s%s", tc.name, got, err, path, tc.wantErr)
 			}
 			continue
 		}

@@ -5,7 +5,6 @@ package snapshot
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,27 +21,6 @@ import (
 // ErrBadInput is the class of every error this package returns for malformed input (decode.ErrBadInput).
 var ErrBadInput = decode.ErrBadInput
 
-// LoadPods reads pods from path. The file may hold a PodList or a v1 List of pods
-// (kubectl get pods -o json|yaml), a single Pod, or a stream of Pods (JSON objects
-// one after another, or YAML documents separated by ---). An empty list, as
-// kubectl prints for a node without pods, gives no pods and no error.
-func LoadPods(path string) ([]*v1.Pod, error) {
-	data, err := decode.ReadFile(context.Background(), path, decode.DefaultMaxInputSize)
-	if err != nil {
-		return nil, decode.Bad(err)
-	}
-	return ParsePods(path, data)
-}
-
-// LoadPod reads exactly one pod from path (a Pod, or a list holding one pod).
-func LoadPod(path string) (*v1.Pod, error) {
-	pods, err := LoadPods(path)
-	if err != nil {
-		return nil, err
-	}
-	return OnePod(path, pods)
-}
-
 // OnePod returns the one pod of pods, read from path, or bad input when there
 // are none or more.
 func OnePod(path string, pods []*v1.Pod) (*v1.Pod, error) {
@@ -52,8 +30,12 @@ func OnePod(path string, pods []*v1.Pod) (*v1.Pod, error) {
 	return pods[0], nil
 }
 
-// ParsePods parses data as LoadPods does; name is used in errors. Fields that
-// k8s.io/api does not know are ignored, so output of a newer kubectl loads.
+// ParsePods parses pods from data, read from name (which errors name). It may
+// hold a PodList or a v1 List of pods (kubectl get pods -o json|yaml), a
+// single Pod, or a stream of Pods (JSON objects one after another, or YAML
+// documents separated by ---). An empty list, as kubectl prints for a node
+// without pods, gives no pods and no error. Fields that k8s.io/api does not
+// know are ignored, so output of a newer kubectl loads.
 func ParsePods(name string, data []byte) ([]*v1.Pod, error) {
 	return parsePods(name, data, false)
 }
@@ -298,17 +280,10 @@ func checkQuantities(pod map[string]any) error {
 	return nil
 }
 
-// LoadSummary reads a kubelet Summary API document (the JSON of
-// `kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary`). It must have node stats.
-func LoadSummary(path string) (*statsapi.Summary, error) {
-	data, err := decode.ReadFile(context.Background(), path, decode.DefaultMaxInputSize)
-	if err != nil {
-		return nil, decode.Bad(err)
-	}
-	return ParseSummary(path, data)
-}
-
-// ParseSummary parses data as LoadSummary does; name is used in errors. Fields
+// ParseSummary parses data, read from name (which errors name), as a kubelet
+// Summary API document (the JSON of
+// `kubectl get --raw /api/v1/nodes/NODE/proxy/stats/summary`). It must have
+// node stats. Fields
 // the vendored stats API does not know are ignored, so a newer kubelet's
 // Summary loads. A byte, inode or count gauge above math.MaxInt64 is rejected.
 func ParseSummary(name string, data []byte) (*statsapi.Summary, error) {

@@ -112,12 +112,12 @@ func TestLoadPods(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pods, err := LoadPods(tc.file)
+			pods, err := loadPods(tc.file)
 			if err != nil {
-				t.Fatalf("LoadPods(%q): %v", tc.file, err)
+				t.Fatalf("loadPods(%q): %v", tc.file, err)
 			}
 			if diff := cmp.Diff(tc.want, viewPods(pods)); diff != "" {
-				t.Errorf("LoadPods(%q) (-want +got):\n%s", tc.file, diff)
+				t.Errorf("loadPods(%q) (-want +got):\n%s", tc.file, diff)
 			}
 		})
 	}
@@ -125,9 +125,9 @@ func TestLoadPods(t *testing.T) {
 
 func TestLoadPodsKeepsEverything(t *testing.T) {
 	t.Parallel()
-	pods, err := LoadPods("testdata/pod.yaml")
+	pods, err := loadPods("testdata/pod.yaml")
 	if err != nil {
-		t.Fatalf("LoadPods: %v", err)
+		t.Fatalf("loadPods: %v", err)
 	}
 	p := pods[0]
 	if got := p.Spec.Overhead.Memory().String(); got != "16Mi" {
@@ -140,26 +140,26 @@ func TestLoadPodsKeepsEverything(t *testing.T) {
 
 func TestLoadPod(t *testing.T) {
 	t.Parallel()
-	p, err := LoadPod("testdata/pod.yaml")
+	p, err := loadPod("testdata/pod.yaml")
 	if err != nil {
-		t.Fatalf("LoadPod: %v", err)
+		t.Fatalf("loadPod: %v", err)
 	}
 	if p.Name != "db-0" {
-		t.Errorf("LoadPod name = %q, want db-0", p.Name)
+		t.Errorf("loadPod name = %q, want db-0", p.Name)
 	}
-	_, err = LoadPod("testdata/podlist.json")
+	_, err = loadPod("testdata/podlist.json")
 	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "testdata/podlist.json") ||
 		!strings.Contains(err.Error(), "found 2") {
-		t.Errorf("LoadPod of two pods: %v, want an ErrBadInput naming the file and the count", err)
+		t.Errorf("loadPod of two pods: %v, want an ErrBadInput naming the file and the count", err)
 	}
 }
 
 func TestLoadMissingFile(t *testing.T) {
 	t.Parallel()
 	for _, load := range []func(string) error{
-		func(p string) error { _, err := LoadPods(p); return err },
-		func(p string) error { _, err := LoadPod(p); return err },
-		func(p string) error { _, err := LoadSummary(p); return err },
+		func(p string) error { _, err := loadPods(p); return err },
+		func(p string) error { _, err := loadPod(p); return err },
+		func(p string) error { _, err := loadSummary(p); return err },
 	} {
 		err := load("testdata/no-such-file")
 		if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, ErrBadInput) ||
@@ -358,12 +358,12 @@ func TestLoadSummary(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, err := LoadSummary(tc.file)
+			s, err := loadSummary(tc.file)
 			if err != nil {
-				t.Fatalf("LoadSummary(%q): %v", tc.file, err)
+				t.Fatalf("loadSummary(%q): %v", tc.file, err)
 			}
 			if diff := cmp.Diff(tc.want, viewSummary(s)); diff != "" {
-				t.Errorf("LoadSummary(%q) (-want +got):\n%s", tc.file, diff)
+				t.Errorf("loadSummary(%q) (-want +got):\n%s", tc.file, diff)
 			}
 		})
 	}
@@ -371,10 +371,10 @@ func TestLoadSummary(t *testing.T) {
 
 func TestLoadSummaryWithoutNode(t *testing.T) {
 	t.Parallel()
-	_, err := LoadSummary("testdata/summary-no-node.json")
+	_, err := loadSummary("testdata/summary-no-node.json")
 	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "testdata/summary-no-node.json") ||
 		!strings.Contains(err.Error(), `"node"`) {
-		t.Errorf("LoadSummary without node stats: %v, want an ErrBadInput naming the file and the field", err)
+		t.Errorf("loadSummary without node stats: %v, want an ErrBadInput naming the file and the field", err)
 	}
 }
 
@@ -434,7 +434,7 @@ func TestParsePodsEmptyList(t *testing.T) {
 			t.Errorf("ParsePods(%q) = %d pods, %v; want none and no error", data, len(pods), err)
 		}
 	}
-	if _, err := LoadPod("testdata/emptylist.json"); !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "found 0") {
-		t.Errorf("LoadPod of an empty list: %v, want an ErrBadInput saying it found 0", err)
+	if _, err := loadPod("testdata/emptylist.json"); !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "found 0") {
+		t.Errorf("loadPod of an empty list: %v, want an ErrBadInput saying it found 0", err)
 	}
 }

@@ -207,14 +207,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's handler, authentication and authorization
-// included, for tests and for embedding it in another server. Requests
-// served through it directly (not by Run) carry no TLS client certificate.
-func (s *Server) Handler() http.Handler { return s.router }
-
-// TLSConfig returns a copy of the TLS configuration Run serves with.
-func (s *Server) TLSConfig() *tls.Config { return s.tls.Clone() }
-
 // Ready is closed once Run listens (Addr is then set) or has failed to.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 

@@ -188,12 +188,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // kubelet API's authentication and authorization. Safe for concurrent use.
 func (s *Server) Handler() http.Handler { return s.router }
 
-// ReadOnlyHandler returns what Run serves: the kubelet's read-only port's
-// endpoints (and /node), no changes, no /configz, no profiles, to requests
-// whose Host is an IP address, localhost or one of Config.HostNames (any,
-// with Config.AnyHost).
-func (s *Server) ReadOnlyHandler() http.Handler { return s.readOnly }
-
 // routes builds the endpoints; all adds those that Handler serves and Run
 // does not.
 func (s *Server) routes(all bool) http.Handler {

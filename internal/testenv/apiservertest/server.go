@@ -472,12 +472,6 @@ func (s *Server) Admin() kubernetes.Interface { return s.admin }
 // AdminConfig returns a copy of the admin's client configuration.
 func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.adminConfig) }
 
-// AdminKubeconfig returns the path of a kubeconfig file for the admin.
-func (s *Server) AdminKubeconfig() string { return s.adminKubeconfig }
-
-// Log returns the path of the kube-apiserver log file (all its runs).
-func (s *Server) Log() string { return s.apiLog }
-
 // NodeKubeconfig issues a client certificate for the node nodeName (CN
 // system:node:NAME, O system:nodes) and returns the path of a kubeconfig
 // file, in a directory of t's, that embeds it. Each call issues a new one.
