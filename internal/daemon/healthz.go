@@ -54,16 +54,6 @@ func newHealthz(address string, port int, checks []server.Check, retry time.Dura
 	return h, nil
 }
 
-// Listening is closed the first time the listener is up (Addr is then set).
-func (h *healthz) Listening() <-chan struct{} { return h.listening }
-
-// Addr is the address served, "" while it is not listening.
-func (h *healthz) Addr() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.addr
-}
-
 func (h *healthz) setAddr(a string) {
 	h.mu.Lock()
 	h.addr = a

@@ -145,3 +145,13 @@ func TestHealthzBadAddress(t *testing.T) {
 		t.Error("newHealthz accepted a host name as the address")
 	}
 }
+
+// Listening is closed the first time the listener is up (Addr is then set).
+func (h *healthz) Listening() <-chan struct{} { return h.listening }
+
+// Addr is the address served, "" while it is not listening.
+func (h *healthz) Addr() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.addr
+}

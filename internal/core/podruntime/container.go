@@ -56,7 +56,6 @@ func containerHash(c *v1.Container) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 16)
 }
 
-
 // containerKind is "init", "sidecar" or "" (a regular container) for c of pod.
 func containerKind(pod *v1.Pod, c *v1.Container) string {
 	for i := range pod.Spec.InitContainers {

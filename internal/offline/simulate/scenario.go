@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,16 +116,6 @@ var actionNames = map[string]bool{
 // the managers compute from it (a deadline, a period added to now) far from
 // time.Duration's limit of about 292 years.
 const MaxDuration = 10 * 365 * 24 * time.Hour
-
-// Load reads (up to decode.DefaultMaxInputSize, honouring ctx) and validates a
-// scenario file (YAML or JSON).
-func Load(ctx context.Context, path string) (*Scenario, error) {
-	data, err := decode.ReadFile(ctx, path, decode.DefaultMaxInputSize)
-	if err != nil {
-		return nil, decode.Bad(err)
-	}
-	return Parse(path, data)
-}
 
 type rawScenario struct {
 	Config json.RawMessage `json:"config"`

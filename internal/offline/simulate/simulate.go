@@ -90,12 +90,6 @@ func Stream(ctx context.Context, sc *Scenario, logger *slog.Logger, sink Sink) e
 	return newSim(sc, logger).stream(ctx, sink)
 }
 
-// Run plays the scenario and returns its events in time order, with those
-// computed before an error.
-func Run(ctx context.Context, sc *Scenario, logger *slog.Logger) ([]Event, error) {
-	return newSim(sc, logger).run(ctx)
-}
-
 func newSim(sc *Scenario, logger *slog.Logger) *sim {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -104,16 +98,6 @@ func newSim(sc *Scenario, logger *slog.Logger) *sim {
 	s.log = slog.New(virtualTimeHandler{next: logger.Handler(), now: func() time.Time { return s.sched.now }})
 	s.n = &node{now: start, layout: sc.Node.Layout(), emit: s.emit}
 	return s
-}
-
-// run plays the scenario once and collects its events.
-func (s *sim) run(ctx context.Context) ([]Event, error) {
-	var events []Event
-	err := s.stream(ctx, func(batch []Event) error {
-		events = append(events, batch...)
-		return nil
-	})
-	return events, err
 }
 
 // stream plays the scenario once, handing its events to sink.
