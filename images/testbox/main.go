@@ -17,7 +17,10 @@
 //
 // Every long-running subcommand ends with exit status 0 on SIGTERM or SIGINT
 // (testbox often runs as PID 1 of its container, which gets no default
-// signal handling).
+// signal handling), or with TESTBOX_STOP_EXIT's status when that is set (143
+// is what a shell killed by SIGTERM exits with): a pod whose containers exit
+// 0 when stopped ends Succeeded even when evicted or preempted, as with the
+// kubelet.
 package main
 
 import (
@@ -54,12 +57,17 @@ type exitCode int
 
 func (e exitCode) Error() string { return "exit " + strconv.Itoa(int(e)) }
 
+// stopExitEnv names the exit status for a subcommand ended by a signal.
+const stopExitEnv = "TESTBOX_STOP_EXIT"
+
 // run runs the command line args and returns the exit status.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, environ, stdout)
 	var code exitCode
 	var usage usageError
 	switch {
+	case err == nil && ctx.Err() != nil:
+		return stopExit(environ)
 	case err == nil:
 		return 0
 	case errors.As(err, &code):
@@ -71,6 +79,19 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "testbox: %v\n", err)
 		return 1
 	}
+}
+
+// stopExit is the exit status after a stopping signal: TESTBOX_STOP_EXIT's,
+// else 0.
+func stopExit(environ []string) int {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, stopExitEnv+"="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n >= 0 && n <= 255 {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 func dispatch(ctx context.Context, args, environ []string, stdout io.Writer) error {

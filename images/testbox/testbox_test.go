@@ -322,3 +322,27 @@ func TestSpawn(t *testing.T) {
 		}
 	}
 }
+
+// TestStopExit: a subcommand ended by a stopping signal exits 0, or with
+// TESTBOX_STOP_EXIT's status when set (a bad value counts as unset).
+func TestStopExit(t *testing.T) {
+	t.Parallel()
+	stopped, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, tc := range []struct {
+		environ []string
+		code    int
+	}{
+		{nil, 0},
+		{[]string{"TESTBOX_STOP_EXIT=143"}, 143},
+		{[]string{"TESTBOX_STOP_EXIT=300"}, 0},
+		{[]string{"TESTBOX_STOP_EXIT=x"}, 0},
+	} {
+		if code := run(stopped, []string{"sleep"}, tc.environ, io.Discard, io.Discard); code != tc.code {
+			t.Errorf("environ %q: exit %d, want %d", tc.environ, code, tc.code)
+		}
+	}
+	if code := run(t.Context(), []string{"exit", "3"}, []string{"TESTBOX_STOP_EXIT=143"}, io.Discard, io.Discard); code != 3 {
+		t.Errorf("exit 3 with TESTBOX_STOP_EXIT set: exit %d", code)
+	}
+}

@@ -386,7 +386,10 @@ func TestClusterRestartAdopts(t *testing.T) {
 func TestClusterEviction(t *testing.T) {
 	c := startCluster(t, Options{Config: smallPodsConfig(t, 900, 300, "5s")})
 	c.agent.Eventually("no memory pressure at start", 60*time.Second, c.conditionIs(v1.NodeMemoryPressure, v1.ConditionFalse))
-	c.create(c.apiPod("hog", "alloc", "700"))
+	hog := c.apiPod("hog", "alloc", "700")
+	// It exits 143 when stopped, as a shell killed by SIGTERM does: Failed.
+	hog.Spec.Containers[0].Env = []v1.EnvVar{{Name: "TESTBOX_STOP_EXIT", Value: "143"}}
+	c.create(hog)
 	c.agent.Eventually("MemoryPressure in the API", 60*time.Second, c.conditionIs(v1.NodeMemoryPressure, v1.ConditionTrue))
 	c.agent.Eventually("a NodeHasInsufficientMemory event", 30*time.Second, func() (bool, string) {
 		return len(c.events("default", clusterNode, "NodeHasInsufficientMemory")) > 0, "none"

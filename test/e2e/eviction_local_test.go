@@ -52,6 +52,10 @@ func evicted(p *v1.Pod) bool {
 	return false
 }
 
+// localPod's container exits 143 when stopped, as a shell killed by SIGTERM
+// does: an evicted pod then ends Failed/Evicted. (A killed pod whose
+// containers all exit 0 ends Succeeded, as with the kubelet:
+// TestCriticalStaticPodPreemptsLocalPod.)
 func localPod(name, qos, args, extra string) string {
 	res := ""
 	switch qos {
@@ -71,6 +75,7 @@ spec:
   - name: app
     image: %s
     args: %s
+    env: [{name: TESTBOX_STOP_EXIT, value: "143"}]
 %s%s`, name, testbox, args, res, extra)
 }
 

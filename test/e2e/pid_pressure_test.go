@@ -63,6 +63,7 @@ spec:
   - name: app
     image: %s
     args: ["spawn", "500"]
+    env: [{name: TESTBOX_STOP_EXIT, value: "143"}] # ends Failed/Evicted, as a shell would
 `, testbox))
 	evicted := a.WaitPod("spawner", "evicted", func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted"

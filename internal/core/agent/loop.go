@@ -69,6 +69,8 @@ type entry struct {
 	// final is the status a kill request or a rejection fixed, merged over
 	// the runtime's.
 	final *v1.PodStatus
+	// killed: final came from a kill request (eviction, preemption).
+	killed bool
 	// grace is the kill's grace period override (nil: the pod's own).
 	grace *int64
 	// waiters are KillPod callers waiting for the pod to stop.
@@ -723,7 +725,7 @@ func (l *loop) kill(k killMsg) {
 	}
 	if e.final == nil {
 		st := k.req.Status
-		e.final = &st
+		e.final, e.killed = &st, true
 	}
 	if g := k.req.GracePeriodOverride; g != nil && (e.grace == nil || *g < *e.grace) {
 		e.grace = g
@@ -932,7 +934,7 @@ func (l *loop) refresh(now time.Time) {
 func (l *loop) statusInput(e *entry, node podstatus.Node) podstatus.Input {
 	in := podstatus.Input{
 		Pod: e.pod, Runtime: e.runtime, Node: node, Waiting: e.sync.Waiting,
-		Final: e.final, Rejected: e.rejected,
+		Final: e.final, Killed: e.killed, Rejected: e.rejected,
 		// The runtime listed after the kill: what did not finish never will.
 		Deleted: e.deleting && e.state == stateTerminated, Settled: l.relistSeen >= e.minRelist,
 	}

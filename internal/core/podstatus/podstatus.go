@@ -18,6 +18,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/qos"
 )
 
 // Annotations of the CRI containers that the pod runtime writes and Derive
@@ -133,6 +135,10 @@ type Input struct {
 	// message are shown over the runtime's, its conditions replace those
 	// of the same type.
 	Final *v1.PodStatus
+	// Killed: Final came from a kill request (an eviction or a
+	// preemption). Once its containers have stopped, a pod that is not
+	// static takes its phase from their exits (see Derive).
+	Killed bool
 	// Rejected: admission refused the pod; its status is Final alone.
 	Rejected bool
 	// Deleted: the pod was deleted and its kill has ended; its phase is
@@ -162,7 +168,13 @@ type Input struct {
 // runs, Previous's non-terminal phase, reason and message in place of a
 // terminal phase (Pending if there is none), as the kubelet's status
 // manager holds them: a terminal phase says the pod's containers have
-// stopped for good and its resources are free; last, Previous's IPs when
+// stopped for good and its resources are free; once nothing runs, a killed
+// pod that is not static (Killed) takes the phase its containers' exits give
+// (Succeeded when each exited 0, Failed when one did not; a container that
+// never finished keeps Final's phase), and Final's reason and message stay
+// only with Final's phase, as the kubelet's generateAPIPodStatus derives a
+// terminal pod's phase from its containers (static pods excepted) and keeps
+// the reason only with an unchanged phase; last, Previous's IPs when
 // the runtime shows none (its sandbox stopped or is gone), as the kubelet
 // keeps a terminated pod's IPs.
 func Derive(in Input, now time.Time) (st v1.PodStatus, done bool) {
@@ -201,6 +213,11 @@ func Settle(in Input, rt v1.PodStatus, now time.Time) (st v1.PodStatus, done boo
 		st.Phase, st.Reason, st.Message = v1.PodPending, "", ""
 		if in.Previous != nil && !terminalPhase(in.Previous.Phase) {
 			st.Phase, st.Reason, st.Message = in.Previous.Phase, in.Previous.Reason, in.Previous.Message
+		}
+	}
+	if in.Killed && in.Final != nil && in.Pod != nil && !qos.IsStatic(in.Pod) && !in.Runtime.Running() {
+		if ph := deletedPhase(st); terminalPhase(ph) && ph != st.Phase {
+			st.Phase, st.Reason, st.Message = ph, "", ""
 		}
 	}
 	if len(st.PodIPs) == 0 && in.Previous != nil && len(in.Previous.PodIPs) > 0 {

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/qos"
 )
 
 // TestDerive: the rules over the runtime's view, alone and together: a
@@ -29,6 +31,11 @@ func TestDerive(t *testing.T) {
 	evicted := &v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "low on memory",
 		Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "TerminationByKubelet"}}}
 	rejected := &v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu", Message: "no cpu"}
+	preempted := &v1.PodStatus{Phase: v1.PodFailed, Reason: "Preempting", Message: "Preempted in order to admit critical pod",
+		Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "TerminationByKubelet"}}}
+	deadline := &v1.PodStatus{Phase: v1.PodFailed, Reason: "DeadlineExceeded", Message: "past its deadline"}
+	static := func(p *v1.Pod) { p.Annotations = map[string]string{qos.ConfigSourceAnnotation: "file"} }
+	neverStarted := status(gone)
 	imagePull := map[string]v1.ContainerStateWaiting{"app": {Reason: "ErrImagePull"}}
 	type want struct {
 		phase           v1.PodPhase
@@ -60,6 +67,24 @@ func TestDerive(t *testing.T) {
 			want: want{phase: v1.PodRunning, reason: "R", message: "m", done: true, podIP: "10.1.0.5", app: "running", conds: 6}},
 		{name: "final once stopped: its phase, reason, message and condition", in: Input{Runtime: exited137Stopped, Final: evicted, Previous: prevRunning},
 			want: want{phase: v1.PodFailed, reason: "Evicted", message: "low on memory", done: true, podIP: "10.1.0.9", app: "terminated:137", conds: 6}},
+		// The kubelet derives a killed pod's terminal phase from its
+		// containers (generateAPIPodStatus, getPhase with podIsTerminal):
+		// upstream's CriticalPod specs expect a preempted pod whose
+		// containers exited 0 to end Succeeded, DisruptionTarget kept.
+		{name: "preempted, all exited 0: Succeeded, the kill's reason gone, its condition kept", in: Input{Runtime: exited0Stopped, Final: preempted, Killed: true, Previous: prevRunning},
+			want: want{phase: v1.PodSucceeded, done: true, podIP: "10.1.0.9", app: "terminated:0", conds: 6}},
+		{name: "preempted, one exited 137: Failed with the kill's reason", in: Input{Runtime: exited137Stopped, Final: preempted, Killed: true},
+			want: want{phase: v1.PodFailed, reason: "Preempting", message: "Preempted in order to admit critical pod", done: true, app: "terminated:137", conds: 6}},
+		{name: "evicted, all exited 0: Succeeded too", in: Input{Runtime: exited0Stopped, Final: evicted, Killed: true},
+			want: want{phase: v1.PodSucceeded, done: true, app: "terminated:0", conds: 6}},
+		{name: "preempted, exited 0 but still running: held", in: Input{Runtime: exited0, Final: preempted, Killed: true, Previous: prevRunning},
+			want: want{phase: v1.PodRunning, reason: "R", message: "m", done: true, podIP: "10.1.0.5", app: "terminated:0", conds: 6}},
+		{name: "preempted static pod, all exited 0: stays Failed (the kubelet gives static pods no terminal phase of their own)", mut: []func(*v1.Pod){static}, in: Input{Runtime: exited0Stopped, Final: preempted, Killed: true},
+			want: want{phase: v1.PodFailed, reason: "Preempting", message: "Preempted in order to admit critical pod", done: true, app: "terminated:0", conds: 6}},
+		{name: "preempted before its container started: Failed", in: Input{Runtime: neverStarted, Waiting: imagePull, Final: preempted, Killed: true},
+			want: want{phase: v1.PodFailed, reason: "Preempting", message: "Preempted in order to admit critical pod", done: true, app: "waiting:ErrImagePull", conds: 6}},
+		{name: "past its deadline, all exited 0: Failed (not a kill)", in: Input{Runtime: exited0Stopped, Final: deadline},
+			want: want{phase: v1.PodFailed, reason: "DeadlineExceeded", message: "past its deadline", done: true, app: "terminated:0", conds: 5}},
 		{name: "final wins over a deletion", in: Input{Runtime: exited137Stopped, Final: &v1.PodStatus{Phase: v1.PodSucceeded}, Deleted: true, Settled: true},
 			want: want{phase: v1.PodSucceeded, done: true, app: "terminated:137", conds: 5}},
 		{name: "rejected: the rejection alone", in: Input{Final: rejected, Rejected: true, Waiting: imagePull},
