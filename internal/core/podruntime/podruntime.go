@@ -188,7 +188,7 @@ type Deps struct {
 	Devices Devices
 	// KubeAPI, if set, is the API server the configMap, secret and
 	// projected volumes, the ConfigMap and Secret env sources and the
-	// service variables read (volumes.ClientAPI over the node's
+	// service variables read (kubeclient.PodObjects over the node's
 	// clientset); nil on a node without one, where they fail the pod.
 	KubeAPI volumes.API
 }

@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 )
 
@@ -36,7 +37,7 @@ func TestCachedAPI(t *testing.T) {
 		return false, nil, nil
 	})
 	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
-	c := NewCachedAPI(ClientAPI{Client: clientgo.Wrap(fc)}, 30*time.Second, clk)
+	c := NewCachedAPI(kubeclient.PodObjects{Client: clientgo.Wrap(fc)}, 30*time.Second, clk)
 	ctx := context.Background()
 	for range 3 {
 		if cm, err := c.GetConfigMap(ctx, "ns", "cm"); err != nil || cm.Data["k"] != "v1" {
@@ -78,7 +79,7 @@ func TestCachedAPI(t *testing.T) {
 func TestCachedAPIServicesFresh(t *testing.T) {
 	t.Parallel()
 	fc := fake.NewClientset()
-	c := NewCachedAPI(ClientAPI{Client: clientgo.Wrap(fc)}, time.Hour, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	c := NewCachedAPI(kubeclient.PodObjects{Client: clientgo.Wrap(fc)}, time.Hour, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
 	ctx := context.Background()
 	if svcs, err := c.ListServices(ctx, "ns"); err != nil || len(svcs) != 0 {
 		t.Fatalf("ListServices = %v, %v; want none", svcs, err)

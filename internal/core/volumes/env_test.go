@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 )
 
@@ -129,7 +130,7 @@ func TestEnvObjects(t *testing.T) {
 	// after TearDown there are none.
 	c2, _, _ := newTestManager(t, true)
 	fc := fake.NewClientset(&ks)
-	c2.api = ClientAPI{Client: clientgo.Wrap(fc)}
+	c2.api = kubeclient.PodObjects{Client: clientgo.Wrap(fc)}
 	if _, err := c2.EnvObjects(context.Background(), pod, c); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestEnvObjectsStaticPodWithoutAPI(t *testing.T) {
 	fc.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
 	})
-	m.api = ClientAPI{Client: clientgo.Wrap(fc)}
+	m.api = kubeclient.PodObjects{Client: clientgo.Wrap(fc)}
 	c := &v1.Container{Name: "app"}
 	static := testPod()
 	static.Annotations = map[string]string{"kubernetes.io/config.source": "file"}

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 )
 
@@ -83,7 +84,7 @@ func TestTokensRefresh(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	fail := false
 	c, minted := tokenClient(clk, &fail)
-	tk := newTokens(ClientAPI{Client: clientgo.Wrap(c)}, clk, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	tk := newTokens(kubeclient.PodObjects{Client: clientgo.Wrap(c)}, clk, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	tk.jitter = func() time.Duration { return 0 }
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", Name: "p", UID: "uid-1"},

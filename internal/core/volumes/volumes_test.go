@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
@@ -48,7 +49,7 @@ func newTestManager(t *testing.T, onDisk bool, objs ...runtime.Object) (*Manager
 		}
 	}
 	m, err := New(Config{PodsDir: filepath.Join(t.TempDir(), "pods"), MemoryCapacity: 1 << 30, OnDisk: onDisk},
-		Deps{API: ClientAPI{Client: clientgo.Wrap(c)}, Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		Deps{API: kubeclient.PodObjects{Client: clientgo.Wrap(c)}, Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,3 +439,6 @@ func TestSetUpFSGroupRoot(t *testing.T) {
 		}
 	}
 }
+
+// The daemon's adapter over the node's client is an API.
+var _ API = kubeclient.PodObjects{}
