@@ -159,7 +159,7 @@ func (r *root) loop() error {
 	if r.client != nil {
 		// Pods sharing an object (every pod's kube-root-ca.crt) read it
 		// once per TTL, not on each of their syncs.
-		kubeAPI = volumes.NewCachedAPI(kubeclient.PodObjects{Client: r.client}, 0, nil)
+		kubeAPI = volumes.NewCachedAPI(kubeclient.PodObjects{Client: r.client}, 0)
 	}
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: r.o.NodeName, PodsDir: filepath.Join(r.o.RootDir, "pods"), PodLogsDir: r.ac.PodLogsDir,

@@ -264,7 +264,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		m.rec = nodeapi.LogRecorder{Logger: m.log}
 	}
 	vols, err := volumes.New(volumes.Config{PodsDir: cfg.PodsDir, MemoryCapacity: cfg.MemoryCapacity, OnDisk: cfg.VolumesOnDisk},
-		volumes.Deps{API: deps.KubeAPI, Clock: deps.Clock, Logger: deps.Logger})
+		volumes.Deps{API: deps.KubeAPI, Logger: deps.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("podruntime: %w", err)
 	}
