@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build images test test-cgroup2 vet fmt-check deadcode fuzz bench clean conformance killtest
+.PHONY: all build images test test-cgroup2 vet fmt-check deadcode layers fuzz bench clean conformance killtest
 
 all: build
 
@@ -26,7 +26,7 @@ images:
 # or etcd)
 # skip, unless CI=true, where they fail; each skip is listed at the end, so a
 # skipped package is never a silent "ok".
-test: vet fmt-check deadcode
+test: vet fmt-check deadcode layers
 	@skipped=$$(mktemp); \
 	NODEKEEPER_SKIPPED=$$skipped $(GO) test -race -count=1 -timeout 45m $(PKGS); rc=$$?; \
 	if [ -s "$$skipped" ]; then \
@@ -64,6 +64,14 @@ vet:
 deadcode:
 	$(GO) build -C hack/deadcode -o $(CURDIR)/bin/deadcode golang.org/x/tools/cmd/deadcode
 	hack/deadcode/check.sh bin/deadcode
+
+# layers fails when a folder imports one of a higher layer (cmd, the roots,
+# core/servers/cluster, config, machine, the public subsystems, base/qos,
+# nodeapi) or folders of one layer import each other, naming the package
+# and import (docs/architecture.md, "Folders and layers"). check.sh first
+# checks itself on hack/layers/testdata/up.txt, which must fail.
+layers:
+	hack/layers/check.sh
 
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \

@@ -15,7 +15,10 @@
 //     restarts ([RestartsAfterExit]), the downward API's fields
 //     ([FieldRefValue], [ResourceFieldValue], [ContainerRequests]), the
 //     pod's memory limit and the size of a memory-backed volume
-//     ([PodMemoryLimit], [TmpfsSize]), and $(VAR) expansion ([ExpandVars]).
+//     ([PodMemoryLimit], [TmpfsSize]), $(VAR) expansion ([ExpandVars]), and
+//     which sysctls allowedUnsafeSysctls may name and what its patterns match
+//     ([ValidateUnsafeSysctl], [SysctlMatches], [SysctlNamespace],
+//     [NormalizeSysctl]).
 //
 // Everything here is a plain value or a pure function; the package keeps no state.
 package nodeapi

@@ -15,9 +15,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nodekeeper/nodekeeper/internal/base/config"
 	"github.com/nodekeeper/nodekeeper/internal/base/decode"
 	"github.com/nodekeeper/nodekeeper/internal/base/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/preemption"

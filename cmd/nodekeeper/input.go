@@ -15,8 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/nodekeeper/nodekeeper/internal/base/config"
 	"github.com/nodekeeper/nodekeeper/internal/base/decode"
+	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/offline/snapshot"
 )
 

@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/base/config"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/events"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubenode"
+	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/servers/kubeletserver"
 	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 	"github.com/nodekeeper/nodekeeper/nodeapi"

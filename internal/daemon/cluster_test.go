@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodekeeper/nodekeeper/internal/base/config"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
+	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 

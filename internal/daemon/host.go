@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/base/config"
+	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
 	"github.com/nodekeeper/nodekeeper/nodeapi"

@@ -14,6 +14,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/devicemanager"
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/apipods"
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubenode"
 	"github.com/nodekeeper/nodekeeper/internal/core/agent"
 	"github.com/nodekeeper/nodekeeper/internal/core/localpods"
@@ -158,7 +159,7 @@ func (r *root) loop() error {
 	if r.client != nil {
 		// Pods sharing an object (every pod's kube-root-ca.crt) read it
 		// once per TTL, not on each of their syncs.
-		kubeAPI = volumes.NewCachedAPI(volumes.ClientAPI{Client: r.client}, 0, nil)
+		kubeAPI = volumes.NewCachedAPI(kubeclient.PodObjects{Client: r.client}, 0)
 	}
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: r.o.NodeName, PodsDir: filepath.Join(r.o.RootDir, "pods"), PodLogsDir: r.ac.PodLogsDir,

@@ -12,10 +12,13 @@ import (
 // FuzzToJSON: ToJSON never panics; it returns valid JSON or a one-line error;
 // and Strict on what it returns fails on one line too, naming the path.
 func FuzzToJSON(f *testing.F) {
-	for _, pattern := range []string{"../../../examples/*/*.yaml", "../../../examples/*/*.json", "../../../examples/scenarios/*.yaml", "../../base/config/testdata/*.yaml"} {
+	for _, pattern := range []string{"../../../examples/*/*.yaml", "../../../examples/*/*.json", "../../../examples/scenarios/*.yaml", "../../config/testdata/*.yaml"} {
 		files, err := filepath.Glob(pattern)
 		if err != nil {
 			f.Fatal(err)
+		}
+		if len(files) == 0 {
+			f.Fatalf("no seed file matches %s", pattern)
 		}
 		for _, name := range files {
 			data, err := os.ReadFile(name)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,21 +17,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // The differential test: the same sequences of events go through client-go's
 // record broadcaster (with the same correlator options and clock) and through
 // a Recorder, each writing to a fakeSink; the sink calls must be the same.
 //
-// client-go stamps its events with the real clock (NewRecorder has no clock
-// option), so names and timestamps are not compared: each event name is
-// replaced by the order of its first appearance, and a patch's lastTimestamp
-// by its presence. The correlator's clock (aggregation window, spam filter)
-// is the shared fake clock. Both run the writer on their own goroutine: after
-// each event the runner records a marker event about an object of its own
-// and waits for the sink to receive it, so that the clock moves only between
-// events that were handled.
+// Both run in a synctest bubble, on its clock (client-go's correlator and
+// ours read the time package's), so time moves only when the runner sleeps.
+// Names and timestamps are not compared: each event name is replaced by the
+// order of its first appearance, and a patch's lastTimestamp by its
+// presence. Both run the writer on their own goroutine: after each event the
+// runner records a marker event about an object of its own and waits until
+// every goroutine of the bubble is blocked, the marker written, so that the
+// clock moves only between events that were handled.
 
 var testScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -182,19 +182,16 @@ func (s *fakeSink) expire(name string) {
 	}
 }
 
+// waitMarker waits until the bubble's goroutines are blocked and fails the
+// test unless the marker event name was written by then.
 func (s *fakeSink) waitMarker(t *testing.T, name string) {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s.mu.Lock()
-		ok := s.markers[name]
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("marker %s not written", name)
-		}
-		time.Sleep(20 * time.Microsecond)
+	t.Helper()
+	synctest.Wait()
+	s.mu.Lock()
+	ok := s.markers[name]
+	s.mu.Unlock()
+	if !ok {
+		t.Fatalf("marker %s not written", name)
 	}
 }
 
@@ -258,10 +255,10 @@ type limits struct {
 	burst int
 }
 
-type starter func(*fakeSink, *clocktesting.FakeClock, limits) (eventRecorder, func())
+type starter func(*fakeSink, limits) (eventRecorder, func())
 
-func startClientGo(s *fakeSink, c *clocktesting.FakeClock, l limits) (eventRecorder, func()) {
-	opts := record.CorrelatorOptions{QPS: l.qps, BurstSize: l.burst, Clock: c}
+func startClientGo(s *fakeSink, l limits) (eventRecorder, func()) {
+	opts := record.CorrelatorOptions{QPS: l.qps, BurstSize: l.burst}
 	if l.qps == 0 { // as the daemon configured it: no limit
 		opts.QPS, opts.BurstSize = 1e6, 1e6
 	}
@@ -270,8 +267,8 @@ func startClientGo(s *fakeSink, c *clocktesting.FakeClock, l limits) (eventRecor
 	return b.NewRecorder(testScheme, testSource), b.Shutdown
 }
 
-func startOurs(s *fakeSink, c *clocktesting.FakeClock, l limits) (eventRecorder, func()) {
-	return startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: l.qps, Burst: l.burst, Clock: c})
+func startOurs(s *fakeSink, l limits) (eventRecorder, func()) {
+	return startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: l.qps, Burst: l.burst})
 }
 
 // step is one event, or a move of the clock, or the expiry of the stored
@@ -285,16 +282,26 @@ type step struct {
 	expire      string
 }
 
+// run takes the steps through the recorder start makes, in a synctest bubble
+// of its own, and returns the sink's calls.
 func run(t *testing.T, start starter, l limits, steps []step) []normCall {
 	t.Helper()
-	c := clocktesting.NewFakeClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	var calls []normCall
+	synctest.Test(t, func(t *testing.T) {
+		calls = runSteps(t, start, l, steps)
+	})
+	return calls
+}
+
+func runSteps(t *testing.T, start starter, l limits, steps []step) []normCall {
+	t.Helper()
 	s := newFakeSink()
-	rec, stop := start(s, c, l)
+	rec, stop := start(s, l)
 	defer stop()
 	for i, st := range steps {
 		switch {
 		case st.advance > 0:
-			c.Step(st.advance)
+			time.Sleep(st.advance)
 			continue
 		case st.expire != "":
 			s.expire(st.expire)
@@ -307,7 +314,7 @@ func run(t *testing.T, start starter, l limits, steps []step) []normCall {
 		marker := fmt.Sprintf("m%d", i)
 		rec.Event(&v1.ObjectReference{Kind: "Marker", Namespace: "markers", Name: marker}, v1.EventTypeNormal, "Marker", "-")
 		s.waitMarker(t, marker)
-		c.Step(time.Millisecond) // distinct event names
+		time.Sleep(time.Millisecond) // distinct event names
 	}
 	return s.normalized(t)
 }

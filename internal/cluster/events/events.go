@@ -42,7 +42,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/reference"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
 )
 
@@ -100,9 +99,6 @@ type Options struct {
 	QPS float32
 	// Burst is the size of that bucket: DefaultBurst if 0.
 	Burst int
-	// Clock stamps the events and times the correlator and the retries:
-	// the real clock if nil.
-	Clock clock.Clock
 	// Logger receives the dropped and failed events: none if nil.
 	Logger *slog.Logger
 	// QueueSize is the capacity of the queue: QueueSize if 0.
@@ -112,7 +108,7 @@ type Options struct {
 	// MaxTries is the number of attempts at writing an event: MaxTries if 0.
 	MaxTries int
 	// FlushTimeout bounds the writing of the queued events when Run's
-	// context is done (on Clock): FlushTimeout if 0.
+	// context is done: FlushTimeout if 0.
 	FlushTimeout time.Duration
 }
 
@@ -133,9 +129,6 @@ type Recorder struct {
 // New returns a recorder that queues the events for sink until Run writes
 // them.
 func New(sink Sink, o Options) *Recorder {
-	if o.Clock == nil {
-		o.Clock = clock.RealClock{}
-	}
 	if o.Burst == 0 {
 		o.Burst = DefaultBurst
 	}
@@ -157,7 +150,7 @@ func New(sink Sink, o Options) *Recorder {
 	}
 	return &Recorder{
 		o: o, sink: sink, log: log,
-		corr:  newCorrelator(o.Clock, o.QPS, o.Burst),
+		corr:  newCorrelator(o.QPS, o.Burst),
 		queue: make(chan *v1.Event, o.QueueSize),
 	}
 }
@@ -187,7 +180,7 @@ func (r *Recorder) generate(object runtime.Object, annotations map[string]string
 		r.log.Error("event dropped: unsupported type", "type", eventtype, "reason", reason, "message", message)
 		return
 	}
-	now := metav1.NewTime(r.o.Clock.Now())
+	now := metav1.NewTime(time.Now())
 	ns := ref.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault
@@ -240,7 +233,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 		}
 		select {
 		case <-flushed:
-		case <-r.o.Clock.After(r.o.FlushTimeout):
+		case <-time.After(r.o.FlushTimeout):
 			cancel()
 		}
 	}()
@@ -301,7 +294,7 @@ func (r *Recorder) write(ctx context.Context, stopping <-chan struct{}, e *v1.Ev
 				r.log.Error("event dropped: the recorder is stopped", eventAttrs(e)...)
 			}
 			return
-		case <-r.o.Clock.After(delay):
+		case <-time.After(delay):
 		}
 	}
 }
@@ -375,7 +368,6 @@ func eventName(name string, t time.Time) string {
 // (their names and counts), the rate limiters. Only the writer goroutine uses
 // it.
 type correlator struct {
-	clock    clock.PassiveClock
 	qps      float32
 	burst    int
 	groups   *lru.Cache // aggregation key → *group
@@ -397,8 +389,8 @@ type seen struct {
 	rv    string
 }
 
-func newCorrelator(c clock.PassiveClock, qps float32, burst int) *correlator {
-	return &correlator{clock: c, qps: qps, burst: burst,
+func newCorrelator(qps float32, burst int) *correlator {
+	return &correlator{qps: qps, burst: burst,
 		groups: lru.New(CacheSize), seen: lru.New(CacheSize), limiters: lru.New(CacheSize)}
 }
 
@@ -433,7 +425,7 @@ func (c *correlator) correlate(e *v1.Event) (out *v1.Event, patch []byte, skip b
 // the group has AggregateMaxEvents distinct messages, the combined event with
 // the group's key (so that the later ones count as repeats of it).
 func (c *correlator) aggregate(e *v1.Event) (*v1.Event, string) {
-	now := c.clock.Now()
+	now := time.Now()
 	gk := groupKey(e)
 	var g *group
 	if v, ok := c.groups.Get(gk); ok {
@@ -496,7 +488,7 @@ func (c *correlator) allow(e *v1.Event) bool {
 	if v, ok := c.limiters.Get(key); ok {
 		l = v.(flowcontrol.PassiveRateLimiter)
 	} else {
-		l = flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(c.qps, c.burst, c.clock)
+		l = flowcontrol.NewTokenBucketPassiveRateLimiter(c.qps, c.burst)
 	}
 	c.limiters.Add(key, l)
 	return l.TryAccept()

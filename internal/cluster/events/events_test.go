@@ -11,15 +11,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
+// t0 is a time for the tests of pure functions; the recorder's tests run in
+// a synctest bubble, on its clock.
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
 
 // syncBuffer is a log destination safe for the writer goroutine.
@@ -80,7 +82,7 @@ func startRecorder(sink Sink, o Options) (*Recorder, func()) {
 // context is already done (the flush); a second Run is an error.
 func TestRunOnce(t *testing.T) {
 	s := newFakeSink()
-	r := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: clocktesting.NewFakeClock(t0)})
+	r := New(ctxSink{s}, Options{Source: testSource, Scheme: testScheme})
 	r.Event(pod1, v1.EventTypeNormal, "Early", "before Run")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -101,12 +103,17 @@ func TestRunOnce(t *testing.T) {
 
 // TestEventFields: the event built for an object, a node and a container.
 func TestEventFields(t *testing.T) {
-	c := clocktesting.NewFakeClock(t0)
+	synctest.Test(t, testEventFields)
+}
+
+func testEventFields(t *testing.T) {
+	time.Sleep(123456789) // a time with nanoseconds: the names show them
+	t0 := time.Now()
 	s := newFakeSink()
-	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme})
 	rec.AnnotatedEventf(pod1, map[string]string{"k": "v"}, v1.EventTypeWarning, "Evicted", "low on %s", "memory")
 	rec.Event(node1, v1.EventTypeNormal, "NodeReady", "ready")
-	c.Step(time.Millisecond) // another name for the container's event than the pod's
+	time.Sleep(time.Millisecond) // another name for the container's event than the pod's
 	rec.Eventf(ctr1, v1.EventTypeNormal, "Pulled", "image %q", "x")
 	rec.Event(node1, "Info", "Bogus", "dropped: not Normal nor Warning")
 	stop()
@@ -176,19 +183,22 @@ func TestPatchIsStrategicMerge(t *testing.T) {
 
 // TestNoLimit: QPS 0 lets any number of events about an object through.
 func TestNoLimit(t *testing.T) {
+	synctest.Test(t, testNoLimit)
+}
+
+func testNoLimit(t *testing.T) {
 	s := newFakeSink()
-	c := clocktesting.NewFakeClock(t0)
-	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme})
 	for i := range 500 { // distinct reasons: neither counted nor aggregated
 		rec.Event(node1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
-		c.Step(time.Microsecond) // distinct names
+		time.Sleep(time.Microsecond) // distinct names
 	}
 	stop()
 	if n := len(s.created()); n != 500 {
 		t.Errorf("%d events written, want 500", n)
 	}
 	s = newFakeSink()
-	rec, stop = startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: 1, Burst: 7, Clock: clocktesting.NewFakeClock(t0)})
+	rec, stop = startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QPS: 1, Burst: 7})
 	for i := range 500 {
 		rec.Event(node1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
 	}
@@ -201,26 +211,31 @@ func TestNoLimit(t *testing.T) {
 // TestStopFlushes: stop writes the queued events before it returns, and the
 // events recorded after it are dropped.
 func TestStopFlushes(t *testing.T) {
+	synctest.Test(t, testStopFlushes)
+}
+
+func testStopFlushes(t *testing.T) {
 	s := newFakeSink()
 	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
-	c := clocktesting.NewFakeClock(t0)
-	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme})
 	for i := range 50 {
 		rec.Event(pod1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
-		c.Step(time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 	<-s.entered // the writer holds the first
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
+	synctest.Wait() // the writer and stop are blocked, or stop returned
 	select {
 	case <-stopped:
 		t.Fatal("stop returned with events queued")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	close(s.block)
+	synctest.Wait()
 	select {
 	case <-stopped:
-	case <-time.After(10 * time.Second):
+	default:
 		t.Fatal("stop did not return")
 	}
 	if n := len(s.created()); n != 50 {
@@ -236,25 +251,30 @@ func TestStopFlushes(t *testing.T) {
 // TestFullQueueDrops: with the writer blocked and the queue full, recording
 // returns at once and drops the event with a log line.
 func TestFullQueueDrops(t *testing.T) {
+	synctest.Test(t, testFullQueueDrops)
+}
+
+func testFullQueueDrops(t *testing.T) {
 	s := newFakeSink()
 	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
 	var logs syncBuffer
-	c := clocktesting.NewFakeClock(t0)
-	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c, QueueSize: 2,
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, QueueSize: 2,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	rec.Event(pod1, v1.EventTypeNormal, "R0", "m")
 	<-s.entered
 	done := make(chan struct{})
 	go func() {
 		for i := 1; i <= 10; i++ {
-			c.Step(time.Millisecond) // distinct names
+			time.Sleep(time.Millisecond) // distinct names
 			rec.Event(pod1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
 		}
 		close(done)
 	}()
+	time.Sleep(time.Second) // the recording goroutine's ten sleeps, and more
+	synctest.Wait()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	default:
 		t.Fatal("recording blocked")
 	}
 	close(s.block)
@@ -267,122 +287,124 @@ func TestFullQueueDrops(t *testing.T) {
 	}
 }
 
-// waitWaiter waits until the writer waits on the fake clock.
-func waitWaiter(t *testing.T, c *clocktesting.FakeClock) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !c.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer does not wait")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // TestRetry: a failed write is retried RetryInterval apart until it is
 // written, up to MaxTries; the server's refusal is not retried; stop ends
-// the waiting.
+// the waiting. The recorder runs in a synctest bubble: synctest.Wait returns
+// once the writer waits for its next try.
 func TestRetry(t *testing.T) {
 	errDown := errors.New("connection refused")
 	t.Run("recovers", func(t *testing.T) {
-		s := newFakeSink()
-		fails := 2
-		s.createErr = func(*v1.Event) error {
-			if fails > 0 {
-				return errDown
+		synctest.Test(t, func(t *testing.T) {
+			s := newFakeSink()
+			fails := 2
+			s.createErr = func(*v1.Event) error {
+				if fails > 0 {
+					return errDown
+				}
+				return nil
 			}
-			return nil
-		}
-		c := clocktesting.NewFakeClock(t0)
-		rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
-		defer stop()
-		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
-		for range 2 {
-			waitWaiter(t, c)
-			s.mu.Lock()
-			fails--
-			s.mu.Unlock()
-			c.Step(RetryInterval)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for len(s.created()) != 1 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if n, calls := len(s.created()), s.ncalls(); n != 1 || calls != 3 {
-			t.Errorf("written %d, %d calls; want 1 and 3", n, calls)
-		}
+			rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme})
+			defer stop()
+			rec.Event(pod1, v1.EventTypeNormal, "R", "m")
+			for range 2 {
+				synctest.Wait() // the writer waits to retry
+				s.mu.Lock()
+				fails--
+				s.mu.Unlock()
+				time.Sleep(RetryInterval)
+			}
+			synctest.Wait()
+			if n, calls := len(s.created()), s.ncalls(); n != 1 || calls != 3 {
+				t.Errorf("written %d, %d calls; want 1 and 3", n, calls)
+			}
+		})
 	})
 	t.Run("limit", func(t *testing.T) {
-		s := newFakeSink()
-		s.createErr = func(*v1.Event) error { return errDown }
-		c := clocktesting.NewFakeClock(t0)
-		rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
-		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
-		for range MaxTries - 1 {
-			waitWaiter(t, c)
-			c.Step(RetryInterval)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for s.ncalls() < MaxTries && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(10 * time.Millisecond)
-		if c.HasWaiters() {
-			t.Error("the writer waits after the last try")
-		}
-		stop()
-		if n := s.ncalls(); n != MaxTries {
-			t.Errorf("%d calls, want %d", n, MaxTries)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			s := newFakeSink()
+			s.createErr = func(*v1.Event) error { return errDown }
+			rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme})
+			rec.Event(pod1, v1.EventTypeNormal, "R", "m")
+			for range MaxTries - 1 {
+				synctest.Wait()
+				time.Sleep(RetryInterval)
+			}
+			synctest.Wait()
+			if n := s.ncalls(); n != MaxTries {
+				t.Errorf("%d calls after %d retry intervals, want %d", n, MaxTries-1, MaxTries)
+			}
+			time.Sleep(10 * RetryInterval) // no more tries
+			synctest.Wait()
+			stop()
+			if n := s.ncalls(); n != MaxTries {
+				t.Errorf("%d calls, want %d", n, MaxTries)
+			}
+		})
 	})
 	t.Run("refused", func(t *testing.T) {
-		s := newFakeSink()
-		s.createErr = func(*v1.Event) error { return apierrors.NewForbidden(v1.Resource("events"), "e", errDown) }
-		rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: clocktesting.NewFakeClock(t0)})
-		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
-		stop()
-		if n := s.ncalls(); n != 1 {
-			t.Errorf("%d calls, want 1", n)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			s := newFakeSink()
+			s.createErr = func(*v1.Event) error { return apierrors.NewForbidden(v1.Resource("events"), "e", errDown) }
+			rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme})
+			rec.Event(pod1, v1.EventTypeNormal, "R", "m")
+			stop()
+			if n := s.ncalls(); n != 1 {
+				t.Errorf("%d calls, want 1", n)
+			}
+		})
 	})
 	t.Run("stop", func(t *testing.T) {
-		s := newFakeSink()
-		s.createErr = func(*v1.Event) error { return errDown }
-		c := clocktesting.NewFakeClock(t0)
-		rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c})
-		rec.Event(pod1, v1.EventTypeNormal, "R", "m")
-		waitWaiter(t, c)
-		stopped := make(chan struct{})
-		go func() { stop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(10 * time.Second):
-			t.Fatal("stop waits for the retries")
-		}
+		synctest.Test(t, func(t *testing.T) {
+			s := newFakeSink()
+			s.createErr = func(*v1.Event) error { return errDown }
+			rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme})
+			rec.Event(pod1, v1.EventTypeNormal, "R", "m")
+			synctest.Wait() // the writer waits to retry
+			stopped := make(chan struct{})
+			go func() { stop(); close(stopped) }()
+			synctest.Wait() // no time passes: stop returns without a retry's wait
+			select {
+			case <-stopped:
+			default:
+				t.Fatal("stop waits for the retries")
+			}
+			if n := s.ncalls(); n != 1 {
+				t.Errorf("%d calls, want 1", n)
+			}
+		})
 	})
 }
 
 // TestFlushTimeout: stop gives up after the flush timeout, cancelling the
 // write in flight and dropping the queued events.
 func TestFlushTimeout(t *testing.T) {
+	synctest.Test(t, testFlushTimeout)
+}
+
+func testFlushTimeout(t *testing.T) {
 	s := newFakeSink()
 	s.block, s.entered = make(chan struct{}), make(chan struct{}, 100)
 	var logs syncBuffer
-	c := clocktesting.NewFakeClock(t0)
-	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme, Clock: c,
+	rec, stop := startRecorder(ctxSink{s}, Options{Source: testSource, Scheme: testScheme,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 5 {
 		rec.Event(pod1, v1.EventTypeNormal, fmt.Sprintf("R%d", i), "m")
-		c.Step(time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 	<-s.entered
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
-	waitWaiter(t, c)
-	c.Step(FlushTimeout)
+	synctest.Wait()
 	select {
 	case <-stopped:
-	case <-time.After(10 * time.Second):
+		t.Fatal("stop returned before the flush timeout")
+	default:
+	}
+	time.Sleep(FlushTimeout)
+	synctest.Wait()
+	select {
+	case <-stopped:
+	default:
 		t.Fatal("stop did not time out")
 	}
 	if n := s.ncalls(); n != 0 {

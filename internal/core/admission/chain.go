@@ -241,7 +241,7 @@ type Deps struct {
 	// without it pods asking for one are rejected (AppArmorHandler).
 	AppArmorEnabled bool
 	// AllowedUnsafeSysctls are the kubelet's allowedUnsafeSysctls, each valid
-	// (ValidateUnsafeSysctl); pods may set these and the safe sysctls
+	// (nodeapi.ValidateUnsafeSysctl); pods may set these and the safe sysctls
 	// (SysctlHandler).
 	AllowedUnsafeSysctls []string
 }
@@ -275,7 +275,7 @@ func New(deps Deps) (*Chain, error) {
 		res.Preemption = pre
 	}
 	for _, p := range deps.AllowedUnsafeSysctls {
-		if err := ValidateUnsafeSysctl(p); err != nil {
+		if err := nodeapi.ValidateUnsafeSysctl(p); err != nil {
 			return nil, fmt.Errorf("admission: allowedUnsafeSysctls: %w", err)
 		}
 	}

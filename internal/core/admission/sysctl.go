@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // ReasonSysctlForbidden is the kubelet's rejection reason for a pod setting
@@ -31,62 +32,12 @@ var safeSysctls = []string{
 	"net.ipv4.tcp_wmem",
 }
 
-// sysctlNamespace is the Linux namespace that isolates sysctl name (dotted):
-// "ipc" (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*), "net" (net.*),
-// or "" for a node-level one. A pattern's prefix (before its "*") is
-// placed the same way.
-func sysctlNamespace(name string) string {
-	switch {
-	case strings.HasPrefix(name, "kernel.shm"), strings.HasPrefix(name, "kernel.msg"),
-		name == "kernel.sem", strings.HasPrefix(name, "fs.mqueue."):
-		return "ipc"
-	case strings.HasPrefix(name, "net."):
-		return "net"
-	}
-	return ""
-}
-
-// normalizeSysctl turns a sysctl written with "/" separators
-// (kernel/shm_rmid_forced, net/ipv4/conf/eth0.1/forwarding) into the dotted
-// form, as the kubelet reads one: when the first separator is a "/", the
-// slashes and dots swap.
-func normalizeSysctl(name string) string {
-	i := strings.IndexAny(name, "./")
-	if i < 0 || name[i] == '.' {
-		return name
-	}
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case '.':
-			return '/'
-		case '/':
-			return '.'
-		}
-		return r
-	}, name)
-}
-
-// ValidateUnsafeSysctl checks one entry of the kubelet's
-// allowedUnsafeSysctls: a sysctl name or a prefix pattern ending in "*",
-// namespaced (a node-level sysctl cannot be allowed to pods).
-func ValidateUnsafeSysctl(pattern string) error {
-	name := normalizeSysctl(pattern)
-	if strings.Contains(strings.TrimSuffix(name, "*"), "*") {
-		return fmt.Errorf("%q: a pattern may only end in *", pattern)
-	}
-	prefix := strings.TrimSuffix(name, "*")
-	if sysctlNamespace(prefix) == "" {
-		return fmt.Errorf("%q is not known to be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)", pattern)
-	}
-	return nil
-}
-
 // SysctlHandler rejects, as the kubelet does, a pod setting a sysctl that is
 // neither safe nor allowed by allowedUnsafeSysctls, or a net (ipc) sysctl
 // in a pod on the host's network (IPC) namespace.
 type SysctlHandler struct {
 	// AllowedUnsafe are the kubelet's allowedUnsafeSysctls, valid
-	// (ValidateUnsafeSysctl).
+	// (nodeapi.ValidateUnsafeSysctl).
 	AllowedUnsafe []string
 }
 
@@ -100,7 +51,7 @@ func (h *SysctlHandler) Admit(_ context.Context, req *Request, resp *Response) e
 		return nil
 	}
 	for _, s := range sc.Sysctls {
-		if err := h.check(normalizeSysctl(s.Name), req.Pod); err != nil {
+		if err := h.check(nodeapi.NormalizeSysctl(s.Name), req.Pod); err != nil {
 			resp.Reject(ReasonSysctlForbidden, "forbidden sysctl: "+err.Error())
 			return nil
 		}
@@ -112,15 +63,14 @@ func (h *SysctlHandler) Admit(_ context.Context, req *Request, resp *Response) e
 func (h *SysctlHandler) check(name string, pod *v1.Pod) error {
 	allowed := slices.Contains(safeSysctls, name)
 	for _, p := range h.AllowedUnsafe {
-		p = normalizeSysctl(p)
-		if p == name || strings.HasSuffix(p, "*") && strings.HasPrefix(name, strings.TrimSuffix(p, "*")) {
+		if nodeapi.SysctlMatches(p, name) {
 			allowed = true
 		}
 	}
 	if !allowed {
 		return fmt.Errorf("%q not allowlisted", name)
 	}
-	switch ns := sysctlNamespace(name); {
+	switch ns := nodeapi.SysctlNamespace(name); {
 	case ns == "net" && pod.Spec.HostNetwork, ns == "ipc" && pod.Spec.HostIPC:
 		return fmt.Errorf("%q not allowed with host %s enabled", name, ns)
 	}

@@ -56,18 +56,6 @@ func TestSysctlHandler(t *testing.T) {
 	}
 }
 
-func TestValidateUnsafeSysctl(t *testing.T) {
-	t.Parallel()
-	for p, ok := range map[string]bool{
-		"kernel.msg*": true, "kernel.shmmax": true, "kernel.sem": true, "fs.mqueue.*": true, "net.*": true,
-		"net/core/somaxconn": true, "kernel.*": false, "vm.swappiness": false, "*": false, "net.*.x*": false, "": false,
-	} {
-		if err := ValidateUnsafeSysctl(p); (err == nil) != ok {
-			t.Errorf("ValidateUnsafeSysctl(%q) = %v, want ok %v", p, err, ok)
-		}
-	}
-}
-
 // A pod for another operating system is rejected, by its spec.os or by its
 // kubernetes.io/os label (node e2e "should reject pod when the node OS
 // doesn't match pod's OS").

@@ -36,7 +36,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/base/checkpoint"
 	"github.com/nodekeeper/nodekeeper/internal/base/decode"
@@ -94,9 +93,6 @@ type Config struct {
 type Deps struct {
 	// Agent runs the pods. Required.
 	Agent Agent
-	// Clock stamps creation and deletion times and paces retries; nil is the
-	// real clock.
-	Clock clock.WithTicker
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 	// NewUID makes pod UIDs; nil is a random (version 4) UUID from
@@ -121,7 +117,6 @@ const killRetry = time.Second
 type Store struct {
 	cfg      Config
 	agent    Agent
-	clock    clock.WithTicker
 	log      *slog.Logger
 	newUID   func() types.UID
 	observed func() []*v1.Pod
@@ -145,9 +140,6 @@ func New(cfg Config, deps Deps) (*Store, error) {
 	if cfg.Path == "" || deps.Agent == nil {
 		return nil, errors.New("localpods: Path and Agent are required")
 	}
-	if deps.Clock == nil {
-		deps.Clock = clock.RealClock{}
-	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -155,14 +147,14 @@ func New(cfg Config, deps Deps) (*Store, error) {
 		deps.NewUID = uuid.NewUUID
 	}
 	s := &Store{
-		cfg: cfg, agent: deps.Agent, clock: deps.Clock, log: deps.Logger.With("subsystem", "localpods"),
+		cfg: cfg, agent: deps.Agent, log: deps.Logger.With("subsystem", "localpods"),
 		newUID: deps.NewUID, observed: deps.Observed, gone: map[types.UID]chan struct{}{}, started: make(chan struct{}),
 	}
 	pods, err := load(cfg.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		aside, merr := checkpoint.MoveAside(cfg.Path, s.clock.Now())
+		aside, merr := checkpoint.MoveAside(cfg.Path, time.Now())
 		if merr != nil {
 			return nil, fmt.Errorf("localpods: %w; %w", err, merr)
 		}
@@ -268,14 +260,14 @@ func (s *Store) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	t := s.clock.NewTicker(ObservePeriod)
+	t := time.NewTicker(ObservePeriod)
 	defer t.Stop()
 	var clashes map[string]bool // only Run's goroutine touches it
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C():
+		case <-t.C:
 			pods := s.observed()
 			s.recordFinished(pods)
 			clashes = s.warnClashes(pods, clashes)
@@ -393,7 +385,7 @@ func (s *Store) Create(ctx context.Context, name string, data []byte) ([]*v1.Pod
 	if len(pods) == 0 {
 		return nil, decode.Badf(name, "no pods")
 	}
-	now := s.clock.Now()
+	now := time.Now()
 	seen := map[string]bool{}
 	for _, p := range pods {
 		if err := Prepare(p, s.cfg.NodeName, s.newUID(), now); err != nil {
@@ -536,7 +528,7 @@ func (s *Store) Delete(ctx context.Context, namespace, name string, grace *int64
 	p := s.pods[i]
 	if p.DeletionTimestamp == nil {
 		q := p.DeepCopy()
-		now := metav1.NewTime(s.clock.Now())
+		now := metav1.NewTime(time.Now())
 		q.DeletionTimestamp = &now
 		g := int64(v1.DefaultTerminationGracePeriodSeconds)
 		if grace != nil {
@@ -601,7 +593,7 @@ func (s *Store) finishDelete(ctx context.Context, p *v1.Pod) bool {
 		}
 		s.log.Error("Stopping deleted local pod failed, will retry", "pod", nodeapi.PodName(p), "podUID", p.UID, "err", err)
 		select {
-		case <-s.clock.After(killRetry):
+		case <-time.After(killRetry):
 		case <-ctx.Done():
 			return false
 		}

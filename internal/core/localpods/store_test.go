@@ -21,8 +21,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/base/decode"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -90,7 +88,9 @@ func names(pods []*v1.Pod) []string {
 	return out
 }
 
-var t0 = time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+// t0 is synctest's epoch, the time.Now of a bubble at its start: the tests
+// that compare the stamps a store writes run in a bubble (synctest.Test).
+var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // seqUIDs returns UIDs uid-1, uid-2, ...
 func seqUIDs() func() types.UID {
@@ -106,14 +106,9 @@ func seqUIDs() func() types.UID {
 
 // started runs a store until the test ends and returns it once its set was
 // handed over, with a function that stops it and waits for Run to return.
-// clk nil is a fake clock at t0.
-func started(t *testing.T, path string, ag Agent, log *slog.Logger, clk ...clock.WithTicker) (*Store, func()) {
+func started(t *testing.T, path string, ag Agent, log *slog.Logger) (*Store, func()) {
 	t.Helper()
-	var c clock.WithTicker = clocktesting.NewFakeClock(t0)
-	if len(clk) > 0 {
-		c = clk[0]
-	}
-	s, err := New(Config{Path: path, NodeName: "node1"}, Deps{Agent: ag, Clock: c, NewUID: seqUIDs(), Logger: log})
+	s, err := New(Config{Path: path, NodeName: "node1"}, Deps{Agent: ag, NewUID: seqUIDs(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +140,15 @@ spec:
   containers: [{name: c, image: testbox:1}]
 `
 
+// TestCreatePersistsAcrossRestart: created pods are stamped with the time of
+// their creation (t0, in a synctest bubble), handed to the agent and read
+// back, stamps included, after a restart.
 func TestCreatePersistsAcrossRestart(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testCreatePersistsAcrossRestart)
+}
+
+func testCreatePersistsAcrossRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	ag := &fakeAgent{}
 	s, stop := started(t, path, ag, nil)
@@ -329,8 +331,8 @@ func TestPrepareResolvesPriority(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// The retry after a failed kill waits on the real clock inside a synctest
-// bubble.
+// The retry after a failed kill waits on the time package's clock inside a
+// synctest bubble.
 func TestDeleteIsGraceful(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, testDeleteIsGraceful)
@@ -339,7 +341,7 @@ func TestDeleteIsGraceful(t *testing.T) {
 func testDeleteIsGraceful(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	ag := &fakeAgent{killed: make(chan nodeapi.KillRequest, 1), release: make(chan error)}
-	s, _ := started(t, path, ag, nil, clock.RealClock{})
+	s, _ := started(t, path, ag, nil)
 	if _, err := s.Create(t.Context(), "pods.yaml", []byte(twoPods)); err != nil {
 		t.Fatal(err)
 	}

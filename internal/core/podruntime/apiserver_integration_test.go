@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
-	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/apiservertest"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -63,7 +63,7 @@ func TestIntegrationRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := testLogger(t)
-	if n.m, err = New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}, KubeAPI: volumes.ClientAPI{Client: clientgo.Wrap(client)}}); err != nil {
+	if n.m, err = New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}, KubeAPI: kubeclient.PodObjects{Client: clientgo.Wrap(client)}}); err != nil {
 		t.Fatal(err)
 	}
 	n.runUntil(t, pod, "Running", running1)

@@ -188,7 +188,7 @@ type Deps struct {
 	Devices Devices
 	// KubeAPI, if set, is the API server the configMap, secret and
 	// projected volumes, the ConfigMap and Secret env sources and the
-	// service variables read (volumes.ClientAPI over the node's
+	// service variables read (kubeclient.PodObjects over the node's
 	// clientset); nil on a node without one, where they fail the pod.
 	KubeAPI volumes.API
 }
@@ -264,7 +264,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		m.rec = nodeapi.LogRecorder{Logger: m.log}
 	}
 	vols, err := volumes.New(volumes.Config{PodsDir: cfg.PodsDir, MemoryCapacity: cfg.MemoryCapacity, OnDisk: cfg.VolumesOnDisk},
-		volumes.Deps{API: deps.KubeAPI, Clock: deps.Clock, Logger: deps.Logger})
+		volumes.Deps{API: deps.KubeAPI, Logger: deps.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("podruntime: %w", err)
 	}

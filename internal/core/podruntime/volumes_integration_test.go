@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
-	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
@@ -56,7 +56,7 @@ func TestIntegrationAPIVolumes(t *testing.T) {
 	n := startNode(t)
 	client := fakeCluster()
 	logger := testLogger(t)
-	m, err := New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}, KubeAPI: volumes.ClientAPI{Client: clientgo.Wrap(client)}})
+	m, err := New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: nodeapi.LogRecorder{Logger: logger}, KubeAPI: kubeclient.PodObjects{Client: clientgo.Wrap(client)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestIntegrationMissingConfigMap(t *testing.T) {
 	client := fakeCluster()
 	logger := testLogger(t)
 	rec := &eventLog{}
-	m, err := New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: rec, KubeAPI: volumes.ClientAPI{Client: clientgo.Wrap(client)}})
+	m, err := New(n.m.cfg, Deps{Runtime: n.ctd.CRI, Logger: logger, Recorder: rec, KubeAPI: kubeclient.PodObjects{Client: clientgo.Wrap(client)}})
 	if err != nil {
 		t.Fatal(err)
 	}

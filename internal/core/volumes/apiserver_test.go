@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/apiservertest"
 )
@@ -81,7 +82,7 @@ func TestAPIServerNodeRestriction(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := New(Config{PodsDir: filepath.Join(t.TempDir(), "pods"), MemoryCapacity: 1 << 30, OnDisk: true},
-		Deps{API: ClientAPI{Client: clientgo.Wrap(node)}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		Deps{API: kubeclient.PodObjects{Client: clientgo.Wrap(node)}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestAPIServerNodeRestriction(t *testing.T) {
 		t.Errorf("failures for another node's pod: %v, want creds and kube-api-access", byVolume)
 	}
 	ttl := int64(600)
-	_, err = ClientAPI{Client: clientgo.Wrap(node)}.CreateToken(ctx, "ns", "robot", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+	_, err = kubeclient.PodObjects{Client: clientgo.Wrap(node)}.CreateToken(ctx, "ns", "robot", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: &ttl,
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: theirs.Name, UID: theirs.UID},
 	}})

@@ -10,7 +10,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/utils/clock"
 )
 
 // DefaultCacheTTL is how long CachedAPI keeps an object it read.
@@ -25,9 +24,8 @@ const DefaultCacheTTL = 30 * time.Second
 // it, as the kubelet's Service informer has it. Tokens pass through (the token
 // cache keeps them). All methods may be called from any goroutine.
 type CachedAPI struct {
-	api   API
-	ttl   time.Duration
-	clock clock.PassiveClock
+	api API
+	ttl time.Duration
 
 	mu      sync.Mutex
 	entries map[cacheKey]cacheEntry
@@ -45,15 +43,12 @@ type cacheEntry struct {
 }
 
 // NewCachedAPI returns api with its reads cached for ttl (DefaultCacheTTL when
-// 0); clk nil is the real clock.
-func NewCachedAPI(api API, ttl time.Duration, clk clock.PassiveClock) *CachedAPI {
+// 0), measured on the time package's clock.
+func NewCachedAPI(api API, ttl time.Duration) *CachedAPI {
 	if ttl == 0 {
 		ttl = DefaultCacheTTL
 	}
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	return &CachedAPI{api: api, ttl: ttl, clock: clk, entries: map[cacheKey]cacheEntry{}}
+	return &CachedAPI{api: api, ttl: ttl, entries: map[cacheKey]cacheEntry{}}
 }
 
 var _ API = (*CachedAPI)(nil)
@@ -61,7 +56,7 @@ var _ API = (*CachedAPI)(nil)
 // get returns the cached result of key when younger than the TTL, else
 // calls read and keeps its result (an error other than NotFound is not kept).
 func get[T any](c *CachedAPI, key cacheKey, read func() (T, error)) (T, error) {
-	now := c.clock.Now()
+	now := time.Now()
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	c.mu.Unlock()

@@ -15,8 +15,8 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 )
 
@@ -25,6 +25,10 @@ import (
 // kept; tokens are never cached.
 func TestCachedAPI(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testCachedAPI)
+}
+
+func testCachedAPI(t *testing.T) {
 	fc := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}, Data: map[string]string{"k": "v1"}})
 	gets := map[string]int{}
 	fail := false
@@ -35,8 +39,7 @@ func TestCachedAPI(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	clk := testclock.NewFakePassiveClock(time.Unix(1000, 0))
-	c := NewCachedAPI(ClientAPI{Client: clientgo.Wrap(fc)}, 30*time.Second, clk)
+	c := NewCachedAPI(kubeclient.PodObjects{Client: clientgo.Wrap(fc)}, 30*time.Second)
 	ctx := context.Background()
 	for range 3 {
 		if cm, err := c.GetConfigMap(ctx, "ns", "cm"); err != nil || cm.Data["k"] != "v1" {
@@ -54,16 +57,16 @@ func TestCachedAPI(t *testing.T) {
 	}
 	fc.Tracker().Update(v1.SchemeGroupVersion.WithResource("configmaps"),
 		&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}, Data: map[string]string{"k": "v2"}}, "ns")
-	clk.SetTime(clk.Now().Add(29 * time.Second))
+	time.Sleep(29 * time.Second)
 	if cm, _ := c.GetConfigMap(ctx, "ns", "cm"); cm.Data["k"] != "v1" {
 		t.Errorf("within the TTL: %q, want the cached v1", cm.Data["k"])
 	}
-	clk.SetTime(clk.Now().Add(time.Second))
+	time.Sleep(time.Second)
 	if cm, _ := c.GetConfigMap(ctx, "ns", "cm"); cm.Data["k"] != "v2" {
 		t.Errorf("after the TTL: %q, want v2", cm.Data["k"])
 	}
 	fail = true
-	clk.SetTime(clk.Now().Add(time.Minute))
+	time.Sleep(time.Minute)
 	if _, err := c.GetConfigMap(ctx, "ns", "cm"); err == nil || apierrors.IsNotFound(err) {
 		t.Fatalf("API down: %v, want its error", err)
 	}
@@ -78,7 +81,7 @@ func TestCachedAPI(t *testing.T) {
 func TestCachedAPIServicesFresh(t *testing.T) {
 	t.Parallel()
 	fc := fake.NewClientset()
-	c := NewCachedAPI(ClientAPI{Client: clientgo.Wrap(fc)}, time.Hour, testclock.NewFakePassiveClock(time.Unix(1000, 0)))
+	c := NewCachedAPI(kubeclient.PodObjects{Client: clientgo.Wrap(fc)}, time.Hour)
 	ctx := context.Background()
 	if svcs, err := c.ListServices(ctx, "ns"); err != nil || len(svcs) != 0 {
 		t.Fatalf("ListServices = %v, %v; want none", svcs, err)
@@ -101,7 +104,7 @@ func TestCachedAPIConcurrentMisses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		var reads atomic.Int32
-		c := NewCachedAPI(blockingAPI{release: release, reads: &reads}, time.Minute, nil)
+		c := NewCachedAPI(blockingAPI{release: release, reads: &reads}, time.Minute)
 		var wg sync.WaitGroup
 		for range 50 {
 			wg.Go(func() {

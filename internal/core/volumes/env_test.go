@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 )
 
@@ -88,7 +89,7 @@ func TestEnvObjects(t *testing.T) {
 	t.Parallel()
 	ks := kubernetesService
 	db := service("ns", "db", "10.0.0.5", v1.ServicePort{Port: 5432})
-	m, _, _ := newTestManager(t, true, configMap("cfg", map[string]string{"k": "v"}), secret("creds", map[string]string{"pass": "p"}), &ks, &db)
+	m, _ := newTestManager(t, true, configMap("cfg", map[string]string{"k": "v"}), secret("creds", map[string]string{"pass": "p"}), &ks, &db)
 	pod := testPod()
 	pod.Spec.EnableServiceLinks = ptr(false)
 	c := &v1.Container{
@@ -127,9 +128,9 @@ func TestEnvObjects(t *testing.T) {
 
 	// The API failing: the last objects read for the container stand in;
 	// after TearDown there are none.
-	c2, _, _ := newTestManager(t, true)
+	c2, _ := newTestManager(t, true)
 	fc := fake.NewClientset(&ks)
-	c2.api = ClientAPI{Client: clientgo.Wrap(fc)}
+	c2.api = kubeclient.PodObjects{Client: clientgo.Wrap(fc)}
 	if _, err := c2.EnvObjects(context.Background(), pod, c); err != nil {
 		t.Fatal(err)
 	}
@@ -160,12 +161,12 @@ func TestEnvObjects(t *testing.T) {
 // static pods do not wait for it); an ordinary pod's sync fails.
 func TestEnvObjectsStaticPodWithoutAPI(t *testing.T) {
 	t.Parallel()
-	m, _, _ := newTestManager(t, true)
+	m, _ := newTestManager(t, true)
 	fc := fake.NewClientset()
 	fc.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
 	})
-	m.api = ClientAPI{Client: clientgo.Wrap(fc)}
+	m.api = kubeclient.PodObjects{Client: clientgo.Wrap(fc)}
 	c := &v1.Container{Name: "app"}
 	static := testPod()
 	static.Annotations = map[string]string{"kubernetes.io/config.source": "file"}

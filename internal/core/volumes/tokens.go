@@ -11,7 +11,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 )
 
 // Token refresh, as the kubelet times it: a token is renewed once 80 % of its
@@ -45,7 +44,6 @@ func needsRefresh(tr *authenticationv1.TokenRequest, now time.Time, jitter time.
 // goroutine.
 type tokens struct {
 	api    API
-	clock  clock.PassiveClock
 	log    *slog.Logger
 	jitter func() time.Duration
 
@@ -67,9 +65,9 @@ func tokenKey(namespace, name string, req *authenticationv1.TokenRequest) string
 	return fmt.Sprintf("%s/%s/%q/%d/%s", namespace, name, strings.Join(req.Spec.Audiences, ","), exp, uid)
 }
 
-func newTokens(api API, clk clock.PassiveClock, log *slog.Logger) *tokens {
+func newTokens(api API, log *slog.Logger) *tokens {
 	return &tokens{
-		api: api, clock: clk, log: log,
+		api: api, log: log,
 		jitter: func() time.Duration { return time.Duration(rand.Int64N(int64(maxJitter/time.Second))) * time.Second },
 		byKey:  map[string]*authenticationv1.TokenRequest{},
 	}
@@ -86,7 +84,7 @@ func (t *tokens) get(ctx context.Context, namespace, name string, req *authentic
 		req.Spec.ExpirationSeconds = &ttl
 	}
 	key := tokenKey(namespace, name, req)
-	now := t.clock.Now()
+	now := time.Now()
 	t.mu.Lock()
 	t.dropExpired(now)
 	cached := t.byKey[key]

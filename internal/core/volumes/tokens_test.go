@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 )
 
@@ -57,8 +58,8 @@ func TestNeedsRefresh(t *testing.T) {
 }
 
 // tokenClient is a fake clientset whose TokenRequests mint "token-N",
-// valid for the asked lifetime from clk's now; fail makes them fail.
-func tokenClient(clk *clocktesting.FakeClock, fail *bool) (*fake.Clientset, *int) {
+// valid for the asked lifetime from now; fail makes them fail.
+func tokenClient(fail *bool) (*fake.Clientset, *int) {
 	c := fake.NewClientset()
 	n := 0
 	c.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -72,18 +73,24 @@ func tokenClient(clk *clocktesting.FakeClock, fail *bool) (*fake.Clientset, *int
 		req := ca.GetObject().(*authenticationv1.TokenRequest).DeepCopy()
 		n++
 		req.Status.Token = fmt.Sprintf("token-%d", n)
-		req.Status.ExpirationTimestamp = metav1.NewTime(clk.Now().Add(time.Duration(*req.Spec.ExpirationSeconds) * time.Second))
+		req.Status.ExpirationTimestamp = metav1.NewTime(time.Now().Add(time.Duration(*req.Spec.ExpirationSeconds) * time.Second))
 		return true, req, nil
 	})
 	return c, &n
 }
 
+// TestTokensRefresh: a token is renewed when 80 % of its lifetime has
+// passed; while renewal fails, the old one serves until it expires (the
+// time package's clock, in a synctest bubble).
 func TestTokensRefresh(t *testing.T) {
 	t.Parallel()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	synctest.Test(t, testTokensRefresh)
+}
+
+func testTokensRefresh(t *testing.T) {
 	fail := false
-	c, minted := tokenClient(clk, &fail)
-	tk := newTokens(ClientAPI{Client: clientgo.Wrap(c)}, clk, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	c, minted := tokenClient(&fail)
+	tk := newTokens(kubeclient.PodObjects{Client: clientgo.Wrap(c)}, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	tk.jitter = func() time.Duration { return 0 }
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", Name: "p", UID: "uid-1"},
@@ -98,14 +105,14 @@ func TestTokensRefresh(t *testing.T) {
 	}
 	var got []string
 	got = append(got, get()) // minted: an hour by default
-	clk.Step(47 * time.Minute)
+	time.Sleep(47 * time.Minute)
 	got = append(got, get()) // cached: under 80 %
-	clk.Step(2 * time.Minute)
+	time.Sleep(2 * time.Minute)
 	got = append(got, get()) // 49 min: renewed
-	clk.Step(49 * time.Minute)
+	time.Sleep(49 * time.Minute)
 	fail = true
 	got = append(got, get()) // renewal fails, the old token is still valid
-	clk.Step(12 * time.Minute)
+	time.Sleep(12 * time.Minute)
 	if _, err := tk.get(context.Background(), "ns", "sa", req); err == nil {
 		t.Error("an expired token with the API failing: no error")
 	}

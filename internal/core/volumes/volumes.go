@@ -20,13 +20,13 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -63,8 +63,6 @@ type Deps struct {
 	// API reads ConfigMaps, Secrets and Services and mints tokens; nil on
 	// a node without an API server.
 	API API
-	// Clock times token refreshes; nil is the real clock.
-	Clock clock.PassiveClock
 	// Logger may be nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -75,7 +73,6 @@ type Deps struct {
 type Manager struct {
 	cfg    Config
 	api    API
-	clock  clock.PassiveClock
 	log    *slog.Logger
 	tokens *tokens // nil without an API
 
@@ -93,16 +90,13 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if cfg.MemoryCapacity <= 0 {
 		return nil, fmt.Errorf("volumes: Config.MemoryCapacity %d is not positive", cfg.MemoryCapacity)
 	}
-	m := &Manager{cfg: cfg, api: deps.API, clock: deps.Clock, log: deps.Logger, lastEnv: map[types.UID]map[string]*EnvObjects{}}
-	if m.clock == nil {
-		m.clock = clock.RealClock{}
-	}
+	m := &Manager{cfg: cfg, api: deps.API, log: deps.Logger, lastEnv: map[types.UID]map[string]*EnvObjects{}}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
 	m.log = m.log.With("subsystem", "volumes")
 	if m.api != nil {
-		m.tokens = newTokens(m.api, m.clock, m.log)
+		m.tokens = newTokens(m.api, m.log)
 	}
 	return m, nil
 }
@@ -204,7 +198,7 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v *v1.Volume, kind str
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		gid = sc.FSGroup
 	}
-	changed, err := writeAtomic(dir, payload, gid, m.clock.Now())
+	changed, err := writeAtomic(dir, payload, gid, time.Now())
 	if err != nil {
 		return fmt.Errorf("write volume %q: %w", v.Name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient/clientgo"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
@@ -38,22 +39,21 @@ func testPod(vols ...v1.Volume) *v1.Pod {
 	}
 }
 
-func newTestManager(t *testing.T, onDisk bool, objs ...runtime.Object) (*Manager, *fake.Clientset, *clocktesting.FakeClock) {
+func newTestManager(t *testing.T, onDisk bool, objs ...runtime.Object) (*Manager, *fake.Clientset) {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c, _ := tokenClient(clk, nil)
+	c, _ := tokenClient(nil)
 	for _, o := range objs {
 		if err := c.Tracker().Add(o); err != nil {
 			t.Fatal(err)
 		}
 	}
 	m, err := New(Config{PodsDir: filepath.Join(t.TempDir(), "pods"), MemoryCapacity: 1 << 30, OnDisk: onDisk},
-		Deps{API: ClientAPI{Client: clientgo.Wrap(c)}, Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		Deps{API: kubeclient.PodObjects{Client: clientgo.Wrap(c)}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.tokens.jitter = func() time.Duration { return 0 }
-	return m, c, clk
+	return m, c
 }
 
 func configMap(name string, data map[string]string) *v1.ConfigMap {
@@ -181,7 +181,7 @@ func TestSetUp(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m, _, _ := newTestManager(t, true, objs...)
+			m, _ := newTestManager(t, true, objs...)
 			pod := testPod(tc.vol)
 			failed := m.SetUp(context.Background(), pod, memLimit)
 			path, ready := m.HostPath(pod, &pod.Spec.Volumes[0])
@@ -216,10 +216,15 @@ func TestSetUp(t *testing.T) {
 
 // TestSetUpRefresh: a sync after the ConfigMap changed shows the new data; a
 // sync after it was deleted keeps the last content and reports the failure
-// as a refresh (Ready); the token is renewed at 80 % of its lifetime.
+// as a refresh (Ready); the token is renewed at 80 % of its lifetime (the
+// time package's clock, in a synctest bubble).
 func TestSetUpRefresh(t *testing.T) {
 	t.Parallel()
-	m, c, clk := newTestManager(t, true, configMap("cfg", map[string]string{"k": "v1", "gone": "x"}))
+	synctest.Test(t, testSetUpRefresh)
+}
+
+func testSetUpRefresh(t *testing.T) {
+	m, c := newTestManager(t, true, configMap("cfg", map[string]string{"k": "v1", "gone": "x"}))
 	pod := testPod(
 		v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}},
 		v1.Volume{Name: "tok", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
@@ -247,7 +252,7 @@ func TestSetUpRefresh(t *testing.T) {
 	if _, err := c.CoreV1().ConfigMaps("ns").Update(ctx, configMap("cfg", map[string]string{"k": "v2"}), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Step(8*time.Minute + time.Second) // past 80 % of 10 minutes
+	time.Sleep(8*time.Minute + time.Second) // past 80 % of 10 minutes
 	if f := m.SetUp(ctx, pod, nil); len(f) > 0 {
 		t.Fatal(f)
 	}
@@ -304,7 +309,7 @@ func TestSetUpTmpfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		integration.Require(t, "mounting a tmpfs needs root")
 	}
-	m, _, _ := newTestManager(t, false, secret("creds", map[string]string{"pass": "s3cret"}),
+	m, _ := newTestManager(t, false, secret("creds", map[string]string{"pass": "s3cret"}),
 		configMap("cfg", map[string]string{"k": "v"}))
 	pod := testPod(
 		v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "creds"}}},
@@ -361,7 +366,7 @@ func TestSetUpTmpfsPodLimit(t *testing.T) {
 	if os.Geteuid() != 0 {
 		integration.Require(t, "mounting a tmpfs needs root")
 	}
-	m, _, _ := newTestManager(t, false)
+	m, _ := newTestManager(t, false)
 	vol := v1.Volume{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
 		Items: []v1.DownwardAPIVolumeFile{{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}
 	podLevel := testPod(vol)
@@ -402,7 +407,7 @@ func TestSetUpFSGroupRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		integration.Require(t, "chown needs root")
 	}
-	m, _, _ := newTestManager(t, true, configMap("cfg", map[string]string{"k": "v"}))
+	m, _ := newTestManager(t, true, configMap("cfg", map[string]string{"k": "v"}))
 	vol := v1.Volume{Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}
 	plain := testPod(vol)
 	plain.UID = "uid-plain"
@@ -438,3 +443,6 @@ func TestSetUpFSGroupRoot(t *testing.T) {
 		}
 	}
 }
+
+// The daemon's adapter over the node's client is an API.
+var _ API = kubeclient.PodObjects{}

@@ -97,7 +97,11 @@ type Config struct {
 	DieWithParent bool
 	// Logger receives the supervisor's logs (nil: discarded).
 	Logger *slog.Logger
-	// Clock times the restart back-off (nil: the real clock).
+	// Clock times the restart back-off (nil: the real clock). It is
+	// injected because a test must step the back-off while Run starts and
+	// waits for real processes, which a synctest bubble cannot hold (a
+	// goroutine in a system call is never durably blocked); the delay itself
+	// is decided with the run's length as data (nextBackoff).
 	Clock clock.WithTicker
 }
 

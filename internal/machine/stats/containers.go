@@ -174,7 +174,7 @@ func (p *Provider) Containers(ctx context.Context) ([]ContainerSample, error) {
 		bySandbox[c.PodSandboxId] = append(bySandbox[c.PodSandboxId], c)
 	}
 
-	now := p.clock.Now()
+	now := time.Now()
 	env := p.sampleEnv()
 	var out []ContainerSample
 	seen := map[string]bool{}

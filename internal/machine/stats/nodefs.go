@@ -61,7 +61,7 @@ func (p *Provider) NodeFilesystems() ([]NodeFilesystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := p.clock.Now()
+	now := time.Now()
 	var out []NodeFilesystem
 	seen := map[devNum]bool{}
 	for _, m := range mounts {

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
 )
@@ -80,8 +79,6 @@ type Deps struct {
 	// real device (stat's st_dev) when Statfs is nil too; with Statfs given,
 	// every path is taken as its own filesystem.
 	Device func(path string) (uint64, error)
-	// Clock stamps the samples; nil is the real clock.
-	Clock clock.PassiveClock
 }
 
 // Provider builds stats Summaries of the node it runs on. It satisfies
@@ -93,7 +90,6 @@ type Provider struct {
 	log    *slog.Logger
 	statfs func(string, *unix.Statfs_t) error
 	device func(string) (uint64, error) // nil: by path
-	clock  clock.PassiveClock
 
 	mu   sync.Mutex           // guards prev
 	prev map[string]cpuSample // the last cpu sample per node, pod and container, for usageNanoCores
@@ -126,7 +122,7 @@ func New(cfg Config, deps Deps) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	p := &Provider{cfg: cfg, deps: deps, cg: cgroupReader{layout: l}, log: cfg.Logger, statfs: deps.Statfs, clock: deps.Clock, prev: map[string]cpuSample{}}
+	p := &Provider{cfg: cfg, deps: deps, cg: cgroupReader{layout: l}, log: cfg.Logger, statfs: deps.Statfs, prev: map[string]cpuSample{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -137,9 +133,6 @@ func New(cfg Config, deps Deps) (*Provider, error) {
 		if p.device == nil {
 			p.device = statDevice
 		}
-	}
-	if p.clock == nil {
-		p.clock = clock.RealClock{}
 	}
 	return p, nil
 }
@@ -191,7 +184,7 @@ func (p *Provider) NodeSummary(ctx context.Context) (*statsapi.Summary, error) {
 
 // summary is Summary, with the pods or without.
 func (p *Provider) summary(ctx context.Context, withPods bool) (*statsapi.Summary, error) {
-	s := &summary{now: metav1.NewTime(p.clock.Now()), statfs: map[string]statfsResult{}}
+	s := &summary{now: metav1.NewTime(time.Now()), statfs: map[string]statfsResult{}}
 	node, err := p.nodeStats(s)
 	if err != nil {
 		return nil, err
@@ -237,7 +230,7 @@ func (p *Provider) nodeStats(s *summary) (*statsapi.NodeStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node cpu: %w", err)
 	}
-	n.CPU = s.cpu("node", usage, p.clock.Now())
+	n.CPU = s.cpu("node", usage, time.Now())
 
 	// PSI, where the kernel has it: the root cgroup's on v2 (as cadvisor
 	// reads the root container), <proc>/pressure (the same figures) on v1
@@ -291,7 +284,7 @@ func (p *Provider) podsContainer(s *summary, capacity uint64) (statsapi.Containe
 		c.Memory = memoryStats(m, s.now)
 	}
 	if u, err := p.cg.cpuUsage(path); err == nil {
-		c.CPU = s.cpu("pods", u, p.clock.Now())
+		c.CPU = s.cpu("pods", u, time.Now())
 	}
 	c.IO = attachPSI(c.CPU, c.Memory, p.cg.psi(path), s.now)
 	return c, true
@@ -579,7 +572,7 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 			ps.Memory = memoryStats(m, s.now)
 		}
 		if u, err := p.cg.cpuUsage(path); err == nil {
-			ps.CPU = s.cpu("pod/"+md.GetUid(), u, p.clock.Now())
+			ps.CPU = s.cpu("pod/"+md.GetUid(), u, time.Now())
 		}
 		if n, err := p.cg.processes(path, filepath.Base(p.containerCgroup(path, sb.Id))); err == nil {
 			ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,7 +19,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
@@ -79,7 +79,9 @@ var (
 	psiIO  = &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.1, Avg60: 0.2, Avg300: 0.3, Total: 400}, Full: statsapi.PSIData{Avg10: 0.05, Avg60: 0.1, Avg300: 0.15, Total: 200}}
 )
 
-var t0 = time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+// t0 is synctest's epoch, the time.Now of a bubble at its start: the tests
+// that compare the samples' times run in a bubble (synctest.Test).
+var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestNodeStats checks every node figure computed from the v1 and v2
 // fixtures (no runtime).
@@ -149,21 +151,23 @@ func TestNodeStats(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := New(Config{ProcRoot: tc.dir + "/proc", CgroupFSRoot: tc.dir + "/cgroup", RootDir: "/root", NodeName: "n1"},
-				Deps{Statfs: statfsByPrefix(map[string]unix.Statfs_t{"/root": rootStatfs}), Clock: clocktesting.NewFakePassiveClock(t0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := p.Summary(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got.Node); diff != "" {
-				t.Errorf("node stats (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff([]statsapi.PodStats{}, got.Pods); diff != "" {
-				t.Errorf("pods without a runtime (-want +got):\n%s", diff)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				p, err := New(Config{ProcRoot: tc.dir + "/proc", CgroupFSRoot: tc.dir + "/cgroup", RootDir: "/root", NodeName: "n1"},
+					Deps{Statfs: statfsByPrefix(map[string]unix.Statfs_t{"/root": rootStatfs})})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := p.Summary(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.want, got.Node); diff != "" {
+					t.Errorf("node stats (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]statsapi.PodStats{}, got.Pods); diff != "" {
+					t.Errorf("pods without a runtime (-want +got):\n%s", diff)
+				}
+			})
 		})
 	}
 }
@@ -254,10 +258,10 @@ func (f *podFixture) setAppStats() {
 	}})
 }
 
-func (f *podFixture) provider(t *testing.T, dir string, clk *clocktesting.FakePassiveClock) *Provider {
+func (f *podFixture) provider(t *testing.T, dir string) *Provider {
 	t.Helper()
 	p, err := New(Config{ProcRoot: dir + "/proc", CgroupFSRoot: dir + "/cgroup", RootDir: f.rootDir, LogDir: f.logDir, NodeName: "n1"},
-		Deps{Runtime: f.rt, Pods: func() []*v1.Pod { return f.pods }, Statfs: f.statfs, Clock: clk})
+		Deps{Runtime: f.rt, Pods: func() []*v1.Pod { return f.pods }, Statfs: f.statfs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,51 +273,53 @@ func (f *podFixture) provider(t *testing.T, dir string, clk *clocktesting.FakePa
 // logs and emptyDir volumes from disk, ephemeral storage as their sum.
 func TestPodStats(t *testing.T) {
 	t.Parallel()
-	f := newPodFixture(t)
-	now := metav1.NewTime(t0)
-	p := f.provider(t, "testdata/v1", clocktesting.NewFakePassiveClock(t0))
-	got, err := p.Summary(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	statsAt := metav1.NewTime(time.Unix(0, f.statsTaken))
-	imageFs := &statsapi.FsStats{Time: metav1.NewTime(time.Unix(0, f.imageFsTaken)), CapacityBytes: u(8192000000), AvailableBytes: u(3686400000), Inodes: u(131072), InodesFree: u(100000), UsedBytes: u(1e9), InodesUsed: u(1000)}
-	if diff := cmp.Diff(&statsapi.RuntimeStats{ImageFs: imageFs, ContainerFs: imageFs}, got.Node.Runtime); diff != "" {
-		t.Errorf("runtime filesystems (-want +got):\n%s", diff)
-	}
-	logs := func(used, inodes uint64) *statsapi.FsStats {
-		return &statsapi.FsStats{Time: now, CapacityBytes: u(409600000), AvailableBytes: u(204800000), Inodes: u(1000), InodesFree: u(900), UsedBytes: u(used), InodesUsed: u(inodes)}
-	}
-	onRoot := func(used, inodes uint64) statsapi.FsStats {
-		return statsapi.FsStats{Time: now, CapacityBytes: u(4096000000), AvailableBytes: u(1433600000), Inodes: u(65536), InodesFree: u(60000), UsedBytes: u(used), InodesUsed: u(inodes)}
-	}
-	eph := onRoot(4096+f.appLogs+f.cacheVol, 3+f.appLogInodes+f.cacheVolInodes)
-	want := []statsapi.PodStats{{
-		PodRef:    statsapi.PodReference{Name: "web", Namespace: "default", UID: "1111"},
-		StartTime: metav1.NewTime(time.Unix(0, f.sandboxCreated)),
-		Containers: []statsapi.ContainerStats{
-			{
-				Name: "app", StartTime: metav1.NewTime(time.Unix(0, f.appCreated)),
-				CPU:    &statsapi.CPUStats{Time: statsAt, UsageCoreNanoSeconds: u(500)},
-				Memory: &statsapi.MemoryStats{Time: statsAt, WorkingSetBytes: u(4096), UsageBytes: u(8192), RSSBytes: u(2048), PageFaults: u(1), MajorPageFaults: u(0)},
-				Rootfs: &statsapi.FsStats{Time: statsAt, CapacityBytes: u(8192000000), AvailableBytes: u(3686400000), Inodes: u(131072), InodesFree: u(100000), UsedBytes: u(4096), InodesUsed: u(3)},
-				Logs:   logs(f.appLogs, f.appLogInodes),
+	synctest.Test(t, func(t *testing.T) {
+		f := newPodFixture(t)
+		now := metav1.NewTime(t0)
+		p := f.provider(t, "testdata/v1")
+		got, err := p.Summary(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		statsAt := metav1.NewTime(time.Unix(0, f.statsTaken))
+		imageFs := &statsapi.FsStats{Time: metav1.NewTime(time.Unix(0, f.imageFsTaken)), CapacityBytes: u(8192000000), AvailableBytes: u(3686400000), Inodes: u(131072), InodesFree: u(100000), UsedBytes: u(1e9), InodesUsed: u(1000)}
+		if diff := cmp.Diff(&statsapi.RuntimeStats{ImageFs: imageFs, ContainerFs: imageFs}, got.Node.Runtime); diff != "" {
+			t.Errorf("runtime filesystems (-want +got):\n%s", diff)
+		}
+		logs := func(used, inodes uint64) *statsapi.FsStats {
+			return &statsapi.FsStats{Time: now, CapacityBytes: u(409600000), AvailableBytes: u(204800000), Inodes: u(1000), InodesFree: u(900), UsedBytes: u(used), InodesUsed: u(inodes)}
+		}
+		onRoot := func(used, inodes uint64) statsapi.FsStats {
+			return statsapi.FsStats{Time: now, CapacityBytes: u(4096000000), AvailableBytes: u(1433600000), Inodes: u(65536), InodesFree: u(60000), UsedBytes: u(used), InodesUsed: u(inodes)}
+		}
+		eph := onRoot(4096+f.appLogs+f.cacheVol, 3+f.appLogInodes+f.cacheVolInodes)
+		want := []statsapi.PodStats{{
+			PodRef:    statsapi.PodReference{Name: "web", Namespace: "default", UID: "1111"},
+			StartTime: metav1.NewTime(time.Unix(0, f.sandboxCreated)),
+			Containers: []statsapi.ContainerStats{
+				{
+					Name: "app", StartTime: metav1.NewTime(time.Unix(0, f.appCreated)),
+					CPU:    &statsapi.CPUStats{Time: statsAt, UsageCoreNanoSeconds: u(500)},
+					Memory: &statsapi.MemoryStats{Time: statsAt, WorkingSetBytes: u(4096), UsageBytes: u(8192), RSSBytes: u(2048), PageFaults: u(1), MajorPageFaults: u(0)},
+					Rootfs: &statsapi.FsStats{Time: statsAt, CapacityBytes: u(8192000000), AvailableBytes: u(3686400000), Inodes: u(131072), InodesFree: u(100000), UsedBytes: u(4096), InodesUsed: u(3)},
+					Logs:   logs(f.appLogs, f.appLogInodes),
+				},
+				{Name: "sidecar", StartTime: metav1.NewTime(time.Unix(0, f.sidecarCreated)), Logs: logs(0, 0)},
 			},
-			{Name: "sidecar", StartTime: metav1.NewTime(time.Unix(0, f.sidecarCreated)), Logs: logs(0, 0)},
-		},
-		// pod cgroup kubepods/burstable/pod1111: working set 3e8 − 5e7; limit 512 MiB.
-		CPU:    &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(1000000000)},
-		Memory: &statsapi.MemoryStats{Time: now, AvailableBytes: u(536870912 - 250000000), UsageBytes: u(300000000), WorkingSetBytes: u(250000000), RSSBytes: u(200000000), PageFaults: u(7), MajorPageFaults: u(2)},
-		VolumeStats: []statsapi.VolumeStats{
-			{Name: "cache", FsStats: onRoot(f.cacheVol, f.cacheVolInodes)},
-			{Name: "mem", FsStats: onRoot(f.memVol, 2)},
-		},
-		EphemeralStorage: &eph,
-		ProcessStats:     &statsapi.ProcessStats{ProcessCount: u(3)}, // c1 2, c2 1; not the sandbox sb1
-	}}
-	if diff := cmp.Diff(want, got.Pods); diff != "" {
-		t.Errorf("pods (-want +got):\n%s", diff)
-	}
+			// pod cgroup kubepods/burstable/pod1111: working set 3e8 − 5e7; limit 512 MiB.
+			CPU:    &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(1000000000)},
+			Memory: &statsapi.MemoryStats{Time: now, AvailableBytes: u(536870912 - 250000000), UsageBytes: u(300000000), WorkingSetBytes: u(250000000), RSSBytes: u(200000000), PageFaults: u(7), MajorPageFaults: u(2)},
+			VolumeStats: []statsapi.VolumeStats{
+				{Name: "cache", FsStats: onRoot(f.cacheVol, f.cacheVolInodes)},
+				{Name: "mem", FsStats: onRoot(f.memVol, 2)},
+			},
+			EphemeralStorage: &eph,
+			ProcessStats:     &statsapi.ProcessStats{ProcessCount: u(3)}, // c1 2, c2 1; not the sandbox sb1
+		}}
+		if diff := cmp.Diff(want, got.Pods); diff != "" {
+			t.Errorf("pods (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // TestUsageNanoCores checks the cpu rates between two Summaries: node and pod
@@ -321,44 +327,45 @@ func TestPodStats(t *testing.T) {
 // runtime's counter over its timestamps; none on the first Summary.
 func TestUsageNanoCores(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v1")); err != nil {
-		t.Fatal(err)
-	}
-	f := newPodFixture(t)
-	clk := clocktesting.NewFakePassiveClock(t0)
-	p := f.provider(t, dir, clk)
-	first, err := p.Summary(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rates := func(s *statsapi.Summary) []*uint64 {
-		return []*uint64{s.Node.CPU.UsageNanoCores, s.Node.SystemContainers[0].CPU.UsageNanoCores, s.Pods[0].CPU.UsageNanoCores, s.Pods[0].Containers[0].CPU.UsageNanoCores}
-	}
-	if diff := cmp.Diff([]*uint64{nil, nil, nil, nil}, rates(first)); diff != "" {
-		t.Errorf("first usageNanoCores (-want +got):\n%s", diff)
-	}
-
-	clk.SetTime(t0.Add(10 * time.Second))
-	for file, v := range map[string]string{
-		"cgroup/cpuacct/cpuacct.usage":                            "5020000000000", // +20 s of cpu in 10 s
-		"cgroup/cpuacct/kubepods/cpuacct.usage":                   "3005000000000", // +5 s
-		"cgroup/cpuacct/kubepods/burstable/pod1111/cpuacct.usage": "2000000000",    // +1 s
-	} {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(v+"\n"), 0o644); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS("testdata/v1")); err != nil {
 			t.Fatal(err)
 		}
-	}
-	f.statsTaken += 4e9 // the runtime sampled 4 s later, 1 s of cpu more
-	f.appCPU += 1e9
-	f.setAppStats()
-	second, err := p.Summary(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]*uint64{u(2e9), u(5e8), u(1e8), u(25e7)}, rates(second)); diff != "" {
-		t.Errorf("second usageNanoCores (-want +got):\n%s", diff)
-	}
+		f := newPodFixture(t)
+		p := f.provider(t, dir)
+		first, err := p.Summary(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rates := func(s *statsapi.Summary) []*uint64 {
+			return []*uint64{s.Node.CPU.UsageNanoCores, s.Node.SystemContainers[0].CPU.UsageNanoCores, s.Pods[0].CPU.UsageNanoCores, s.Pods[0].Containers[0].CPU.UsageNanoCores}
+		}
+		if diff := cmp.Diff([]*uint64{nil, nil, nil, nil}, rates(first)); diff != "" {
+			t.Errorf("first usageNanoCores (-want +got):\n%s", diff)
+		}
+
+		time.Sleep(10 * time.Second)
+		for file, v := range map[string]string{
+			"cgroup/cpuacct/cpuacct.usage":                            "5020000000000", // +20 s of cpu in 10 s
+			"cgroup/cpuacct/kubepods/cpuacct.usage":                   "3005000000000", // +5 s
+			"cgroup/cpuacct/kubepods/burstable/pod1111/cpuacct.usage": "2000000000",    // +1 s
+		} {
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.statsTaken += 4e9 // the runtime sampled 4 s later, 1 s of cpu more
+		f.appCPU += 1e9
+		f.setAppStats()
+		second, err := p.Summary(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]*uint64{u(2e9), u(5e8), u(1e8), u(25e7)}, rates(second)); diff != "" {
+			t.Errorf("second usageNanoCores (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // TestRuntimeDown checks that a failing runtime leaves the node stats and
@@ -367,7 +374,7 @@ func TestRuntimeDown(t *testing.T) {
 	t.Parallel()
 	f := newPodFixture(t)
 	f.rt.FakeRuntimeService.InjectError("ListPodSandbox", errors.New("connection refused"))
-	got, err := f.provider(t, "testdata/v2", clocktesting.NewFakePassiveClock(t0)).Summary(t.Context())
+	got, err := f.provider(t, "testdata/v2").Summary(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +459,7 @@ func BenchmarkSummary(b *testing.B) {
 func TestConcurrentSummaries(t *testing.T) {
 	t.Parallel()
 	f := newPodFixture(t)
-	p := f.provider(t, "testdata/v2", clocktesting.NewFakePassiveClock(t0))
+	p := f.provider(t, "testdata/v2")
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
@@ -510,54 +517,56 @@ func BenchmarkSummaryPodV2(b *testing.B) {
 // runtime's cpu and memory figures.
 func TestPodCgroupV2(t *testing.T) {
 	t.Parallel()
-	f := newPodFixture(t)
-	f.rt.SetFakeSandboxes([]*apitest.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
-		Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "2222"}, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: f.sandboxCreated}}})
-	f.rt.SetFakeContainers([]*apitest.FakeContainer{{SandboxID: "sb2", ContainerStatus: runtimeapi.ContainerStatus{Id: "c3",
-		Metadata: &runtimeapi.ContainerMetadata{Name: "db"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: f.appCreated}}})
-	f.rt.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
-		Attributes: &runtimeapi.ContainerAttributes{Id: "c3", Metadata: &runtimeapi.ContainerMetadata{Name: "db"}},
-		Cpu:        &runtimeapi.CpuUsage{Timestamp: f.statsTaken, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 700}},
-		Memory:     &runtimeapi.MemoryUsage{Timestamp: f.statsTaken, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 4096}},
-	}})
-	got, err := f.provider(t, "testdata/v2", clocktesting.NewFakePassiveClock(t0)).Summary(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Pods) != 1 {
-		t.Fatalf("%d pods, want 1", len(got.Pods))
-	}
-	now := metav1.NewTime(t0)
-	ps := got.Pods[0]
-	type podCgroup struct {
-		CPU       *statsapi.CPUStats
-		Memory    *statsapi.MemoryStats
-		IO        *statsapi.IOStats
-		Processes *statsapi.ProcessStats
-	}
-	want := podCgroup{
-		CPU: &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(2000000000), PSI: psiCPU},
-		// working set = memory.current 1e8 − inactive_file 3e7; limit memory.max 200 MiB.
-		Memory: &statsapi.MemoryStats{Time: now, AvailableBytes: u(209715200 - 70000000), UsageBytes: u(100000000), WorkingSetBytes: u(70000000),
-			RSSBytes: u(60000000), PageFaults: u(3), MajorPageFaults: u(0), PSI: psiMem},
-		IO:        &statsapi.IOStats{Time: now, PSI: psiIO},
-		Processes: &statsapi.ProcessStats{ProcessCount: u(1)}, // c3; not the sandbox sb2
-	}
-	if diff := cmp.Diff(want, podCgroup{ps.CPU, ps.Memory, ps.IO, ps.ProcessStats}); diff != "" {
-		t.Errorf("v2 pod cgroup stats (-want +got):\n%s", diff)
-	}
-	statsTaken := metav1.NewTime(time.Unix(0, f.statsTaken))
-	wantCtr := []statsapi.ContainerStats{{
-		Name: "db", StartTime: metav1.NewTime(time.Unix(0, f.appCreated)),
-		CPU: &statsapi.CPUStats{Time: statsTaken, UsageCoreNanoSeconds: u(700),
-			PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 12.5, Avg60: 6.25, Avg300: 1, Total: 5000000}, Full: statsapi.PSIData{Avg10: 3, Avg60: 1.5, Avg300: 0.25, Total: 1000000}}},
-		Memory: &statsapi.MemoryStats{Time: statsTaken, WorkingSetBytes: u(4096),
-			PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.4, Avg60: 0.2, Avg300: 0.05, Total: 2000}, Full: statsapi.PSIData{Avg10: 0.2, Avg60: 0.1, Avg300: 0.02, Total: 1000}}},
-		IO: &statsapi.IOStats{Time: now, PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Total: 300}, Full: statsapi.PSIData{Total: 100}}},
-	}}
-	if diff := cmp.Diff(wantCtr, ps.Containers, cmpopts.IgnoreFields(statsapi.ContainerStats{}, "Logs")); diff != "" {
-		t.Errorf("v2 container stats (-want +got):\n%s", diff)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newPodFixture(t)
+		f.rt.SetFakeSandboxes([]*apitest.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
+			Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "2222"}, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: f.sandboxCreated}}})
+		f.rt.SetFakeContainers([]*apitest.FakeContainer{{SandboxID: "sb2", ContainerStatus: runtimeapi.ContainerStatus{Id: "c3",
+			Metadata: &runtimeapi.ContainerMetadata{Name: "db"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING, CreatedAt: f.appCreated}}})
+		f.rt.SetFakeContainerStats([]*runtimeapi.ContainerStats{{
+			Attributes: &runtimeapi.ContainerAttributes{Id: "c3", Metadata: &runtimeapi.ContainerMetadata{Name: "db"}},
+			Cpu:        &runtimeapi.CpuUsage{Timestamp: f.statsTaken, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 700}},
+			Memory:     &runtimeapi.MemoryUsage{Timestamp: f.statsTaken, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 4096}},
+		}})
+		got, err := f.provider(t, "testdata/v2").Summary(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Pods) != 1 {
+			t.Fatalf("%d pods, want 1", len(got.Pods))
+		}
+		now := metav1.NewTime(t0)
+		ps := got.Pods[0]
+		type podCgroup struct {
+			CPU       *statsapi.CPUStats
+			Memory    *statsapi.MemoryStats
+			IO        *statsapi.IOStats
+			Processes *statsapi.ProcessStats
+		}
+		want := podCgroup{
+			CPU: &statsapi.CPUStats{Time: now, UsageCoreNanoSeconds: u(2000000000), PSI: psiCPU},
+			// working set = memory.current 1e8 − inactive_file 3e7; limit memory.max 200 MiB.
+			Memory: &statsapi.MemoryStats{Time: now, AvailableBytes: u(209715200 - 70000000), UsageBytes: u(100000000), WorkingSetBytes: u(70000000),
+				RSSBytes: u(60000000), PageFaults: u(3), MajorPageFaults: u(0), PSI: psiMem},
+			IO:        &statsapi.IOStats{Time: now, PSI: psiIO},
+			Processes: &statsapi.ProcessStats{ProcessCount: u(1)}, // c3; not the sandbox sb2
+		}
+		if diff := cmp.Diff(want, podCgroup{ps.CPU, ps.Memory, ps.IO, ps.ProcessStats}); diff != "" {
+			t.Errorf("v2 pod cgroup stats (-want +got):\n%s", diff)
+		}
+		statsTaken := metav1.NewTime(time.Unix(0, f.statsTaken))
+		wantCtr := []statsapi.ContainerStats{{
+			Name: "db", StartTime: metav1.NewTime(time.Unix(0, f.appCreated)),
+			CPU: &statsapi.CPUStats{Time: statsTaken, UsageCoreNanoSeconds: u(700),
+				PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 12.5, Avg60: 6.25, Avg300: 1, Total: 5000000}, Full: statsapi.PSIData{Avg10: 3, Avg60: 1.5, Avg300: 0.25, Total: 1000000}}},
+			Memory: &statsapi.MemoryStats{Time: statsTaken, WorkingSetBytes: u(4096),
+				PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Avg10: 0.4, Avg60: 0.2, Avg300: 0.05, Total: 2000}, Full: statsapi.PSIData{Avg10: 0.2, Avg60: 0.1, Avg300: 0.02, Total: 1000}}},
+			IO: &statsapi.IOStats{Time: now, PSI: &statsapi.PSIStats{Some: statsapi.PSIData{Total: 300}, Full: statsapi.PSIData{Total: 100}}},
+		}}
+		if diff := cmp.Diff(wantCtr, ps.Containers, cmpopts.IgnoreFields(statsapi.ContainerStats{}, "Logs")); diff != "" {
+			t.Errorf("v2 container stats (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // TestPodCgroupV2Systemd: under the systemd cgroup driver the same pod
@@ -585,7 +594,7 @@ func TestPodCgroupV2Systemd(t *testing.T) {
 	f.rt.SetFakeSandboxes([]*apitest.FakePodSandbox{{PodSandboxStatus: runtimeapi.PodSandboxStatus{
 		Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "2222"}, State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: f.sandboxCreated}}})
 	p, err := New(Config{ProcRoot: dir + "/proc", CgroupFSRoot: dir + "/cgroup", CgroupDriver: "systemd", RootDir: f.rootDir, LogDir: f.logDir, NodeName: "n1"},
-		Deps{Runtime: f.rt, Pods: func() []*v1.Pod { return f.pods }, Statfs: f.statfs, Clock: clocktesting.NewFakePassiveClock(t0)})
+		Deps{Runtime: f.rt, Pods: func() []*v1.Pod { return f.pods }, Statfs: f.statfs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,59 +626,60 @@ func TestPodCgroupV2Systemd(t *testing.T) {
 // next Summary rates them over the time since the previous Summary.
 func TestNodeSummary(t *testing.T) {
 	t.Parallel()
-	f := newPodFixture(t)
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v1")); err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakePassiveClock(t0)
-	p, full := f.provider(t, dir, clk), f.provider(t, dir, clk) // full: Summary only, for comparison
-	for _, pr := range []*Provider{p, full} {
-		if _, err := pr.Summary(t.Context()); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		f := newPodFixture(t)
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS("testdata/v1")); err != nil {
 			t.Fatal(err)
 		}
-	}
-	write := func(file, v string) {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(v+"\n"), 0o644); err != nil {
+		p, full := f.provider(t, dir), f.provider(t, dir) // full: Summary only, for comparison
+		for _, pr := range []*Provider{p, full} {
+			if _, err := pr.Summary(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write := func(file, v string) {
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Second)
+		write("cgroup/cpuacct/cpuacct.usage", "5020000000000")                  // +20 s of cpu in 10 s
+		f.rt.FakeRuntimeService.Called, f.rt.FakeImageService.Called = nil, nil // no call is in flight
+		got, err := p.NodeSummary(t.Context())
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	clk.SetTime(t0.Add(10 * time.Second))
-	write("cgroup/cpuacct/cpuacct.usage", "5020000000000")                  // +20 s of cpu in 10 s
-	f.rt.FakeRuntimeService.Called, f.rt.FakeImageService.Called = nil, nil // no call is in flight
-	got, err := p.NodeSummary(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.rt.FakeRuntimeService.AssertCalls(nil); err != nil {
-		t.Errorf("runtime service: %v", err)
-	}
-	if diff := cmp.Diff([]string{"ImageFsInfo"}, f.rt.FakeImageService.Called); diff != "" {
-		t.Errorf("image service calls (-want +got):\n%s", diff)
-	}
-	want, err := full.Summary(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want.Node, got.Node); diff != "" {
-		t.Errorf("NodeSummary's node (-Summary's +got):\n%s", diff)
-	}
-	if got.Node.CPU.UsageNanoCores == nil || *got.Node.CPU.UsageNanoCores != 2e9 {
-		t.Errorf("node usageNanoCores %v, want 2e9", got.Node.CPU.UsageNanoCores)
-	}
-	if diff := cmp.Diff([]statsapi.PodStats{}, got.Pods); diff != "" {
-		t.Errorf("NodeSummary's pods (-want +got):\n%s", diff)
-	}
+		if err := f.rt.FakeRuntimeService.AssertCalls(nil); err != nil {
+			t.Errorf("runtime service: %v", err)
+		}
+		if diff := cmp.Diff([]string{"ImageFsInfo"}, f.rt.FakeImageService.Called); diff != "" {
+			t.Errorf("image service calls (-want +got):\n%s", diff)
+		}
+		want, err := full.Summary(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want.Node, got.Node); diff != "" {
+			t.Errorf("NodeSummary's node (-Summary's +got):\n%s", diff)
+		}
+		if got.Node.CPU.UsageNanoCores == nil || *got.Node.CPU.UsageNanoCores != 2e9 {
+			t.Errorf("node usageNanoCores %v, want 2e9", got.Node.CPU.UsageNanoCores)
+		}
+		if diff := cmp.Diff([]statsapi.PodStats{}, got.Pods); diff != "" {
+			t.Errorf("NodeSummary's pods (-want +got):\n%s", diff)
+		}
 
-	clk.SetTime(t0.Add(20 * time.Second))
-	write("cgroup/cpuacct/kubepods/burstable/pod1111/cpuacct.usage", "2000000000") // +1 s in 20 s
-	next, err := p.Summary(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := next.Pods[0].CPU.UsageNanoCores; r == nil || *r != 5e7 {
-		t.Errorf("pod usageNanoCores after a NodeSummary: %v, want 5e7 (1 s of cpu over the 20 s since the last Summary)", r)
-	}
+		time.Sleep(10 * time.Second)
+		write("cgroup/cpuacct/kubepods/burstable/pod1111/cpuacct.usage", "2000000000") // +1 s in 20 s
+		next, err := p.Summary(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := next.Pods[0].CPU.UsageNanoCores; r == nil || *r != 5e7 {
+			t.Errorf("pod usageNanoCores after a NodeSummary: %v, want 5e7 (1 s of cpu over the 20 s since the last Summary)", r)
+		}
+	})
 }
 
 // One Summary statfs's each filesystem once: with the image filesystem's
@@ -699,7 +709,7 @@ func TestOneStatfsPerFilesystem(t *testing.T) {
 			}
 			devs := map[string]uint64{f.rootDir: 1, f.logDir: 1, "/img": tc.imageDev}
 			p, err := New(Config{ProcRoot: "testdata/v1/proc", CgroupFSRoot: "testdata/v1/cgroup", RootDir: f.rootDir, LogDir: f.logDir},
-				Deps{Runtime: f.rt, Statfs: statfs, Clock: clocktesting.NewFakePassiveClock(t0),
+				Deps{Runtime: f.rt, Statfs: statfs,
 					Device: func(path string) (uint64, error) {
 						if d, ok := devs[path]; ok {
 							return d, nil

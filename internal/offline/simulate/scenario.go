@@ -17,9 +17,9 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/eviction"
-	"github.com/nodekeeper/nodekeeper/internal/base/config"
 	"github.com/nodekeeper/nodekeeper/internal/base/decode"
 	"github.com/nodekeeper/nodekeeper/internal/base/quantity"
+	"github.com/nodekeeper/nodekeeper/internal/config"
 	"github.com/nodekeeper/nodekeeper/internal/offline/snapshot"
 )
 

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
-	"k8s.io/utils/clock"
 )
 
 // The kubelet's defaults for the authentication and authorization fields.
@@ -48,14 +47,14 @@ type auth struct {
 }
 
 // newAuth builds the authenticator and authorizer that cfg describes, or
-// takes deps' when set; clk times the caches and the client CA reload.
-func newAuth(cfg Config, deps Deps, clk clock.WithTicker, log *slog.Logger) (*auth, error) {
+// takes deps' when set.
+func newAuth(cfg Config, deps Deps, log *slog.Logger) (*auth, error) {
 	a := &auth{authn: deps.Authenticator, authz: deps.Authorizer}
 	if a.authn == nil {
 		authn := cfg.Authentication
 		ra := requestAuth{anonymous: authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled}
 		if f := authn.X509.ClientCAFile; f != "" {
-			x, err := newX509Auth(f, clk, log)
+			x, err := newX509Auth(f, log)
 			if err != nil {
 				return nil, fmt.Errorf("kubeletserver: authentication.x509.clientCAFile %q: %w", f, err)
 			}
@@ -74,7 +73,7 @@ func newAuth(cfg Config, deps Deps, clk clock.WithTicker, log *slog.Logger) (*au
 				ttl = d
 			}
 			tokens := &tokenAuth{client: deps.TokenReviews, timeout: webhookTokenReviewTimeout, backoff: webhookBackoff,
-				cache: newTTLCache[[32]byte, tokenResult](clk, ttl, tokenCacheSize)}
+				cache: newTTLCache[[32]byte, tokenResult](ttl, tokenCacheSize)}
 			ra.methods = append(ra.methods, bearerAuth{tokens}, wsProtocolAuth{tokens})
 		}
 		if len(ra.methods) == 0 && !ra.anonymous {
@@ -108,7 +107,7 @@ func newAuth(cfg Config, deps Deps, clk clock.WithTicker, log *slog.Logger) (*au
 					*f.dst = f.d
 				}
 			}
-			sa.cache = newTTLCache[string, authorizationv1.SubjectAccessReviewStatus](clk, 0, sarCacheSize)
+			sa.cache = newTTLCache[string, authorizationv1.SubjectAccessReviewStatus](0, sarCacheSize)
 			a.authz = sa
 		default:
 			return nil, fmt.Errorf("kubeletserver: authorization.mode %q: want Webhook or AlwaysAllow", mode)

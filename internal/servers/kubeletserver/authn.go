@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/base/decode"
 )
@@ -95,18 +94,17 @@ func withAuthenticatedGroup(resp *authenticator.Response) *authenticator.Respons
 // bundle: the user is the certificate's common name, its groups the
 // organizations. The bundle is read from a file, again when it changes.
 type x509Auth struct {
-	file  string
-	clock clock.WithTicker
-	log   *slog.Logger
-	pool  atomic.Pointer[x509.CertPool]
+	file string
+	log  *slog.Logger
+	pool atomic.Pointer[x509.CertPool]
 	// pem is the bundle's content pool was built from; only Run's goroutine
 	// (and newX509Auth before it) uses it.
 	pem []byte
 }
 
 // newX509Auth reads the CA bundle file.
-func newX509Auth(file string, clk clock.WithTicker, log *slog.Logger) (*x509Auth, error) {
-	a := &x509Auth{file: file, clock: clk, log: log}
+func newX509Auth(file string, log *slog.Logger) (*x509Auth, error) {
+	a := &x509Auth{file: file, log: log}
 	if _, err := a.reload(); err != nil {
 		return nil, err
 	}
@@ -134,13 +132,13 @@ func (a *x509Auth) reload() (bool, error) {
 
 // Run checks the bundle file every clientCARecheck until ctx ends.
 func (a *x509Auth) Run(ctx context.Context) {
-	t := a.clock.NewTicker(clientCARecheck)
+	t := time.NewTicker(clientCARecheck)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C():
+		case <-t.C:
 		}
 		changed, err := a.reload()
 		switch {
@@ -158,7 +156,7 @@ func (a *x509Auth) AuthenticateRequest(r *http.Request) (*authenticator.Response
 	}
 	leaf := r.TLS.PeerCertificates[0]
 	opts := x509.VerifyOptions{
-		Roots: a.pool.Load(), CurrentTime: a.clock.Now(),
+		Roots: a.pool.Load(), CurrentTime: time.Now(),
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	if len(r.TLS.PeerCertificates) > 1 {
@@ -306,7 +304,7 @@ type tokenResult struct{ user user.Info }
 
 func (a *tokenAuth) authenticate(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	key := sha256.Sum256([]byte(token))
-	if res, ok := a.cache.get(key); ok {
+	if res, ok := a.cache.get(key, time.Now()); ok {
 		if res.user == nil {
 			return nil, false, nil
 		}
@@ -328,7 +326,7 @@ func (a *tokenAuth) authenticate(ctx context.Context, token string) (*authentica
 		if st.Error != "" {
 			return nil, false, fmt.Errorf("token review: %s", st.Error)
 		}
-		a.cache.put(key, tokenResult{}, a.cache.ttl)
+		a.cache.put(key, tokenResult{}, a.cache.ttl, time.Now())
 		return nil, false, nil
 	}
 	u := &user.DefaultInfo{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups}
@@ -338,7 +336,7 @@ func (a *tokenAuth) authenticate(ctx context.Context, token string) (*authentica
 			u.Extra[k] = v
 		}
 	}
-	a.cache.put(key, tokenResult{user: u}, a.cache.ttl)
+	a.cache.put(key, tokenResult{user: u}, a.cache.ttl, time.Now())
 	return &authenticator.Response{User: u, Audiences: st.Audiences}, true, nil
 }
 
@@ -375,12 +373,12 @@ func retriable(err error) bool {
 }
 
 // ttlCache maps keys to values that expire; it holds at most max entries
-// (when full, expired entries go first, then arbitrary ones). Safe for
-// concurrent use.
+// (when full, expired entries go first, then arbitrary ones). Its methods
+// take the time as data (the callers pass time.Now()). Safe for concurrent
+// use.
 type ttlCache[K comparable, V any] struct {
-	clock clock.PassiveClock
-	ttl   time.Duration // the default time to live, for callers' use
-	max   int
+	ttl time.Duration // the default time to live, for callers' use
+	max int
 
 	mu      sync.Mutex // guards entries
 	entries map[K]ttlEntry[V]
@@ -391,13 +389,12 @@ type ttlEntry[V any] struct {
 	expires time.Time
 }
 
-func newTTLCache[K comparable, V any](clk clock.PassiveClock, ttl time.Duration, max int) *ttlCache[K, V] {
-	return &ttlCache[K, V]{clock: clk, ttl: ttl, max: max, entries: map[K]ttlEntry[V]{}}
+func newTTLCache[K comparable, V any](ttl time.Duration, max int) *ttlCache[K, V] {
+	return &ttlCache[K, V]{ttl: ttl, max: max, entries: map[K]ttlEntry[V]{}}
 }
 
-// get returns k's value if it has one that has not expired.
-func (c *ttlCache[K, V]) get(k K) (V, bool) {
-	now := c.clock.Now()
+// get returns k's value if it has one that has not expired at now.
+func (c *ttlCache[K, V]) get(k K, now time.Time) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
@@ -408,12 +405,11 @@ func (c *ttlCache[K, V]) get(k K) (V, bool) {
 	return e.v, true
 }
 
-// put stores v for k for ttl; a ttl of 0 or less stores nothing.
-func (c *ttlCache[K, V]) put(k K, v V, ttl time.Duration) {
+// put stores v for k for ttl from now; a ttl of 0 or less stores nothing.
+func (c *ttlCache[K, V]) put(k K, v V, ttl time.Duration, now time.Time) {
 	if ttl <= 0 {
 		return
 	}
-	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.entries[k]; !ok && len(c.entries) >= c.max {

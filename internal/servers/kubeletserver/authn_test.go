@@ -24,8 +24,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
-	"k8s.io/utils/clock"
-	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -88,7 +86,10 @@ var noRetry = wait.Backoff{Duration: time.Millisecond, Steps: 1}
 // cache TTL passes; a failed review is not cached.
 func TestTokenCacheTTL(t *testing.T) {
 	t.Parallel()
-	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	synctest.Test(t, testTokenCacheTTL)
+}
+
+func testTokenCacheTTL(t *testing.T) {
 	fail := false
 	reviews := &fakeTokenReviews{review: func(token string) (authenticationv1.TokenReviewStatus, error) {
 		if fail {
@@ -99,7 +100,7 @@ func TestTokenCacheTTL(t *testing.T) {
 		}
 		return authenticationv1.TokenReviewStatus{}, nil
 	}}
-	a := &tokenAuth{client: reviews, timeout: time.Second, backoff: noRetry, cache: newTTLCache[[32]byte, tokenResult](clk, time.Minute, 10)}
+	a := &tokenAuth{client: reviews, timeout: time.Second, backoff: noRetry, cache: newTTLCache[[32]byte, tokenResult](time.Minute, 10)}
 	steps := []struct {
 		name      string
 		advance   time.Duration
@@ -119,7 +120,7 @@ func TestTokenCacheTTL(t *testing.T) {
 		{name: "answered again", token: "bad", wantCalls: 6},
 	}
 	for _, s := range steps {
-		clk.Step(s.advance)
+		time.Sleep(s.advance)
 		fail = s.fail
 		resp, ok, err := a.authenticate(t.Context(), s.token)
 		var got string
@@ -142,9 +143,8 @@ func TestTokenRetry(t *testing.T) {
 		}
 		return authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice"}}, nil
 	}}
-	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	a := &tokenAuth{client: reviews, timeout: 10 * time.Second, backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 5},
-		cache: newTTLCache[[32]byte, tokenResult](clk, time.Minute, 10)}
+		cache: newTTLCache[[32]byte, tokenResult](time.Minute, 10)}
 	if _, ok, err := a.authenticate(t.Context(), "t"); !ok || err != nil || reviews.count() != 3 {
 		t.Errorf("authenticate = %v, %v after %d reviews; want ok after 3", ok, err, reviews.count())
 	}
@@ -162,7 +162,10 @@ func TestTokenRetry(t *testing.T) {
 // others for cacheUnauthorizedTTL, each spec on its own.
 func TestSARCacheTTL(t *testing.T) {
 	t.Parallel()
-	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	synctest.Test(t, testSARCacheTTL)
+}
+
+func testSARCacheTTL(t *testing.T) {
 	sars := &fakeSARs{decide: func(spec authorizationv1.SubjectAccessReviewSpec) (authorizationv1.SubjectAccessReviewStatus, error) {
 		switch spec.User {
 		case "alice":
@@ -178,7 +181,7 @@ func TestSARCacheTTL(t *testing.T) {
 		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook,
 			Webhook: kubeletv1beta1.KubeletWebhookAuthorization{
 				CacheAuthorizedTTL: metav1.Duration{Duration: 10 * time.Minute}, CacheUnauthorizedTTL: metav1.Duration{Duration: time.Minute}}},
-	}, Deps{SubjectAccessReviews: sars}, clk, testLogger(t))
+	}, Deps{SubjectAccessReviews: sars}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +206,7 @@ func TestSARCacheTTL(t *testing.T) {
 		{name: "allowed expired", advance: time.Second, user: "alice", sub: "stats", want: authorizer.DecisionAllow, wantCalls: 7},
 	}
 	for _, s := range steps {
-		clk.Step(s.advance)
+		time.Sleep(s.advance)
 		got, _, err := a.authz.Authorize(t.Context(), attrs(s.user, s.sub))
 		if err != nil || got != s.want || sars.count() != s.wantCalls {
 			t.Errorf("%s: decision %v (%v) after %d reviews; want %v after %d", s.name, got, err, sars.count(), s.want, s.wantCalls)
@@ -231,8 +234,7 @@ func TestSARSpec(t *testing.T) {
 func TestAuthenticateRequest(t *testing.T) {
 	t.Parallel()
 	ca, other := newTestCA(t, "client-ca"), newTestCA(t, "other-ca")
-	clk := testingclock.NewFakeClock(time.Now())
-	x, err := newX509Auth(ca.File, clk, testLogger(t))
+	x, err := newX509Auth(ca.File, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +244,7 @@ func TestAuthenticateRequest(t *testing.T) {
 		}
 		return authenticationv1.TokenReviewStatus{}, nil
 	}}
-	tokens := &tokenAuth{client: reviews, timeout: time.Second, backoff: noRetry, cache: newTTLCache[[32]byte, tokenResult](clk, time.Minute, 10)}
+	tokens := &tokenAuth{client: reviews, timeout: time.Second, backoff: noRetry, cache: newTTLCache[[32]byte, tokenResult](time.Minute, 10)}
 	a := requestAuth{methods: []authenticator.Request{x, bearerAuth{tokens}, wsProtocolAuth{tokens}}, anonymous: true}
 	leaf := func(c tls.Certificate) *x509.Certificate {
 		l, err := x509.ParseCertificate(c.Certificate[0])
@@ -326,7 +328,7 @@ func TestClientCAReload(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		first, second := newTestCA(t, "first-ca"), newTestCA(t, "second-ca")
-		x, err := newX509Auth(first.File, clock.RealClock{}, testLogger(t))
+		x, err := newX509Auth(first.File, testLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,28 +382,28 @@ func TestClientCAReload(t *testing.T) {
 // TestTTLCacheBound: a full cache drops expired entries first, then others.
 func TestTTLCacheBound(t *testing.T) {
 	t.Parallel()
-	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-	c := newTTLCache[int, int](clk, 0, 3)
-	c.put(1, 1, time.Second)
-	c.put(2, 2, time.Hour)
-	c.put(3, 3, time.Hour)
-	clk.Step(2 * time.Second)
-	c.put(4, 4, time.Hour) // 1 expired: it goes
-	if _, ok := c.get(2); !ok {
+	t0 := time.Unix(1000, 0)
+	c := newTTLCache[int, int](0, 3)
+	c.put(1, 1, time.Second, t0)
+	c.put(2, 2, time.Hour, t0)
+	c.put(3, 3, time.Hour, t0)
+	now := t0.Add(2 * time.Second)
+	c.put(4, 4, time.Hour, now) // 1 expired: it goes
+	if _, ok := c.get(2, now); !ok {
 		t.Error("2 dropped; want the expired 1 dropped first")
 	}
 	if len(c.entries) != 3 {
 		t.Errorf("%d entries, want 3", len(c.entries))
 	}
-	c.put(5, 5, time.Hour) // none expired: one goes
+	c.put(5, 5, time.Hour, now) // none expired: one goes
 	if len(c.entries) != 3 {
 		t.Errorf("%d entries, want 3", len(c.entries))
 	}
-	if _, ok := c.get(5); !ok {
+	if _, ok := c.get(5, now); !ok {
 		t.Error("the new entry is missing")
 	}
-	c.put(6, 6, 0) // a zero TTL stores nothing
-	if _, ok := c.get(6); ok {
+	c.put(6, 6, 0, now) // a zero TTL stores nothing
+	if _, ok := c.get(6, now); ok {
 		t.Error("an entry with TTL 0 was stored")
 	}
 }

@@ -43,7 +43,7 @@ func (a *sarAuth) Authorize(ctx context.Context, attr authorizer.Attributes) (au
 	if err != nil {
 		return authorizer.DecisionNoOpinion, "", fmt.Errorf("subject access review: %w", err)
 	}
-	st, ok := a.cache.get(string(key))
+	st, ok := a.cache.get(string(key), time.Now())
 	if !ok {
 		var got *authorizationv1.SubjectAccessReview
 		err := withRetries(ctx, a.backoff, func() error {
@@ -59,7 +59,7 @@ func (a *sarAuth) Authorize(ctx context.Context, attr authorizer.Attributes) (au
 		if st.Allowed {
 			ttl = a.allowTTL
 		}
-		a.cache.put(string(key), st, ttl)
+		a.cache.put(string(key), st, ttl, time.Now())
 	}
 	switch {
 	case st.Allowed && st.Denied:

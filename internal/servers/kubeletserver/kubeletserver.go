@@ -121,8 +121,12 @@ type Deps struct {
 	// describes (tests, or an embedding with its own policy).
 	Authenticator authenticator.Request
 	Authorizer    authorizer.UnconditionalAuthorizer
-	// Clock may be nil: the real clock. It gives sinceSeconds its origin and
-	// paces followed logs.
+	// Clock may be nil: the real clock. It gives sinceSeconds its origin,
+	// paces followed logs and dates the serving certificate's check at New.
+	// It is injected because the tests step it while the server answers
+	// over real TLS sockets, which a synctest bubble cannot hold (the auth
+	// caches and the client CA reload use the time package: their tests run
+	// in a bubble).
 	Clock clock.WithTicker
 	// Logger may be nil: logs are discarded.
 	Logger *slog.Logger
@@ -200,7 +204,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if s.tls, err = tlsConfig(cfg, log, s.clock.Now()); err != nil {
 		return nil, err
 	}
-	if s.auth, err = newAuth(cfg, deps, s.clock, log); err != nil {
+	if s.auth, err = newAuth(cfg, deps, log); err != nil {
 		return nil, err
 	}
 	s.router = s.routes()

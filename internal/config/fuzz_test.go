@@ -25,9 +25,11 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	if data, err := os.ReadFile("../../../examples/imagegc/kubelet-config.yaml"); err == nil {
-		f.Add(data)
+	data, err := os.ReadFile("../../examples/imagegc/kubelet-config.yaml")
+	if err != nil {
+		f.Fatal(err)
 	}
+	f.Add(data)
 	f.Add([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 1e400\nfailSwapOn: yes\n"))
 	f.Add([]byte(`{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "maxPods": 1e400, "kubeReserved": {"memory": 1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -13,8 +13,8 @@ import (
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // The defaults of the agent's fields. Where nodekeeper's default differs from
@@ -209,7 +209,7 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		return fail("healthzPort", strconv.Itoa(int(p)), "must be between 0 and 65535")
 	}
 	for i, p := range k.AllowedUnsafeSysctls {
-		if err := admission.ValidateUnsafeSysctl(p); err != nil {
+		if err := nodeapi.ValidateUnsafeSysctl(p); err != nil {
 			return fail(fmt.Sprintf("allowedUnsafeSysctls[%d]", i), p, "not a namespaced sysctl or pattern (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*)")
 		}
 	}
