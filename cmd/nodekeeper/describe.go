@@ -45,7 +45,7 @@ pod's events (standalone; in a cluster they are the API server's: the section
 says so). NAME is in namespace -n (default "default"); an unknown pod exits 1.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, base, sock, err := at.client(cmd)
+			c, base, sock, err := at.socketClient(cmd)
 			if err != nil {
 				return err
 			}

@@ -156,6 +156,10 @@ func TestDescribeAndEventsCommands(t *testing.T) {
 			wantErr: "No events found in jobs namespace.\n"},
 		{name: "events, bad --for", args: []string{"events", "--for", "deployment/x", "--socket", sock}, code: exitUsage,
 			wantErr: "nodekeeper: --for \"deployment/x\": want pod/NAME or node/NAME\n"},
+		{name: "events from a read-only port", args: []string{"events", "--server", "http://127.0.0.1:10255"}, code: exitUsage,
+			wantErr: "nodekeeper: --server: a read-only port serves no events: use --root-dir or --socket\n"},
+		{name: "describe from a read-only port", args: []string{"describe", "pod", "web", "--server", "http://127.0.0.1:10255"}, code: exitUsage,
+			wantErr: "nodekeeper: --server: a read-only port serves no events: use --root-dir or --socket\n"},
 		{name: "events, agent in a cluster", args: []string{"events", "--socket", cluster}, code: 1,
 			wantErr: "nodekeeper: GET " + cluster + " /events: 404 Not Found (the agent keeps no events: in a cluster they are the API server's, see kubectl events)\n"},
 	} {

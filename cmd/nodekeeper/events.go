@@ -42,7 +42,7 @@ pod/NAME (or node/NAME) shows one object's events, in namespace -n (default
 			if err != nil {
 				return err
 			}
-			c, base, sock, err := at.client(cmd)
+			c, base, sock, err := at.socketClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -76,6 +76,15 @@ pod/NAME (or node/NAME) shows one object's events, in namespace -n (default
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only this namespace's events (with --for, default \"default\")")
 	cmd.Flags().StringVar(&forObject, "for", "", "only the events of this object: pod/NAME or node/NAME")
 	return cmd
+}
+
+// socketClient is client for the commands that read what only the socket
+// serves (/events): --server, hidden, is a usage error.
+func (a *agentTarget) socketClient(cmd *cobra.Command) (*http.Client, string, string, error) {
+	if cmd.Flags().Changed("server") {
+		return nil, "", "", flagError{errors.New("--server: a read-only port serves no events: use --root-dir or --socket")}
+	}
+	return a.client(cmd)
 }
 
 // parseFor reads --for KIND/NAME: kind lower-cased, pod or node; empty for

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -321,5 +323,30 @@ func TestWatchPods(t *testing.T) {
 	want := []string{"a 0/1 ErrImagePull", "a 0/1 ImagePullBackOff", "b 0/1 Pending"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("watch lines (-want +got):\n%s\n%s", diff, buf.String())
+	}
+}
+
+// get pods -w prints the table, then keeps watching until Ctrl-C, which
+// ends it with exit 0.
+func TestGetPodsWatchEndsOnInterrupt(t *testing.T) {
+	t.Parallel()
+	url := serveGetPods(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	r, w := io.Pipe()
+	code := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		code <- run(ctx, []string{"get", "pods", "-w", "--server", url}, w, &errOut)
+		w.Close()
+	}()
+	first, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil || !strings.HasPrefix(first, "NAMESPACE ") {
+		t.Fatalf("first line %q, %v", first, err)
+	}
+	cancel() // as SIGINT does through main's signal.NotifyContext
+	go io.Copy(io.Discard, r)
+	if c := <-code; c != 0 || errOut.Len() != 0 {
+		t.Errorf("exit %d, stderr %q; want 0 and nothing", c, errOut.String())
 	}
 }
