@@ -152,6 +152,7 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 	root.Flags().Bool("version", false, "print the version and exit")
 	registerMaxInputSize(root)
 	root.AddCommand(newVersionCmd(), newRunCmd(), newExplainCmd(logger), newSimulateCmd(logger), newGetCmd(), newApplyCmd(), newDeleteCmd(), newStopRuntimeCmd())
+	root.AddCommand(newDescribeCmd(), newEventsCmd())
 	markArgErrors(root)
 	return root
 }

@@ -304,14 +304,11 @@ func printStatus(ctx context.Context, w io.Writer, pods func() []*v1.Pod, every 
 	}
 }
 
-// statusKey sums up what the pod table shows but the age.
+// statusKey sums up what the pod table shows but the times that pass.
 func statusKey(pods []v1.Pod) string {
 	var b strings.Builder
-	for _, p := range pods {
-		fmt.Fprintf(&b, "%s/%s %s %s|", p.Namespace, p.Name, p.Status.Phase, p.Status.PodIP)
-		for _, c := range p.Status.ContainerStatuses {
-			fmt.Fprintf(&b, "%s %t %d|", c.Name, c.Ready, c.RestartCount)
-		}
+	for i := range pods {
+		b.WriteString(podKey(&pods[i]) + "|")
 	}
 	return b.String()
 }

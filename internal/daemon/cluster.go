@@ -50,15 +50,16 @@ func newClient(kubeconfig *rest.Config, c config.Cluster, version string, timeou
 	return cs, nil
 }
 
-// clusterRecorder returns a recorder that sends events to the API server
-// (rate-limited by eventRecordQPS and eventBurst, aggregated as client-go
-// does) and also logs them, and the events recorder whose Run writes them.
-func clusterRecorder(client kubeclient.Interface, nodeName string, c config.Cluster, log nodeapi.LogRecorder) (nodeapi.Recorder, *events.Recorder) {
+// eventRecorder returns a recorder that sends events to sink, the API
+// server or, standalone, the ring of the socket's /events (rate-limited by
+// eventRecordQPS and eventBurst, aggregated as client-go does), and also
+// logs them, and the events recorder whose Run writes them.
+func eventRecorder(sink events.Sink, nodeName string, c config.Cluster, log nodeapi.LogRecorder) (nodeapi.Recorder, *events.Recorder) {
 	scheme, err := kubeclient.NewScheme()
 	if err != nil { // the scheme's types are fixed: a programmer's error
 		panic(fmt.Sprintf("kubeclient scheme: %v", err))
 	}
-	rec := events.New(eventSink{client}, events.Options{
+	rec := events.New(sink, events.Options{
 		Source: v1.EventSource{Component: eventComponent, Host: nodeName},
 		Scheme: scheme,
 		QPS:    float32(c.EventRecordQPS), // 0: no limit

@@ -27,7 +27,7 @@ func TestClusterRecorder(t *testing.T) {
 	}
 	defer w.Stop()
 	var logs bytes.Buffer
-	rec, writer := clusterRecorder(clientgo.Wrap(client), "n1", config.Default().Cluster,
+	rec, writer := eventRecorder(eventSink{clientgo.Wrap(client)}, "n1", config.Default().Cluster,
 		nodeapi.LogRecorder{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

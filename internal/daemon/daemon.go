@@ -41,6 +41,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/internal/machine/stats"
+	"github.com/nodekeeper/nodekeeper/internal/servers/eventring"
 	"github.com/nodekeeper/nodekeeper/internal/servers/kubeletserver"
 	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -156,7 +157,8 @@ type root struct {
 	swap              podruntime.Swap
 	// core
 	recorder nodeapi.Recorder
-	events   *events.Recorder // nil: standalone; its writer is a cluster part
+	events   *events.Recorder // to the API server, or standalone to ring; its writer is a cluster-phase part
+	ring     *eventring.Ring  // standalone: the events kept for /events; nil in a cluster
 	hostIP   string
 	table    *agent.Table
 	stats    *stats.Provider

@@ -10,9 +10,10 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubenode"
 )
 
-// cluster is the third phase, with a kubeconfig only (the clients come with
-// the machine phase's checks, and the recorder with the core): the events
-// writer, the Node's status and Lease, the pods bound to the node (run like
+// cluster is the third phase: the events writer (to the API server, or
+// standalone to the ring of /events; the recorder comes with the core), then,
+// with a kubeconfig only (the clients come with the machine phase's checks),
+// the Node's status and Lease, the pods bound to the node (run like
 // the others, their status and deletion written back, mirror pods for the
 // static ones), and the Node updated at once when a device plugin comes or
 // goes.

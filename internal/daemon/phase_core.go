@@ -14,6 +14,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/devicemanager"
 	"github.com/nodekeeper/nodekeeper/imagegc"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/apipods"
+	"github.com/nodekeeper/nodekeeper/internal/cluster/events"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubenode"
 	"github.com/nodekeeper/nodekeeper/internal/core/agent"
@@ -26,6 +27,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/machine/pressure"
 	"github.com/nodekeeper/nodekeeper/internal/machine/stats"
+	"github.com/nodekeeper/nodekeeper/internal/servers/eventring"
 	"github.com/nodekeeper/nodekeeper/internal/servers/podresources"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/prober"
@@ -37,10 +39,13 @@ import (
 // pod-resources API (both before the sync loop admits pods), the prober, the
 // sync loop, the local pods, the node-level loops and the static pods.
 func (r *root) core(ctx context.Context, p *plan) error {
-	r.recorder = nodeapi.LogRecorder{Logger: r.log.With("subsystem", "events")}
-	if r.client != nil {
-		r.recorder, r.events = clusterRecorder(r.client, r.o.NodeName, r.o.Config.Cluster, r.recorder.(nodeapi.LogRecorder))
+	logged := nodeapi.LogRecorder{Logger: r.log.With("subsystem", "events")}
+	var sink events.Sink = eventSink{r.client}
+	if r.client == nil {
+		r.ring, _ = eventring.New(eventring.DefaultSize) // a valid size
+		sink = r.ring
 	}
+	r.recorder, r.events = eventRecorder(sink, r.o.NodeName, r.o.Config.Cluster, logged)
 	if err := r.nodeIP(); err != nil {
 		return err
 	}

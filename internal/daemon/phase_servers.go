@@ -30,6 +30,9 @@ func (r *root) servers(_ context.Context, p *plan) error {
 	}
 	rootOnly := shared
 	rootOnly.Local, rootOnly.Profiling = r.local.Handler(), r.ac.EnableProfilingHandler
+	if r.ring != nil {
+		rootOnly.Events = r.ring.Events
+	}
 	hostname, _ := os.Hostname()
 	srv, err := server.New(server.Config{Address: r.ac.Address, Port: int(r.ac.ReadOnlyPort), HostNames: nonEmpty(r.o.NodeName, hostname)}, rootOnly)
 	if err != nil {

@@ -3,10 +3,10 @@
 // check), /metrics, /pods, /stats/summary, /metrics/resource,
 // /metrics/cadvisor and nodekeeper's /node, reads only, to requests whose
 // Host names this node. Handler adds what only root may see or do, /configz,
-// /debug/pprof/ and the local pod changes, for the root-only unix socket
-// (localpods.ServeUnix) and for the authenticated kubelet API
-// (internal/servers/kubeletserver). It serves what its Deps return and keeps no state
-// of its own.
+// /debug/pprof/, a standalone node's /events and the local pod changes, for
+// the root-only unix socket (localpods.ServeUnix) and for the authenticated
+// kubelet API (internal/servers/kubeletserver). It serves what its Deps
+// return and keeps no state of its own.
 package server
 
 import (
@@ -109,6 +109,10 @@ type Deps struct {
 	// Local, when set, serves POST /pods and DELETE /pods/{namespace}/{name}
 	// (pod changes) by Handler only: nothing changes through Run's port.
 	Local http.Handler
+	// Events returns the events a standalone node keeps (eventring), for
+	// GET /events, served as a v1 EventList by Handler only; nil: none (in
+	// a cluster they are the API server's).
+	Events func() []v1.Event
 	// Logger receives the server's errors; nil discards them.
 	Logger *slog.Logger
 	// Profiling serves Go's runtime profiles under /debug/pprof/ (the
@@ -213,6 +217,9 @@ func (s *Server) routes(all bool) http.Handler {
 	if all && s.deps.Local != nil {
 		mux.Handle("POST /pods", s.deps.Local)
 		mux.Handle("DELETE /pods/{namespace}/{name}", s.deps.Local)
+	}
+	if all && s.deps.Events != nil {
+		mux.HandleFunc("GET /events", s.events)
 	}
 	if all && s.deps.Profiling {
 		mux.Handle("/debug/pprof/", profilingHandler())
@@ -390,6 +397,11 @@ func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
 		list.Items = append(list.Items, *p)
 	}
 	s.writeJSON(w, &list)
+}
+
+// events answers Deps.Events: a v1 EventList.
+func (s *Server) events(w http.ResponseWriter, _ *http.Request) {
+	s.writeJSON(w, &v1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "v1"}, Items: s.deps.Events()})
 }
 
 // node answers Deps.Node: a v1 Node.

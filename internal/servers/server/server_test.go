@@ -424,6 +424,7 @@ func TestReadOnlyPortServesNoMore(t *testing.T) {
 	deps := Deps{
 		Pods: func() []*v1.Pod { return nil }, Local: local, Profiling: true,
 		Configz: func() any { return map[string]int{"maxPods": 5} },
+		Events:  func() []v1.Event { return nil },
 	}
 	base := start(t, Config{Address: "127.0.0.1"}, deps)
 	type answer struct {
@@ -438,6 +439,7 @@ func TestReadOnlyPortServesNoMore(t *testing.T) {
 	for _, r := range []struct{ method, path string }{
 		{"POST", "/pods"}, {"DELETE", "/pods/default/web"}, {"PUT", "/pods"},
 		{"GET", "/configz"}, {"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/cmdline"}, {"GET", "/debug/pprof/goroutine?debug=1"},
+		{"GET", "/events"},
 	} {
 		req, err := http.NewRequestWithContext(t.Context(), r.method, base+r.path, strings.NewReader("apiVersion: v1\nkind: Pod\n"))
 		if err != nil {
@@ -457,6 +459,7 @@ func TestReadOnlyPortServesNoMore(t *testing.T) {
 	wantPort := []answer{
 		{"POST", "/pods", 405}, {"DELETE", "/pods/default/web", 404}, {"PUT", "/pods", 405},
 		{"GET", "/configz", 404}, {"GET", "/debug/pprof/", 404}, {"GET", "/debug/pprof/cmdline", 404}, {"GET", "/debug/pprof/goroutine?debug=1", 404},
+		{"GET", "/events", 404},
 	}
 	if diff := cmp.Diff(wantPort, port); diff != "" {
 		t.Errorf("read-only port (-want +got):\n%s", diff)
@@ -464,6 +467,7 @@ func TestReadOnlyPortServesNoMore(t *testing.T) {
 	wantSocket := []answer{
 		{"POST", "/pods", 201}, {"DELETE", "/pods/default/web", 201}, {"PUT", "/pods", 405},
 		{"GET", "/configz", 200}, {"GET", "/debug/pprof/", 200}, {"GET", "/debug/pprof/cmdline", 200}, {"GET", "/debug/pprof/goroutine?debug=1", 200},
+		{"GET", "/events", 200},
 	}
 	if diff := cmp.Diff(wantSocket, socket); diff != "" {
 		t.Errorf("Handler (-want +got):\n%s", diff)
@@ -537,5 +541,28 @@ func TestHostCheck(t *testing.T) {
 	}
 	if _, err := New(Config{HostNames: []string{"evil.example:80"}}, Deps{}); err == nil {
 		t.Error("New accepted a host name with a port")
+	}
+}
+
+// GET /events serves Deps.Events as a v1 EventList, on Handler only.
+func TestEventsEndpoint(t *testing.T) {
+	t.Parallel()
+	want := []v1.Event{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web.1"}, Reason: "BackOff", Count: 3,
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web"}}}
+	s, err := New(Config{}, Deps{Events: func() []v1.Event { return want }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/events", nil))
+	var got v1.EventList
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 {
+		t.Fatalf("%d %q: %v", rec.Code, rec.Body, err)
+	}
+	if got.Kind != "EventList" || got.APIVersion != "v1" {
+		t.Errorf("type %s %s", got.APIVersion, got.Kind)
+	}
+	if diff := cmp.Diff(want, got.Items); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// pulling reports whether p's only container waits on its image.
+func pulling(p *v1.Pod) bool {
+	c := p.Status.ContainerStatuses
+	return len(c) == 1 && c[0].State.Waiting != nil &&
+		(c[0].State.Waiting.Reason == "ErrImagePull" || c[0].State.Waiting.Reason == "ImagePullBackOff")
+}
+
+// fields joins each line's fields with one space.
+func fields(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	return lines
+}
+
+// hasLine reports whether a line of lines starts with prefix.
+func hasLine(lines []string, prefix string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestKubectlCommands: the built binary's get pods, get pod -o yaml,
+// describe pod and events tell, through the socket, why a pod whose image
+// cannot be pulled does not run (STATUS, state, the Failed event and its
+// error) and show a running pod; an unknown pod is one line and exit 1.
+func TestKubectlCommands(t *testing.T) {
+	a := StartAgent(t, Options{NoReadOnlyPort: true})
+	a.apply("web.yaml", bestEffortManifest("web"))
+	// No registry answers on localhost:1: the pull fails at once.
+	a.apply("pull.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: pull}\nspec:\n  containers:\n  - {name: c, image: localhost:1/nope:1}\n")
+	a.WaitPod("web", "running", running)
+	a.WaitPod("pull", "waiting in ErrImagePull or ImagePullBackOff", pulling)
+
+	root := []string{"--root-dir", a.Root}
+	cli := func(args ...string) []string {
+		t.Helper()
+		code, out := a.cli(append(args, root...)...)
+		if code != 0 {
+			t.Fatalf("nodekeeper %s: exit %d: %s", strings.Join(args, " "), code, out)
+		}
+		return fields(out)
+	}
+
+	a.Eventually("get pods shows why pull waits", 30*time.Second, func() (bool, string) {
+		lines := cli("get", "pods")
+		ok := lines[0] == "NAMESPACE NAME READY STATUS RESTARTS AGE" && hasLine(lines, "default web 1/1 Running 0 ") &&
+			(hasLine(lines, "default pull 0/1 ErrImagePull 0 ") || hasLine(lines, "default pull 0/1 ImagePullBackOff 0 "))
+		return ok, strings.Join(lines, "\n")
+	})
+
+	code, out := a.cli(append([]string{"get", "pod", "pull", "-o", "yaml"}, root...)...)
+	var p v1.Pod
+	if err := yaml.Unmarshal([]byte(out), &p); err != nil || code != 0 {
+		t.Fatalf("get pod pull -o yaml: exit %d, %v:\n%s", code, err, out)
+	}
+	if p.APIVersion != "v1" || p.Kind != "Pod" || p.Name != "pull" || !pulling(&p) {
+		t.Errorf("get pod pull -o yaml:\n%s", out)
+	}
+
+	failed := `Failed to pull image "localhost:1/nope:1": `
+	a.Eventually("describe pod pull shows the state and the Failed event", 30*time.Second, func() (bool, string) {
+		lines := cli("describe", "pod", "pull")
+		ok := hasLine(lines, "Name: pull") && hasLine(lines, "Image: localhost:1/nope:1") && hasLine(lines, "State: Waiting") &&
+			(hasLine(lines, "Reason: ErrImagePull") || hasLine(lines, "Reason: ImagePullBackOff")) &&
+			hasLine(lines, "QoS Class: BestEffort") && strings.Contains(strings.Join(lines, "\n"), "Warning Failed ") &&
+			strings.Contains(strings.Join(lines, "\n"), " kubelet "+failed)
+		return ok, strings.Join(lines, "\n")
+	})
+	a.Eventually("events --for pod/pull shows the Failed event", 30*time.Second, func() (bool, string) {
+		lines := cli("events", "--for", "pod/pull")
+		text := strings.Join(lines, "\n")
+		return lines[0] == "LAST SEEN TYPE REASON OBJECT MESSAGE" && strings.Contains(text, " Warning Failed Pod/pull "+failed) &&
+			strings.Contains(text, " Normal Pulling Pod/pull Pulling image \"localhost:1/nope:1\"") && !strings.Contains(text, "Pod/web"), text
+	})
+	lines := cli("describe", "pod", "web")
+	if text := strings.Join(lines, "\n"); !hasLine(lines, "State: Running") || !hasLine(lines, "Ready: True") ||
+		!strings.Contains(text, "Normal Started ") || !strings.Contains(text, "Started container main") {
+		t.Errorf("describe pod web:\n%s", text)
+	}
+	if lines := cli("events"); !hasLine(lines, "NAMESPACE LAST SEEN TYPE REASON OBJECT MESSAGE") {
+		t.Errorf("events:\n%s", strings.Join(lines, "\n"))
+	}
+
+	for _, args := range [][]string{{"get", "pod", "nope"}, {"describe", "pod", "nope"}} {
+		code, out := a.cli(append(args, root...)...)
+		if want := "nodekeeper: pod \"nope\" not found in namespace \"default\" (nodekeeper get pods lists them)\n"; code != 1 || out != want {
+			t.Errorf("nodekeeper %s: exit %d, %q; want exit 1, %q", strings.Join(args, " "), code, out, want)
+		}
+	}
+}
