@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -96,7 +97,7 @@ func inSandbox(status *PodStatus, name, id string) *runtimeapi.ContainerStatus {
 		return nil
 	}
 	for _, c := range status.Containers {
-		if c.GetMetadata().GetName() == name && c.GetAnnotations()[annoSandboxID] == id {
+		if c.GetMetadata().GetName() == name && c.GetAnnotations()[criconfig.AnnotationSandboxID] == id {
 			return c
 		}
 	}
@@ -175,7 +176,7 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 			case cs == nil:
 				start(c)
 			case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
-				if cs.GetAnnotations()[annoContainerHash] != containerHash(c) {
+				if cs.GetAnnotations()[criconfig.AnnotationContainerHash] != criconfig.Hash(c) {
 					acts.kill = append(acts.kill, killAction{id: cs.Id, name: c.Name, reason: "Container spec hash changed"})
 					start(c)
 				} else {
@@ -240,7 +241,7 @@ func computeActions(pod *v1.Pod, status *PodStatus, now time.Time, backoff func(
 		case cs == nil:
 			start(c)
 		case cs.State == runtimeapi.ContainerState_CONTAINER_RUNNING:
-			if cs.GetAnnotations()[annoContainerHash] != containerHash(c) {
+			if cs.GetAnnotations()[criconfig.AnnotationContainerHash] != criconfig.Hash(c) {
 				acts.kill = append(acts.kill, killAction{id: cs.Id, name: c.Name, reason: "Container spec hash changed"})
 				start(c)
 			}

@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -47,8 +49,8 @@ func ctr(id string, spec *v1.Container, sbID string, restarts int, created time.
 	c := &runtimeapi.ContainerStatus{
 		Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: spec.Name, Attempt: uint32(restarts)},
 		CreatedAt: t0.Add(created).UnixNano(), State: runtimeapi.ContainerState_CONTAINER_CREATED, Image: &runtimeapi.ImageSpec{Image: spec.Image}, ImageRef: "sha256:" + spec.Image,
-		Annotations: map[string]string{annoSandboxID: sbID, annoContainerHash: containerHash(spec), annoRestartCount: strconv.Itoa(restarts)},
-		Labels:      map[string]string{labelPodUID: "uid-1", labelContainerName: spec.Name},
+		Annotations: map[string]string{criconfig.AnnotationSandboxID: sbID, criconfig.AnnotationContainerHash: criconfig.Hash(spec), criconfig.AnnotationRestartCount: strconv.Itoa(restarts)},
+		Labels:      map[string]string{criconfig.LabelPodUID: "uid-1", criconfig.LabelContainerName: spec.Name},
 	}
 	for _, o := range opts {
 		o(c)

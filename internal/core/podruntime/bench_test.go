@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // benchPod is a pod of a sidecar and five regular containers, each with the
@@ -106,7 +108,7 @@ func BenchmarkPlanSteady(b *testing.B) {
 		specs := make(map[string]string, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 			for i := range cs {
-				specs[cs[i].Name] = containerHash(&cs[i])
+				specs[cs[i].Name] = criconfig.Hash(&cs[i])
 			}
 		}
 		backoff := func(name string) (Backoff, bool) {

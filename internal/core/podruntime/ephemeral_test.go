@@ -10,6 +10,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // debugger adds ephemeral container name (image img:2) targeting target.
@@ -66,8 +68,8 @@ func TestSyncPodEphemeralContainer(t *testing.T) {
 	if ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions(); ns.GetPid() != runtimeapi.NamespaceMode_TARGET || ns.GetTargetId() != appID {
 		t.Errorf("pid namespace %v target %q, want TARGET %q", ns.GetPid(), ns.GetTargetId(), appID)
 	}
-	if cfg.LogPath != "dbg/0.log" || !cfg.Stdin || !cfg.Tty || cfg.Labels[labelContainerName] != "dbg" || cfg.Labels[labelPodUID] != "uid-1" ||
-		cfg.Annotations[annoRestartCount] != "0" || cfg.Annotations[annoContainerHash] == "" {
+	if cfg.LogPath != "dbg/0.log" || !cfg.Stdin || !cfg.Tty || cfg.Labels[criconfig.LabelContainerName] != "dbg" || cfg.Labels[criconfig.LabelPodUID] != "uid-1" ||
+		cfg.Annotations[criconfig.AnnotationRestartCount] != "0" || cfg.Annotations[criconfig.AnnotationContainerHash] == "" {
 		t.Errorf("dbg config: log %q stdin %v tty %v labels %v annotations %v", cfg.LogPath, cfg.Stdin, cfg.Tty, cfg.Labels, cfg.Annotations)
 	}
 
@@ -187,7 +189,7 @@ func TestContainerConfigTarget(t *testing.T) {
 			}
 			pod := testPod(muts...)
 			c := (*v1.Container)(&pod.Spec.EphemeralContainers[0].EphemeralContainerCommon)
-			cfg, err := containerConfig(containerInput{pod: pod, container: c, sandboxID: "sb1", podsDir: t.TempDir(), memCapacity: 1 << 30, cpus: 1, termLog: "/term", targetID: tc.targetID})
+			cfg, err := containerConfig(containerInput{Input: criconfig.Input{Pod: pod, Container: c, SandboxID: "sb1", MemoryCapacity: 1 << 30, CPUs: 1, TargetID: tc.targetID}, podsDir: t.TempDir(), termLog: "/term"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 )
 
@@ -37,16 +38,16 @@ func podGrace(pod *v1.Pod, status *PodStatus, override *int64) int64 {
 	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
 		return *pod.Spec.TerminationGracePeriodSeconds
 	case pod != nil:
-		return defaultGracePeriod
+		return criconfig.DefaultGracePeriod
 	}
 	if status != nil {
 		for _, c := range status.Containers {
-			if g, err := strconv.ParseInt(c.GetAnnotations()[annoPodGrace], 10, 64); err == nil {
+			if g, err := strconv.ParseInt(c.GetAnnotations()[criconfig.AnnotationPodGrace], 10, 64); err == nil {
 				return g
 			}
 		}
 	}
-	return defaultGracePeriod
+	return criconfig.DefaultGracePeriod
 }
 
 // eventObject is what events about a pod name: the pod, or for an orphan a
@@ -128,7 +129,9 @@ func stopAfter(pod *v1.Pod, ctrs []*runtimeapi.ContainerStatus) [][]int {
 		}
 		return c.CreatedAt
 	}
-	isSide := func(c *runtimeapi.ContainerStatus) bool { return c.GetAnnotations()[annoInitKind] == "sidecar" }
+	isSide := func(c *runtimeapi.ContainerStatus) bool {
+		return c.GetAnnotations()[criconfig.AnnotationInitKind] == "sidecar"
+	}
 	after := make([][]int, len(ctrs))
 	for i, c := range ctrs {
 		if !isSide(c) {
@@ -225,7 +228,7 @@ func (m *Manager) waitTurn(ctx context.Context, turn []<-chan struct{}, deadline
 func preStopHook(pod *v1.Pod, c *runtimeapi.ContainerStatus) *v1.LifecycleHandler {
 	name := c.GetMetadata().GetName()
 	if pod != nil {
-		for _, sc := range allContainers(pod) {
+		for _, sc := range criconfig.AllContainers(pod) {
 			if sc.Name == name {
 				if sc.Lifecycle == nil {
 					return nil
@@ -234,7 +237,7 @@ func preStopHook(pod *v1.Pod, c *runtimeapi.ContainerStatus) *v1.LifecycleHandle
 			}
 		}
 	}
-	raw := c.GetAnnotations()[annoPreStop]
+	raw := c.GetAnnotations()[criconfig.AnnotationPreStop]
 	if raw == "" {
 		return nil
 	}
@@ -307,7 +310,7 @@ func (m *Manager) hookHTTP(ctx context.Context, pod *v1.Pod, status *PodStatus, 
 	port := g.Port.IntValue()
 	if port == 0 && g.Port.StrVal != "" {
 		var ports []v1.ContainerPort
-		_ = json.Unmarshal([]byte(c.GetAnnotations()[annoPorts]), &ports)
+		_ = json.Unmarshal([]byte(c.GetAnnotations()[criconfig.AnnotationPorts]), &ports)
 		for _, p := range ports {
 			if p.Name == g.Port.StrVal {
 				port = int(p.ContainerPort)
@@ -383,7 +386,7 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 			err = errors.Join(err, e)
 		}
 		if status.Name != "" {
-			if e := os.RemoveAll(podLogDir(m.cfg.PodLogsDir, status.Namespace, status.Name, string(status.UID))); e != nil {
+			if e := os.RemoveAll(criconfig.PodLogDir(m.cfg.PodLogsDir, status.Namespace, status.Name, string(status.UID))); e != nil {
 				err = errors.Join(err, e)
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // orderRecorder is fakeCRI recording the order of StopContainer calls by
@@ -106,7 +108,7 @@ func TestStopAfter(t *testing.T) {
 	ctr := func(name, kind string, created int64) *runtimeapi.ContainerStatus {
 		c := &runtimeapi.ContainerStatus{Metadata: &runtimeapi.ContainerMetadata{Name: name}, CreatedAt: created}
 		if kind != "" {
-			c.Annotations = map[string]string{annoInitKind: kind}
+			c.Annotations = map[string]string{criconfig.AnnotationInitKind: kind}
 		}
 		return c
 	}

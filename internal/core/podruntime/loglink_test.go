@@ -8,6 +8,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 func TestLogSymlinkPath(t *testing.T) {
@@ -37,7 +39,7 @@ func TestLogSymlinkFollowsContainer(t *testing.T) {
 	pod := testPod()
 	// The fake runtime writes no log: the file is there as a runtime's
 	// would be once the container started.
-	logFile := filepath.Join(podLogDir(cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID)), "app", "0.log")
+	logFile := filepath.Join(criconfig.PodLogDir(cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID)), "app", "0.log")
 	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
 		t.Fatal(err)
 	}

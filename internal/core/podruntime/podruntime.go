@@ -27,6 +27,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
@@ -36,6 +37,10 @@ import (
 // PodStatus is what the runtime holds of one pod, as read by one relist
 // (Statuses): podstatus.Runtime, which the pod's API status is derived from.
 type PodStatus = podstatus.Runtime
+
+// Swap is how the node's containers may use swap (Config.Swap), which
+// criconfig applies to each container's resources.
+type Swap = criconfig.Swap
 
 // Result is the outcome of one SyncPod.
 type Result struct {

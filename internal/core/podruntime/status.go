@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 )
@@ -54,7 +55,7 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 		return p
 	}
 	for _, sb := range sbs {
-		uid := sb.GetLabels()[labelPodUID]
+		uid := sb.GetLabels()[criconfig.LabelPodUID]
 		if uid == "" {
 			continue // not ours
 		}
@@ -70,7 +71,7 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 		p.Sandboxes = append(p.Sandboxes, st)
 	}
 	for _, c := range ctrs {
-		uid := c.GetLabels()[labelPodUID]
+		uid := c.GetLabels()[criconfig.LabelPodUID]
 		if uid == "" {
 			continue
 		}
@@ -84,7 +85,7 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 		}
 		p := pod(uid, nil, "")
 		if p.Name == "" {
-			p.Name, p.Namespace = c.GetLabels()[labelPodName], c.GetLabels()[labelPodNamespace]
+			p.Name, p.Namespace = c.GetLabels()[criconfig.LabelPodName], c.GetLabels()[criconfig.LabelPodNamespace]
 		}
 		p.Containers = append(p.Containers, st)
 	}
@@ -248,7 +249,7 @@ func (m *Manager) supportsRRO() bool {
 // terminationMessage is an exited container's message: its termination-log
 // file, or, with policy FallbackToLogsOnError and a failure, its log's tail.
 func terminationMessage(st *runtimeapi.ContainerStatus) string {
-	path := st.GetAnnotations()[annoTermMsgPath]
+	path := st.GetAnnotations()[criconfig.AnnotationTermMsgPath]
 	if path != "" {
 		for _, mnt := range st.GetMounts() {
 			if mnt.GetContainerPath() == path {
@@ -258,7 +259,7 @@ func terminationMessage(st *runtimeapi.ContainerStatus) string {
 			}
 		}
 	}
-	if st.GetAnnotations()[annoTermMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) && st.ExitCode != 0 && st.LogPath != "" {
+	if st.GetAnnotations()[criconfig.AnnotationTermMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) && st.ExitCode != 0 && st.LogPath != "" {
 		return logTail(st.LogPath, fallbackLogLines, fallbackLogBytes)
 	}
 	return ""

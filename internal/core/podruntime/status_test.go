@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // A container's termination message is its termination-log file's content,
@@ -16,7 +18,7 @@ func TestTerminationMessageFile(t *testing.T) {
 	if err := os.WriteFile(msg, []byte("bye"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &runtimeapi.ContainerStatus{ExitCode: 2, Annotations: map[string]string{annoTermMsgPath: "/dev/termination-log"},
+	c := &runtimeapi.ContainerStatus{ExitCode: 2, Annotations: map[string]string{criconfig.AnnotationTermMsgPath: "/dev/termination-log"},
 		Mounts: []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: msg}}}
 	if got := terminationMessage(c); got != "bye" {
 		t.Errorf("terminationMessage = %q, want bye", got)
@@ -44,7 +46,7 @@ func TestLogTail(t *testing.T) {
 	if got, want := logTail(q, 80, 2048), "DONE"; got != want {
 		t.Errorf("logTail of a last partial line = %q, want %q", got, want)
 	}
-	st := &runtimeapi.ContainerStatus{ExitCode: 1, LogPath: p, Annotations: map[string]string{annoTermMsgPolicy: "FallbackToLogsOnError"}}
+	st := &runtimeapi.ContainerStatus{ExitCode: 1, LogPath: p, Annotations: map[string]string{criconfig.AnnotationTermMsgPolicy: "FallbackToLogsOnError"}}
 	if got := terminationMessage(st); got != "one\ntwo\nthree\n" {
 		t.Errorf("fallback message = %q", got)
 	}

@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // Waiting reasons a sync reports for containers it could not start.
@@ -49,7 +51,7 @@ func (m *Manager) syncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 	specs := make(map[string]string, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range cs {
-			specs[cs[i].Name] = containerHash(&cs[i])
+			specs[cs[i].Name] = criconfig.Hash(&cs[i])
 		}
 	}
 	backoff := func(name string) (Backoff, bool) {
@@ -183,7 +185,7 @@ func (m *Manager) removeContainerFiles(uid types.UID, c *runtimeapi.ContainerSta
 	}
 	termDir := filepath.Join(m.cfg.PodsDir, string(uid), "containers") + "/"
 	for _, mnt := range c.GetMounts() {
-		if mnt.GetContainerPath() == c.GetAnnotations()[annoTermMsgPath] && strings.HasPrefix(mnt.GetHostPath(), termDir) {
+		if mnt.GetContainerPath() == c.GetAnnotations()[criconfig.AnnotationTermMsgPath] && strings.HasPrefix(mnt.GetHostPath(), termDir) {
 			_ = os.Remove(mnt.GetHostPath())
 		}
 	}
@@ -208,7 +210,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 	if err != nil {
 		return nil, err
 	}
-	return sandboxConfig(pod, attempt, m.cfg.PodLogsDir, resolv, parent, m.cfg.ClusterDomain)
+	return criconfig.Sandbox(pod, attempt, m.cfg.PodLogsDir, resolv, parent, m.cfg.ClusterDomain)
 }
 
 // createSandbox runs the pod's sandbox and returns its ID and IPs.
@@ -300,10 +302,12 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		return "", err
 	}
 	cfg, err := containerConfig(containerInput{
-		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
-		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile, swap: m.cfg.Swap,
-		oomGroup:      m.cfg.OOMGroup,
-		clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, env: envObjs, targetID: a.targetID, supportsRRO: m.supportsRRO(),
+		Input: criconfig.Input{
+			Pod: pod, Container: c, RestartCount: a.restartCount, SandboxID: sbID, PodIPs: podIPs,
+			HostIP: m.cfg.HostIP, NodeName: m.cfg.NodeName, MemoryCapacity: m.cfg.MemoryCapacity, CPUs: m.cfg.CPUs,
+			Swap: m.cfg.Swap, OOMGroup: m.cfg.OOMGroup, Sources: (*criconfig.EnvSources)(envObjs), TargetID: a.targetID,
+		},
+		podsDir: m.cfg.PodsDir, hostsFile: m.cfg.HostsFile, clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, supportsRRO: m.supportsRRO(),
 	})
 	if err != nil {
 		st.markWaiting(c.Name, reasonCreateError, err.Error())
@@ -317,9 +321,9 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 			m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 			return "", fmt.Errorf("devices of container %s: %w", c.Name, err)
 		}
-		withDevices(cfg, opts)
+		criconfig.WithDevices(cfg, opts)
 	}
-	if err := os.MkdirAll(podLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
+	if err := os.MkdirAll(criconfig.PodLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
 		return "", err
 	}
 	id, err := m.rt.CreateContainer(ctx, sbID, cfg, sbCfg)
@@ -331,7 +335,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
 	if !a.prevFinished.IsZero() {
 		// A restart: the next exit waits longer.
-		spec := containerHash(c)
+		spec := criconfig.Hash(c)
 		e, ok := st.Crash[c.Name]
 		next := nextBackoff(e, ok && e.Spec == spec, a.prevFinished)
 		next.Spec = spec
@@ -473,6 +477,18 @@ func (m *Manager) pullBackoffLeft(st *SyncState, image string) time.Duration {
 	e, ok := st.Pull[image]
 	_, left := inBackoff(e, ok, e.Last, m.clock.Now())
 	return left
+}
+
+// readResolvConf reads the host's resolv.conf; a missing file is empty.
+func readResolvConf(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read host DNS config: %w", err)
+	}
+	return b, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -20,6 +20,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // fakeCRI is cri-api's fake runtime and image services as one Runtime.
@@ -245,7 +247,7 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	f.rt.Lock()
 	c := f.rt.Containers[critest.BuildContainerName(&runtimeapi.ContainerMetadata{Name: "app"}, critest.BuildSandboxName(&runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "ns", Uid: "uid-1"}))]
 	f.rt.Unlock()
-	if c == nil || c.Labels[labelContainerName] != "app" || c.Labels["app"] != "web" || c.Annotations[annoContainerHash] == "" {
+	if c == nil || c.Labels[criconfig.LabelContainerName] != "app" || c.Labels["app"] != "web" || c.Annotations[criconfig.AnnotationContainerHash] == "" {
 		t.Errorf("container labels %v annotations %v", c.GetLabels(), c.GetAnnotations())
 	}
 }
@@ -704,7 +706,7 @@ func TestRemoveOldRemovesItsFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old := &runtimeapi.ContainerStatus{Id: "old", LogPath: logFile, Annotations: map[string]string{annoTermMsgPath: "/dev/termination-log"},
+	old := &runtimeapi.ContainerStatus{Id: "old", LogPath: logFile, Annotations: map[string]string{criconfig.AnnotationTermMsgPath: "/dev/termination-log"},
 		Mounts: []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: termFile}}}
 	other := &runtimeapi.ContainerStatus{Id: "other", LogPath: outside}
 	var res Result
