@@ -12,6 +12,7 @@ import (
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
 )
 
 // benchPod is a pod of a sidecar and five regular containers, each with the
@@ -105,18 +106,8 @@ func BenchmarkPlanSteady(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		specs := make(map[string]string, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
-		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-			for i := range cs {
-				specs[cs[i].Name] = criconfig.Hash(&cs[i])
-			}
-		}
-		backoff := func(name string) (Backoff, bool) {
-			e, ok := st.Crash[name]
-			return e, ok && e.Spec == specs[name]
-		}
-		acts := computeActions(pod, status, now, backoff, nil)
-		if acts.createSandbox || len(acts.start) != 0 {
+		acts := plan.Compute(plan.Input{Pod: pod, Status: status, Hashes: criconfig.Hashes(pod), Crash: st.Crash}, now)
+		if acts.CreateSandbox || len(acts.Start) != 0 {
 			b.Fatalf("steady plan: %+v", acts)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
 	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
@@ -41,6 +42,10 @@ type PodStatus = podstatus.Runtime
 // Swap is how the node's containers may use swap (Config.Swap), which
 // criconfig applies to each container's resources.
 type Swap = criconfig.Swap
+
+// Backoff is one crash-loop or image pull back-off in a SyncState; the
+// plan (internal/core/podruntime/plan) decides with it.
+type Backoff = plan.Backoff
 
 // Result is the outcome of one SyncPod.
 type Result struct {

@@ -161,3 +161,27 @@ func TestContainerHash(t *testing.T) {
 		t.Error("a changed spec keeps its hash")
 	}
 }
+
+// TestContainerHashGiven: the config carries the hash the sync computed
+// (once per container per sync) and computes it only when none is given
+// (an ephemeral container).
+func TestContainerHashGiven(t *testing.T) {
+	t.Parallel()
+	pod := testPod()
+	c := &pod.Spec.Containers[0]
+	for _, tc := range []struct{ name, given, want string }{
+		{"given", "cafe", "cafe"},
+		{"computed", "", Hash(c)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Container(Input{Pod: pod, Container: c, Hash: tc.given, MemoryCapacity: 1 << 30, CPUs: 1}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Annotations[AnnotationContainerHash]; got != tc.want {
+				t.Errorf("hash annotation %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
