@@ -264,44 +264,46 @@ func checkHostPath(hp *v1.HostPathVolumeSource) error {
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	want := func(ok bool, what string) error {
-		if !exists {
-			return fmt.Errorf("hostPath type %s: %s does not exist", typ, hp.Path)
-		}
-		if !ok {
-			return fmt.Errorf("hostPath type %s: %s is not a %s", typ, hp.Path, what)
-		}
+	if typ == v1.HostPathUnset {
 		return nil
 	}
+	what, is, known := hostPathKind(typ)
+	switch {
+	case !known:
+		return fmt.Errorf("hostPath type %q is not a known type", typ)
+	case exists && !is(st.Mode()):
+		return fmt.Errorf("hostPath type %s: %s is not a %s", typ, hp.Path, what)
+	case exists:
+		return nil
+	case typ == v1.HostPathDirectoryOrCreate:
+		return os.MkdirAll(hp.Path, 0o755)
+	case typ == v1.HostPathFileOrCreate:
+		f, err := os.OpenFile(hp.Path, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("hostPath type %s: %w", typ, err)
+		}
+		return f.Close()
+	}
+	return fmt.Errorf("hostPath type %s: %s does not exist", typ, hp.Path)
+}
+
+// hostPathKind is the kind of file a hostPath type asks for: its name and
+// the check of a file's mode; known is false for a type the API does not
+// have.
+func hostPathKind(typ v1.HostPathType) (what string, is func(fs.FileMode) bool, known bool) {
 	switch typ {
-	case v1.HostPathUnset:
-		return nil
-	case v1.HostPathDirectoryOrCreate:
-		if !exists {
-			return os.MkdirAll(hp.Path, 0o755)
-		}
-		return want(st.IsDir(), "directory")
-	case v1.HostPathFileOrCreate:
-		if !exists {
-			f, err := os.OpenFile(hp.Path, os.O_CREATE|os.O_WRONLY, 0o644)
-			if err != nil {
-				return fmt.Errorf("hostPath type %s: %w", typ, err)
-			}
-			return f.Close()
-		}
-		return want(st.Mode().IsRegular(), "file")
-	case v1.HostPathDirectory:
-		return want(exists && st.IsDir(), "directory")
-	case v1.HostPathFile:
-		return want(exists && st.Mode().IsRegular(), "file")
+	case v1.HostPathDirectoryOrCreate, v1.HostPathDirectory:
+		return "directory", fs.FileMode.IsDir, true
+	case v1.HostPathFileOrCreate, v1.HostPathFile:
+		return "file", fs.FileMode.IsRegular, true
 	case v1.HostPathSocket:
-		return want(exists && st.Mode()&os.ModeSocket != 0, "socket")
+		return "socket", func(m fs.FileMode) bool { return m&fs.ModeSocket != 0 }, true
 	case v1.HostPathCharDev:
-		return want(exists && st.Mode()&os.ModeCharDevice != 0, "character device")
+		return "character device", func(m fs.FileMode) bool { return m&fs.ModeCharDevice != 0 }, true
 	case v1.HostPathBlockDev:
-		return want(exists && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0, "block device")
+		return "block device", func(m fs.FileMode) bool { return m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0 }, true
 	}
-	return fmt.Errorf("hostPath type %q is not a known type", typ)
+	return "", nil, false
 }
 
 // etcHostsPath is the pod's managed hosts file.

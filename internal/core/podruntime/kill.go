@@ -270,6 +270,45 @@ func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 	return nil
 }
 
+// hookHost is the host of an httpGet hook that names none: the pod's IP,
+// the node's for a host-network pod or a pod without one, else loopback.
+func (m *Manager) hookHost(pod *v1.Pod, status *PodStatus) string {
+	host := m.cfg.HostIP
+	if (pod == nil || !pod.Spec.HostNetwork) && status != nil && len(status.IPs) > 0 {
+		host = status.IPs[0]
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return host
+}
+
+// hookURL is the URL of httpGet hook g of container c (whose ports its
+// annotation holds, for a named port), on host unless g names one.
+func hookURL(g *v1.HTTPGetAction, host string, c *runtimeapi.ContainerStatus) (string, error) {
+	if g.Host != "" {
+		host = g.Host
+	}
+	port := g.Port.IntValue()
+	if port == 0 && g.Port.StrVal != "" {
+		var ports []v1.ContainerPort
+		_ = json.Unmarshal([]byte(c.GetAnnotations()[criconfig.AnnotationPorts]), &ports)
+		for _, p := range ports {
+			if p.Name == g.Port.StrVal {
+				port = int(p.ContainerPort)
+			}
+		}
+		if port == 0 {
+			return "", fmt.Errorf("httpGet port %q: no container port of that name", g.Port.StrVal)
+		}
+	}
+	scheme := "http"
+	if g.Scheme == v1.URISchemeHTTPS {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + g.Path, nil
+}
+
 // newHookClient is the client of lifecycle hooks' HTTP GETs, configured as
 // the kubelet's: no proxy, the server's certificate not verified (an HTTPS
 // hook to a pod serves a certificate no one on the node can check), a fresh
@@ -295,36 +334,10 @@ func newHookClient() *http.Client {
 
 // hookHTTP makes a hook's HTTP GET, to the pod's IP unless it names a host.
 func (m *Manager) hookHTTP(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, g *v1.HTTPGetAction) error {
-	host := g.Host
-	if host == "" {
-		switch {
-		case pod != nil && pod.Spec.HostNetwork, status == nil || len(status.IPs) == 0:
-			host = m.cfg.HostIP
-		default:
-			host = status.IPs[0]
-		}
+	url, err := hookURL(g, m.hookHost(pod, status), c)
+	if err != nil {
+		return err
 	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	port := g.Port.IntValue()
-	if port == 0 && g.Port.StrVal != "" {
-		var ports []v1.ContainerPort
-		_ = json.Unmarshal([]byte(c.GetAnnotations()[criconfig.AnnotationPorts]), &ports)
-		for _, p := range ports {
-			if p.Name == g.Port.StrVal {
-				port = int(p.ContainerPort)
-			}
-		}
-		if port == 0 {
-			return fmt.Errorf("httpGet port %q: no container port of that name", g.Port.StrVal)
-		}
-	}
-	scheme := "http"
-	if g.Scheme == v1.URISchemeHTTPS {
-		scheme = "https"
-	}
-	url := scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + g.Path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -378,22 +391,27 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 	if err != nil {
 		return err // the volumes stay until the runtime lets go of the pod
 	}
-	if status.UID != "" {
-		if e := m.vols.TearDown(status.UID); e != nil {
-			return fmt.Errorf("tear down volumes: %w", e) // the files stay while a tmpfs holds them
-		}
-		if e := removePodDir(m.cfg.PodsDir, string(status.UID)); e != nil {
+	if status.UID == "" {
+		return nil
+	}
+	return m.removePodFiles(status)
+}
+
+// removePodFiles removes what the node keeps of a removed pod: its volumes,
+// its directory, its log directory and its cgroup.
+func (m *Manager) removePodFiles(status *PodStatus) error {
+	if e := m.vols.TearDown(status.UID); e != nil {
+		return fmt.Errorf("tear down volumes: %w", e) // the files stay while a tmpfs holds them
+	}
+	err := removePodDir(m.cfg.PodsDir, string(status.UID))
+	if status.Name != "" {
+		if e := os.RemoveAll(criconfig.PodLogDir(m.cfg.PodLogsDir, status.Namespace, status.Name, string(status.UID))); e != nil {
 			err = errors.Join(err, e)
 		}
-		if status.Name != "" {
-			if e := os.RemoveAll(criconfig.PodLogDir(m.cfg.PodLogsDir, status.Namespace, status.Name, string(status.UID))); e != nil {
-				err = errors.Join(err, e)
-			}
-		}
-		if m.cgroups != nil {
-			if e := m.cgroups.RemovePod(status.UID); e != nil {
-				err = errors.Join(err, fmt.Errorf("remove pod cgroup: %w", e))
-			}
+	}
+	if m.cgroups != nil {
+		if e := m.cgroups.RemovePod(status.UID); e != nil {
+			err = errors.Join(err, fmt.Errorf("remove pod cgroup: %w", e))
 		}
 	}
 	return err

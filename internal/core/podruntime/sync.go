@@ -294,54 +294,25 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 // prev is the container's waiting state after the last sync; what it learns
 // (waiting reasons, back-offs) goes into st.
 func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a plan.Start, sb podSandbox, prev v1.ContainerStateWaiting, st *SyncState) (string, error) {
-	c, sbID, sbCfg, podIPs := a.Container, sb.id, sb.cfg, sb.ips
-	img, err := m.ensureImage(ctx, pod, c, sbCfg, prev, st)
+	c := a.Container
+	img, err := m.ensureImage(ctx, pod, c, sb.cfg, prev, st)
 	if err != nil {
 		return "", err
 	}
-	if err := verifyNonRoot(pod, c, img); err != nil {
-		st.markWaiting(c.Name, reasonCreateError, err.Error())
-		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return "", err
-	}
-	if a.Target != "" && a.TargetID == "" {
-		err := fmt.Errorf("unable to find target container %s", a.Target)
-		st.markWaiting(c.Name, reasonCreateError, err.Error())
-		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return "", err
-	}
-	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
+	cfg, err := m.containerConfig(ctx, pod, a, sb, img)
 	if err != nil {
-		st.markWaiting(c.Name, reasonCreateError, err.Error())
-		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return "", err
-	}
-	cfg, err := containerConfig(containerInput{
-		Input: criconfig.Input{
-			Pod: pod, Container: c, Hash: a.Hash, RestartCount: a.RestartCount, SandboxID: sbID, PodIPs: podIPs,
-			HostIP: m.cfg.HostIP, NodeName: m.cfg.NodeName, MemoryCapacity: m.cfg.MemoryCapacity, CPUs: m.cfg.CPUs,
-			Swap: m.cfg.Swap, OOMGroup: m.cfg.OOMGroup, Sources: (*criconfig.EnvSources)(envObjs), TargetID: a.TargetID,
-		},
-		podsDir: m.cfg.PodsDir, hostsFile: m.cfg.HostsFile, clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, supportsRRO: m.supportsRRO(),
-	})
-	if err != nil {
-		st.markWaiting(c.Name, reasonCreateError, err.Error())
-		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return "", err
-	}
-	if m.devices != nil {
-		opts, err := m.devices.ContainerOptions(ctx, pod, c)
-		if err != nil {
-			st.markWaiting(c.Name, reasonCreateError, err.Error())
-			m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-			return "", fmt.Errorf("devices of container %s: %w", c.Name, err)
+		cause := err
+		if de := (devicesError{}); errors.As(err, &de) {
+			cause = de.err
 		}
-		criconfig.WithDevices(cfg, opts)
+		st.markWaiting(c.Name, reasonCreateError, cause.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", cause)
+		return "", err
 	}
 	if err := os.MkdirAll(criconfig.PodLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
 		return "", err
 	}
-	id, err := m.rt.CreateContainer(ctx, sbID, cfg, sbCfg)
+	id, err := m.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
 	if err != nil {
 		st.markWaiting(c.Name, "CreateContainerError", err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
@@ -361,13 +332,64 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a plan.Start,
 		return "", fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
-	m.linkLog(pod, c.Name, id, filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath()))
+	m.linkLog(pod, c.Name, id, filepath.Join(sb.cfg.GetLogDirectory(), cfg.GetLogPath()))
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		if err := m.postStart(ctx, pod, c, id, cfg, podIPs, st); err != nil {
+		if err := m.postStart(ctx, pod, c, id, cfg, sb.ips, st); err != nil {
 			return "", err
 		}
 	}
 	return id, nil
+}
+
+// devicesError is a device plugin's refusal of a container: the container's
+// waiting message and event show the plugin's error, the sync's error names
+// the container.
+type devicesError struct {
+	container string
+	err       error
+}
+
+func (e devicesError) Error() string {
+	return fmt.Sprintf("devices of container %s: %v", e.container, e.err)
+}
+
+func (e devicesError) Unwrap() error { return e.err }
+
+// containerConfig is the CRI config of a's container in sandbox sb, after
+// the checks that can refuse it: the non-root policy against the image
+// (img), an ephemeral container's target; the API objects its environment
+// reads fetched, its devices added (a plugin's error is a devicesError).
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, a plan.Start, sb podSandbox, img *runtimeapi.Image) (*runtimeapi.ContainerConfig, error) {
+	c := a.Container
+	if err := verifyNonRoot(pod, c, img); err != nil {
+		return nil, err
+	}
+	if a.Target != "" && a.TargetID == "" {
+		return nil, fmt.Errorf("unable to find target container %s", a.Target)
+	}
+	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := containerConfig(containerInput{
+		Input: criconfig.Input{
+			Pod: pod, Container: c, Hash: a.Hash, RestartCount: a.RestartCount, SandboxID: sb.id, PodIPs: sb.ips,
+			HostIP: m.cfg.HostIP, NodeName: m.cfg.NodeName, MemoryCapacity: m.cfg.MemoryCapacity, CPUs: m.cfg.CPUs,
+			Swap: m.cfg.Swap, OOMGroup: m.cfg.OOMGroup, Sources: (*criconfig.EnvSources)(envObjs), TargetID: a.TargetID,
+		},
+		podsDir: m.cfg.PodsDir, hostsFile: m.cfg.HostsFile, clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, supportsRRO: m.supportsRRO(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if m.devices != nil {
+		opts, err := m.devices.ContainerOptions(ctx, pod, c)
+		if err != nil {
+			return nil, devicesError{c.Name, err}
+		}
+		criconfig.WithDevices(cfg, opts)
+	}
+	return cfg, nil
 }
 
 // errPull marks a failed pull.
