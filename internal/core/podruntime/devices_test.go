@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -73,7 +74,7 @@ func TestSyncPodDevices(t *testing.T) {
 	if plain := rt.configs["plain"]; plain == nil || len(plain.Devices) != 0 {
 		t.Errorf("plain container config: %v, want no devices", plain)
 	}
-	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 	for _, cs := range st.ContainerStatuses {
 		if cs.Name == "broken" && (cs.State.Waiting == nil || cs.State.Waiting.Reason != reasonCreateError || cs.State.Waiting.Message != fail.Error()) {
 			t.Errorf("broken container state: %+v, want waiting %s", cs.State, reasonCreateError)

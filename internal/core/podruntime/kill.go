@@ -75,7 +75,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 		return nil
 	}
 	grace := podGrace(pod, status, gracePeriod)
-	deadline := m.clock.Now().Add(time.Duration(grace) * time.Second)
+	deadline := time.Now().Add(time.Duration(grace) * time.Second)
 	var ctrs []*runtimeapi.ContainerStatus
 	for _, c := range status.Containers {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING || c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
@@ -165,7 +165,7 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodSta
 	if len(turn) > 0 {
 		m.waitTurn(ctx, turn, deadline)
 	}
-	left := int64(deadline.Sub(m.clock.Now()).Round(time.Second) / time.Second)
+	left := int64(deadline.Sub(time.Now()).Round(time.Second) / time.Second)
 	if left < minGracePeriod {
 		left = minGracePeriod
 	}
@@ -191,7 +191,7 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 		defer cancel()
 		done <- m.runHook(hctx, pod, status, c, h)
 	}()
-	t := m.clock.NewTimer(deadline.Sub(m.clock.Now()))
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case err := <-done:
@@ -201,7 +201,7 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 			m.rec.Event(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
 			m.log.Warn("pre-stop hook failed", "pod", obj.Namespace+"/"+obj.Name, "container", name, "err", err)
 		}
-	case <-t.C():
+	case <-t.C:
 		m.log.Info("pre-stop hook still running at the end of the grace period; stopping the container", "pod", obj.Namespace+"/"+obj.Name, "container", name)
 	case <-ctx.Done():
 	}
@@ -210,12 +210,12 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 // waitTurn returns once every channel of turn is closed, at the deadline or
 // when ctx ends, whichever comes first.
 func (m *Manager) waitTurn(ctx context.Context, turn []<-chan struct{}, deadline time.Time) {
-	t := m.clock.NewTimer(deadline.Sub(m.clock.Now()))
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for _, ch := range turn {
 		select {
 		case <-ch:
-		case <-t.C():
+		case <-t.C:
 			return
 		case <-ctx.Done():
 			return
@@ -258,10 +258,10 @@ func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 	case h.HTTPGet != nil:
 		return m.hookHTTP(ctx, pod, status, c, h.HTTPGet)
 	case h.Sleep != nil:
-		t := m.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
+		t := time.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
 		defer t.Stop()
 		select {
-		case <-t.C():
+		case <-t.C:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -31,7 +31,7 @@ func TestLogSymlinkFollowsContainer(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.m.cfg
 	cfg.ContainerLogsDir = filepath.Join(f.dir, "containers")
-	m, err := New(cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	m, err := New(cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Logger: testLogger(t), Recorder: f.events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestLogSymlinkNotDangling(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.m.cfg
 	cfg.ContainerLogsDir = filepath.Join(f.dir, "containers")
-	m, err := New(cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	m, err := New(cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Logger: testLogger(t), Recorder: f.events})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
@@ -183,8 +182,6 @@ type Deps struct {
 	Runtime Runtime
 	// Cgroups may be nil: no pod cgroups, cgroup_parent "".
 	Cgroups Cgroups
-	// Clock may be nil: the real clock.
-	Clock clock.WithTicker
 	// Logger may be nil: slog.Default().
 	Logger *slog.Logger
 	// Recorder may be nil: events go to the log.
@@ -213,7 +210,6 @@ type Manager struct {
 	cfg     Config
 	rt      Runtime
 	cgroups Cgroups
-	clock   clock.WithTicker
 	log     *slog.Logger
 	rec     nodeapi.Recorder
 	probes  Probes
@@ -257,14 +253,11 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		cfg.HostsFile = "/etc/hosts"
 	}
 	m := &Manager{
-		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
+		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, log: deps.Logger,
 		rec: deps.Recorder, probes: deps.Probes, devices: deps.Devices,
 		ctrCache:   map[string]*runtimeapi.ContainerStatus{},
 		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		hookClient: newHookClient(),
-	}
-	if m.clock == nil {
-		m.clock = clock.RealClock{}
 	}
 	if m.log == nil {
 		m.log = slog.Default()
@@ -274,7 +267,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		m.rec = nodeapi.LogRecorder{Logger: m.log}
 	}
 	vols, err := volumes.New(volumes.Config{PodsDir: cfg.PodsDir, MemoryCapacity: cfg.MemoryCapacity, OnDisk: cfg.VolumesOnDisk},
-		volumes.Deps{API: deps.KubeAPI, Clock: deps.Clock, Logger: deps.Logger})
+		volumes.Deps{API: deps.KubeAPI, Logger: deps.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("podruntime: %w", err)
 	}

@@ -1,6 +1,7 @@
 package podruntime
 
 import (
+	"cmp"
 	"bufio"
 	"context"
 	"errors"
@@ -137,11 +138,16 @@ func (m *Manager) pruneCaches(listed map[string]bool) {
 	}
 }
 
-// sortStatus orders p's sandboxes and containers newest first and sets its IPs
+// sortStatus orders p's sandboxes and containers newest first (by creation
+// time, then, for two made in the same instant, by attempt) and sets its IPs
 // from the newest ready sandbox.
 func sortStatus(p *PodStatus) {
-	slices.SortStableFunc(p.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int { return cmpNewest(a.CreatedAt, b.CreatedAt) })
-	slices.SortStableFunc(p.Containers, func(a, b *runtimeapi.ContainerStatus) int { return cmpNewest(a.CreatedAt, b.CreatedAt) })
+	slices.SortStableFunc(p.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int {
+		return cmp.Or(cmpNewest(a.CreatedAt, b.CreatedAt), cmpNewest(int64(a.GetMetadata().GetAttempt()), int64(b.GetMetadata().GetAttempt())))
+	})
+	slices.SortStableFunc(p.Containers, func(a, b *runtimeapi.ContainerStatus) int {
+		return cmp.Or(cmpNewest(a.CreatedAt, b.CreatedAt), cmpNewest(int64(a.GetMetadata().GetAttempt()), int64(b.GetMetadata().GetAttempt())))
+	})
 	p.IPs = nil
 	for _, sb := range p.Sandboxes {
 		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
@@ -53,5 +55,34 @@ func TestLogTail(t *testing.T) {
 	st.ExitCode = 0
 	if got := terminationMessage(st); got != "" {
 		t.Errorf("fallback on success = %q, want none", got)
+	}
+}
+
+// TestSortStatusTies: two containers (or sandboxes) made in the same
+// instant are ordered by attempt, the newer first, whatever order the
+// runtime listed them in (a coarse clock, or a test's synctest bubble, gives
+// equal creation times).
+func TestSortStatusTies(t *testing.T) {
+	t.Parallel()
+	ctr := func(id string, attempt uint32) *runtimeapi.ContainerStatus {
+		return &runtimeapi.ContainerStatus{Id: id, CreatedAt: 100, Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: attempt}}
+	}
+	sb := func(id string, attempt uint32) *runtimeapi.PodSandboxStatus {
+		return &runtimeapi.PodSandboxStatus{Id: id, CreatedAt: 100, Metadata: &runtimeapi.PodSandboxMetadata{Attempt: attempt}}
+	}
+	p := &PodStatus{
+		Sandboxes:  []*runtimeapi.PodSandboxStatus{sb("s0", 0), sb("s1", 1)},
+		Containers: []*runtimeapi.ContainerStatus{ctr("c0", 0), {Id: "old", CreatedAt: 50, Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: 5}}, ctr("c1", 1)},
+	}
+	sortStatus(p)
+	var got []string
+	for _, s := range p.Sandboxes {
+		got = append(got, s.Id)
+	}
+	for _, c := range p.Containers {
+		got = append(got, c.Id)
+	}
+	if diff := cmp.Diff([]string{"s1", "s0", "c1", "c0", "old"}, got); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
 	}
 }

@@ -53,7 +53,7 @@ func (m *Manager) syncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 	acts := plan.Compute(plan.Input{
 		Pod: pod, Status: status, Hashes: hashes, Crash: st.Crash,
 		NotStarted: m.notStarted(pod, status), Unhealthy: m.unhealthy(pod, status),
-	}, m.clock.Now())
+	}, time.Now())
 	m.recordWaiting(pod, acts, prev.Waiting, st)
 	res := Result{RetryAfter: acts.RetryAfter}
 	if res.Err = m.preparePod(ctx, pod, status, acts); res.Err != nil {
@@ -273,7 +273,7 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 			byID[c.Id] = c
 		}
 	}
-	now := m.clock.Now()
+	now := time.Now()
 	errs := make([]error, len(kills))
 	var wg sync.WaitGroup
 	for i, k := range kills {
@@ -440,7 +440,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		}
 		return nil, fmt.Errorf("container %s: %w: %s", c.Name, ErrImageNeverPull, msg)
 	}
-	now := m.clock.Now()
+	now := time.Now()
 	e, ok := st.Pull[c.Image]
 	if in, _ := plan.InBackoff(e, ok, e.Last, now); in {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
@@ -451,14 +451,14 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		return nil, fmt.Errorf("container %s: %w", c.Name, errImagePullBackOff)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
-	start := m.clock.Now()
+	start := time.Now()
 	if _, err := m.rt.PullImage(ctx, spec, nil, sbCfg); err != nil {
-		st.Pull[c.Image] = plan.NextBackoff(e, ok, m.clock.Now())
+		st.Pull[c.Image] = plan.NextBackoff(e, ok, time.Now())
 		st.markWaiting(c.Name, reasonErrImagePull, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return nil, fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
 	}
-	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, m.clock.Since(start).Round(time.Millisecond))
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, time.Since(start).Round(time.Millisecond))
 	if is, err = m.rt.ImageStatus(ctx, spec, false); err != nil {
 		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
 	}
@@ -511,7 +511,7 @@ func verifyNonRoot(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image) error {
 // pullBackoffLeft is the time left on the pull back-off for image in st.
 func (m *Manager) pullBackoffLeft(st *SyncState, image string) time.Duration {
 	e, ok := st.Pull[image]
-	_, left := plan.InBackoff(e, ok, e.Last, m.clock.Now())
+	_, left := plan.InBackoff(e, ok, e.Last, time.Now())
 	return left
 }
 
