@@ -5,61 +5,14 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/testing/protocmp"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/devicemanager"
 )
-
-func TestWithDevices(t *testing.T) {
-	t.Parallel()
-	kv := func(k, v string) *runtimeapi.KeyValue { return &runtimeapi.KeyValue{Key: k, Value: []byte(v)} }
-	base := func() *runtimeapi.ContainerConfig {
-		return &runtimeapi.ContainerConfig{
-			Envs:        []*runtimeapi.KeyValue{kv("GPU", "container's")},
-			Mounts:      []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: "/pods/data"}},
-			Annotations: map[string]string{"io.kubernetes.container.hash": "h"},
-		}
-	}
-	tests := []struct {
-		name string
-		opts *devicemanager.ContainerOptions
-		want *runtimeapi.ContainerConfig
-	}{{
-		name: "no devices",
-		want: base(),
-	}, {
-		name: "devices come first; the container's env and the runtime's annotations win",
-		opts: &devicemanager.ContainerOptions{
-			Envs:        []*runtimeapi.KeyValue{kv("GPU", "plugin's"), kv("VISIBLE", "g0")},
-			Mounts:      []*runtimeapi.Mount{{ContainerPath: "/opt/drv", HostPath: "/drv", Readonly: true}},
-			Devices:     []*runtimeapi.Device{{ContainerPath: "/dev/g0", HostPath: "/dev/null", Permissions: "rw"}},
-			Annotations: map[string]string{"io.kubernetes.container.hash": "plugin", "vendor/dev": "g0"},
-			CDIDevices:  []*runtimeapi.CDIDevice{{Name: "vendor.com/gpu=g0"}},
-		},
-		want: &runtimeapi.ContainerConfig{
-			Envs: []*runtimeapi.KeyValue{kv("GPU", "plugin's"), kv("VISIBLE", "g0"), kv("GPU", "container's")},
-			Mounts: []*runtimeapi.Mount{{ContainerPath: "/opt/drv", HostPath: "/drv", Readonly: true},
-				{ContainerPath: "/data", HostPath: "/pods/data"}},
-			Devices:     []*runtimeapi.Device{{ContainerPath: "/dev/g0", HostPath: "/dev/null", Permissions: "rw"}},
-			Annotations: map[string]string{"io.kubernetes.container.hash": "h", "vendor/dev": "g0"},
-			CDIDevices:  []*runtimeapi.CDIDevice{{Name: "vendor.com/gpu=g0"}},
-		},
-	}}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got := base()
-			withDevices(got, tc.opts)
-			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
-				t.Errorf("config (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
 
 // capturingCRI records the configs of created containers.
 type capturingCRI struct {
@@ -121,7 +74,7 @@ func TestSyncPodDevices(t *testing.T) {
 	if plain := rt.configs["plain"]; plain == nil || len(plain.Devices) != 0 {
 		t.Errorf("plain container config: %v, want no devices", plain)
 	}
-	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 	for _, cs := range st.ContainerStatuses {
 		if cs.Name == "broken" && (cs.State.Waiting == nil || cs.State.Waiting.Reason != reasonCreateError || cs.State.Waiting.Message != fail.Error()) {
 			t.Errorf("broken container state: %+v, want waiting %s", cs.State, reasonCreateError)

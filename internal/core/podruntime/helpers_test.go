@@ -103,3 +103,11 @@ func condSummary(cs []v1.PodCondition) []string {
 	}
 	return out
 }
+
+// hostResolv is the host's resolv.conf in the fixtures.
+const hostResolv = `# generated
+nameserver 10.0.0.2
+nameserver 10.0.0.3
+search corp.example example
+options ndots:2 edns0
+`

@@ -33,7 +33,7 @@ func (m *Manager) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, i
 	}
 	m.log.Warn("post-start hook failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 	m.rec.Event(pod, v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed")
-	deadline := m.clock.Now().Add(time.Duration(podGrace(pod, status, nil)) * time.Second)
+	deadline := time.Now().Add(time.Duration(podGrace(pod, status, nil)) * time.Second)
 	if kerr := m.stopContainer(ctx, pod, status, cs, deadline, "FailedPostStartHook", nil); kerr != nil {
 		m.log.Error("killing container after its post-start hook failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", kerr)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
@@ -56,7 +57,7 @@ func TestEtcHosts(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			pod := testPod(tc.mut)
-			m, err := etcHostsMount(containerInput{pod: pod, container: &pod.Spec.Containers[0], podIPs: tc.ips, hostIP: "192.168.1.2", podsDir: dir, hostsFile: hostHosts, clusterDomain: tc.clusterDomain}, tc.mounts)
+			m, err := etcHostsMount(containerInput{Input: criconfig.Input{Pod: pod, Container: &pod.Spec.Containers[0], PodIPs: tc.ips, HostIP: "192.168.1.2"}, podsDir: dir, hostsFile: hostHosts, clusterDomain: tc.clusterDomain}, tc.mounts)
 			if err != nil {
 				t.Fatal(err)
 			}

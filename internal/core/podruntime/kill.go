@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 )
 
@@ -37,16 +38,16 @@ func podGrace(pod *v1.Pod, status *PodStatus, override *int64) int64 {
 	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
 		return *pod.Spec.TerminationGracePeriodSeconds
 	case pod != nil:
-		return defaultGracePeriod
+		return criconfig.DefaultGracePeriod
 	}
 	if status != nil {
 		for _, c := range status.Containers {
-			if g, err := strconv.ParseInt(c.GetAnnotations()[annoPodGrace], 10, 64); err == nil {
+			if g, err := strconv.ParseInt(c.GetAnnotations()[criconfig.AnnotationPodGrace], 10, 64); err == nil {
 				return g
 			}
 		}
 	}
-	return defaultGracePeriod
+	return criconfig.DefaultGracePeriod
 }
 
 // eventObject is what events about a pod name: the pod, or for an orphan a
@@ -74,7 +75,7 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, status *PodStatus, g
 		return nil
 	}
 	grace := podGrace(pod, status, gracePeriod)
-	deadline := m.clock.Now().Add(time.Duration(grace) * time.Second)
+	deadline := time.Now().Add(time.Duration(grace) * time.Second)
 	var ctrs []*runtimeapi.ContainerStatus
 	for _, c := range status.Containers {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING || c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
@@ -128,7 +129,9 @@ func stopAfter(pod *v1.Pod, ctrs []*runtimeapi.ContainerStatus) [][]int {
 		}
 		return c.CreatedAt
 	}
-	isSide := func(c *runtimeapi.ContainerStatus) bool { return c.GetAnnotations()[annoInitKind] == "sidecar" }
+	isSide := func(c *runtimeapi.ContainerStatus) bool {
+		return c.GetAnnotations()[criconfig.AnnotationInitKind] == "sidecar"
+	}
 	after := make([][]int, len(ctrs))
 	for i, c := range ctrs {
 		if !isSide(c) {
@@ -162,7 +165,7 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodSta
 	if len(turn) > 0 {
 		m.waitTurn(ctx, turn, deadline)
 	}
-	left := int64(deadline.Sub(m.clock.Now()).Round(time.Second) / time.Second)
+	left := int64(deadline.Sub(time.Now()).Round(time.Second) / time.Second)
 	if left < minGracePeriod {
 		left = minGracePeriod
 	}
@@ -188,7 +191,7 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 		defer cancel()
 		done <- m.runHook(hctx, pod, status, c, h)
 	}()
-	t := m.clock.NewTimer(deadline.Sub(m.clock.Now()))
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case err := <-done:
@@ -198,7 +201,7 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 			m.rec.Event(obj, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
 			m.log.Warn("pre-stop hook failed", "pod", obj.Namespace+"/"+obj.Name, "container", name, "err", err)
 		}
-	case <-t.C():
+	case <-t.C:
 		m.log.Info("pre-stop hook still running at the end of the grace period; stopping the container", "pod", obj.Namespace+"/"+obj.Name, "container", name)
 	case <-ctx.Done():
 	}
@@ -207,12 +210,12 @@ func (m *Manager) preStop(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 // waitTurn returns once every channel of turn is closed, at the deadline or
 // when ctx ends, whichever comes first.
 func (m *Manager) waitTurn(ctx context.Context, turn []<-chan struct{}, deadline time.Time) {
-	t := m.clock.NewTimer(deadline.Sub(m.clock.Now()))
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for _, ch := range turn {
 		select {
 		case <-ch:
-		case <-t.C():
+		case <-t.C:
 			return
 		case <-ctx.Done():
 			return
@@ -225,7 +228,7 @@ func (m *Manager) waitTurn(ctx context.Context, turn []<-chan struct{}, deadline
 func preStopHook(pod *v1.Pod, c *runtimeapi.ContainerStatus) *v1.LifecycleHandler {
 	name := c.GetMetadata().GetName()
 	if pod != nil {
-		for _, sc := range allContainers(pod) {
+		for _, sc := range criconfig.AllContainers(pod) {
 			if sc.Name == name {
 				if sc.Lifecycle == nil {
 					return nil
@@ -234,7 +237,7 @@ func preStopHook(pod *v1.Pod, c *runtimeapi.ContainerStatus) *v1.LifecycleHandle
 			}
 		}
 	}
-	raw := c.GetAnnotations()[annoPreStop]
+	raw := c.GetAnnotations()[criconfig.AnnotationPreStop]
 	if raw == "" {
 		return nil
 	}
@@ -255,16 +258,55 @@ func (m *Manager) runHook(ctx context.Context, pod *v1.Pod, status *PodStatus, c
 	case h.HTTPGet != nil:
 		return m.hookHTTP(ctx, pod, status, c, h.HTTPGet)
 	case h.Sleep != nil:
-		t := m.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
+		t := time.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
 		defer t.Stop()
 		select {
-		case <-t.C():
+		case <-t.C:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	return nil
+}
+
+// hookHost is the host of an httpGet hook that names none: the pod's IP,
+// the node's for a host-network pod or a pod without one, else loopback.
+func (m *Manager) hookHost(pod *v1.Pod, status *PodStatus) string {
+	host := m.cfg.HostIP
+	if (pod == nil || !pod.Spec.HostNetwork) && status != nil && len(status.IPs) > 0 {
+		host = status.IPs[0]
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return host
+}
+
+// hookURL is the URL of httpGet hook g of container c (whose ports its
+// annotation holds, for a named port), on host unless g names one.
+func hookURL(g *v1.HTTPGetAction, host string, c *runtimeapi.ContainerStatus) (string, error) {
+	if g.Host != "" {
+		host = g.Host
+	}
+	port := g.Port.IntValue()
+	if port == 0 && g.Port.StrVal != "" {
+		var ports []v1.ContainerPort
+		_ = json.Unmarshal([]byte(c.GetAnnotations()[criconfig.AnnotationPorts]), &ports)
+		for _, p := range ports {
+			if p.Name == g.Port.StrVal {
+				port = int(p.ContainerPort)
+			}
+		}
+		if port == 0 {
+			return "", fmt.Errorf("httpGet port %q: no container port of that name", g.Port.StrVal)
+		}
+	}
+	scheme := "http"
+	if g.Scheme == v1.URISchemeHTTPS {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + g.Path, nil
 }
 
 // newHookClient is the client of lifecycle hooks' HTTP GETs, configured as
@@ -292,36 +334,10 @@ func newHookClient() *http.Client {
 
 // hookHTTP makes a hook's HTTP GET, to the pod's IP unless it names a host.
 func (m *Manager) hookHTTP(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, g *v1.HTTPGetAction) error {
-	host := g.Host
-	if host == "" {
-		switch {
-		case pod != nil && pod.Spec.HostNetwork, status == nil || len(status.IPs) == 0:
-			host = m.cfg.HostIP
-		default:
-			host = status.IPs[0]
-		}
+	url, err := hookURL(g, m.hookHost(pod, status), c)
+	if err != nil {
+		return err
 	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	port := g.Port.IntValue()
-	if port == 0 && g.Port.StrVal != "" {
-		var ports []v1.ContainerPort
-		_ = json.Unmarshal([]byte(c.GetAnnotations()[annoPorts]), &ports)
-		for _, p := range ports {
-			if p.Name == g.Port.StrVal {
-				port = int(p.ContainerPort)
-			}
-		}
-		if port == 0 {
-			return fmt.Errorf("httpGet port %q: no container port of that name", g.Port.StrVal)
-		}
-	}
-	scheme := "http"
-	if g.Scheme == v1.URISchemeHTTPS {
-		scheme = "https"
-	}
-	url := scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port)) + g.Path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -375,22 +391,27 @@ func (m *Manager) RemovePod(ctx context.Context, status *PodStatus) error {
 	if err != nil {
 		return err // the volumes stay until the runtime lets go of the pod
 	}
-	if status.UID != "" {
-		if e := m.vols.TearDown(status.UID); e != nil {
-			return fmt.Errorf("tear down volumes: %w", e) // the files stay while a tmpfs holds them
-		}
-		if e := removePodDir(m.cfg.PodsDir, string(status.UID)); e != nil {
+	if status.UID == "" {
+		return nil
+	}
+	return m.removePodFiles(status)
+}
+
+// removePodFiles removes what the node keeps of a removed pod: its volumes,
+// its directory, its log directory and its cgroup.
+func (m *Manager) removePodFiles(status *PodStatus) error {
+	if e := m.vols.TearDown(status.UID); e != nil {
+		return fmt.Errorf("tear down volumes: %w", e) // the files stay while a tmpfs holds them
+	}
+	err := removePodDir(m.cfg.PodsDir, string(status.UID))
+	if status.Name != "" {
+		if e := os.RemoveAll(criconfig.PodLogDir(m.cfg.PodLogsDir, status.Namespace, status.Name, string(status.UID))); e != nil {
 			err = errors.Join(err, e)
 		}
-		if status.Name != "" {
-			if e := os.RemoveAll(podLogDir(m.cfg.PodLogsDir, status.Namespace, status.Name, string(status.UID))); e != nil {
-				err = errors.Join(err, e)
-			}
-		}
-		if m.cgroups != nil {
-			if e := m.cgroups.RemovePod(status.UID); e != nil {
-				err = errors.Join(err, fmt.Errorf("remove pod cgroup: %w", e))
-			}
+	}
+	if m.cgroups != nil {
+		if e := m.cgroups.RemovePod(status.UID); e != nil {
+			err = errors.Join(err, fmt.Errorf("remove pod cgroup: %w", e))
 		}
 	}
 	return err

@@ -2,15 +2,17 @@ package podruntime
 
 import (
 	"context"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // orderRecorder is fakeCRI recording the order of StopContainer calls by
@@ -79,7 +81,7 @@ func TestKillPodSidecarsInReverseOrder(t *testing.T) {
 	for _, c := range st.Containers {
 		rec.names[c.Id] = c.GetMetadata().GetName()
 	}
-	m, err := New(f.m.cfg, Deps{Runtime: rec, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	m, err := New(f.m.cfg, Deps{Runtime: rec, Logger: testLogger(t), Recorder: f.events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestStopAfter(t *testing.T) {
 	ctr := func(name, kind string, created int64) *runtimeapi.ContainerStatus {
 		c := &runtimeapi.ContainerStatus{Metadata: &runtimeapi.ContainerMetadata{Name: name}, CreatedAt: created}
 		if kind != "" {
-			c.Annotations = map[string]string{annoInitKind: kind}
+			c.Annotations = map[string]string{criconfig.AnnotationInitKind: kind}
 		}
 		return c
 	}
@@ -169,37 +171,37 @@ func (h *hangingHook) StopContainer(ctx context.Context, id string, timeout int6
 // for the grace period plus 2 s).
 func TestKillPodHangingExecHook(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	grace := int64(30)
-	pod := testPod(func(p *v1.Pod) {
-		p.Spec.TerminationGracePeriodSeconds = &grace
-		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"loop"}}}}
-	})
-	if res := f.sync(t, pod); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	rt := &hangingHook{fakeCRI: fakeCRI{f.rt, f.img}, started: make(chan struct{}), stopped: make(chan struct{})}
-	m, err := New(f.m.cfg, Deps{Runtime: rt, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := f.status(t, pod.UID)
-	done := make(chan error, 1)
-	go func() { done <- m.KillPod(t.Context(), pod, st, nil) }()
-	<-rt.started
-	for !f.clock.HasWaiters() { // the grace period's timer is set
-		runtime.Gosched()
-	}
-	f.clock.Step(30 * time.Second)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]int64{minGracePeriod}, rt.timeouts); diff != "" {
-		t.Errorf("StopContainer timeouts (-want +got):\n%s", diff)
-	}
-	for _, e := range f.events.take() {
-		if strings.HasPrefix(e, "FailedPreStopHook") {
-			t.Errorf("event %q: the hook did not fail, it outlived the grace period", e)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		grace := int64(30)
+		pod := testPod(func(p *v1.Pod) {
+			p.Spec.TerminationGracePeriodSeconds = &grace
+			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"loop"}}}}
+		})
+		if res := f.sync(t, pod); res.Err != nil {
+			t.Fatal(res.Err)
 		}
-	}
+		rt := &hangingHook{fakeCRI: fakeCRI{f.rt, f.img}, started: make(chan struct{}), stopped: make(chan struct{})}
+		m, err := New(f.m.cfg, Deps{Runtime: rt, Logger: testLogger(t), Recorder: f.events})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := f.status(t, pod.UID)
+		done := make(chan error, 1)
+		go func() { done <- m.KillPod(t.Context(), pod, st, nil) }()
+		<-rt.started
+		synctest.Wait() // the grace period's timer is set
+		time.Sleep(30 * time.Second)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]int64{minGracePeriod}, rt.timeouts); diff != "" {
+			t.Errorf("StopContainer timeouts (-want +got):\n%s", diff)
+		}
+		for _, e := range f.events.take() {
+			if strings.HasPrefix(e, "FailedPreStopHook") {
+				t.Errorf("event %q: the hook did not fail, it outlived the grace period", e)
+			}
+		}
+	})
 }

@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // maxFileName is the longest file name ext4 allows.
@@ -51,10 +53,10 @@ func (m *Manager) linkLog(pod *v1.Pod, container, id, logPath string) {
 func (m *Manager) unlinkLog(c *runtimeapi.ContainerStatus) {
 	dir := m.cfg.ContainerLogsDir
 	l := c.GetLabels()
-	if dir == "" || l[labelPodName] == "" {
+	if dir == "" || l[criconfig.LabelPodName] == "" {
 		return
 	}
-	link := logSymlinkPath(dir, l[labelPodName], l[labelPodNamespace], l[labelContainerName], c.GetId())
+	link := logSymlinkPath(dir, l[criconfig.LabelPodName], l[criconfig.LabelPodNamespace], l[criconfig.LabelContainerName], c.GetId())
 	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		m.log.Error("Failed to remove legacy log symbolic link", "path", link, "containerID", c.GetId(), "err", err)
 	}

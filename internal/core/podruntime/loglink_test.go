@@ -8,6 +8,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 func TestLogSymlinkPath(t *testing.T) {
@@ -29,7 +31,7 @@ func TestLogSymlinkFollowsContainer(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.m.cfg
 	cfg.ContainerLogsDir = filepath.Join(f.dir, "containers")
-	m, err := New(cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	m, err := New(cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Logger: testLogger(t), Recorder: f.events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func TestLogSymlinkFollowsContainer(t *testing.T) {
 	pod := testPod()
 	// The fake runtime writes no log: the file is there as a runtime's
 	// would be once the container started.
-	logFile := filepath.Join(podLogDir(cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID)), "app", "0.log")
+	logFile := filepath.Join(criconfig.PodLogDir(cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID)), "app", "0.log")
 	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestLogSymlinkNotDangling(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.m.cfg
 	cfg.ContainerLogsDir = filepath.Join(f.dir, "containers")
-	m, err := New(cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	m, err := New(cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Logger: testLogger(t), Recorder: f.events})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
 	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
@@ -36,6 +37,14 @@ import (
 // PodStatus is what the runtime holds of one pod, as read by one relist
 // (Statuses): podstatus.Runtime, which the pod's API status is derived from.
 type PodStatus = podstatus.Runtime
+
+// Swap is how the node's containers may use swap (Config.Swap), which
+// criconfig applies to each container's resources.
+type Swap = criconfig.Swap
+
+// Backoff is one crash-loop or image pull back-off in a SyncState; the
+// plan (internal/core/podruntime/plan) decides with it.
+type Backoff = plan.Backoff
 
 // Result is the outcome of one SyncPod.
 type Result struct {
@@ -173,8 +182,6 @@ type Deps struct {
 	Runtime Runtime
 	// Cgroups may be nil: no pod cgroups, cgroup_parent "".
 	Cgroups Cgroups
-	// Clock may be nil: the real clock.
-	Clock clock.WithTicker
 	// Logger may be nil: slog.Default().
 	Logger *slog.Logger
 	// Recorder may be nil: events go to the log.
@@ -203,7 +210,6 @@ type Manager struct {
 	cfg     Config
 	rt      Runtime
 	cgroups Cgroups
-	clock   clock.WithTicker
 	log     *slog.Logger
 	rec     nodeapi.Recorder
 	probes  Probes
@@ -247,14 +253,11 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		cfg.HostsFile = "/etc/hosts"
 	}
 	m := &Manager{
-		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, clock: deps.Clock, log: deps.Logger,
+		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, log: deps.Logger,
 		rec: deps.Recorder, probes: deps.Probes, devices: deps.Devices,
 		ctrCache:   map[string]*runtimeapi.ContainerStatus{},
 		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		hookClient: newHookClient(),
-	}
-	if m.clock == nil {
-		m.clock = clock.RealClock{}
 	}
 	if m.log == nil {
 		m.log = slog.Default()

@@ -1,16 +1,11 @@
 package podruntime
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-	"time"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 	"github.com/nodekeeper/nodekeeper/prober"
 )
@@ -41,17 +36,36 @@ type Probes interface {
 
 var _ Probes = (*prober.Manager)(nil)
 
-// sidecarStarted reports whether the running sidecar c (its runtime status
-// cs) has started: it has no startup probe, or the probe succeeded.
-func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.ContainerStatus) bool {
-	if m.probes == nil || c.StartupProbe == nil {
-		return true
+// notStarted are the running sidecars of status (by runtime ID) whose
+// startup probe has not succeeded, for the plan (plan.Input.NotStarted).
+func (m *Manager) notStarted(pod *v1.Pod, status *PodStatus) map[string]bool {
+	if m.probes == nil || status == nil {
+		return nil
 	}
-	m.mu.Lock()
-	runtimeName := m.runtimeName
-	m.mu.Unlock()
+	var out map[string]bool
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if !nodeapi.IsSidecar(c) || c.StartupProbe == nil {
+			continue
+		}
+		for _, cs := range status.Containers {
+			if cs.GetMetadata().GetName() != c.Name || cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING || m.sidecarStarted(pod, c, cs) {
+				continue
+			}
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[cs.Id] = true
+		}
+	}
+	return out
+}
+
+// sidecarStarted reports whether the running sidecar c (its runtime status
+// cs), which has a startup probe, has started: the probe succeeded.
+func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.ContainerStatus) bool {
 	st := v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{{
-		Name: c.Name, ContainerID: runtimeName + "://" + cs.Id,
+		Name: c.Name, ContainerID: m.containerID(cs.Id),
 		State: v1.ContainerState{Running: &v1.ContainerStateRunning{}},
 	}}}
 	m.probes.UpdatePodStatus(pod, &st)
@@ -59,89 +73,35 @@ func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.Co
 	return s != nil && *s
 }
 
-// probeRestarts adds to acts the running containers of the current sandbox
-// whose liveness or startup probe failed (see Probes): a kill each, and a
-// start unless the restart rule keeps a failed container down
-// (nodeapi.RestartsAfterExit: restartPolicy Never) or the crash-loop
-// back-off of the container's previous exit holds it.
-func (m *Manager) probeRestarts(pod *v1.Pod, status *PodStatus, now time.Time, acts *podActions, backoff func(name string) (Backoff, bool)) {
-	if m.probes == nil || status == nil || acts.createSandbox {
-		return
+// unhealthy are the running containers of status (by runtime ID) whose
+// liveness or startup probe failed (see Probes), for the plan
+// (plan.Input.Unhealthy), which kills and restarts those of the current
+// sandbox.
+func (m *Manager) unhealthy(pod *v1.Pod, status *PodStatus) map[string]plan.ProbeFailure {
+	if m.probes == nil || status == nil {
+		return nil
 	}
-	m.mu.Lock()
-	runtimeName := m.runtimeName
-	m.mu.Unlock()
-	var sidecarStarts []startAction
-	check := func(c *v1.Container, sidecar bool) {
-		cs := inSandbox(status, c.Name, acts.sandboxID)
-		if cs == nil || cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			return
+	var out map[string]plan.ProbeFailure
+	for _, cs := range status.Containers {
+		if cs.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
 		}
-		if slices.ContainsFunc(acts.kill, func(k killAction) bool { return k.id == cs.Id }) {
-			return // restarted for a changed spec already
-		}
-		pt, grace, bad := m.probes.Unhealthy(pod.UID, c.Name, runtimeName+"://"+cs.Id)
+		pt, grace, bad := m.probes.Unhealthy(pod.UID, cs.GetMetadata().GetName(), m.containerID(cs.Id))
 		if !bad {
-			return
+			continue
 		}
-		if pod.DeletionGracePeriodSeconds != nil {
-			grace = nil // the deletion's grace period wins
+		if out == nil {
+			out = map[string]plan.ProbeFailure{}
 		}
-		// A container killed for a failed probe has failed: the restart rule
-		// with a failure's exit code (137, killed) says whether it comes back.
-		role := nodeapi.RegularContainer
-		if sidecar {
-			role = nodeapi.InitContainer
-		}
-		restart := nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, role, 137)
-		msg := fmt.Sprintf("Container %s failed %s probe", c.Name, strings.ToLower(pt.String()))
-		if restart {
-			msg += ", will be restarted"
-		}
-		acts.kill = append(acts.kill, killAction{id: cs.Id, name: c.Name, reason: pt.String() + " probe failed", grace: grace, message: msg})
-		if !restart {
-			return
-		}
-		a := startAction{container: c, restartCount: podstatus.RestartCount(cs) + 1}
-		if prev := lastExited(status, c.Name); prev != nil {
-			finished := time.Unix(0, prev.FinishedAt)
-			e, ok := backoff(c.Name)
-			if in, left := inBackoff(e, ok, finished, now); in {
-				acts.waiting[c.Name] = v1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: crashLoopMessage(e.Delay, pod, c.Name)}
-				if acts.retryAfter == 0 || left < acts.retryAfter {
-					acts.retryAfter = left
-				}
-				return
-			}
-			a.prevFinished = finished
-		}
-		if sidecar {
-			sidecarStarts = append(sidecarStarts, a)
-		} else {
-			acts.start = append(acts.start, a)
-		}
+		out[cs.Id] = plan.ProbeFailure{Probe: pt.String(), Grace: grace}
 	}
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; nodeapi.IsSidecar(c) {
-			check(c, true)
-		}
-	}
-	if !acts.initPhase {
-		for i := range pod.Spec.Containers {
-			check(&pod.Spec.Containers[i], false)
-		}
-	}
-	// Sidecars start before what they serve.
-	acts.start = append(sidecarStarts, acts.start...)
+	return out
 }
 
-// lastExited is the newest exited container of status named name, nil if
-// none.
-func lastExited(status *PodStatus, name string) *runtimeapi.ContainerStatus {
-	for _, c := range status.Containers {
-		if c.GetMetadata().GetName() == name && c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-			return c
-		}
-	}
-	return nil
+// containerID is the ID of runtime container id as the pod status carries
+// it, runtime://id.
+func (m *Manager) containerID(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runtimeName + "://" + id
 }

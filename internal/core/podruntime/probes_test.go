@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -69,7 +70,7 @@ func newProbeFixture(t *testing.T, probes *fakeProbes) (*fixture, *stopRecorder)
 	rec := &stopRecorder{fakeCRI: fakeCRI{f.rt, f.img}}
 	m, err := New(Config{NodeName: "node1", PodsDir: filepath.Join(f.dir, "pods"), PodLogsDir: filepath.Join(f.dir, "logs"),
 		HostIP: "192.168.1.2", MemoryCapacity: 4 << 30, CPUs: 2, DNS: filepath.Join(f.dir, "resolv.conf")},
-		Deps{Runtime: rec, Cgroups: f.cgroups, Clock: f.clock, Logger: testLogger(t), Recorder: f.events, Probes: probes})
+		Deps{Runtime: rec, Cgroups: f.cgroups, Logger: testLogger(t), Recorder: f.events, Probes: probes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestSyncPodRestartsOnProbeFailure(t *testing.T) {
 			if got := f.events.take(); !slices.Contains(got, tc.wantMsg) {
 				t.Errorf("events %q lack %q", got, tc.wantMsg)
 			}
-			st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+			st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 			if got := st.ContainerStatuses[0].RestartCount; got != tc.wantCount {
 				t.Errorf("restart count %d, want %d", got, tc.wantCount)
 			}
@@ -148,48 +149,50 @@ func TestSyncPodRestartsOnProbeFailure(t *testing.T) {
 
 func TestSyncPodProbeRestartBackoff(t *testing.T) {
 	t.Parallel()
-	probes := &fakeProbes{failed: map[string]prober.ProbeType{}}
-	f, _ := newProbeFixture(t, probes)
-	pod := testPod()
-	if res := f.sync(t, pod); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	probes.set(func(p *fakeProbes) { p.failed["app"] = prober.Liveness })
-	// First probe kill: restarted at once (no earlier exit).
-	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
-		t.Fatalf("first probe restart: %+v", res)
-	}
-	f.calls()
-	// Second, right away: the earlier exit has no back-off entry yet, so
-	// it starts, and the back-off (10s) begins.
-	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
-		t.Fatalf("second probe restart: %+v", res)
-	}
-	if diff := cmp.Diff([]string{"StopContainer", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
-		t.Errorf("second probe restart (-want +got):\n%s", diff)
-	}
-	// Third, within the back-off: killed, but not started.
-	res := f.sync(t, pod)
-	if res.Err != nil || res.RetryAfter <= 0 {
-		t.Fatalf("third probe restart in back-off: %+v, want a RetryAfter", res)
-	}
-	if diff := cmp.Diff([]string{"StopContainer", "RemoveContainer"}, f.calls()); diff != "" {
-		t.Errorf("third probe restart (-want +got):\n%s", diff)
-	}
-	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
-	if got := stateOf(st.ContainerStatuses[0]); got != "waiting:CrashLoopBackOff" {
-		t.Errorf("state %s, want waiting:CrashLoopBackOff", got)
-	}
-	// After the back-off the ordinary exited-container restart starts it.
-	probes.set(func(p *fakeProbes) { delete(p.failed, "app") })
-	f.clock.Step(time.Minute)
-	if res := f.sync(t, pod); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
-	if got, n := stateOf(st.ContainerStatuses[0]), st.ContainerStatuses[0].RestartCount; got != "running" || n != 3 {
-		t.Errorf("after back-off: %s, restart count %d; want running, 3", got, n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		probes := &fakeProbes{failed: map[string]prober.ProbeType{}}
+		f, _ := newProbeFixture(t, probes)
+		pod := testPod()
+		if res := f.sync(t, pod); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		probes.set(func(p *fakeProbes) { p.failed["app"] = prober.Liveness })
+		// First probe kill: restarted at once (no earlier exit).
+		if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+			t.Fatalf("first probe restart: %+v", res)
+		}
+		f.calls()
+		// Second, right away: the earlier exit has no back-off entry yet, so
+		// it starts, and the back-off (10s) begins.
+		if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+			t.Fatalf("second probe restart: %+v", res)
+		}
+		if diff := cmp.Diff([]string{"StopContainer", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+			t.Errorf("second probe restart (-want +got):\n%s", diff)
+		}
+		// Third, within the back-off: killed, but not started.
+		res := f.sync(t, pod)
+		if res.Err != nil || res.RetryAfter <= 0 {
+			t.Fatalf("third probe restart in back-off: %+v, want a RetryAfter", res)
+		}
+		if diff := cmp.Diff([]string{"StopContainer", "RemoveContainer"}, f.calls()); diff != "" {
+			t.Errorf("third probe restart (-want +got):\n%s", diff)
+		}
+		st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
+		if got := stateOf(st.ContainerStatuses[0]); got != "waiting:CrashLoopBackOff" {
+			t.Errorf("state %s, want waiting:CrashLoopBackOff", got)
+		}
+		// After the back-off the ordinary exited-container restart starts it.
+		probes.set(func(p *fakeProbes) { delete(p.failed, "app") })
+		time.Sleep(time.Minute)
+		if res := f.sync(t, pod); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		st = f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
+		if got, n := stateOf(st.ContainerStatuses[0]), st.ContainerStatuses[0].RestartCount; got != "running" || n != 3 {
+			t.Errorf("after back-off: %s, restart count %d; want running, 3", got, n)
+		}
+	})
 }
 
 func TestPodStatusReadinessFromProbes(t *testing.T) {
@@ -203,7 +206,7 @@ func TestPodStatusReadinessFromProbes(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	conds := func() map[v1.PodConditionType]string {
-		st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+		st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 		out := map[v1.PodConditionType]string{}
 		for _, c := range st.Conditions {
 			if c.Type == v1.PodReady || c.Type == v1.ContainersReady {
@@ -259,7 +262,7 @@ func TestPostStartHook(t *testing.T) {
 				t.Errorf("events %q lack %q", got, want)
 			}
 		}
-		st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+		st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 		if got := stateOf(st.ContainerStatuses[0]); got != "waiting:"+reasonPostStartHookError {
 			t.Errorf("state %s, want waiting:%s", got, reasonPostStartHookError)
 		}
@@ -267,7 +270,7 @@ func TestPostStartHook(t *testing.T) {
 		if res := f.sync(t, pod); res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+		st = f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 		if cs := st.ContainerStatuses[0]; stateOf(cs) != "running" || cs.RestartCount != 1 {
 			t.Errorf("after restart: %s, restart count %d", stateOf(cs), cs.RestartCount)
 		}
@@ -328,7 +331,7 @@ func TestSyncPodRestartsSidecarOnProbeFailure(t *testing.T) {
 	if got := f.events.take(); !slices.Contains(got, "Killing: Container side failed liveness probe, will be restarted") {
 		t.Errorf("events %q", got)
 	}
-	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 	if n := st.InitContainerStatuses[0].RestartCount; n != 1 {
 		t.Errorf("sidecar restart count %d, want 1", n)
 	}

@@ -1,6 +1,7 @@
 package podruntime
 
 import (
+	"cmp"
 	"bufio"
 	"context"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 )
@@ -40,55 +42,90 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 	if err != nil {
 		return nil, err
 	}
-	pods := map[types.UID]*PodStatus{}
-	listed := make(map[string]bool, len(sbs)+len(ctrs))
-	pod := func(uid string, md interface{ GetName() string }, ns string) *PodStatus {
-		p, ok := pods[types.UID(uid)]
-		if !ok {
-			p = &PodStatus{UID: types.UID(uid)}
-			pods[p.UID] = p
-		}
-		if p.Name == "" && md != nil {
-			p.Name, p.Namespace = md.GetName(), ns
-		}
-		return p
+	l := relist{pods: map[types.UID]*PodStatus{}, listed: make(map[string]bool, len(sbs)+len(ctrs))}
+	if err := m.addSandboxes(ctx, &l, sbs); err != nil {
+		return nil, err
 	}
+	if err := m.addContainers(ctx, &l, ctrs); err != nil {
+		return nil, err
+	}
+	m.pruneCaches(l.listed)
+	for _, p := range l.pods {
+		sortStatus(p)
+	}
+	return l.pods, nil
+}
+
+// relist is one Statuses under way: the pods found so far and the IDs of
+// the sandboxes and containers listed.
+type relist struct {
+	pods   map[types.UID]*PodStatus
+	listed map[string]bool
+}
+
+// pod is the status of pod uid, added when new.
+func (l *relist) pod(uid string) *PodStatus {
+	p, ok := l.pods[types.UID(uid)]
+	if !ok {
+		p = &PodStatus{UID: types.UID(uid)}
+		l.pods[p.UID] = p
+	}
+	return p
+}
+
+// addSandboxes adds the statuses of our sandboxes (those with a pod UID
+// label) to l.
+func (m *Manager) addSandboxes(ctx context.Context, l *relist, sbs []*runtimeapi.PodSandbox) error {
 	for _, sb := range sbs {
-		uid := sb.GetLabels()[labelPodUID]
+		uid := sb.GetLabels()[criconfig.LabelPodUID]
 		if uid == "" {
 			continue // not ours
 		}
-		listed[sb.Id] = true
+		l.listed[sb.Id] = true
 		st, err := m.sandboxStatus(ctx, sb)
 		if errors.Is(err, cri.ErrNotFound) {
 			continue // removed since the list
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		p := pod(uid, sb.GetMetadata(), sb.GetMetadata().GetNamespace())
+		p := l.pod(uid)
+		if p.Name == "" && sb.GetMetadata() != nil {
+			p.Name, p.Namespace = sb.GetMetadata().GetName(), sb.GetMetadata().GetNamespace()
+		}
 		p.Sandboxes = append(p.Sandboxes, st)
 	}
+	return nil
+}
+
+// addContainers adds the statuses of our containers to l.
+func (m *Manager) addContainers(ctx context.Context, l *relist, ctrs []*runtimeapi.Container) error {
 	for _, c := range ctrs {
-		uid := c.GetLabels()[labelPodUID]
+		uid := c.GetLabels()[criconfig.LabelPodUID]
 		if uid == "" {
 			continue
 		}
-		listed[c.Id] = true
+		l.listed[c.Id] = true
 		st, err := m.containerStatus(ctx, c)
 		if errors.Is(err, cri.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		p := pod(uid, nil, "")
+		p := l.pod(uid)
 		if p.Name == "" {
-			p.Name, p.Namespace = c.GetLabels()[labelPodName], c.GetLabels()[labelPodNamespace]
+			p.Name, p.Namespace = c.GetLabels()[criconfig.LabelPodName], c.GetLabels()[criconfig.LabelPodNamespace]
 		}
 		p.Containers = append(p.Containers, st)
 	}
+	return nil
+}
+
+// pruneCaches drops the cached statuses of what the last list did not show.
+func (m *Manager) pruneCaches(listed map[string]bool) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	for id := range m.ctrCache {
 		if !listed[id] {
 			delete(m.ctrCache, id)
@@ -99,18 +136,18 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 			delete(m.sbCache, id)
 		}
 	}
-	m.mu.Unlock()
-	for _, p := range pods {
-		sortStatus(p)
-	}
-	return pods, nil
 }
 
-// sortStatus orders p's sandboxes and containers newest first and sets its IPs
+// sortStatus orders p's sandboxes and containers newest first (by creation
+// time, then, for two made in the same instant, by attempt) and sets its IPs
 // from the newest ready sandbox.
 func sortStatus(p *PodStatus) {
-	slices.SortStableFunc(p.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int { return cmpNewest(a.CreatedAt, b.CreatedAt) })
-	slices.SortStableFunc(p.Containers, func(a, b *runtimeapi.ContainerStatus) int { return cmpNewest(a.CreatedAt, b.CreatedAt) })
+	slices.SortStableFunc(p.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int {
+		return cmp.Or(cmpNewest(a.CreatedAt, b.CreatedAt), cmpNewest(int64(a.GetMetadata().GetAttempt()), int64(b.GetMetadata().GetAttempt())))
+	})
+	slices.SortStableFunc(p.Containers, func(a, b *runtimeapi.ContainerStatus) int {
+		return cmp.Or(cmpNewest(a.CreatedAt, b.CreatedAt), cmpNewest(int64(a.GetMetadata().GetAttempt()), int64(b.GetMetadata().GetAttempt())))
+	})
 	p.IPs = nil
 	for _, sb := range p.Sandboxes {
 		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
@@ -248,7 +285,7 @@ func (m *Manager) supportsRRO() bool {
 // terminationMessage is an exited container's message: its termination-log
 // file, or, with policy FallbackToLogsOnError and a failure, its log's tail.
 func terminationMessage(st *runtimeapi.ContainerStatus) string {
-	path := st.GetAnnotations()[annoTermMsgPath]
+	path := st.GetAnnotations()[criconfig.AnnotationTermMsgPath]
 	if path != "" {
 		for _, mnt := range st.GetMounts() {
 			if mnt.GetContainerPath() == path {
@@ -258,7 +295,7 @@ func terminationMessage(st *runtimeapi.ContainerStatus) string {
 			}
 		}
 	}
-	if st.GetAnnotations()[annoTermMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) && st.ExitCode != 0 && st.LogPath != "" {
+	if st.GetAnnotations()[criconfig.AnnotationTermMsgPolicy] == string(v1.TerminationMessageFallbackToLogsOnError) && st.ExitCode != 0 && st.LogPath != "" {
 		return logTail(st.LogPath, fallbackLogLines, fallbackLogBytes)
 	}
 	return ""

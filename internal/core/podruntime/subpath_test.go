@@ -10,6 +10,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
 )
 
@@ -145,7 +146,7 @@ func TestSubPathExpr(t *testing.T) {
 		p.Spec.Volumes = []v1.Volume{{Name: "vol", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "vol", MountPath: "/logs", SubPathExpr: "logs/$(POD_NAME)"}}
 	})
-	in := containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: n.podsDir}
+	in := containerInput{Input: criconfig.Input{Pod: pod, Container: &pod.Spec.Containers[0]}, podsDir: n.podsDir}
 	mounts, err := containerMounts(in, map[string]string{"POD_NAME": "web-1"})
 	if err != nil {
 		t.Fatal(err)

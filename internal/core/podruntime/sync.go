@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
 )
 
 // Waiting reasons a sync reports for containers it could not start.
@@ -45,101 +49,114 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 
 // syncPod is SyncPod, which records what it learns in st.
 func (m *Manager) syncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, prev SyncState, st *SyncState) Result {
-	now := m.clock.Now()
-	specs := make(map[string]string, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range cs {
-			specs[cs[i].Name] = containerHash(&cs[i])
-		}
-	}
-	backoff := func(name string) (Backoff, bool) {
-		e, ok := st.Crash[name]
-		return e, ok && e.Spec == specs[name]
-	}
-	acts := computeActions(pod, status, now, backoff, func(c *v1.Container, cs *runtimeapi.ContainerStatus) bool {
-		return m.sidecarStarted(pod, c, cs)
-	})
-	m.probeRestarts(pod, status, now, &acts, backoff)
-	waiting := make(map[string]v1.ContainerStateWaiting, len(acts.waiting)+len(acts.start))
-	for name, w := range acts.waiting {
-		waiting[name] = w
-	}
-	for _, a := range slices.Concat(acts.ephemeral, acts.start) {
-		waiting[a.container.Name] = v1.ContainerStateWaiting{Reason: reasonCreating}
-	}
-	before := prev.Waiting
-	st.Waiting = waiting
-	for _, name := range sortedKeys(acts.waiting) {
-		// One event per back-off, not one per sync.
-		if w := acts.waiting[name]; w.Reason == "CrashLoopBackOff" && before[name] != w {
-			m.rec.Eventf(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", name, pod.Name, pod.Namespace, pod.UID)
-		}
-	}
-	res := Result{RetryAfter: acts.retryAfter}
-
-	if acts.killPod {
-		m.rec.Event(pod, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
-		if err := m.KillPod(ctx, pod, status, nil); err != nil {
-			res.Err = fmt.Errorf("kill pod for a new sandbox: %w", err)
-			return res
-		}
-	}
-	if err := makePodDirs(m.cfg.PodsDir, string(pod.UID)); err != nil {
-		res.Err = fmt.Errorf("pod directory: %w", err)
+	hashes := criconfig.Hashes(pod) // once per sync: the plan and the starts share them
+	acts := plan.Compute(plan.Input{
+		Pod: pod, Status: status, Hashes: hashes, Crash: st.Crash,
+		NotStarted: m.notStarted(pod, status), Unhealthy: m.unhealthy(pod, status),
+	}, time.Now())
+	m.recordWaiting(pod, acts, prev.Waiting, st)
+	res := Result{RetryAfter: acts.RetryAfter}
+	if res.Err = m.preparePod(ctx, pod, status, acts); res.Err != nil {
 		return res
 	}
-	if err := m.setUpVolumes(ctx, pod); err != nil {
-		res.Err = err
-		return res
-	}
-	if !acts.createSandbox && len(acts.start) == 0 && len(acts.kill) == 0 && len(acts.ephemeral) == 0 {
-		m.removeOld(ctx, status, acts.remove, &res)
+	if !acts.CreateSandbox && len(acts.Start) == 0 && len(acts.Kill) == 0 && len(acts.Ephemeral) == 0 {
+		m.removeOld(ctx, status, acts.Remove, &res)
 		return res // the pod is as it should be: no config to build
 	}
-	sbCfg, err := m.sandboxConfig(pod, acts.attempt)
+	sb, err := m.sandbox(ctx, pod, status, acts)
 	if err != nil {
 		m.rec.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 		res.Err = err
 		return res
 	}
-	sbID, podIPs := acts.sandboxID, []string(nil)
-	if status != nil {
-		podIPs = status.IPs
+	if acts.CreateSandbox {
+		res.Started = append(res.Started, sb.id)
 	}
-	if acts.createSandbox {
-		if sbID, podIPs, err = m.createSandbox(ctx, pod, sbCfg); err != nil {
-			m.rec.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
-			res.Err = err
-			return res
-		}
-		res.Started = append(res.Started, sbID)
-	}
-
-	if err := m.killContainers(ctx, pod, status, acts.kill); err != nil {
+	if err := m.killContainers(ctx, pod, status, acts.Kill); err != nil {
 		res.Err = err
 		return res
 	}
 	// Ephemeral containers first, so that one can debug an init container
 	// that fails to start; each failure is the sync's, not the others'.
-	for _, a := range acts.ephemeral {
-		m.startOne(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name], st, &res)
+	for _, a := range acts.Ephemeral {
+		m.startOne(ctx, pod, a, sb, prev.Waiting[a.Container.Name], st, &res)
 	}
-	for _, a := range acts.start {
-		if !m.startOne(ctx, pod, a, sbID, sbCfg, podIPs, before[a.container.Name], st, &res) && acts.initPhase {
+	for _, a := range acts.Start {
+		if !m.startOne(ctx, pod, a, sb, prev.Waiting[a.Container.Name], st, &res) && acts.InitPhase {
 			break
 		}
 	}
-	m.removeOld(ctx, status, acts.remove, &res)
+	m.removeOld(ctx, status, acts.Remove, &res)
 	return res
+}
+
+// recordWaiting sets st's waiting reasons from the plan (a container about
+// to start is ContainerCreating) and records a BackOff event for each
+// crash-loop back-off that before, the pod's previous waiting reasons, did
+// not have: one event per back-off, not one per sync.
+func (m *Manager) recordWaiting(pod *v1.Pod, acts plan.Actions, before map[string]v1.ContainerStateWaiting, st *SyncState) {
+	waiting := make(map[string]v1.ContainerStateWaiting, len(acts.Waiting)+len(acts.Start))
+	maps.Copy(waiting, acts.Waiting)
+	for _, a := range slices.Concat(acts.Ephemeral, acts.Start) {
+		waiting[a.Container.Name] = v1.ContainerStateWaiting{Reason: reasonCreating}
+	}
+	st.Waiting = waiting
+	for _, name := range slices.Sorted(maps.Keys(acts.Waiting)) {
+		if w := acts.Waiting[name]; w.Reason == plan.ReasonCrashLoopBackOff && before[name] != w {
+			m.rec.Eventf(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", name, pod.Name, pod.Namespace, pod.UID)
+		}
+	}
+}
+
+// preparePod kills the pod when the plan makes a new sandbox, and makes the
+// pod's directories and volumes.
+func (m *Manager) preparePod(ctx context.Context, pod *v1.Pod, status *PodStatus, acts plan.Actions) error {
+	if acts.KillPod {
+		m.rec.Event(pod, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		if err := m.KillPod(ctx, pod, status, nil); err != nil {
+			return fmt.Errorf("kill pod for a new sandbox: %w", err)
+		}
+	}
+	if err := makePodDirs(m.cfg.PodsDir, string(pod.UID)); err != nil {
+		return fmt.Errorf("pod directory: %w", err)
+	}
+	return m.setUpVolumes(ctx, pod)
+}
+
+// podSandbox is the sandbox a sync starts containers in.
+type podSandbox struct {
+	id  string
+	cfg *runtimeapi.PodSandboxConfig
+	// ips are its IPs (none for host network).
+	ips []string
+}
+
+// sandbox is the pod's sandbox for the plan's starts: the current one, or
+// a new one the plan asks for, run now.
+func (m *Manager) sandbox(ctx context.Context, pod *v1.Pod, status *PodStatus, acts plan.Actions) (podSandbox, error) {
+	cfg, err := m.sandboxConfig(pod, acts.Attempt)
+	if err != nil {
+		return podSandbox{}, err
+	}
+	sb := podSandbox{id: acts.SandboxID, cfg: cfg}
+	if status != nil {
+		sb.ips = status.IPs
+	}
+	if acts.CreateSandbox {
+		if sb.id, sb.ips, err = m.createSandbox(ctx, pod, cfg); err != nil {
+			return podSandbox{}, err
+		}
+	}
+	return sb, nil
 }
 
 // startOne starts the container of a and reports whether it started; a
 // failure goes into res (its error, unless a pull back-off; the pull
 // back-off's end as RetryAfter); what it learns goes into st.
-func (m *Manager) startOne(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, st *SyncState, res *Result) bool {
-	id, err := m.startContainer(ctx, pod, a, sbID, sbCfg, podIPs, prev, st)
+func (m *Manager) startOne(ctx context.Context, pod *v1.Pod, a plan.Start, sb podSandbox, prev v1.ContainerStateWaiting, st *SyncState, res *Result) bool {
+	id, err := m.startContainer(ctx, pod, a, sb, prev, st)
 	if err == nil {
-		delete(st.Waiting, a.container.Name)
+		delete(st.Waiting, a.Container.Name)
 		res.Started = append(res.Started, id)
 		return true
 	}
@@ -147,7 +164,7 @@ func (m *Manager) startOne(ctx context.Context, pod *v1.Pod, a startAction, sbID
 		res.Err = err
 	}
 	if errors.Is(err, errImagePullBackOff) || errors.Is(err, errPull) {
-		if left := m.pullBackoffLeft(st, a.container.Image); left > 0 && (res.RetryAfter == 0 || left < res.RetryAfter) {
+		if left := m.pullBackoffLeft(st, a.Container.Image); left > 0 && (res.RetryAfter == 0 || left < res.RetryAfter) {
 			res.RetryAfter = left
 		}
 	}
@@ -183,7 +200,7 @@ func (m *Manager) removeContainerFiles(uid types.UID, c *runtimeapi.ContainerSta
 	}
 	termDir := filepath.Join(m.cfg.PodsDir, string(uid), "containers") + "/"
 	for _, mnt := range c.GetMounts() {
-		if mnt.GetContainerPath() == c.GetAnnotations()[annoTermMsgPath] && strings.HasPrefix(mnt.GetHostPath(), termDir) {
+		if mnt.GetContainerPath() == c.GetAnnotations()[criconfig.AnnotationTermMsgPath] && strings.HasPrefix(mnt.GetHostPath(), termDir) {
 			_ = os.Remove(mnt.GetHostPath())
 		}
 	}
@@ -208,7 +225,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 	if err != nil {
 		return nil, err
 	}
-	return sandboxConfig(pod, attempt, m.cfg.PodLogsDir, resolv, parent, m.cfg.ClusterDomain)
+	return criconfig.Sandbox(pod, attempt, m.cfg.PodLogsDir, resolv, parent, m.cfg.ClusterDomain)
 }
 
 // createSandbox runs the pod's sandbox and returns its ID and IPs.
@@ -246,7 +263,7 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 // killContainers stops the listed containers of pod (a changed spec, a
 // failed liveness or startup probe) in parallel, each with its own grace
 // period (the pod's unless the kill names one) and Killing message.
-func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, kills []killAction) error {
+func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodStatus, kills []plan.Kill) error {
 	if len(kills) == 0 {
 		return nil
 	}
@@ -256,17 +273,17 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 			byID[c.Id] = c
 		}
 	}
-	now := m.clock.Now()
+	now := time.Now()
 	errs := make([]error, len(kills))
 	var wg sync.WaitGroup
 	for i, k := range kills {
-		c := byID[k.id]
+		c := byID[k.ID]
 		if c == nil {
 			continue
 		}
-		m.log.Info("restarting container", "pod", pod.Namespace+"/"+pod.Name, "container", k.name, "reason", k.reason)
-		deadline := now.Add(time.Duration(podGrace(pod, status, k.grace)) * time.Second)
-		wg.Go(func() { errs[i] = m.stopContainer(ctx, pod, status, c, deadline, k.message, nil) })
+		m.log.Info("restarting container", "pod", pod.Namespace+"/"+pod.Name, "container", k.Name, "reason", k.Reason)
+		deadline := now.Add(time.Duration(podGrace(pod, status, k.Grace)) * time.Second)
+		wg.Go(func() { errs[i] = m.stopContainer(ctx, pod, status, c, deadline, k.Message, nil) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -276,65 +293,37 @@ func (m *Manager) killContainers(ctx context.Context, pod *v1.Pod, status *PodSt
 // it, and returns its ID once it started (and its post-start hook ran).
 // prev is the container's waiting state after the last sync; what it learns
 // (waiting reasons, back-offs) goes into st.
-func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction, sbID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string, prev v1.ContainerStateWaiting, st *SyncState) (string, error) {
-	c := a.container
-	img, err := m.ensureImage(ctx, pod, c, sbCfg, prev, st)
+func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a plan.Start, sb podSandbox, prev v1.ContainerStateWaiting, st *SyncState) (string, error) {
+	c := a.Container
+	img, err := m.ensureImage(ctx, pod, c, sb.cfg, prev, st)
 	if err != nil {
 		return "", err
 	}
-	if err := verifyNonRoot(pod, c, img); err != nil {
-		st.markWaiting(c.Name, reasonCreateError, err.Error())
-		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return "", err
-	}
-	if a.target != "" && a.targetID == "" {
-		err := fmt.Errorf("unable to find target container %s", a.target)
-		st.markWaiting(c.Name, reasonCreateError, err.Error())
-		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return "", err
-	}
-	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
+	cfg, err := m.containerConfig(ctx, pod, a, sb, img)
 	if err != nil {
-		st.markWaiting(c.Name, reasonCreateError, err.Error())
-		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return "", err
-	}
-	cfg, err := containerConfig(containerInput{
-		pod: pod, container: c, restartCount: a.restartCount, sandboxID: sbID, podIPs: podIPs,
-		hostIP: m.cfg.HostIP, nodeName: m.cfg.NodeName, podsDir: m.cfg.PodsDir, memCapacity: m.cfg.MemoryCapacity, cpus: m.cfg.CPUs, hostsFile: m.cfg.HostsFile, swap: m.cfg.Swap,
-		oomGroup:      m.cfg.OOMGroup,
-		clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, env: envObjs, targetID: a.targetID, supportsRRO: m.supportsRRO(),
-	})
-	if err != nil {
-		st.markWaiting(c.Name, reasonCreateError, err.Error())
-		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-		return "", err
-	}
-	if m.devices != nil {
-		opts, err := m.devices.ContainerOptions(ctx, pod, c)
-		if err != nil {
-			st.markWaiting(c.Name, reasonCreateError, err.Error())
-			m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
-			return "", fmt.Errorf("devices of container %s: %w", c.Name, err)
+		cause := err
+		if de := (devicesError{}); errors.As(err, &de) {
+			cause = de.err
 		}
-		withDevices(cfg, opts)
-	}
-	if err := os.MkdirAll(podLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
+		st.markWaiting(c.Name, reasonCreateError, cause.Error())
+		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", cause)
 		return "", err
 	}
-	id, err := m.rt.CreateContainer(ctx, sbID, cfg, sbCfg)
+	if err := os.MkdirAll(criconfig.PodLogDir(m.cfg.PodLogsDir, pod.Namespace, pod.Name, string(pod.UID))+"/"+c.Name, 0o755); err != nil {
+		return "", err
+	}
+	id, err := m.rt.CreateContainer(ctx, sb.id, cfg, sb.cfg)
 	if err != nil {
 		st.markWaiting(c.Name, "CreateContainerError", err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return "", fmt.Errorf("create container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Created", "Created container %s", c.Name)
-	if !a.prevFinished.IsZero() {
+	if !a.PrevFinished.IsZero() {
 		// A restart: the next exit waits longer.
-		spec := containerHash(c)
 		e, ok := st.Crash[c.Name]
-		next := nextBackoff(e, ok && e.Spec == spec, a.prevFinished)
-		next.Spec = spec
+		next := plan.NextBackoff(e, ok && e.Spec == a.Hash, a.PrevFinished)
+		next.Spec = a.Hash
 		st.Crash[c.Name] = next
 	}
 	if err := m.rt.StartContainer(ctx, id); err != nil {
@@ -343,13 +332,64 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a startAction
 		return "", fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
-	m.linkLog(pod, c.Name, id, filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath()))
+	m.linkLog(pod, c.Name, id, filepath.Join(sb.cfg.GetLogDirectory(), cfg.GetLogPath()))
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		if err := m.postStart(ctx, pod, c, id, cfg, podIPs, st); err != nil {
+		if err := m.postStart(ctx, pod, c, id, cfg, sb.ips, st); err != nil {
 			return "", err
 		}
 	}
 	return id, nil
+}
+
+// devicesError is a device plugin's refusal of a container: the container's
+// waiting message and event show the plugin's error, the sync's error names
+// the container.
+type devicesError struct {
+	container string
+	err       error
+}
+
+func (e devicesError) Error() string {
+	return fmt.Sprintf("devices of container %s: %v", e.container, e.err)
+}
+
+func (e devicesError) Unwrap() error { return e.err }
+
+// containerConfig is the CRI config of a's container in sandbox sb, after
+// the checks that can refuse it: the non-root policy against the image
+// (img), an ephemeral container's target; the API objects its environment
+// reads fetched, its devices added (a plugin's error is a devicesError).
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, a plan.Start, sb podSandbox, img *runtimeapi.Image) (*runtimeapi.ContainerConfig, error) {
+	c := a.Container
+	if err := verifyNonRoot(pod, c, img); err != nil {
+		return nil, err
+	}
+	if a.Target != "" && a.TargetID == "" {
+		return nil, fmt.Errorf("unable to find target container %s", a.Target)
+	}
+	envObjs, err := m.vols.EnvObjects(ctx, pod, c)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := containerConfig(containerInput{
+		Input: criconfig.Input{
+			Pod: pod, Container: c, Hash: a.Hash, RestartCount: a.RestartCount, SandboxID: sb.id, PodIPs: sb.ips,
+			HostIP: m.cfg.HostIP, NodeName: m.cfg.NodeName, MemoryCapacity: m.cfg.MemoryCapacity, CPUs: m.cfg.CPUs,
+			Swap: m.cfg.Swap, OOMGroup: m.cfg.OOMGroup, Sources: (*criconfig.EnvSources)(envObjs), TargetID: a.TargetID,
+		},
+		podsDir: m.cfg.PodsDir, hostsFile: m.cfg.HostsFile, clusterDomain: m.cfg.ClusterDomain, volumes: m.vols, supportsRRO: m.supportsRRO(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if m.devices != nil {
+		opts, err := m.devices.ContainerOptions(ctx, pod, c)
+		if err != nil {
+			return nil, devicesError{c.Name, err}
+		}
+		criconfig.WithDevices(cfg, opts)
+	}
+	return cfg, nil
 }
 
 // errPull marks a failed pull.
@@ -400,9 +440,9 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		}
 		return nil, fmt.Errorf("container %s: %w: %s", c.Name, ErrImageNeverPull, msg)
 	}
-	now := m.clock.Now()
+	now := time.Now()
 	e, ok := st.Pull[c.Image]
-	if in, _ := inBackoff(e, ok, e.Last, now); in {
+	if in, _ := plan.InBackoff(e, ok, e.Last, now); in {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		st.markWaiting(c.Name, reasonImagePullBackOff, msg)
 		if prev.Reason != reasonImagePullBackOff {
@@ -411,14 +451,14 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		return nil, fmt.Errorf("container %s: %w", c.Name, errImagePullBackOff)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
-	start := m.clock.Now()
+	start := time.Now()
 	if _, err := m.rt.PullImage(ctx, spec, nil, sbCfg); err != nil {
-		st.Pull[c.Image] = nextBackoff(e, ok, m.clock.Now())
+		st.Pull[c.Image] = plan.NextBackoff(e, ok, time.Now())
 		st.markWaiting(c.Name, reasonErrImagePull, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return nil, fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
 	}
-	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, m.clock.Since(start).Round(time.Millisecond))
+	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, time.Since(start).Round(time.Millisecond))
 	if is, err = m.rt.ImageStatus(ctx, spec, false); err != nil {
 		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
 	}
@@ -471,15 +511,18 @@ func verifyNonRoot(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image) error {
 // pullBackoffLeft is the time left on the pull back-off for image in st.
 func (m *Manager) pullBackoffLeft(st *SyncState, image string) time.Duration {
 	e, ok := st.Pull[image]
-	_, left := inBackoff(e, ok, e.Last, m.clock.Now())
+	_, left := plan.InBackoff(e, ok, e.Last, time.Now())
 	return left
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// readResolvConf reads the host's resolv.conf; a missing file is empty.
+func readResolvConf(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
 	}
-	slices.Sort(out)
-	return out
+	if err != nil {
+		return nil, fmt.Errorf("read host DNS config: %w", err)
+	}
+	return b, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -19,7 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
-	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 )
 
 // fakeCRI is cri-api's fake runtime and image services as one Runtime.
@@ -81,7 +83,6 @@ type fixture struct {
 	m       *Manager
 	rt      *critest.FakeRuntimeService
 	img     *critest.FakeImageService
-	clock   *clocktesting.FakeClock
 	events  *events
 	cgroups *fakeCgroups
 	dir     string
@@ -92,7 +93,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{
 		rt: critest.NewFakeRuntimeService(), img: critest.NewFakeImageService(),
-		clock: clocktesting.NewFakeClock(time.Now()), events: &events{}, cgroups: &fakeCgroups{}, dir: t.TempDir(),
+		events: &events{}, cgroups: &fakeCgroups{}, dir: t.TempDir(),
 	}
 	f.img.SetFakeImages([]string{"img:1", "img:2"})
 	resolv := filepath.Join(f.dir, "resolv.conf")
@@ -100,7 +101,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	m, err := New(Config{NodeName: "node1", PodsDir: filepath.Join(f.dir, "pods"), PodLogsDir: filepath.Join(f.dir, "logs"), HostIP: "192.168.1.2", MemoryCapacity: 4 << 30, CPUs: 2, DNS: resolv},
-		Deps{Runtime: fakeCRI{f.rt, f.img}, Cgroups: f.cgroups, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+		Deps{Runtime: fakeCRI{f.rt, f.img}, Cgroups: f.cgroups, Logger: testLogger(t), Recorder: f.events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,21 +136,23 @@ func (f *fixture) status(t *testing.T, uid types.UID) *PodStatus {
 	return all[uid]
 }
 
-// exit marks the newest container named name exited with code, now.
+// exit marks the newest container named name (by creation, then attempt,
+// as the relist orders them) exited with code, now.
 func (f *fixture) exit(t *testing.T, name string, code int32) {
 	t.Helper()
 	f.rt.Lock()
 	defer f.rt.Unlock()
 	var newest *critest.FakeContainer
 	for _, c := range f.rt.Containers {
-		if c.Metadata.Name == name && (newest == nil || c.CreatedAt > newest.CreatedAt) {
+		if c.Metadata.Name == name && (newest == nil || c.CreatedAt > newest.CreatedAt ||
+			c.CreatedAt == newest.CreatedAt && c.Metadata.Attempt > newest.Metadata.Attempt) {
 			newest = c
 		}
 	}
 	if newest == nil {
 		t.Fatalf("no container %s", name)
 	}
-	newest.State, newest.ExitCode, newest.FinishedAt = runtimeapi.ContainerState_CONTAINER_EXITED, code, f.clock.Now().UnixNano()
+	newest.State, newest.ExitCode, newest.FinishedAt = runtimeapi.ContainerState_CONTAINER_EXITED, code, time.Now().UnixNano()
 }
 
 func (f *fixture) sync(t *testing.T, pod *v1.Pod) Result {
@@ -204,7 +207,7 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	if diff := cmp.Diff([]types.UID{"uid-1"}, f.cgroups.ensured); diff != "" {
 		t.Errorf("pod cgroup (-want +got):\n%s", diff)
 	}
-	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 	if st.Phase != v1.PodPending || stateOf(st.InitContainerStatuses[0]) != "running" || stateOf(st.ContainerStatuses[0]) != "waiting:PodInitializing" {
 		t.Errorf("while init runs: phase %s, init %s, app %s", st.Phase, stateOf(st.InitContainerStatuses[0]), stateOf(st.ContainerStatuses[0]))
 	}
@@ -230,7 +233,7 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
 		t.Errorf("after init calls (-want +got):\n%s", diff)
 	}
-	st = f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+	st = f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 	if st.Phase != v1.PodRunning || stateOf(st.ContainerStatuses[0]) != "running" || st.PodIP != critest.FakePodSandboxIPs[0] {
 		t.Errorf("after init: phase %s, app %s, IP %q", st.Phase, stateOf(st.ContainerStatuses[0]), st.PodIP)
 	}
@@ -245,74 +248,76 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	f.rt.Lock()
 	c := f.rt.Containers[critest.BuildContainerName(&runtimeapi.ContainerMetadata{Name: "app"}, critest.BuildSandboxName(&runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "ns", Uid: "uid-1"}))]
 	f.rt.Unlock()
-	if c == nil || c.Labels[labelContainerName] != "app" || c.Labels["app"] != "web" || c.Annotations[annoContainerHash] == "" {
+	if c == nil || c.Labels[criconfig.LabelContainerName] != "app" || c.Labels["app"] != "web" || c.Annotations[criconfig.AnnotationContainerHash] == "" {
 		t.Errorf("container labels %v annotations %v", c.GetLabels(), c.GetAnnotations())
 	}
 }
 
 func TestSyncPodCrashLoop(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	pod := testPod()
-	if res := f.sync(t, pod); res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	f.calls()
-	// First exit: restarted at once.
-	f.exit(t, "app", 1)
-	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
-		t.Fatalf("first restart: %+v", res)
-	}
-	if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
-		t.Errorf("first restart (-want +got):\n%s", diff)
-	}
-	// Second exit 3s later: 10s back-off, 7s left after 3 more.
-	f.clock.Step(3 * time.Second)
-	f.exit(t, "app", 1)
-	f.clock.Step(3 * time.Second)
-	res := f.sync(t, pod)
-	if res.Err != nil || res.RetryAfter != 7*time.Second {
-		t.Fatalf("in back-off: %+v, want RetryAfter 7s", res)
-	}
-	// It starts nothing; it removes the older of the two exited containers.
-	if diff := cmp.Diff([]string{"RemoveContainer"}, f.calls()); diff != "" {
-		t.Errorf("in back-off (-want +got):\n%s", diff)
-	}
-	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
-	cs := st.ContainerStatuses[0]
-	want := "back-off 10s restarting failed container=app pod=web_ns(uid-1)"
-	if stateOf(cs) != "waiting:CrashLoopBackOff" || cs.State.Waiting.Message != want || cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil {
-		t.Errorf("status %s %v restarts %d last %v, want CrashLoopBackOff %q, 1 restart, a last state", stateOf(cs), cs.State.Waiting, cs.RestartCount, cs.LastTerminationState, want)
-	}
-	if st.Phase != v1.PodRunning {
-		t.Errorf("phase %s, want Running", st.Phase)
-	}
-	f.clock.Step(time.Second)
-	if res := f.sync(t, pod); res.RetryAfter != 6*time.Second {
-		t.Errorf("still in back-off: %+v, want RetryAfter 6s", res)
-	}
-	if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
-		t.Errorf("one BackOff event per back-off (-want +got):\n%s", diff)
-	}
-	// After the back-off: restarted, and the next back-off doubles.
-	f.clock.Step(6 * time.Second)
-	if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
-		t.Fatalf("after back-off: %+v", res)
-	}
-	if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
-		t.Errorf("after back-off (-want +got):\n%s", diff)
-	}
-	f.exit(t, "app", 1)
-	res = f.sync(t, pod)
-	if res.RetryAfter != 20*time.Second {
-		t.Errorf("third exit: RetryAfter %v, want 20s", res.RetryAfter)
-	}
-	if st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now()); st.ContainerStatuses[0].RestartCount != 2 {
-		t.Errorf("restart count %d, want 2", st.ContainerStatuses[0].RestartCount)
-	}
-	if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
-		t.Errorf("the next back-off's event (-want +got):\n%s", diff)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		pod := testPod()
+		if res := f.sync(t, pod); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		f.calls()
+		// First exit: restarted at once.
+		f.exit(t, "app", 1)
+		if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+			t.Fatalf("first restart: %+v", res)
+		}
+		if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+			t.Errorf("first restart (-want +got):\n%s", diff)
+		}
+		// Second exit 3s later: 10s back-off, 7s left after 3 more.
+		time.Sleep(3 * time.Second)
+		f.exit(t, "app", 1)
+		time.Sleep(3 * time.Second)
+		res := f.sync(t, pod)
+		if res.Err != nil || res.RetryAfter != 7*time.Second {
+			t.Fatalf("in back-off: %+v, want RetryAfter 7s", res)
+		}
+		// It starts nothing; it removes the older of the two exited containers.
+		if diff := cmp.Diff([]string{"RemoveContainer"}, f.calls()); diff != "" {
+			t.Errorf("in back-off (-want +got):\n%s", diff)
+		}
+		st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
+		cs := st.ContainerStatuses[0]
+		want := "back-off 10s restarting failed container=app pod=web_ns(uid-1)"
+		if stateOf(cs) != "waiting:CrashLoopBackOff" || cs.State.Waiting.Message != want || cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil {
+			t.Errorf("status %s %v restarts %d last %v, want CrashLoopBackOff %q, 1 restart, a last state", stateOf(cs), cs.State.Waiting, cs.RestartCount, cs.LastTerminationState, want)
+		}
+		if st.Phase != v1.PodRunning {
+			t.Errorf("phase %s, want Running", st.Phase)
+		}
+		time.Sleep(time.Second)
+		if res := f.sync(t, pod); res.RetryAfter != 6*time.Second {
+			t.Errorf("still in back-off: %+v, want RetryAfter 6s", res)
+		}
+		if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
+			t.Errorf("one BackOff event per back-off (-want +got):\n%s", diff)
+		}
+		// After the back-off: restarted, and the next back-off doubles.
+		time.Sleep(6 * time.Second)
+		if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+			t.Fatalf("after back-off: %+v", res)
+		}
+		if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+			t.Errorf("after back-off (-want +got):\n%s", diff)
+		}
+		f.exit(t, "app", 1)
+		res = f.sync(t, pod)
+		if res.RetryAfter != 20*time.Second {
+			t.Errorf("third exit: RetryAfter %v, want 20s", res.RetryAfter)
+		}
+		if st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now()); st.ContainerStatuses[0].RestartCount != 2 {
+			t.Errorf("restart count %d, want 2", st.ContainerStatuses[0].RestartCount)
+		}
+		if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
+			t.Errorf("the next back-off's event (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func backoffEvents(ev []string) []string {
@@ -340,7 +345,7 @@ func TestSyncPodSpecChangeRestarts(t *testing.T) {
 	if diff := cmp.Diff([]string{"StopContainer", "CreateContainer", "StartContainer"}, f.calls()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	st := f.podStatus(f.m, changed, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, changed, f.status(t, pod.UID), time.Now())
 	if cs := st.ContainerStatuses[0]; stateOf(cs) != "running" || cs.RestartCount != 1 {
 		t.Errorf("after the change: %s, %d restarts", stateOf(cs), cs.RestartCount)
 	}
@@ -376,56 +381,58 @@ func TestSyncPodSandboxRecreated(t *testing.T) {
 
 func TestSyncPodImages(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	never := testPod(func(p *v1.Pod) {
-		p.UID = "uid-never"
-		p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = "absent:1", v1.PullNever
-	})
-	res := f.sync(t, never)
-	if !errors.Is(res.Err, ErrImageNeverPull) {
-		t.Errorf("Never policy: err %v, want ErrImageNeverPull", res.Err)
-	}
-	if st := f.podStatus(f.m, never, f.status(t, never.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImageNeverPull" {
-		t.Errorf("Never policy: %s", stateOf(st.ContainerStatuses[0]))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		never := testPod(func(p *v1.Pod) {
+			p.UID = "uid-never"
+			p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = "absent:1", v1.PullNever
+		})
+		res := f.sync(t, never)
+		if !errors.Is(res.Err, ErrImageNeverPull) {
+			t.Errorf("Never policy: err %v, want ErrImageNeverPull", res.Err)
+		}
+		if st := f.podStatus(f.m, never, f.status(t, never.UID), time.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImageNeverPull" {
+			t.Errorf("Never policy: %s", stateOf(st.ContainerStatuses[0]))
+		}
 
-	pull := testPod(func(p *v1.Pod) { p.Spec.Containers[0].Image = "registry.example/absent:1" })
-	f.img.InjectError("PullImage", errors.New("no registry"))
-	f.events.take()
-	res = f.sync(t, pull)
-	if res.Err == nil || res.RetryAfter != 10*time.Second {
-		t.Errorf("failed pull: %+v, want an error and RetryAfter 10s", res)
-	}
-	if st := f.podStatus(f.m, pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImagePull" {
-		t.Errorf("failed pull: %s", stateOf(st.ContainerStatuses[0]))
-	}
-	f.clock.Step(4 * time.Second)
-	res = f.sync(t, pull)
-	if res.Err != nil || res.RetryAfter != 6*time.Second {
-		t.Errorf("pull in back-off: %+v, want no error and RetryAfter 6s", res)
-	}
-	if st := f.podStatus(f.m, pull, f.status(t, pull.UID), f.clock.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ImagePullBackOff" {
-		t.Errorf("pull in back-off: %s", stateOf(st.ContainerStatuses[0]))
-	}
-	f.clock.Step(time.Second)
-	if res := f.sync(t, pull); res.RetryAfter != 5*time.Second {
-		t.Errorf("pull still in back-off: %+v, want RetryAfter 5s", res)
-	}
-	f.clock.Step(5 * time.Second)
-	if res := f.sync(t, pull); res.Err != nil {
-		t.Errorf("pull after back-off: %v", res.Err)
-	}
-	want := []string{
-		`Pulling: Pulling image "registry.example/absent:1"`,
-		`Failed: Failed to pull image "registry.example/absent:1": no registry`,
-		`BackOff: Back-off pulling image "registry.example/absent:1"`,
-		`Pulling: Pulling image "registry.example/absent:1"`,
-		`Pulled: Successfully pulled image "registry.example/absent:1" in 0s`,
-		"Created: Created container app", "Started: Started container app",
-	}
-	if diff := cmp.Diff(want, f.events.take()); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
-	}
+		pull := testPod(func(p *v1.Pod) { p.Spec.Containers[0].Image = "registry.example/absent:1" })
+		f.img.InjectError("PullImage", errors.New("no registry"))
+		f.events.take()
+		res = f.sync(t, pull)
+		if res.Err == nil || res.RetryAfter != 10*time.Second {
+			t.Errorf("failed pull: %+v, want an error and RetryAfter 10s", res)
+		}
+		if st := f.podStatus(f.m, pull, f.status(t, pull.UID), time.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ErrImagePull" {
+			t.Errorf("failed pull: %s", stateOf(st.ContainerStatuses[0]))
+		}
+		time.Sleep(4 * time.Second)
+		res = f.sync(t, pull)
+		if res.Err != nil || res.RetryAfter != 6*time.Second {
+			t.Errorf("pull in back-off: %+v, want no error and RetryAfter 6s", res)
+		}
+		if st := f.podStatus(f.m, pull, f.status(t, pull.UID), time.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ImagePullBackOff" {
+			t.Errorf("pull in back-off: %s", stateOf(st.ContainerStatuses[0]))
+		}
+		time.Sleep(time.Second)
+		if res := f.sync(t, pull); res.RetryAfter != 5*time.Second {
+			t.Errorf("pull still in back-off: %+v, want RetryAfter 5s", res)
+		}
+		time.Sleep(5 * time.Second)
+		if res := f.sync(t, pull); res.Err != nil {
+			t.Errorf("pull after back-off: %v", res.Err)
+		}
+		want := []string{
+			`Pulling: Pulling image "registry.example/absent:1"`,
+			`Failed: Failed to pull image "registry.example/absent:1": no registry`,
+			`BackOff: Back-off pulling image "registry.example/absent:1"`,
+			`Pulling: Pulling image "registry.example/absent:1"`,
+			`Pulled: Successfully pulled image "registry.example/absent:1" in 0s`,
+			"Created: Created container app", "Started: Started container app",
+		}
+		if diff := cmp.Diff(want, f.events.take()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestKillAndRemovePod(t *testing.T) {
@@ -607,7 +614,7 @@ func TestAdoptionRestartsNothing(t *testing.T) {
 	f.sync(t, pod)
 	f.sync(t, pod)
 	// A new manager, as after an agent restart, over the same runtime.
-	m2, err := New(f.m.cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+	m2, err := New(f.m.cfg, Deps{Runtime: fakeCRI{f.rt, f.img}, Logger: testLogger(t), Recorder: f.events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +630,7 @@ func TestAdoptionRestartsNothing(t *testing.T) {
 	if got := f.calls(); len(got) != 0 {
 		t.Errorf("adopting a running pod made calls %v", got)
 	}
-	st := adopter.podStatus(m2, pod, all[pod.UID], f.clock.Now())
+	st := adopter.podStatus(m2, pod, all[pod.UID], time.Now())
 	if st.Phase != v1.PodRunning || st.ContainerStatuses[0].RestartCount != 0 || !st.ContainerStatuses[0].Ready {
 		t.Errorf("adopted pod: phase %s, app %+v", st.Phase, st.ContainerStatuses[0])
 	}
@@ -633,7 +640,7 @@ func TestConditionTransitionTimes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	pod := testPod()
-	t1 := f.clock.Now()
+	t1 := time.Now()
 	f.podStatus(f.m, pod, nil, t1) // nothing yet: not ready
 	if res := f.sync(t, pod); res.Err != nil {
 		t.Fatal(res.Err)
@@ -665,7 +672,7 @@ func TestConditionTransitionTimes(t *testing.T) {
 func TestConditionTransitionTimesFromThePod(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	now := f.clock.Now()
+	now := time.Now()
 	scheduled := metav1.NewTime(now.Add(-time.Hour))
 	pod := testPod(func(p *v1.Pod) {
 		p.Status.Conditions = []v1.PodCondition{
@@ -704,7 +711,7 @@ func TestRemoveOldRemovesItsFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old := &runtimeapi.ContainerStatus{Id: "old", LogPath: logFile, Annotations: map[string]string{annoTermMsgPath: "/dev/termination-log"},
+	old := &runtimeapi.ContainerStatus{Id: "old", LogPath: logFile, Annotations: map[string]string{criconfig.AnnotationTermMsgPath: "/dev/termination-log"},
 		Mounts: []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: termFile}}}
 	other := &runtimeapi.ContainerStatus{Id: "other", LogPath: outside}
 	var res Result
@@ -759,7 +766,7 @@ func TestKillPodGrace(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			rec := &stopRecorder{fakeCRI: fakeCRI{f.rt, f.img}}
-			m, err := New(f.m.cfg, Deps{Runtime: rec, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+			m, err := New(f.m.cfg, Deps{Runtime: rec, Logger: testLogger(t), Recorder: f.events})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -809,7 +816,7 @@ func TestSyncPodFQDNTooLong(t *testing.T) {
 			t.Errorf("events (-want +got):\n%s", diff)
 		}
 	}
-	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 	if st.Phase != v1.PodPending {
 		t.Errorf("phase %s, want Pending", st.Phase)
 	}
@@ -867,7 +874,7 @@ func TestRecursiveReadOnlyUnsupported(t *testing.T) {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 	const msg = `failed to resolve recursive read-only mode: volume "mnt" requested recursive read-only mode, but it is not supported by the runtime`
-	st := f.podStatus(f.m, pod, f.status(t, pod.UID), f.clock.Now())
+	st := f.podStatus(f.m, pod, f.status(t, pod.UID), time.Now())
 	w := st.ContainerStatuses[0].State.Waiting
 	if st.Phase != v1.PodPending || w == nil || w.Reason != "CreateContainerConfigError" || w.Message != msg {
 		t.Errorf("phase %s, waiting %+v; want Pending, CreateContainerConfigError %q", st.Phase, w, msg)
@@ -897,7 +904,7 @@ func TestRecursiveReadOnlySupported(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			rt := &rroCRI{fakeCRI: fakeCRI{f.rt, f.img}, mounts: map[string][]*runtimeapi.Mount{}}
-			m, err := New(f.m.cfg, Deps{Runtime: rt, Clock: f.clock, Logger: testLogger(t), Recorder: f.events})
+			m, err := New(f.m.cfg, Deps{Runtime: rt, Logger: testLogger(t), Recorder: f.events})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -916,7 +923,7 @@ func TestRecursiveReadOnlySupported(t *testing.T) {
 			if i < 0 || !mounts[i].Readonly || !mounts[i].RecursiveReadOnly {
 				t.Errorf("mounts %v: want /mnt read-only and recursively so", mounts)
 			}
-			st := f.podStatus(m, pod, nil, f.clock.Now())
+			st := f.podStatus(m, pod, nil, time.Now())
 			if vm := st.ContainerStatuses[0].VolumeMounts; len(vm) != 1 || vm[0].RecursiveReadOnly == nil || *vm[0].RecursiveReadOnly != v1.RecursiveReadOnlyEnabled {
 				t.Errorf("volume mount status %+v, want Enabled", vm)
 			}

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
@@ -37,7 +38,7 @@ func (m *Manager) setUpVolumes(ctx context.Context, pod *v1.Pod) error {
 // volumeResource resolves a downwardAPI volume's resourceFieldRef, which
 // names its container.
 func (m *Manager) volumeResource(pod *v1.Pod) volumes.ResourceValue {
-	limits := nodeLimits(m.cfg.CPUs, m.cfg.MemoryCapacity)
+	limits := criconfig.NodeLimits(m.cfg.CPUs, m.cfg.MemoryCapacity)
 	return func(ref *v1.ResourceFieldSelector) (string, error) {
 		return nodeapi.ResourceFieldValue(pod, nil, ref, limits)
 	}

@@ -1,4 +1,4 @@
-package podruntime
+package criconfig
 
 import (
 	"testing"
@@ -114,8 +114,8 @@ func TestContainerConfigSwap(t *testing.T) {
 	pod := testPod(func(p *v1.Pod) {
 		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: rl("memory", "1Gi"), Limits: rl("memory", "2Gi")}
 	})
-	cfg, err := containerConfig(containerInput{pod: pod, container: &pod.Spec.Containers[0], podsDir: t.TempDir(), memCapacity: 4 << 30, cpus: 1,
-		termLog: "/term", swap: Swap{Controller: true, CgroupV2: true, Limited: true, Capacity: 1 << 30}})
+	cfg, err := Container(Input{Pod: pod, Container: &pod.Spec.Containers[0], MemoryCapacity: 4 << 30, CPUs: 1,
+		Swap: Swap{Controller: true, CgroupV2: true, Limited: true, Capacity: 1 << 30}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

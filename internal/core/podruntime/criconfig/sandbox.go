@@ -1,87 +1,35 @@
-package podruntime
+package criconfig
 
 import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 )
 
-// The labels and annotations the kubelet puts on CRI objects.
-const (
-	labelPodName        = "io.kubernetes.pod.name"
-	labelPodNamespace   = "io.kubernetes.pod.namespace"
-	labelPodUID         = "io.kubernetes.pod.uid"
-	labelContainerName  = "io.kubernetes.container.name"
-	labelContainerType  = "io.kubernetes.container.type"
-	annoContainerHash   = "io.kubernetes.container.hash"
-	annoRestartCount    = podstatus.AnnotationRestartCount
-	annoTermMsgPath     = "io.kubernetes.container.terminationMessagePath"
-	annoTermMsgPolicy   = "io.kubernetes.container.terminationMessagePolicy"
-	annoPreStop         = "io.kubernetes.container.preStopHandler"
-	annoPorts           = "io.kubernetes.container.ports"
-	annoPodGrace        = "io.kubernetes.pod.terminationGracePeriod"
-	annoConfigSeen      = "kubernetes.io/config.seen"
-	labelKubeletManaged = "io.kubernetes.kubelet.managed"
-
-	// annoSandboxID is ours: the sandbox a container was created in, so a
-	// relist knows which containers belong to the current sandbox.
-	annoSandboxID = "nodekeeper.io/sandbox-id"
-	// annoInitKind is ours: "init" or "sidecar" for init containers.
-	annoInitKind = "nodekeeper.io/init-container"
-	// annoImage is ours: the image the spec named when the container was
-	// made, which its status shows (the spec's may have changed since).
-	annoImage = podstatus.AnnotationImage
-)
-
-// defaultGracePeriod is the API default of terminationGracePeriodSeconds.
-const defaultGracePeriod = 30
-
-// podLogDir is the pod's log directory, PodLogsDir/NS_NAME_UID.
-func podLogDir(root, namespace, name string, uid string) string {
-	return filepath.Join(root, namespace+"_"+name+"_"+uid)
-}
-
-// podLabels are the labels of the pod's sandbox and, with the container name,
-// of its containers: the pod's own labels and the kubelet's identity labels.
-func podLabels(pod *v1.Pod) map[string]string {
-	l := make(map[string]string, len(pod.Labels)+3)
-	for k, v := range pod.Labels {
-		l[k] = v
-	}
-	l[labelPodName] = pod.Name
-	l[labelPodNamespace] = pod.Namespace
-	l[labelPodUID] = string(pod.UID)
-	return l
-}
-
-// sandboxConfig is the PodSandboxConfig of pod's sandbox number attempt.
+// Sandbox is the PodSandboxConfig of pod's sandbox number attempt.
 // resolv is the host's resolv.conf content (DNS policy Default and the
 // ClusterFirst fallback); cgroupParent comes from the pod cgroups;
 // clusterDomain is the kubelet's clusterDomain, in the hostname of a pod with
 // a subdomain and setHostnameAsFQDN.
-func sandboxConfig(pod *v1.Pod, attempt uint32, logsRoot string, resolv []byte, cgroupParent, clusterDomain string) (*runtimeapi.PodSandboxConfig, error) {
+func Sandbox(pod *v1.Pod, attempt uint32, logsRoot string, resolv []byte, cgroupParent, clusterDomain string) (*runtimeapi.PodSandboxConfig, error) {
 	dns, err := dnsConfig(pod, resolv)
 	if err != nil {
 		return nil, err
 	}
 	labels := podLabels(pod)
-	labels[labelKubeletManaged] = "true"
+	labels[LabelKubeletManaged] = "true"
 	annotations := make(map[string]string, len(pod.Annotations))
 	for k, v := range pod.Annotations {
 		annotations[k] = v
 	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
-		LogDirectory: podLogDir(logsRoot, pod.Namespace, pod.Name, string(pod.UID)),
+		LogDirectory: PodLogDir(logsRoot, pod.Namespace, pod.Name, string(pod.UID)),
 		DnsConfig:    dns,
 		PortMappings: portMappings(pod),
 		Labels:       labels,
@@ -95,7 +43,7 @@ func sandboxConfig(pod *v1.Pod, attempt uint32, logsRoot string, resolv []byte, 
 		},
 	}
 	if !pod.Spec.HostNetwork {
-		hostname, domain, err := podHostnameAndDomain(pod, clusterDomain)
+		hostname, domain, err := hostnameAndDomain(pod, clusterDomain)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +94,7 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 }
 
 func anyPrivileged(pod *v1.Pod) bool {
-	for _, c := range allContainers(pod) {
+	for _, c := range AllContainers(pod) {
 		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
 			return true
 		}
@@ -154,8 +102,8 @@ func anyPrivileged(pod *v1.Pod) bool {
 	return false
 }
 
-// allContainers is the pod's init containers, then its containers.
-func allContainers(pod *v1.Pod) []*v1.Container {
+// AllContainers is the pod's init containers, then its containers.
+func AllContainers(pod *v1.Pod) []*v1.Container {
 	out := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	for i := range pod.Spec.InitContainers {
 		out = append(out, &pod.Spec.InitContainers[i])
@@ -169,7 +117,7 @@ func allContainers(pod *v1.Pod) []*v1.Container {
 // portMappings are the host ports the pod's containers ask for.
 func portMappings(pod *v1.Pod) []*runtimeapi.PortMapping {
 	var out []*runtimeapi.PortMapping
-	for _, c := range allContainers(pod) {
+	for _, c := range AllContainers(pod) {
 		for _, p := range c.Ports {
 			if p.HostPort <= 0 {
 				continue
@@ -282,18 +230,6 @@ func parseResolvConf(b []byte) *runtimeapi.DNSConfig {
 	return cfg
 }
 
-// readResolvConf reads the host's resolv.conf; a missing file is empty.
-func readResolvConf(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read host DNS config: %w", err)
-	}
-	return b, nil
-}
-
 // maxHostname is the longest hostname the kernel takes (a DNS label).
 const maxHostname = 63
 
@@ -309,7 +245,7 @@ const maxFQDNHostname = 64
 // longer: sethostname would refuse it); with spec.subdomain the domain is
 // <subdomain>.<namespace>.svc.<clusterDomain> (clusterDomain may be "": the
 // domain then ends in "svc.").
-func podHostnameAndDomain(pod *v1.Pod, clusterDomain string) (hostname, domain string, err error) {
+func hostnameAndDomain(pod *v1.Pod, clusterDomain string) (hostname, domain string, err error) {
 	if o := pod.Spec.HostnameOverride; o != nil {
 		if msgs := validation.IsDNS1123Subdomain(*o); len(msgs) > 0 {
 			return "", "", fmt.Errorf("pod HostnameOverride %q is not a valid DNS subdomain: %s", *o, strings.Join(msgs, ";"))

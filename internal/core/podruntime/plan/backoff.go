@@ -1,4 +1,4 @@
-package podruntime
+package plan
 
 import (
 	"time"
@@ -19,7 +19,7 @@ const (
 type Backoff struct {
 	Delay time.Duration
 	Last  time.Time
-	// Spec is the container's hash (containerHash) a crash back-off was
+	// Spec is the container's hash (criconfig.Hash) a crash back-off was
 	// counted for: a container whose spec changed (a new image) starts over,
 	// as the kubelet keys its back-off by the container's hash. "" for a
 	// pull back-off.
@@ -29,11 +29,11 @@ type Backoff struct {
 // Until is when the back-off ends: nothing is retried before it.
 func (b Backoff) Until() time.Time { return b.Last.Add(b.Delay) }
 
-// inBackoff reports whether an event at eventTime (a container's finish, a
+// InBackoff reports whether an event at eventTime (a container's finish, a
 // failed pull) is still within entry's back-off at now, and how long is left.
 // With no entry, or an entry older than backoffReset at eventTime, there is
 // no back-off.
-func inBackoff(entry Backoff, ok bool, eventTime, now time.Time) (bool, time.Duration) {
+func InBackoff(entry Backoff, ok bool, eventTime, now time.Time) (bool, time.Duration) {
 	if !ok || eventTime.Sub(entry.Last) > backoffReset {
 		return false, 0
 	}
@@ -44,10 +44,10 @@ func inBackoff(entry Backoff, ok bool, eventTime, now time.Time) (bool, time.Dur
 	return true, left
 }
 
-// nextBackoff is entry after a retry of an event at eventTime: the first (or
+// NextBackoff is entry after a retry of an event at eventTime: the first (or
 // the first after a reset) waits backoffInitial, each next one twice the last,
 // at most backoffMax.
-func nextBackoff(entry Backoff, ok bool, eventTime time.Time) Backoff {
+func NextBackoff(entry Backoff, ok bool, eventTime time.Time) Backoff {
 	if !ok || eventTime.Sub(entry.Last) > backoffReset {
 		return Backoff{Delay: backoffInitial, Last: eventTime}
 	}

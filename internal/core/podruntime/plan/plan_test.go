@@ -1,7 +1,9 @@
-package podruntime
+package plan
 
 import (
+	stdcmp "cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -9,6 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
+	"github.com/nodekeeper/nodekeeper/internal/core/podstatus"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -47,8 +52,8 @@ func ctr(id string, spec *v1.Container, sbID string, restarts int, created time.
 	c := &runtimeapi.ContainerStatus{
 		Id: id, Metadata: &runtimeapi.ContainerMetadata{Name: spec.Name, Attempt: uint32(restarts)},
 		CreatedAt: t0.Add(created).UnixNano(), State: runtimeapi.ContainerState_CONTAINER_CREATED, Image: &runtimeapi.ImageSpec{Image: spec.Image}, ImageRef: "sha256:" + spec.Image,
-		Annotations: map[string]string{annoSandboxID: sbID, annoContainerHash: containerHash(spec), annoRestartCount: strconv.Itoa(restarts)},
-		Labels:      map[string]string{labelPodUID: "uid-1", labelContainerName: spec.Name},
+		Annotations: map[string]string{criconfig.AnnotationSandboxID: sbID, criconfig.AnnotationContainerHash: criconfig.Hash(spec), criconfig.AnnotationRestartCount: strconv.Itoa(restarts)},
+		Labels:      map[string]string{criconfig.LabelPodUID: "uid-1", criconfig.LabelContainerName: spec.Name},
 	}
 	for _, o := range opts {
 		o(c)
@@ -56,9 +61,11 @@ func ctr(id string, spec *v1.Container, sbID string, restarts int, created time.
 	return c
 }
 
-func status(sbs []*runtimeapi.PodSandboxStatus, ctrs ...*runtimeapi.ContainerStatus) *PodStatus {
-	s := &PodStatus{UID: "uid-1", Name: "web", Namespace: "ns", Sandboxes: sbs, Containers: ctrs}
-	sortStatus(s)
+func status(sbs []*runtimeapi.PodSandboxStatus, ctrs ...*runtimeapi.ContainerStatus) *podstatus.Runtime {
+	s := &podstatus.Runtime{UID: "uid-1", Name: "web", Namespace: "ns", Sandboxes: sbs, Containers: ctrs}
+	// Newest first, as the pod runtime's relist orders them.
+	slices.SortStableFunc(s.Sandboxes, func(a, b *runtimeapi.PodSandboxStatus) int { return stdcmp.Compare(b.CreatedAt, a.CreatedAt) })
+	slices.SortStableFunc(s.Containers, func(a, b *runtimeapi.ContainerStatus) int { return stdcmp.Compare(b.CreatedAt, a.CreatedAt) })
 	return s
 }
 
@@ -72,26 +79,26 @@ type actSummary struct {
 	RetryAfter                        time.Duration
 }
 
-func summarize(a podActions) actSummary {
-	s := actSummary{CreateSandbox: a.createSandbox, KillPod: a.killPod, InitPhase: a.initPhase, Attempt: a.attempt, SandboxID: a.sandboxID, Remove: a.remove, RetryAfter: a.retryAfter}
-	for _, k := range a.kill {
-		s.Kill = append(s.Kill, k.id)
+func summarize(a Actions) actSummary {
+	s := actSummary{CreateSandbox: a.CreateSandbox, KillPod: a.KillPod, InitPhase: a.InitPhase, Attempt: a.Attempt, SandboxID: a.SandboxID, Remove: a.Remove, RetryAfter: a.RetryAfter}
+	for _, k := range a.Kill {
+		s.Kill = append(s.Kill, k.ID)
 	}
-	for _, st := range a.start {
-		x := fmt.Sprintf("%s/%d", st.container.Name, st.restartCount)
-		if !st.prevFinished.IsZero() {
+	for _, st := range a.Start {
+		x := fmt.Sprintf("%s/%d", st.Container.Name, st.RestartCount)
+		if !st.PrevFinished.IsZero() {
 			x += "+backoff"
 		}
 		s.Start = append(s.Start, x)
 	}
-	for _, st := range a.ephemeral {
-		x := st.container.Name
-		if st.target != "" {
-			x += ">" + st.target + "=" + st.targetID
+	for _, st := range a.Ephemeral {
+		x := st.Container.Name
+		if st.Target != "" {
+			x += ">" + st.Target + "=" + st.TargetID
 		}
 		s.Ephemeral = append(s.Ephemeral, x)
 	}
-	for n, w := range a.waiting {
+	for n, w := range a.Waiting {
 		if s.Waiting == nil {
 			s.Waiting = map[string]string{}
 		}
@@ -116,11 +123,13 @@ func TestComputeActions(t *testing.T) {
 	tests := []struct {
 		name    string
 		mut     []func(*v1.Pod)
-		status  *PodStatus
+		status  *podstatus.Runtime
 		backoff map[string]Backoff
 		now     time.Duration
-		started func(*v1.Container, *runtimeapi.ContainerStatus) bool
-		want    actSummary
+		// notStarted are the running sidecars whose startup probe has
+		// not succeeded.
+		notStarted map[string]bool
+		want       actSummary
 	}{
 		{name: "new pod: sandbox and container", status: nil,
 			want: actSummary{CreateSandbox: true, Start: []string{"app/0"}}},
@@ -133,18 +142,17 @@ func TestComputeActions(t *testing.T) {
 		{name: "first init done: the sidecar starts, the second init waits for it", mut: []func(*v1.Pod){withInit}, status: status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2))),
 			want: actSummary{SandboxID: "s1", InitPhase: true, Start: []string{"side/0"}}},
 		{name: "sidecar running, startup probe not passed: wait", mut: []func(*v1.Pod){withInit},
-			status:  status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 0, 3, running(3))),
-			started: func(*v1.Container, *runtimeapi.ContainerStatus) bool { return false },
-			want:    actSummary{SandboxID: "s1", InitPhase: true}},
+			status:     status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 0, 3, running(3))),
+			notStarted: map[string]bool{"c2": true},
+			want:       actSummary{SandboxID: "s1", InitPhase: true}},
 		{name: "sidecar started: the second init starts", mut: []func(*v1.Pod){withInit},
-			status:  status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 0, 3, running(3))),
-			started: func(c *v1.Container, cs *runtimeapi.ContainerStatus) bool { return c.Name == "side" && cs.Id == "c2" },
-			want:    actSummary{SandboxID: "s1", InitPhase: true, Start: []string{"i2/0"}}},
+			status: status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 0, 3, running(3))),
+			want:   actSummary{SandboxID: "s1", InitPhase: true, Start: []string{"i2/0"}}},
 		{name: "initialized pod: a sidecar not started holds nothing up", mut: []func(*v1.Pod){withInit},
-			status:  status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 1, 3, running(3)), ctr("c3", i2, "s1", 0, 4, exited(0, 4, 5)), ctr("c4", app, "s1", 0, 6, exited(1, 6, 7))),
-			now:     time.Minute,
-			started: func(*v1.Container, *runtimeapi.ContainerStatus) bool { return false },
-			want:    actSummary{SandboxID: "s1", Start: []string{"app/1+backoff"}}},
+			status:     status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 1, 3, running(3)), ctr("c3", i2, "s1", 0, 4, exited(0, 4, 5)), ctr("c4", app, "s1", 0, 6, exited(1, 6, 7))),
+			now:        time.Minute,
+			notStarted: map[string]bool{"c2": true},
+			want:       actSummary{SandboxID: "s1", Start: []string{"app/1+backoff"}}},
 		{name: "init done, sidecar running: containers start", mut: []func(*v1.Pod){withInit},
 			status: status(ready, ctr("c1", i1, "s1", 0, 1, exited(0, 1, 2)), ctr("c2", side, "s1", 0, 3, running(3)), ctr("c3", i2, "s1", 0, 4, exited(0, 4, 5))),
 			want:   actSummary{SandboxID: "s1", Start: []string{"app/0"}}},
@@ -207,7 +215,14 @@ func TestComputeActions(t *testing.T) {
 			if bo == nil {
 				bo = noBackoff
 			}
-			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(tc.now), func(n string) (Backoff, bool) { e, ok := bo[n]; return e, ok }, tc.started)
+			pod := testPod(tc.mut...)
+			hashes := criconfig.Hashes(pod)
+			crash := map[string]Backoff{}
+			for n, e := range bo {
+				e.Spec = hashes[n] // counted for the container's spec
+				crash[n] = e
+			}
+			got := Compute(Input{Pod: pod, Status: tc.status, Hashes: hashes, Crash: crash, NotStarted: tc.notStarted}, t0.Add(tc.now))
 			if diff := cmp.Diff(tc.want, summarize(got)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -251,7 +266,7 @@ func TestComputeActionsEphemeral(t *testing.T) {
 	tests := []struct {
 		name   string
 		mut    []func(*v1.Pod)
-		status *PodStatus
+		status *podstatus.Runtime
 		want   actSummary
 	}{
 		{name: "added to a running pod: started alone, the container left running", mut: []func(*v1.Pod){withDebug("")},
@@ -288,7 +303,8 @@ func TestComputeActionsEphemeral(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := computeActions(testPod(tc.mut...), tc.status, t0.Add(time.Hour), func(string) (Backoff, bool) { return Backoff{}, false }, nil)
+			pod := testPod(tc.mut...)
+			got := Compute(Input{Pod: pod, Status: tc.status, Hashes: criconfig.Hashes(pod)}, t0.Add(time.Hour))
 			if diff := cmp.Diff(tc.want, summarize(got)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -1,4 +1,4 @@
-package podruntime
+package criconfig
 
 import (
 	"testing"
@@ -6,8 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 )
 
 func TestContainerEnvFromAPI(t *testing.T) {
@@ -34,7 +32,7 @@ func TestContainerEnvFromAPI(t *testing.T) {
 		}
 		return s
 	}
-	objs := &volumes.EnvObjects{
+	objs := &EnvSources{
 		ConfigMaps: map[string]*v1.ConfigMap{
 			"cfg":   {ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"MODE": "fast", "LEVEL": "3"}},
 			"other": {ObjectMeta: metav1.ObjectMeta{Name: "other"}, Data: map[string]string{"MODE": "slow"}},
@@ -47,7 +45,7 @@ func TestContainerEnvFromAPI(t *testing.T) {
 	tests := []struct {
 		name    string
 		c       v1.Container
-		env     *volumes.EnvObjects
+		env     *EnvSources
 		want    [][2]string
 		wantErr string
 	}{
@@ -83,7 +81,7 @@ func TestContainerEnvFromAPI(t *testing.T) {
 		{
 			name: "optional missing envFrom",
 			c:    v1.Container{EnvFrom: []v1.EnvFromSource{{ConfigMapRef: cmRef("nope", true)}}},
-			env:  &volumes.EnvObjects{},
+			env:  &EnvSources{},
 			want: nil,
 		},
 		{name: "missing configMap", c: v1.Container{EnvFrom: []v1.EnvFromSource{{ConfigMapRef: cmRef("nope", false)}}}, env: objs, wantErr: `configmap "nope" not found`},
@@ -99,7 +97,7 @@ func TestContainerEnvFromAPI(t *testing.T) {
 			pod := testPod()
 			pod.Namespace = "ns"
 			pod.Spec.Containers[0] = tc.c
-			got, err := containerEnv(containerInput{pod: pod, container: &pod.Spec.Containers[0], memCapacity: 1 << 30, cpus: 1, env: tc.env})
+			got, err := Env(Input{Pod: pod, Container: &pod.Spec.Containers[0], MemoryCapacity: 1 << 30, CPUs: 1, Sources: tc.env})
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

@@ -1,4 +1,4 @@
-package podruntime
+package plan
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ func TestBackoff(t *testing.T) {
 		now       time.Time
 		wantIn    bool
 		wantLeft  time.Duration
-		wantDelay time.Duration // of nextBackoff(entry, ok, event)
+		wantDelay time.Duration // of NextBackoff(entry, ok, event)
 	}{
 		{name: "first exit restarts at once", event: t0, now: t0, wantDelay: 10 * time.Second},
 		{name: "second exit waits 10s", entry: Backoff{Delay: 10 * time.Second, Last: t0}, ok: true, event: t0.Add(time.Second), now: t0.Add(3 * time.Second), wantIn: true, wantLeft: 8 * time.Second, wantDelay: 20 * time.Second},
@@ -30,13 +30,13 @@ func TestBackoff(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			in, left := inBackoff(tc.entry, tc.ok, tc.event, tc.now)
+			in, left := InBackoff(tc.entry, tc.ok, tc.event, tc.now)
 			if in != tc.wantIn || left != tc.wantLeft {
-				t.Errorf("inBackoff = %v, %v; want %v, %v", in, left, tc.wantIn, tc.wantLeft)
+				t.Errorf("InBackoff = %v, %v; want %v, %v", in, left, tc.wantIn, tc.wantLeft)
 			}
-			got := nextBackoff(tc.entry, tc.ok, tc.event)
+			got := NextBackoff(tc.entry, tc.ok, tc.event)
 			if diff := cmp.Diff(Backoff{Delay: tc.wantDelay, Last: tc.event}, got); diff != "" {
-				t.Errorf("nextBackoff (-want +got):\n%s", diff)
+				t.Errorf("NextBackoff (-want +got):\n%s", diff)
 			}
 		})
 	}

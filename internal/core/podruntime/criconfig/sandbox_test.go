@@ -1,4 +1,4 @@
-package podruntime
+package criconfig
 
 import (
 	"strings"
@@ -23,7 +23,7 @@ func TestSandboxConfig(t *testing.T) {
 		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 53, HostPort: 5353, Protocol: v1.ProtocolUDP}, {ContainerPort: 9000}}
 		p.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}}
 	})
-	got, err := sandboxConfig(pod, 2, "/var/log/pods", []byte(hostResolv), "/kubepods/burstable/poduid-1", "")
+	got, err := Sandbox(pod, 2, "/var/log/pods", []byte(hostResolv), "/kubepods/burstable/poduid-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestSandboxConfig(t *testing.T) {
 			{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: 8080},
 			{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353},
 		},
-		Labels:      map[string]string{"app": "web", labelPodName: "web", labelPodNamespace: "ns", labelPodUID: "uid-1", labelKubeletManaged: "true"},
+		Labels:      map[string]string{"app": "web", LabelPodName: "web", LabelPodNamespace: "ns", LabelPodUID: "uid-1", LabelKubeletManaged: "true"},
 		Annotations: map[string]string{"note": "n"},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: "/kubepods/burstable/poduid-1",
@@ -148,7 +148,7 @@ func TestSandboxHostname(t *testing.T) {
 		{name: "hostnameOverride not a DNS subdomain", mut: override("Not-RFC1123"),
 			wantErr: `pod HostnameOverride "Not-RFC1123" is not a valid DNS subdomain: `},
 	} {
-		cfg, err := sandboxConfig(testPod(tc.mut), 0, "/logs", nil, "", tc.clusterDomain)
+		cfg, err := Sandbox(testPod(tc.mut), 0, "/logs", nil, "", tc.clusterDomain)
 		if tc.wantErr != "" {
 			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
 				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.wantErr)
