@@ -228,6 +228,9 @@ type Manager struct {
 	// container and sandbox (see containerStatus).
 	ctrCache map[string]*runtimeapi.ContainerStatus
 	sbCache  map[string]*runtimeapi.PodSandboxStatus
+	// last is the previous Statuses' result: what a pod the runtime cannot
+	// be asked about shows meanwhile.
+	last map[types.UID]*PodStatus
 }
 
 // New returns a Manager. It checks cfg and deps; it makes no runtime call.

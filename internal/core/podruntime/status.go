@@ -1,8 +1,8 @@
 package podruntime
 
 import (
-	"cmp"
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +30,12 @@ const (
 // Statuses lists every pod the runtime holds (one ListPodSandbox and one
 // ListContainers, then the statuses), keyed by pod UID. Pods from earlier runs
 // of the agent are included: that is how the agent adopts them.
+//
+// A pod whose sandbox or container status the runtime fails to give (the
+// kubelet's PLEG skips such a pod and inspects it again at its next relist)
+// does not fail the relist: it shows its previous relist's status, or what
+// this one saw of it, with InspectErr set, and it is asked about again next
+// time. Only a failed list fails the relist.
 func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error) {
 	if err := m.ensureRuntimeName(ctx); err != nil {
 		return nil, err
@@ -42,7 +48,7 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 	if err != nil {
 		return nil, err
 	}
-	l := relist{pods: map[types.UID]*PodStatus{}, listed: make(map[string]bool, len(sbs)+len(ctrs))}
+	l := relist{pods: map[types.UID]*PodStatus{}, listed: make(map[string]bool, len(sbs)+len(ctrs)), failed: map[types.UID]error{}}
 	if err := m.addSandboxes(ctx, &l, sbs); err != nil {
 		return nil, err
 	}
@@ -53,6 +59,16 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 	for _, p := range l.pods {
 		sortStatus(p)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid, err := range l.failed {
+		if prev := m.last[uid]; prev != nil {
+			p := *prev
+			l.pods[uid] = &p
+		}
+		l.pods[uid].InspectErr = err
+	}
+	m.last = l.pods
 	return l.pods, nil
 }
 
@@ -61,6 +77,17 @@ func (m *Manager) Statuses(ctx context.Context) (map[types.UID]*PodStatus, error
 type relist struct {
 	pods   map[types.UID]*PodStatus
 	listed map[string]bool
+	// failed holds the pods the runtime could not be asked about, with the
+	// first error.
+	failed map[types.UID]error
+}
+
+// fail records that pod uid could not be inspected.
+func (l *relist) fail(uid string, err error) {
+	l.pod(uid)
+	if _, ok := l.failed[types.UID(uid)]; !ok {
+		l.failed[types.UID(uid)] = err
+	}
 }
 
 // pod is the status of pod uid, added when new.
@@ -86,8 +113,12 @@ func (m *Manager) addSandboxes(ctx context.Context, l *relist, sbs []*runtimeapi
 		if errors.Is(err, cri.ErrNotFound) {
 			continue // removed since the list
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if err != nil {
-			return err
+			l.fail(uid, fmt.Errorf("sandbox %s: %w", sb.Id, err))
+			continue
 		}
 		p := l.pod(uid)
 		if p.Name == "" && sb.GetMetadata() != nil {
@@ -110,8 +141,12 @@ func (m *Manager) addContainers(ctx context.Context, l *relist, ctrs []*runtimea
 		if errors.Is(err, cri.ErrNotFound) {
 			continue
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if err != nil {
-			return err
+			l.fail(uid, fmt.Errorf("container %s: %w", c.Id, err))
+			continue
 		}
 		p := l.pod(uid)
 		if p.Name == "" {

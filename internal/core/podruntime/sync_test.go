@@ -968,3 +968,76 @@ func TestSyncPodOOMGroup(t *testing.T) {
 		})
 	}
 }
+
+// sandboxStatusFails is the fake runtime, but PodSandboxStatus of one
+// sandbox fails (as containerd 1.6's did when it could not remove a netns
+// file).
+type sandboxStatusFails struct {
+	fakeCRI
+	id string
+}
+
+func (r sandboxStatusFails) PodSandboxStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
+	if id == r.id {
+		return nil, errors.New("failed to remove netns file")
+	}
+	return r.fakeCRI.PodSandboxStatus(ctx, id, verbose)
+}
+
+// TestStatusesSurviveOnePodsFailure: one sandbox whose status the runtime
+// cannot give does not fail the relist (it failed the whole relist, so the
+// agent never counted the runtime as listed and stayed unhealthy): the other
+// pods are listed, the failing one shows its previous relist's status with
+// InspectErr, a pod first seen failing shows what was seen, and once the
+// runtime answers again the pod is listed as usual.
+func TestStatusesSurviveOnePodsFailure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := testPod()
+	b := testPod(func(p *v1.Pod) { p.Name, p.UID = "other", "uid-2" })
+	for _, p := range []*v1.Pod{a, b} {
+		if res := f.sync(t, p); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	before := f.status(t, a.UID)
+	failing := before.Sandboxes[0].Id
+	m, err := New(f.m.cfg, Deps{Runtime: sandboxStatusFails{fakeCRI{f.rt, f.img}, failing}, Logger: testLogger(t), Recorder: f.events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A manager that never listed the pod: what it saw, with the error.
+	all, err := m.Statuses(t.Context())
+	if err != nil {
+		t.Fatalf("Statuses failed for one pod's sandbox: %v", err)
+	}
+	if got := all[a.UID]; got == nil || got.InspectErr == nil || !strings.Contains(got.InspectErr.Error(), "sandbox "+failing+": failed to remove netns file") || len(got.Sandboxes) != 0 {
+		t.Errorf("failing pod first seen: %+v", got)
+	}
+	if got := all[b.UID]; got == nil || got.InspectErr != nil || len(got.Sandboxes) != 1 || len(got.Containers) != 1 {
+		t.Errorf("the other pod: %+v", got)
+	}
+	// The manager that listed it before: the previous relist's status.
+	f.m.rt = sandboxStatusFails{fakeCRI{f.rt, f.img}, failing}
+	f.m.mu.Lock()
+	delete(f.m.sbCache, failing) // asked again, as after a state change
+	f.m.mu.Unlock()
+	all, err = f.m.Statuses(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := all[a.UID]
+	if got == nil || got.InspectErr == nil || len(got.Sandboxes) != 1 || got.Sandboxes[0].Id != failing ||
+		len(got.Containers) != 1 || got.Containers[0].State != before.Containers[0].State {
+		t.Errorf("failing pod, listed before: %+v (before: %+v)", got, before)
+	}
+	// The runtime answers again.
+	f.m.rt = fakeCRI{f.rt, f.img}
+	all, err = f.m.Statuses(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all[a.UID]; got == nil || got.InspectErr != nil || len(got.Sandboxes) != 1 || len(got.Containers) != 1 {
+		t.Errorf("after the runtime recovered: %+v", got)
+	}
+}

@@ -47,6 +47,11 @@ type Runtime struct {
 	Containers []*runtimeapi.ContainerStatus
 	// IPs are the newest ready sandbox's IPs, primary first.
 	IPs []string
+	// InspectErr, when set, says the runtime failed to give the status of
+	// one of the pod's sandboxes or containers in this relist: the rest is
+	// the previous relist's (or what this one saw, for a pod new to it),
+	// and the pod is asked about again at the next relist.
+	InspectErr error
 }
 
 // Newest is the newest container of r named name, nil if none; with prev,
