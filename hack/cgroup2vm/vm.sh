@@ -14,14 +14,14 @@
 # merged) streams to stdout. No network but lo.
 #
 # Env: CG2_WORK (cache, default /var/tmp/nodekeeper-cg2vm), CG2_MEM (MiB,
-# default 2048), CG2_SMP (default nproc), CG2_TIMEOUT (s, default 1500),
+# default 2048), CG2_SMP (default nproc), CG2_TIMEOUT (s, default 2100),
 # CG2_ACCEL (kvm|tcg|auto; auto takes kvm only with vmx/svm), CG2_DEBUG=1
 # (kernel messages and the console on stderr).
 set -euo pipefail
 WORK=${CG2_WORK:-/var/tmp/nodekeeper-cg2vm}
 MEM=${CG2_MEM:-2048}
 SMP=${CG2_SMP:-$(nproc)}
-TIMEOUT=${CG2_TIMEOUT:-1500}
+TIMEOUT=${CG2_TIMEOUT:-2100}
 ACCEL=${CG2_ACCEL:-auto}
 DEBUG=${CG2_DEBUG:-0}
 [ $# -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
