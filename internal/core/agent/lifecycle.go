@@ -40,8 +40,12 @@ const (
 
 // podState is one pod's lifecycle: its phase, the work in flight, and the
 // data the rules read (the pod, its runtime status, its final status, the
-// kill's grace period and callers). Only step changes it; the loop reads it
-// to route events, publish views and arm its timer.
+// kill's grace period and callers). rejected, deleting and removed are facts
+// (of admission, of the pod object, of the sources), not stages: they
+// combine with each other and with the phases (a rejected pod may be
+// deleted, then dropped), and the rules read them as guards. Only step
+// changes a podState; the loop reads it to route events, publish views and
+// arm its timer.
 type podState struct {
 	uid types.UID
 	// pod is the source's latest pod; nil for an orphan (known only from the
