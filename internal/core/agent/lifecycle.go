@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
@@ -149,9 +150,9 @@ const (
 	evProbe
 	// evResync: the resync ticker fired.
 	evResync
-	// evDerived: the pod's status was derived (podstatus.Derive): derived,
-	// and finished when its containers finished under its restartPolicy;
-	// relisted is whether the runtime was listed yet.
+	// evDerived: the pod's status was derived (podstatus.Derive): started
+	// is its start time, finished whether its containers finished under its
+	// restartPolicy; relisted is whether the runtime was listed yet.
 	evDerived
 	// evDispatch: the pod may get its next worker operation: relistSeen is
 	// the last relist received, stopping the names of the pods stopping
@@ -166,7 +167,7 @@ type event struct {
 	kind     eventKind
 	pod      *v1.Pod
 	given    *v1.Pod
-	resp     *admission.Response
+	resp     admission.Response
 	pending  *admission.Pending
 	kill     *nodeapi.KillRequest
 	done     chan error
@@ -176,7 +177,7 @@ type event struct {
 	first    bool
 	result   *result
 	probe    *prober.Update
-	derived  *v1.PodStatus
+	started  *metav1.Time
 	finished bool
 	relisted bool
 	// relistStarted (evResult) and relistSeen (evDispatch).
@@ -312,7 +313,7 @@ func (m machine) step(s podState, ev event, now time.Time) (podState, []work) {
 	case evAdded:
 		w = m.added(&s)
 	case evVerdict:
-		w = s.verdict(*ev.resp)
+		w = s.verdict(ev.resp)
 	case evAdmitted:
 		if ev.pending == s.admitting && s.phase == phaseAdmitting {
 			s.admitting = nil
@@ -689,7 +690,7 @@ func (s *podState) derivedStatus(ev *event, now time.Time) []work {
 	if s.phase != phaseActive || s.final != nil {
 		return nil
 	}
-	at, ok := activeDeadline(s.pod, *ev.derived)
+	at, ok := activeDeadline(s.pod, ev.started)
 	switch {
 	case ok && !now.Before(at):
 		s.final = &v1.PodStatus{Phase: v1.PodFailed, Reason: reasonDeadlineExceeded, Message: messageDeadlineExceeded}

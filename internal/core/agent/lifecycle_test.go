@@ -67,8 +67,8 @@ func TestStep(t *testing.T) {
 		p.Spec.Containers[0].Image = "busybox:2"
 		return p
 	}
-	started := func(ago int64) v1.PodStatus {
-		return v1.PodStatus{Phase: v1.PodRunning, StartTime: &metav1.Time{Time: now.Add(-time.Duration(ago) * time.Second)}}
+	started := func(ago int64) *metav1.Time {
+		return &metav1.Time{Time: now.Add(-time.Duration(ago) * time.Second)}
 	}
 	withDeadline := func(d int64) func(*podState) {
 		return func(s *podState) { s.pod.Spec.ActiveDeadlineSeconds = &d }
@@ -106,14 +106,14 @@ func TestStep(t *testing.T) {
 			phase: phaseTerminating, work: []workKind{workLog}},
 
 		// evVerdict.
-		{name: "verdict: pending", from: at(phaseAdmitting), ev: event{kind: evVerdict, resp: &admission.Response{Pending: pending}},
+		{name: "verdict: pending", from: at(phaseAdmitting), ev: event{kind: evVerdict, resp: admission.Response{Pending: pending}},
 			phase: phaseAdmitting, work: []workKind{workPublish, workWaitAdmission},
 			check: func(t *testing.T, s podState, w []work) {
 				if s.admitting != pending || w[1].pending != pending {
 					t.Error("the pending admission is not kept and waited for")
 				}
 			}},
-		{name: "verdict: rejected", from: at(phaseAdmitting), ev: event{kind: evVerdict, resp: &admission.Response{Reason: "OutOfcpu", Message: "no cpu"}},
+		{name: "verdict: rejected", from: at(phaseAdmitting), ev: event{kind: evVerdict, resp: admission.Response{Reason: "OutOfcpu", Message: "no cpu"}},
 			phase: phaseTerminated, work: []workKind{workPublish, workLog, workEvent},
 			check: func(t *testing.T, s podState, w []work) {
 				if !s.rejected || s.final == nil || s.final.Phase != v1.PodFailed || s.final.Reason != "OutOfcpu" {
@@ -123,12 +123,12 @@ func TestStep(t *testing.T) {
 					t.Errorf("event %+v: want a Warning OutOfcpu", w[2])
 				}
 			}},
-		{name: "verdict: rejected while running (adopted)", from: at(phaseAdmitting, withRuntime(running)), ev: event{kind: evVerdict, resp: &admission.Response{Reason: "OutOfcpu"}},
+		{name: "verdict: rejected while running (adopted)", from: at(phaseAdmitting, withRuntime(running)), ev: event{kind: evVerdict, resp: admission.Response{Reason: "OutOfcpu"}},
 			phase: phaseTerminating, work: []workKind{workPublish, workLog, workEvent}},
 		{name: "verdict: victims", from: at(phaseAdmitting),
-			ev:    event{kind: evVerdict, resp: &admission.Response{Admit: true, Preemption: &preemption.Plan{Victims: []nodeapi.KillRequest{{Pod: testPod("low", "u9", 0)}}}}},
+			ev:    event{kind: evVerdict, resp: admission.Response{Admit: true, Preemption: &preemption.Plan{Victims: []nodeapi.KillRequest{{Pod: testPod("low", "u9", 0)}}}}},
 			phase: phaseWaitingVictims, work: []workKind{workPublish, workPreempt}},
-		{name: "verdict: admitted", from: at(phaseAdmitting), ev: event{kind: evVerdict, resp: &admission.Response{Admit: true}},
+		{name: "verdict: admitted", from: at(phaseAdmitting), ev: event{kind: evVerdict, resp: admission.Response{Admit: true}},
 			phase: phaseActive, work: []workKind{workPublish},
 			check: func(t *testing.T, s podState, _ []work) {
 				if !s.needSync {
@@ -370,17 +370,17 @@ func TestStep(t *testing.T) {
 			}},
 
 		// evDerived.
-		{name: "finished under its restartPolicy", from: at(phaseActive, inflight(workSync)), ev: event{kind: evDerived, derived: &v1.PodStatus{}, finished: true, relisted: true},
+		{name: "finished under its restartPolicy", from: at(phaseActive, inflight(workSync)), ev: event{kind: evDerived, finished: true, relisted: true},
 			phase: phaseTerminating, work: []workKind{workAbort}},
-		{name: "finished before the first relist: not yet", from: at(phaseActive), ev: event{kind: evDerived, derived: &v1.PodStatus{}, finished: true}, phase: phaseActive},
-		{name: "active deadline passed", from: at(phaseActive, withDeadline(30)), ev: event{kind: evDerived, derived: new(started(31))},
+		{name: "finished before the first relist: not yet", from: at(phaseActive), ev: event{kind: evDerived, finished: true}, phase: phaseActive},
+		{name: "active deadline passed", from: at(phaseActive, withDeadline(30)), ev: event{kind: evDerived, started: started(31)},
 			phase: phaseTerminating, work: []workKind{workEvent, workLog, workPublish},
 			check: func(t *testing.T, s podState, _ []work) {
 				if s.final == nil || s.final.Reason != reasonDeadlineExceeded || s.final.Phase != v1.PodFailed {
 					t.Errorf("final %v", s.final)
 				}
 			}},
-		{name: "active deadline to come: a sync then", from: at(phaseActive, withDeadline(30)), ev: event{kind: evDerived, derived: new(started(10))}, phase: phaseActive,
+		{name: "active deadline to come: a sync then", from: at(phaseActive, withDeadline(30)), ev: event{kind: evDerived, started: started(10)}, phase: phaseActive,
 			check: func(t *testing.T, s podState, _ []work) {
 				if !s.syncAt.Equal(now.Add(20 * time.Second)) {
 					t.Errorf("syncAt %v, want the deadline", s.syncAt)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -301,11 +302,9 @@ func (l *loop) do(e *entry, ws []work) {
 		case workDrop:
 			l.drop(e)
 		case workAdmit:
-			resp := l.a.admit.Start(l.ctx, e.pod)
-			l.on(e, event{kind: evVerdict, resp: &resp})
+			l.on(e, event{kind: evVerdict, resp: l.a.admit.Start(l.ctx, e.pod)})
 		case workResume:
-			resp := w.pending.Resume(l.ctx)
-			l.on(e, event{kind: evVerdict, resp: &resp})
+			l.on(e, event{kind: evVerdict, resp: w.pending.Resume(l.ctx)})
 		case workWaitAdmission:
 			l.waits = append(l.waits, w.pending)
 		case workPreempt:
@@ -609,7 +608,7 @@ func (l *loop) refresh(now time.Time) {
 		st, done := l.a.derive(in, now)
 		final := e.final
 		var w []work
-		e.podState, w = l.m.step(e.podState, event{kind: evDerived, derived: &st, finished: done, relisted: l.relisted}, now)
+		e.podState, w = l.m.step(e.podState, event{kind: evDerived, started: st.StartTime, finished: done, relisted: l.relisted}, now)
 		l.do(e, w)
 		if e.final != final {
 			in.Final = e.final
@@ -649,15 +648,15 @@ const (
 	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
 )
 
-// activeDeadline is when pod, with status st, has been active for its
-// spec.activeDeadlineSeconds, counted from its start time, as the kubelet
-// does; ok is false without a deadline or a start time.
-func activeDeadline(pod *v1.Pod, st v1.PodStatus) (at time.Time, ok bool) {
+// activeDeadline is when pod, started at start (its status's StartTime),
+// has been active for its spec.activeDeadlineSeconds, as the kubelet
+// counts; ok is false without a deadline or a start time.
+func activeDeadline(pod *v1.Pod, start *metav1.Time) (at time.Time, ok bool) {
 	d := pod.Spec.ActiveDeadlineSeconds
-	if d == nil || st.StartTime == nil || st.StartTime.IsZero() {
+	if d == nil || start == nil || start.IsZero() {
 		return time.Time{}, false
 	}
-	return st.StartTime.Add(time.Duration(*d) * time.Second), true
+	return start.Add(time.Duration(*d) * time.Second), true
 }
 
 // dispatch hands every idle pod its next worker operation, if one is due
@@ -793,10 +792,11 @@ func joinName(ns, name string) string {
 func (a *Agent) syncPod(ctx context.Context, w work) podruntime.Result {
 	ctx, cancel := context.WithCancel(ctx)
 	watched := make(chan struct{})
+	abort := w.abort // the goroutine takes the channel, not the whole item
 	go func() {
 		defer close(watched)
 		select {
-		case <-w.abort:
+		case <-abort:
 			cancel()
 		case <-ctx.Done():
 		}
