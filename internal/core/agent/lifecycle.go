@@ -2,12 +2,14 @@ package agent
 
 import (
 	"log/slog"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
@@ -114,6 +116,74 @@ type podState struct {
 
 // idle reports whether no worker operation of s is in flight.
 func (s *podState) idle() bool { return s.inflight == workNone }
+
+// settling is what a sync in flight, or just ended, changes in the runtime:
+// a relist that shows only that asks for no sync of its own, so that a
+// pod's start takes one SyncPod.
+type settling struct {
+	// base is the runtime status the sync was given.
+	base *podruntime.PodStatus
+	// changed: a relist during the sync (or before its own changes were
+	// listed) saw the pod change; judged against base once they are.
+	changed bool
+	// ok: the sync ended without an error; started and removed are the
+	// IDs it reported (podruntime.Result).
+	ok               bool
+	started, removed []string
+}
+
+// own reports whether st differs from s.base only by s's sync: the sandbox
+// and containers it started, ready and running, the containers it removed,
+// gone, and the IPs of a sandbox it ran.
+func (s *settling) own(st *podruntime.PodStatus) bool {
+	var base podruntime.PodStatus
+	if s.base != nil {
+		base = *s.base
+	}
+	var now podruntime.PodStatus
+	if st != nil {
+		now = *st
+	}
+	sbState := make(map[string]runtimeapi.PodSandboxState, len(base.Sandboxes))
+	for _, sb := range base.Sandboxes {
+		sbState[sb.GetId()] = sb.GetState()
+	}
+	ctrState := make(map[string]runtimeapi.ContainerState, len(base.Containers))
+	for _, c := range base.Containers {
+		ctrState[c.GetId()] = c.GetState()
+	}
+	newSandbox := false
+	for _, sb := range now.Sandboxes {
+		old, ok := sbState[sb.GetId()]
+		switch {
+		case ok && old == sb.GetState():
+		case !ok && slices.Contains(s.started, sb.GetId()) && sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY:
+			newSandbox = true
+		default:
+			return false
+		}
+		delete(sbState, sb.GetId())
+	}
+	if len(sbState) > 0 {
+		return false // a sandbox went
+	}
+	for _, c := range now.Containers {
+		old, ok := ctrState[c.GetId()]
+		switch {
+		case ok && old == c.GetState():
+		case !ok && slices.Contains(s.started, c.GetId()) && c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
+		default:
+			return false
+		}
+		delete(ctrState, c.GetId())
+	}
+	for id := range ctrState {
+		if !slices.Contains(s.removed, id) {
+			return false
+		}
+	}
+	return newSandbox || slices.Equal(base.IPs, now.IPs)
+}
 
 // eventKind is what happened to a pod.
 type eventKind int

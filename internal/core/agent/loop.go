@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
@@ -52,74 +51,6 @@ type result struct {
 	// volumesErr is the error of tearing down the volumes after a kill
 	// (workKill) or of a workTearDown.
 	volumesErr error
-}
-
-// settling is what a sync in flight, or just ended, changes in the runtime:
-// a relist that shows only that asks for no sync of its own, so that a
-// pod's start takes one SyncPod.
-type settling struct {
-	// base is the runtime status the sync was given.
-	base *podruntime.PodStatus
-	// changed: a relist during the sync (or before its own changes were
-	// listed) saw the pod change; judged against base once they are.
-	changed bool
-	// ok: the sync ended without an error; started and removed are the
-	// IDs it reported (podruntime.Result).
-	ok               bool
-	started, removed []string
-}
-
-// own reports whether st differs from s.base only by s's sync: the sandbox
-// and containers it started, ready and running, the containers it removed,
-// gone, and the IPs of a sandbox it ran.
-func (s *settling) own(st *podruntime.PodStatus) bool {
-	var base podruntime.PodStatus
-	if s.base != nil {
-		base = *s.base
-	}
-	var now podruntime.PodStatus
-	if st != nil {
-		now = *st
-	}
-	sbState := make(map[string]runtimeapi.PodSandboxState, len(base.Sandboxes))
-	for _, sb := range base.Sandboxes {
-		sbState[sb.GetId()] = sb.GetState()
-	}
-	ctrState := make(map[string]runtimeapi.ContainerState, len(base.Containers))
-	for _, c := range base.Containers {
-		ctrState[c.GetId()] = c.GetState()
-	}
-	newSandbox := false
-	for _, sb := range now.Sandboxes {
-		old, ok := sbState[sb.GetId()]
-		switch {
-		case ok && old == sb.GetState():
-		case !ok && slices.Contains(s.started, sb.GetId()) && sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY:
-			newSandbox = true
-		default:
-			return false
-		}
-		delete(sbState, sb.GetId())
-	}
-	if len(sbState) > 0 {
-		return false // a sandbox went
-	}
-	for _, c := range now.Containers {
-		old, ok := ctrState[c.GetId()]
-		switch {
-		case ok && old == c.GetState():
-		case !ok && slices.Contains(s.started, c.GetId()) && c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
-		default:
-			return false
-		}
-		delete(ctrState, c.GetId())
-	}
-	for id := range ctrState {
-		if !slices.Contains(s.removed, id) {
-			return false
-		}
-	}
-	return newSandbox || slices.Equal(base.IPs, now.IPs)
 }
 
 // relistResult is one relist's outcome.
@@ -473,20 +404,14 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 	})
 	for _, p := range pods {
 		now := time.Now()
-		e := &entry{firstSeen: now, podState: podState{
-			uid: p.UID, pod: p, source: source, runtime: l.statuses[p.UID],
-			resources: podResources{desired: desiredResources(p)},
-		}}
+		s := podState{uid: p.UID, pod: p, source: source, runtime: l.statuses[p.UID], resources: podResources{desired: desiredResources(p)}}
 		if seq, ok := l.gone[p.UID]; ok {
 			// Given again right after its removal: the last relist may
 			// still show what was removed.
-			e.runtime, e.minRelist = nil, seq+1
+			s.runtime, s.minRelist = nil, seq+1
 		}
-		if hasRunning(e.runtime) {
-			e.startObserved = true
-		}
+		e := &entry{podState: s, firstSeen: now, startObserved: hasRunning(s.runtime), dirty: true}
 		l.pods[p.UID] = e
-		e.dirty = true
 		l.on(e, event{kind: evAdded})
 		// The next admission counts this pod, also while its own admission
 		// is pending.
