@@ -333,8 +333,9 @@ type machine struct {
 }
 
 // step is the pod lifecycle: it takes a pod's state and one event at now and
-// returns the new state and the work the event asks for, with no I/O, no
-// goroutines and no clock reads (now is data). The loop routes each
+// returns the new state and the work the event asks for, appended to w (a
+// buffer the caller reuses; nil will do), with no I/O, no goroutines and no
+// clock reads (now is data). The loop routes each
 // message to the pods it concerns, runs the work, and feeds the outcomes
 // back as events.
 //
@@ -377,53 +378,52 @@ type machine struct {
 // Terminated. A pod leaves Terminated only when its source gives it back
 // after removing it (revive), unless it was rejected, killed, deleted or
 // stopped before its admission's verdict.
-func (m machine) step(s podState, ev event, now time.Time) (podState, []work) {
-	var w []work
+func (m machine) step(s podState, ev event, now time.Time, w []work) (podState, []work) {
 	switch ev.kind {
 	case evAdded:
-		w = m.added(&s)
+		w = m.added(&s, w)
 	case evVerdict:
-		w = s.verdict(ev.resp)
+		w = s.verdict(w, ev.resp)
 	case evAdmitted:
 		if ev.pending == s.admitting && s.phase == phaseAdmitting {
 			s.admitting = nil
-			w = []work{{kind: workResume, pending: ev.pending}}
+			w = append(w, work{kind: workResume, pending: ev.pending})
 		}
 	case evVictimsDone:
 		if s.phase == phaseWaitingVictims {
 			s.phase, s.needSync = phaseActive, true
-			w = []work{{kind: workPublish}}
+			w = append(w, work{kind: workPublish})
 		}
 	case evSourceChanged:
-		w = s.sourceChanged(ev.pod)
+		w = s.sourceChanged(w, ev.pod)
 	case evDropped:
-		w = s.dropped()
+		w = s.dropped(w)
 	case evGivenBack:
 		if s.givenAgain(ev.given) == nil {
 			break
 		}
 		switch {
 		case s.phase == phaseTerminated && s.idle():
-			w = s.revive(ev.given)
+			w = s.revive(w, ev.given)
 		case s.inflight == workKillRemove:
-			w = []work{{kind: workKeep}} // revived once stopped (evResult)
+			w = append(w, work{kind: workKeep}) // revived once stopped (evResult)
 		}
 	case evKill:
-		w = s.killed(*ev.kill, ev.done)
+		w = s.killed(w, *ev.kill, ev.done)
 	case evRelist:
-		w = s.relisted(&ev)
+		w = s.relisted(w, &ev)
 	case evResult:
-		w = m.result(&s, &ev, now)
+		w = m.result(w, &s, &ev, now)
 	case evProbe:
-		w = s.probed(*ev.probe)
+		w = s.probed(w, *ev.probe)
 	case evResync:
 		if s.phase == phaseActive {
 			s.needSync = true
 		}
 	case evDerived:
-		w = s.derivedStatus(&ev, now)
+		w = s.derivedStatus(w, &ev, now)
 	case evDispatch:
-		w = s.dispatch(&ev, now)
+		w = s.dispatch(w, &ev, now)
 	}
 	return s, w
 }
@@ -431,7 +431,7 @@ func (m machine) step(s podState, ev event, now time.Time) (podState, []work) {
 // added places a pod new to the table: a pod that finished or was deleted
 // before it ran here is not admitted (and stopped if it runs from an earlier
 // run); any other goes to admission.
-func (m machine) added(s *podState) []work {
+func (m machine) added(s *podState, w []work) []work {
 	p := s.pod
 	s.op = opCreate
 	if ph := p.Status.Phase; ph == v1.PodSucceeded || ph == v1.PodFailed {
@@ -444,7 +444,7 @@ func (m machine) added(s *podState) []work {
 		if hasRunning(s.runtime) {
 			s.phase = phaseTerminating
 		}
-		return []work{logf(slog.LevelInfo, "Pod finished before; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID, "phase", ph, "reason", st.Reason)}
+		return append(w, logf(slog.LevelInfo, "Pod finished before; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID, "phase", ph, "reason", st.Reason))
 	}
 	if p.DeletionTimestamp != nil {
 		// Deleted before it ran here (or while the agent was down): never
@@ -453,42 +453,41 @@ func (m machine) added(s *podState) []work {
 		if hasRunning(s.runtime) {
 			s.phase = phaseTerminating
 		}
-		return []work{logf(slog.LevelInfo, "Pod is being deleted; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID)}
+		return append(w, logf(slog.LevelInfo, "Pod is being deleted; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID))
 	}
-	return []work{{kind: workAdmit}}
+	return append(w, work{kind: workAdmit})
 }
 
 // verdict applies the admission's response to a pod being admitted.
-func (s *podState) verdict(resp admission.Response) []work {
+func (s *podState) verdict(w []work, resp admission.Response) []work {
 	p := s.pod
 	switch {
 	case resp.Pending != nil:
 		s.phase, s.admitting = phaseAdmitting, resp.Pending
-		return []work{{kind: workPublish}, {kind: workWaitAdmission, pending: resp.Pending}}
+		return append(w, work{kind: workPublish}, work{kind: workWaitAdmission, pending: resp.Pending})
 	case !resp.Admit:
 		s.phase, s.rejected = phaseTerminated, true
 		s.final = &v1.PodStatus{Phase: v1.PodFailed, Reason: resp.Reason, Message: resp.Message}
 		if hasRunning(s.runtime) {
 			s.phase = phaseTerminating // adopted but no longer admissible
 		}
-		return []work{
-			{kind: workPublish},
+		return append(w,
+			work{kind: workPublish},
 			logf(slog.LevelInfo, "Pod rejected by admission", "pod", nodeapi.PodName(p), "podUID", p.UID, "reason", resp.Reason, "message", resp.Message),
-			{kind: workEvent, eventType: v1.EventTypeWarning, msg: resp.Reason, message: resp.Message},
-		}
+			work{kind: workEvent, eventType: v1.EventTypeWarning, msg: resp.Reason, message: resp.Message},
+		)
 	case len(resp.Victims()) > 0:
 		s.phase = phaseWaitingVictims
-		return []work{{kind: workPublish}, {kind: workPreempt, plan: resp.Preemption}}
+		return append(w, work{kind: workPublish}, work{kind: workPreempt, plan: resp.Preemption})
 	default:
 		s.phase, s.needSync = phaseActive, true
-		return []work{{kind: workPublish}}
+		return append(w, work{kind: workPublish})
 	}
 }
 
 // sourceChanged takes the pod as its source gives it again: a changed spec
 // asks for a sync, a deletionTimestamp stops it for good.
-func (s *podState) sourceChanged(p *v1.Pod) []work {
-	var w []work
+func (s *podState) sourceChanged(w []work, p *v1.Pod) []work {
 	changed := !equality.Semantic.DeepEqual(s.pod.Spec, p.Spec)
 	if changed || !equality.Semantic.DeepEqual(s.pod.ObjectMeta, p.ObjectMeta) {
 		s.pod = p
@@ -496,7 +495,7 @@ func (s *podState) sourceChanged(p *v1.Pod) []work {
 		w = append(w, work{kind: workPublish})
 	}
 	if p.DeletionTimestamp != nil && !s.deleting {
-		return append(w, s.deletedNow()...)
+		return s.deletedNow(w)
 	}
 	if changed && s.phase == phaseActive {
 		s.needSync, s.op = true, opUpdate
@@ -506,9 +505,9 @@ func (s *podState) sourceChanged(p *v1.Pod) []work {
 
 // deletedNow stops a pod that got a deletionTimestamp, with the deletion's
 // grace period (the shorter one if a kill is under way); it stays stopped.
-func (s *podState) deletedNow() []work {
+func (s *podState) deletedNow(w []work) []work {
 	s.deleting = true
-	w := []work{{kind: workPublish}}
+	w = append(w, work{kind: workPublish})
 	if g := s.pod.DeletionGracePeriodSeconds; g != nil && (s.grace == nil || *g < *s.grace) {
 		s.grace = g
 	}
@@ -519,24 +518,24 @@ func (s *podState) deletedNow() []work {
 			args = append(args, "gracePeriod", *s.grace)
 		}
 		w = append(w, logf(slog.LevelInfo, "Killing pod being deleted", args...))
-		w = append(w, s.terminate()...)
+		w = s.terminate(w)
 	}
 	return w
 }
 
 // dropped handles a pod its source dropped: stop it, then remove it.
-func (s *podState) dropped() []work {
+func (s *podState) dropped(w []work) []work {
 	if s.removed {
-		return nil
+		return w
 	}
 	s.removed = true
-	w := []work{{kind: workPublish}}
+	w = append(w, work{kind: workPublish})
 	switch s.phase {
 	case phaseAdmitting, phaseWaitingVictims, phaseActive:
-		w = append(w, s.terminate()...)
+		w = s.terminate(w)
 	case phaseTerminated:
 		if s.runtime == nil && s.idle() {
-			w = append(w, s.drop()...)
+			w = s.drop(w)
 		}
 	}
 	return w
@@ -544,8 +543,7 @@ func (s *podState) dropped() []work {
 
 // terminate moves a pod to phaseTerminating: its next work is a kill; a
 // sync in flight need not be waited for.
-func (s *podState) terminate() []work {
-	var w []work
+func (s *podState) terminate(w []work) []work {
 	if s.inflight == workSync {
 		w = append(w, work{kind: workAbort})
 	}
@@ -557,9 +555,9 @@ func (s *podState) terminate() []work {
 // killed handles a KillPod request: the first request's status is final, the
 // shortest grace period wins, and every caller is answered once the pod
 // stopped (at once when it has).
-func (s *podState) killed(req nodeapi.KillRequest, done chan error) []work {
+func (s *podState) killed(w []work, req nodeapi.KillRequest, done chan error) []work {
 	if s.pod == nil || s.phase == phaseTerminated {
-		return []work{{kind: workReply, waiters: []chan error{done}}}
+		return append(w, work{kind: workReply, waiters: []chan error{done}})
 	}
 	if s.final == nil {
 		st := req.Status
@@ -569,14 +567,13 @@ func (s *podState) killed(req nodeapi.KillRequest, done chan error) []work {
 		s.grace = g
 	}
 	s.waiters = append(s.waiters[:len(s.waiters):len(s.waiters)], done)
-	w := s.terminate()
+	w = s.terminate(w)
 	return append(w, logf(slog.LevelInfo, "Killing pod", "pod", nodeapi.PodName(s.pod), "podUID", s.uid, "reason", req.Status.Reason))
 }
 
 // relisted takes the pod's status from a relist: a change asks for a sync of
 // an active pod, unless it is only what the pod's last sync did.
-func (s *podState) relisted(ev *event) []work {
-	var w []work
+func (s *podState) relisted(w []work, ev *event) []work {
 	// A deleted pod's status is final once the runtime was listed after
 	// its kill, even if the listing shows nothing new.
 	settles := s.deleting && s.phase == phaseTerminated && ev.seen < s.minRelist && ev.seq >= s.minRelist
@@ -607,11 +604,11 @@ func (s *podState) relisted(ev *event) []work {
 }
 
 // result takes the report of the pod's worker.
-func (m machine) result(s *podState, ev *event, now time.Time) []work {
+func (m machine) result(w []work, s *podState, ev *event, now time.Time) []work {
 	r := ev.result
 	s.inflight = workNone
 	s.minRelist = ev.relistStarted + 1
-	w := []work{{kind: workPublish}}
+	w = append(w, work{kind: workPublish})
 	name := joinName(s.runtimeNamespace(), s.name())
 	switch r.kind {
 	case workSync:
@@ -645,18 +642,18 @@ func (m machine) result(s *podState, ev *event, now time.Time) []work {
 	case workKill, workKillRemove:
 		if r.killErr != nil {
 			w = append(w, logf(slog.LevelError, "Killing pod failed, will retry", "pod", name, "podUID", s.uid, "err", r.killErr, "retryIn", m.backoff(s, now)))
-			return append(w, s.reply(r.killErr)...)
+			return s.reply(w, r.killErr)
 		}
 		s.phase = phaseTerminated
 		s.backoff, s.syncAt = 0, time.Time{}
-		w = append(w, s.reply(nil)...)
+		w = s.reply(w, nil)
 		if r.kind == workKill {
 			s.volumesLeft = r.volumesErr != nil
 			if s.volumesLeft {
 				w = append(w, m.tearDownFailed(s, name, r.volumesErr, now))
 			}
 			if s.givenAgain(ev.given) != nil {
-				w = append(w, s.revive(ev.given)...)
+				w = s.revive(w, ev.given)
 			}
 			return w
 		}
@@ -670,7 +667,7 @@ func (m machine) result(s *podState, ev *event, now time.Time) []work {
 		if r.removeErr != nil {
 			return append(w, logf(slog.LevelError, "Removing pod failed, will retry", "pod", name, "podUID", s.uid, "err", r.removeErr, "retryIn", m.backoff(s, now)))
 		}
-		w = append(w, s.drop()...)
+		w = s.drop(w)
 	}
 	return w
 }
@@ -689,18 +686,18 @@ func (m machine) backoff(s *podState, now time.Time) time.Duration {
 }
 
 // reply answers s's KillPod callers.
-func (s *podState) reply(err error) []work {
+func (s *podState) reply(w []work, err error) []work {
 	if len(s.waiters) == 0 {
-		return nil
+		return w
 	}
-	w := work{kind: workReply, waiters: s.waiters, err: err}
+	w = append(w, work{kind: workReply, waiters: s.waiters, err: err})
 	s.waiters = nil
-	return []work{w}
+	return w
 }
 
 // drop asks for a removed pod to leave the table, its callers answered.
-func (s *podState) drop() []work {
-	return append(s.reply(nil), work{kind: workDrop})
+func (s *podState) drop(w []work) []work {
+	return append(s.reply(w, nil), work{kind: workDrop})
 }
 
 // givenAgain returns given when it is the removed pod s given again by its
@@ -719,20 +716,20 @@ func (s *podState) givenAgain(given *v1.Pod) *v1.Pod {
 // gives again, as the kubelet restarts a static pod whose manifest was
 // removed and put back: its exited containers stay, so their restart counts
 // go on from them.
-func (s *podState) revive(p *v1.Pod) []work {
+func (s *podState) revive(w []work, p *v1.Pod) []work {
 	s.pod = p
 	s.resources.desired = desiredResources(p)
 	s.removed, s.grace, s.volumesLeft = false, nil, false
 	s.phase = phaseActive
 	s.needSync, s.op, s.syncAt, s.backoff = true, opSync, time.Time{}, 0
-	return []work{{kind: workPublish}, logf(slog.LevelInfo, "Starting again a pod its source gave back", "pod", nodeapi.PodName(p), "podUID", s.uid)}
+	return append(w, work{kind: workPublish}, logf(slog.LevelInfo, "Starting again a pod its source gave back", "pod", nodeapi.PodName(p), "podUID", s.uid))
 }
 
 // probed takes a probe result change: a liveness or startup failure of an
 // active pod asks for a sync (which restarts the container), and so does a
 // startup success (containers waiting for a sidecar to start can start).
-func (s *podState) probed(u prober.Update) []work {
-	w := []work{{kind: workPublish}}
+func (s *podState) probed(w []work, u prober.Update) []work {
+	w = append(w, work{kind: workPublish})
 	if s.phase != phaseActive {
 		return w
 	}
@@ -752,28 +749,28 @@ func (s *podState) probed(u prober.Update) []work {
 // shows it), and so is one past its active deadline (with the deadline's
 // final status: the loop derives its view again); an active pod with a
 // deadline to come gets a sync then, whose result brings it here again.
-func (s *podState) derivedStatus(ev *event, now time.Time) []work {
+func (s *podState) derivedStatus(w []work, ev *event, now time.Time) []work {
 	if s.phase == phaseActive && ev.relisted && s.final == nil && ev.finished {
-		w := s.terminate()
+		w = s.terminate(w)
 		return w[:len(w)-1] // the view being derived shows it
 	}
 	if s.phase != phaseActive || s.final != nil {
-		return nil
+		return w
 	}
 	at, ok := activeDeadline(s.pod, ev.started)
 	switch {
 	case ok && !now.Before(at):
 		s.final = &v1.PodStatus{Phase: v1.PodFailed, Reason: reasonDeadlineExceeded, Message: messageDeadlineExceeded}
-		w := []work{
-			{kind: workEvent, eventType: v1.EventTypeNormal, msg: reasonDeadlineExceeded, message: messageDeadlineExceeded},
+		w = append(w,
+			work{kind: workEvent, eventType: v1.EventTypeNormal, msg: reasonDeadlineExceeded, message: messageDeadlineExceeded},
 			logf(slog.LevelInfo, "Killing pod past its active deadline", "pod", nodeapi.PodName(s.pod), "podUID", s.uid,
 				"activeDeadlineSeconds", *s.pod.Spec.ActiveDeadlineSeconds),
-		}
-		return append(w, s.terminate()...)
+		)
+		return s.terminate(w)
 	case ok && (s.syncAt.IsZero() || at.Before(s.syncAt)):
 		s.syncAt = at
 	}
-	return nil
+	return w
 }
 
 // dispatch hands an idle pod its next worker operation, if one is due: a
@@ -782,46 +779,46 @@ func (s *podState) derivedStatus(ev *event, now time.Time) []work {
 // the removal of a removed one), and for a terminated one the removal of a
 // removed one, a kill when something runs again, or the tear-down of its
 // volumes.
-func (s *podState) dispatch(ev *event, now time.Time) []work {
+func (s *podState) dispatch(w []work, ev *event, now time.Time) []work {
 	if !s.idle() || s.minRelist > ev.relistSeen {
-		return nil
+		return w
 	}
 	due := !s.syncAt.IsZero() && !now.Before(s.syncAt)
 	waiting := !s.syncAt.IsZero() && now.Before(s.syncAt)
-	var w work
+	var op work
 	switch s.phase {
 	case phaseActive:
 		if !(s.needSync || due) || ev.stopping[nodeapi.PodName(s.pod)] {
-			return nil
+			return w
 		}
-		w = work{kind: workSync, op: s.op, pod: s.pod, status: s.runtime, state: s.sync}
+		op = work{kind: workSync, op: s.op, pod: s.pod, status: s.runtime, state: s.sync}
 		s.settle = &settling{base: s.runtime}
 	case phaseTerminating:
 		if waiting {
-			return nil
+			return w
 		}
-		w = work{kind: workKill, op: opKill, pod: s.pod, status: s.runtime, grace: s.grace}
+		op = work{kind: workKill, op: opKill, pod: s.pod, status: s.runtime, grace: s.grace}
 		if s.removed && s.givenAgain(ev.given) == nil {
-			w.kind = workKillRemove
+			op.kind = workKillRemove
 		}
 	case phaseTerminated:
 		switch {
 		case waiting:
-			return nil
+			return w
 		case s.removed:
-			w = work{kind: workRemove, status: s.runtime}
+			op = work{kind: workRemove, status: s.runtime}
 		case hasRunning(s.runtime): // an adopted pod that may not run, or a restart behind our back
-			w = work{kind: workKill, op: opKill, pod: s.pod, status: s.runtime, grace: s.grace}
+			op = work{kind: workKill, op: opKill, pod: s.pod, status: s.runtime, grace: s.grace}
 		case s.volumesLeft:
-			w = work{kind: workTearDown}
+			op = work{kind: workTearDown}
 		default:
-			return nil
+			return w
 		}
 	default:
-		return nil
+		return w
 	}
-	s.inflight, s.needSync, s.syncAt = w.kind, false, time.Time{}
-	return []work{w}
+	s.inflight, s.needSync, s.syncAt = op.kind, false, time.Time{}
+	return append(w, op)
 }
 
 // logf is a workLog item.

@@ -427,7 +427,7 @@ func TestStep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, w := m.step(tc.from, tc.ev, now)
+			s, w := m.step(tc.from, tc.ev, now, nil)
 			if s.phase != tc.phase {
 				t.Errorf("phase %v, want %v", s.phase, tc.phase)
 			}
@@ -454,8 +454,8 @@ func TestStepIsPure(t *testing.T) {
 	now := time.Unix(1000, 0)
 	in := podState{uid: "u1", pod: testPod("web", "u1", 0), phase: phaseActive, minRelist: 5, settle: &settling{}, inflight: workSync}
 	ev := event{kind: evRelist, status: &podruntime.PodStatus{UID: "u1"}, seq: 4, seen: 3}
-	s1, w1 := m.step(in, ev, now)
-	s2, w2 := m.step(in, ev, now)
+	s1, w1 := m.step(in, ev, now, nil)
+	s2, w2 := m.step(in, ev, now, nil)
 	if in.settle.changed {
 		t.Error("step changed the settling of the state it was given")
 	}

@@ -96,6 +96,8 @@ type loop struct {
 
 	// replies are answered after the next publish.
 	replies []pendingReply
+	// buf is the scratch buffer step's work goes into (see step).
+	buf []work
 	// waits are the admissions whose slow step is to run once the pods
 	// being admitted are published (waitAdmissions).
 	waits []*admission.Pending
@@ -203,9 +205,27 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // on hands ev to e's state machine (step) and runs the work it asks for.
 func (l *loop) on(e *entry, ev event) {
-	var w []work
-	e.podState, w = l.m.step(e.podState, ev, time.Now())
+	w := l.step(e, ev, time.Now())
 	l.do(e, w)
+	l.release(w)
+}
+
+// step runs e's state machine on ev at now. The work it returns lies in the
+// loop's scratch buffer, which the caller hands back with release once the
+// work ran; a step taken meanwhile (the verdict of an admission the work
+// starts) gets a buffer of its own.
+func (l *loop) step(e *entry, ev event, now time.Time) []work {
+	buf := l.buf
+	l.buf = nil
+	e.podState, buf = l.m.step(e.podState, ev, now, buf[:0])
+	return buf
+}
+
+// release hands w back as the scratch buffer, cleared so that it holds on
+// to no pod or caller.
+func (l *loop) release(w []work) {
+	clear(w)
+	l.buf = w[:0]
 }
 
 // do runs the work step asked for e, in order.
@@ -484,10 +504,10 @@ func (l *loop) result(r result) {
 		return
 	}
 	e.abort, e.keep = nil, nil
-	var w []work
-	e.podState, w = l.m.step(e.podState, event{kind: evResult, result: &r, relistStarted: l.relistStarted, given: l.desired[e.source][e.uid]}, time.Now())
+	w := l.step(e, event{kind: evResult, result: &r, relistStarted: l.relistStarted, given: l.desired[e.source][e.uid]}, time.Now())
 	l.relistSoon()
 	l.do(e, w)
+	l.release(w)
 }
 
 // pendingReply is a KillPod answer held until the next snapshot is out.
@@ -532,9 +552,9 @@ func (l *loop) refresh(now time.Time) {
 		in := l.statusInput(e, node)
 		st, done := l.a.derive(in, now)
 		final := e.final
-		var w []work
-		e.podState, w = l.m.step(e.podState, event{kind: evDerived, started: st.StartTime, finished: done, relisted: l.relisted}, now)
+		w := l.step(e, event{kind: evDerived, started: st.StartTime, finished: done, relisted: l.relisted}, now)
 		l.do(e, w)
+		l.release(w)
 		if e.final != final {
 			in.Final = e.final
 			st, _ = l.a.derive(in, now)
@@ -600,9 +620,9 @@ func (l *loop) dispatch(now time.Time) {
 		if !e.idle() || e.minRelist > l.relistSeen {
 			continue
 		}
-		var w []work
-		e.podState, w = l.m.step(e.podState, event{kind: evDispatch, relistSeen: l.relistSeen, stopping: stopping, given: l.desired[e.source][e.uid]}, now)
+		w := l.step(e, event{kind: evDispatch, relistSeen: l.relistSeen, stopping: stopping, given: l.desired[e.source][e.uid]}, now)
 		l.do(e, w)
+		l.release(w)
 	}
 }
 
