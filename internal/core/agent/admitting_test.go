@@ -249,3 +249,27 @@ func TestAdoptedPodGivenBackWhileAdmissionPending(t *testing.T) {
 		}
 	})
 }
+
+// TestTwoPendingAdmissionSteps: a pod whose admission has two slow steps
+// waits on each off the loop in turn (Resume returning Pending again), then
+// starts.
+func TestTwoPendingAdmissionSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rt := newMem()
+		first := &slowStep{release: make(chan bool)}
+		second := &slowStep{release: make(chan bool)}
+		a := newTestAgent(t, Config{}, Deps{Runtime: rt, Admit: admission.NewChain(first, second)})
+		stop := start(t, a)
+		defer stop()
+		if err := a.SetPods(t.Context(), "file", []*v1.Pod{testPod("slow", "u1", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		first.admit(t, true)
+		second.admit(t, true)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"sync default/slow"}, mem.callLog()); diff != "" {
+			t.Errorf("calls (-want +got):\n%s", diff)
+		}
+	})
+}

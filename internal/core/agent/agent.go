@@ -11,6 +11,10 @@
 // removes the runtime's pods that no source wants (orphans) once every source
 // has spoken.
 //
+// A pod's lifecycle is one pure function, step (lifecycle.go, with its state
+// diagram): the loop turns each message into an event for the pods it
+// concerns and runs the work step asks for.
+//
 // The pod table (Table) is a value of its own, built before the loop: the
 // readers (admission, eviction, container GC, the HTTP server) are built over
 // it, and the loop (Agent) after them, with them as its hooks. Readers see the

@@ -9,9 +9,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/admission"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
@@ -21,133 +20,26 @@ import (
 	"github.com/nodekeeper/nodekeeper/prober"
 )
 
-// state is where a pod is in its life in the table.
-type state int
-
-const (
-	// stateAdmitting: the admission waits on a slow step (the pod's device
-	// allocation) on a goroutine of its own; not synced yet, but counted
-	// among the active pods, so that the pods admitted meanwhile leave room
-	// for it and its devices are not freed as those of an inactive pod.
-	stateAdmitting state = iota
-	// stateWaitingVictims: admitted with a preemption plan whose victims are
-	// being killed; not synced yet.
-	stateWaitingVictims
-	// stateActive: admitted, synced whenever needed.
-	stateActive
-	// stateTerminating: its containers are to be stopped (killed on request,
-	// dropped by its source, finished under its restartPolicy, or an orphan).
-	stateTerminating
-	// stateTerminated: stopped (or rejected); started again only when a source
-	// gives back a removed pod (see revive).
-	stateTerminated
-)
-
-// entry is one pod of the table. Only the loop goroutine touches it.
+// entry is one pod of the table: its lifecycle (podState, changed only by
+// step) and what the loop keeps beside it. Only the loop goroutine touches
+// it.
 type entry struct {
-	uid types.UID
-	// pod is the source's latest pod; nil for an orphan (known only from the
-	// runtime).
-	pod    *v1.Pod
-	source string
+	podState
 	// firstSeen is when a source first gave the pod.
 	firstSeen time.Time
-	state     state
-	// rejected: admission refused the pod; final holds the rejection.
-	rejected bool
-	// admitting is the pod's pending admission, from the moment it went
-	// off the loop until its verdict; it stays set when the pod is stopped
-	// before the verdict, so that such a pod is never started again
-	// without an admission (see givenAgain).
-	admitting *admission.Pending
-	// deleting: the pod has a deletionTimestamp; it is stopped with the
-	// deletion's grace period and never started again.
-	deleting bool
-	// removed: no source wants the pod; it is removed from the runtime once
-	// stopped, then from the table.
-	removed bool
-	// final is the status a kill request or a rejection fixed, merged over
-	// the runtime's.
-	final *v1.PodStatus
-	// killed: final came from a kill request (eviction, preemption).
-	killed bool
-	// grace is the kill's grace period override (nil: the pod's own).
-	grace *int64
-	// waiters are KillPod callers waiting for the pod to stop.
-	waiters []chan error
-	// runtime is the pod's status from the latest relist (nil: none).
-	runtime *podruntime.PodStatus
-	// sync is what the pod's last SyncPod learnt (waiting reasons,
-	// crash-loop and image pull back-offs), for its next SyncPod and its
-	// status.
-	sync podruntime.SyncState
-	// settle, from a sync's dispatch until the first relist after its
-	// result, holds what tells the sync's own changes from the others (see
-	// relistDone): only those ask for another sync.
-	settle *settling
-	// volumesLeft: the pod has stopped for good but its volumes are still
-	// to be torn down (a tear-down failed, or it finished in an earlier run).
-	volumesLeft bool
-
-	// busy is true while a work item of the pod runs (on a goroutine of
-	// its own; a pod has at most one at a time).
-	busy bool
-	// abort, while a sync is in flight, is closed to cancel it (the pod is
-	// to stop).
-	abort chan struct{}
-	// keep, while a kill-and-remove is in flight, is closed when the pod's
-	// source gives it back: the worker then leaves its stopped containers.
-	keep chan struct{}
-	// needSync asks for a sync as soon as the pod can have one; op is the
-	// worker operation it counts as.
-	needSync bool
-	op       string
-	// syncAt, when set, is when the next sync (active) or retry (stopping,
-	// removing) is due.
-	syncAt  time.Time
-	backoff time.Duration
-	// minRelist is the first relist whose status is newer than the pod's
-	// last worker operation: the next operation waits for it.
-	minRelist uint64
-
 	// startObserved: the pod's start time was recorded (or it was adopted
 	// running).
 	startObserved bool
+	// abort, while a sync is in flight, is closed to cancel it (workAbort).
+	abort chan struct{}
+	// keep, while a kill-and-remove is in flight, is closed when the pod's
+	// source gives it back (workKeep): the worker then leaves its stopped
+	// containers.
+	keep chan struct{}
 	// view is what the snapshot shows; dirty asks to recompute it.
 	view  *podView
 	dirty bool
 }
-
-func (e *entry) setState(s state) {
-	e.state, e.dirty = s, true
-}
-
-// work is one item for a pod worker.
-type work struct {
-	kind   workKind
-	op     string // metric label; "" for none
-	pod    *v1.Pod
-	status *podruntime.PodStatus
-	// state, for a sync, is the State of the pod's previous sync.
-	state podruntime.SyncState
-	grace *int64
-	// abort, for a sync, cancels the runtime call when closed.
-	abort <-chan struct{}
-	// keep, for a kill-and-remove, turns it into a kill when closed before
-	// the kill has ended.
-	keep <-chan struct{}
-}
-
-type workKind int
-
-const (
-	workSync workKind = iota
-	workKill
-	workKillRemove
-	workRemove
-	// workTearDown tears down the volumes of a stopped pod.
-	workTearDown
-)
 
 // result is what a worker reports of one work item.
 type result struct {
@@ -161,74 +53,6 @@ type result struct {
 	volumesErr error
 }
 
-// settling is what a sync in flight, or just ended, changes in the runtime:
-// a relist that shows only that asks for no sync of its own, so that a
-// pod's start takes one SyncPod.
-type settling struct {
-	// base is the runtime status the sync was given.
-	base *podruntime.PodStatus
-	// changed: a relist during the sync (or before its own changes were
-	// listed) saw the pod change; judged against base once they are.
-	changed bool
-	// ok: the sync ended without an error; started and removed are the
-	// IDs it reported (podruntime.Result).
-	ok               bool
-	started, removed []string
-}
-
-// own reports whether st differs from s.base only by s's sync: the sandbox
-// and containers it started, ready and running, the containers it removed,
-// gone, and the IPs of a sandbox it ran.
-func (s *settling) own(st *podruntime.PodStatus) bool {
-	var base podruntime.PodStatus
-	if s.base != nil {
-		base = *s.base
-	}
-	var now podruntime.PodStatus
-	if st != nil {
-		now = *st
-	}
-	sbState := make(map[string]runtimeapi.PodSandboxState, len(base.Sandboxes))
-	for _, sb := range base.Sandboxes {
-		sbState[sb.GetId()] = sb.GetState()
-	}
-	ctrState := make(map[string]runtimeapi.ContainerState, len(base.Containers))
-	for _, c := range base.Containers {
-		ctrState[c.GetId()] = c.GetState()
-	}
-	newSandbox := false
-	for _, sb := range now.Sandboxes {
-		old, ok := sbState[sb.GetId()]
-		switch {
-		case ok && old == sb.GetState():
-		case !ok && slices.Contains(s.started, sb.GetId()) && sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY:
-			newSandbox = true
-		default:
-			return false
-		}
-		delete(sbState, sb.GetId())
-	}
-	if len(sbState) > 0 {
-		return false // a sandbox went
-	}
-	for _, c := range now.Containers {
-		old, ok := ctrState[c.GetId()]
-		switch {
-		case ok && old == c.GetState():
-		case !ok && slices.Contains(s.started, c.GetId()) && c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
-		default:
-			return false
-		}
-		delete(ctrState, c.GetId())
-	}
-	for id := range ctrState {
-		if !slices.Contains(s.removed, id) {
-			return false
-		}
-	}
-	return newSandbox || slices.Equal(base.IPs, now.IPs)
-}
-
 // relistResult is one relist's outcome.
 type relistResult struct {
 	seq      uint64
@@ -240,6 +64,7 @@ type relistResult struct {
 type loop struct {
 	a   *Agent
 	ctx context.Context
+	m   machine
 
 	pods map[types.UID]*entry
 	// desired is every source's latest set.
@@ -271,6 +96,11 @@ type loop struct {
 
 	// replies are answered after the next publish.
 	replies []pendingReply
+	// buf is the scratch buffer step's work goes into (see step).
+	buf []work
+	// waits are the admissions whose slow step is to run once the pods
+	// being admitted are published (waitAdmissions).
+	waits []*admission.Pending
 
 	timer   *time.Timer
 	timerAt time.Time
@@ -294,6 +124,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &loop{
 		a: a, ctx: ctx,
+		m:            machine{maxBackoff: a.cfg.MaxSyncBackoff},
 		pods:         map[types.UID]*entry{},
 		desired:      map[string]map[types.UID]*v1.Pod{},
 		sourcesReady: len(a.sources) == 0,
@@ -333,15 +164,23 @@ func (a *Agent) Run(ctx context.Context) error {
 		case r := <-l.results:
 			l.result(r)
 		case uid := <-l.victimsC:
-			l.victimsDone(uid)
+			if e := l.pods[uid]; e != nil {
+				l.on(e, event{kind: evVictimsDone})
+			}
 		case p := <-l.admittedC:
-			l.admissionDone(p)
+			if e := l.pods[p.Pod().UID]; e != nil {
+				l.on(e, event{kind: evAdmitted, pending: p})
+			}
 		case u := <-l.probeC:
-			l.probeUpdate(u)
+			if e := l.pods[u.PodUID]; e != nil && e.pod != nil {
+				l.on(e, event{kind: evProbe, probe: &u})
+			}
 		case <-relistT.C:
 			l.startRelist()
 		case <-resyncT.C:
-			l.resync()
+			for _, e := range l.pods {
+				l.on(e, event{kind: evResync})
+			}
 		case <-l.timer.C:
 			l.timerAt = time.Time{}
 		}
@@ -351,6 +190,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		l.syncProbes() // pods refresh found finished
 		l.dispatch(now)
 		l.publish()
+		l.waitAdmissions() // a Resume that is Pending again
 		l.arm(now)
 		// SetPods and KillPod return with their effect published.
 		if taken != nil {
@@ -361,6 +201,87 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		l.replies = l.replies[:0]
 	}
+}
+
+// on hands ev to e's state machine (step) and runs the work it asks for.
+func (l *loop) on(e *entry, ev event) {
+	w := l.step(e, ev, time.Now())
+	l.do(e, w)
+	l.release(w)
+}
+
+// step runs e's state machine on ev at now. The work it returns lies in the
+// loop's scratch buffer, which the caller hands back with release once the
+// work ran; a step taken meanwhile (the verdict of an admission the work
+// starts) gets a buffer of its own.
+func (l *loop) step(e *entry, ev event, now time.Time) []work {
+	buf := l.buf
+	l.buf = nil
+	e.podState, buf = l.m.step(e.podState, ev, now, buf[:0])
+	return buf
+}
+
+// release hands w back as the scratch buffer, cleared so that it holds on
+// to no pod or caller.
+func (l *loop) release(w []work) {
+	clear(w)
+	l.buf = w[:0]
+}
+
+// do runs the work step asked for e, in order.
+func (l *loop) do(e *entry, ws []work) {
+	for _, w := range ws {
+		switch w.kind {
+		case workSync, workKill, workKillRemove, workRemove, workTearDown:
+			l.start(e, w)
+		case workAbort:
+			if e.abort != nil {
+				close(e.abort)
+				e.abort = nil
+			}
+		case workKeep:
+			if e.keep != nil {
+				close(e.keep)
+				e.keep = nil
+			}
+		case workReply:
+			for _, c := range w.waiters {
+				l.replies = append(l.replies, pendingReply{c, w.err})
+			}
+		case workPublish:
+			e.dirty = true
+		case workDrop:
+			l.drop(e)
+		case workAdmit:
+			l.on(e, event{kind: evVerdict, resp: l.a.admit.Start(l.ctx, e.pod)})
+		case workResume:
+			l.on(e, event{kind: evVerdict, resp: w.pending.Resume(l.ctx)})
+		case workWaitAdmission:
+			l.waits = append(l.waits, w.pending)
+		case workPreempt:
+			l.preempt(e.uid, w.plan)
+		case workLog:
+			l.a.log.Log(l.ctx, w.level, w.msg, w.args...)
+		case workEvent:
+			l.a.rec.Event(e.pod, w.eventType, w.msg, w.message)
+		}
+	}
+}
+
+// start runs a worker operation of e on a goroutine of its own: a goroutine
+// per item rather than per pod, so an idle node's pods hold no goroutine
+// (and no stack) between their operations.
+func (l *loop) start(e *entry, w work) {
+	switch w.kind {
+	case workSync:
+		e.abort = make(chan struct{})
+		w.abort = e.abort
+	case workKillRemove:
+		e.keep = make(chan struct{})
+		w.keep = e.keep
+	}
+	uid := e.uid
+	l.wg.Go(func() { l.a.runWork(l.ctx, uid, w, l.results) })
 }
 
 // startRelist lists the runtime from a goroutine of its own, unless a relist
@@ -395,9 +316,9 @@ func (l *loop) relistSoon() {
 	l.startRelist()
 }
 
-// relistDone takes a relist's statuses: pods whose runtime status changed
-// are synced, and, once every source has spoken, runtime pods no source
-// wants are killed and removed.
+// relistDone takes a relist's statuses to every pod (evRelist), and, once
+// every source has spoken, puts the runtime's pods that no source wants in
+// the table as orphans, to be killed and removed.
 func (l *loop) relistDone(r relistResult) {
 	l.relisting = false
 	again := l.relistAgain
@@ -426,34 +347,10 @@ func (l *loop) relistDone(r relistResult) {
 	l.a.m.setRunning(r.statuses)
 	for uid, e := range l.pods {
 		st := r.statuses[uid]
-		// A deleted pod's status is final once the runtime was listed
-		// after its kill, even if the listing shows nothing new.
-		settles := e.deleting && e.state == stateTerminated && seen < e.minRelist && r.seq >= e.minRelist
-		changed := first || settles || runtimeChanged(e.runtime, st)
-		if changed {
-			e.dirty = true
-		}
-		switch s := e.settle; {
-		case e.state != stateActive:
-		case s != nil && (e.busy || r.seq < e.minRelist):
-			// It may show part of what the sync does: judged once all of
-			// it is listed.
-			s.changed = s.changed || changed
-		case s != nil:
-			// The first relist after the sync: a change that is not the
-			// sync's own (a container that exited already) asks for
-			// another.
-			if (changed || s.changed) && !(s.ok && s.own(st)) {
-				e.needSync = true
-			}
-			e.settle = nil
-		case changed:
-			e.needSync = true
-		}
+		l.on(e, event{kind: evRelist, status: st, seq: r.seq, seen: seen, first: first})
 		if first && hasRunning(st) {
 			e.startObserved = true // adopted: it started in an earlier run
 		}
-		e.runtime = st
 	}
 	for uid, seq := range l.gone {
 		if seq < r.seq {
@@ -470,12 +367,16 @@ func (l *loop) relistDone(r relistResult) {
 		if _, ok := l.gone[uid]; ok {
 			continue
 		}
+		if st.InspectErr != nil {
+			continue // known in part: judged when the runtime tells all of it
+		}
 		l.a.log.Info("Removing orphaned pod", "pod", joinName(st.Namespace, st.Name), "podUID", uid)
-		l.pods[uid] = &entry{uid: uid, state: stateTerminating, removed: true, runtime: st, startObserved: true}
+		l.pods[uid] = &entry{podState: podState{uid: uid, phase: phaseTerminating, removed: true, runtime: st}, startObserved: true}
 	}
 }
 
-// setPods takes a source's complete set.
+// setPods takes a source's complete set: each pod it no longer gives is
+// dropped, each it gives is added, given back or changed.
 func (l *loop) setPods(u sourceUpdate) {
 	old := l.desired[u.source]
 	cur := make(map[types.UID]*v1.Pod, len(u.pods))
@@ -491,8 +392,8 @@ func (l *loop) setPods(u sourceUpdate) {
 		if _, ok := cur[uid]; ok {
 			continue
 		}
-		if e := l.pods[uid]; e != nil && e.source == u.source && !e.removed {
-			l.remove(e)
+		if e := l.pods[uid]; e != nil && e.source == u.source {
+			l.on(e, event{kind: evDropped})
 		}
 	}
 	var added []*v1.Pod
@@ -501,27 +402,15 @@ func (l *loop) setPods(u sourceUpdate) {
 		switch {
 		case e == nil:
 			added = append(added, p)
-		case e.removed && e.state == stateTerminated && !e.busy && l.givenAgain(e) != nil:
-			l.revive(e)
-		case e.removed && e.keep != nil && l.givenAgain(e) != nil:
-			close(e.keep) // being stopped: revived once stopped (see result)
-			e.keep = nil
-		case e.pod == nil || e.removed:
-			// An orphan, or a removed pod being stopped or removed: given
-			// again once it left the table (see drop).
+		case e.removed:
+			// Started again once stopped, or, for an orphan or a pod
+			// being removed, given again once it left the table (drop).
+			l.on(e, event{kind: evGivenBack, given: l.desired[e.source][e.uid]})
 		case e.source != u.source:
 			l.a.log.Error("Pod given by two sources; keeping the first", "pod", nodeapi.PodName(p), "podUID", p.UID,
 				"source", u.source, "firstSource", e.source)
 		default:
-			changed := !equality.Semantic.DeepEqual(e.pod.Spec, p.Spec)
-			if changed || !equality.Semantic.DeepEqual(e.pod.ObjectMeta, p.ObjectMeta) {
-				e.pod, e.dirty = p, true
-			}
-			if p.DeletionTimestamp != nil && !e.deleting {
-				l.deleting(e)
-			} else if changed && e.state == stateActive {
-				e.needSync, e.op = true, opUpdate
-			}
+			l.on(e, event{kind: evSourceChanged, pod: p})
 		}
 	}
 	l.admitAll(u.source, added)
@@ -538,107 +427,38 @@ func (l *loop) admitAll(source string, pods []*v1.Pod) {
 	})
 	for _, p := range pods {
 		now := time.Now()
-		e := &entry{uid: p.UID, pod: p, source: source, firstSeen: now, dirty: true, op: opCreate, runtime: l.statuses[p.UID]}
+		s := podState{uid: p.UID, pod: p, source: source, runtime: l.statuses[p.UID], resources: podResources{desired: desiredResources(p)}}
 		if seq, ok := l.gone[p.UID]; ok {
 			// Given again right after its removal: the last relist may
 			// still show what was removed.
-			e.runtime, e.minRelist = nil, seq+1
+			s.runtime, s.minRelist = nil, seq+1
 		}
-		if hasRunning(e.runtime) {
-			e.startObserved = true
-		}
+		e := &entry{podState: s, firstSeen: now, startObserved: hasRunning(s.runtime), dirty: true}
 		l.pods[p.UID] = e
-		if ph := p.Status.Phase; ph == v1.PodSucceeded || ph == v1.PodFailed {
-			// It finished in an earlier run (a source that keeps final
-			// statuses, as the local pod store does): never started again,
-			// and its final status stays.
-			st := *p.Status.DeepCopy()
-			e.state, e.final = stateTerminated, &st
-			e.volumesLeft = true // its volumes may be there from that run
-			if hasRunning(e.runtime) {
-				e.state = stateTerminating
-			}
-			l.a.log.Info("Pod finished before; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID, "phase", ph, "reason", st.Reason)
-			l.refresh(now)
-			l.publish()
-			continue
-		}
-		if p.DeletionTimestamp != nil {
-			// Deleted before it ran here (or while the agent was down):
-			// never started; stopped if it runs from an earlier run.
-			e.deleting, e.grace, e.state = true, p.DeletionGracePeriodSeconds, stateTerminated
-			if hasRunning(e.runtime) {
-				e.state = stateTerminating
-			}
-			l.a.log.Info("Pod is being deleted; not starting it", "pod", nodeapi.PodName(p), "podUID", p.UID)
-			l.refresh(now)
-			l.publish()
-			continue
-		}
-		resp := l.a.admit.Start(l.ctx, p)
-		l.verdict(e, resp)
+		l.on(e, event{kind: evAdded})
 		// The next admission counts this pod, also while its own admission
 		// is pending.
 		l.refresh(now)
 		l.publish()
-		if resp.Pending != nil {
-			l.waitAdmission(resp.Pending)
-		}
+		l.waitAdmissions()
 	}
 }
 
-// verdict applies the admission's response to e, a pod being admitted.
-func (l *loop) verdict(e *entry, resp admission.Response) {
-	p := e.pod
-	switch {
-	case resp.Pending != nil:
-		e.setState(stateAdmitting)
-		e.admitting = resp.Pending
-	case !resp.Admit:
-		e.setState(stateTerminated)
-		e.rejected = true
-		e.final = &v1.PodStatus{Phase: v1.PodFailed, Reason: resp.Reason, Message: resp.Message}
-		l.a.log.Info("Pod rejected by admission", "pod", nodeapi.PodName(p), "podUID", p.UID, "reason", resp.Reason, "message", resp.Message)
-		l.a.rec.Event(p, v1.EventTypeWarning, resp.Reason, resp.Message)
-		if hasRunning(e.runtime) {
-			e.state = stateTerminating // adopted but no longer admissible
-		}
-	case len(resp.Victims()) > 0:
-		e.setState(stateWaitingVictims)
-		l.preempt(e.uid, resp.Preemption)
-	default:
-		e.setState(stateActive)
-		e.needSync = true
+// waitAdmissions runs the pending admissions' slow steps, each from a
+// goroutine of its own, then hands them back to the loop (evAdmitted): the
+// loop admits other pods meanwhile. It runs after the pods were published
+// among the active ones.
+func (l *loop) waitAdmissions() {
+	for _, p := range l.waits {
+		l.wg.Go(func() {
+			p.Wait(l.ctx)
+			select {
+			case l.admittedC <- p:
+			case <-l.ctx.Done():
+			}
+		})
 	}
-}
-
-// waitAdmission runs a pending admission's slow step from a goroutine of its
-// own, then hands it back to the loop: the loop admits other pods meanwhile.
-func (l *loop) waitAdmission(p *admission.Pending) {
-	l.wg.Go(func() {
-		p.Wait(l.ctx)
-		select {
-		case l.admittedC <- p:
-		case <-l.ctx.Done():
-		}
-	})
-}
-
-// admissionDone finishes an admission whose slow step is done, unless its
-// pod was stopped (killed, deleted or dropped) meanwhile: such a pod is not
-// started, and the devices it was given are freed as those of an inactive
-// pod.
-func (l *loop) admissionDone(p *admission.Pending) {
-	e := l.pods[p.Pod().UID]
-	if e == nil || e.admitting != p || e.state != stateAdmitting {
-		return
-	}
-	e.admitting = nil
-	resp := p.Resume(l.ctx)
-	l.verdict(e, resp)
-	if resp.Pending != nil {
-		l.waitAdmission(resp.Pending)
-	}
+	l.waits = l.waits[:0]
 }
 
 // preempt kills plan's victims from a goroutine of its own, each through
@@ -667,175 +487,30 @@ func (l *loop) preempt(uid types.UID, plan *preemption.Plan) {
 	})
 }
 
-func (l *loop) victimsDone(uid types.UID) {
-	if e := l.pods[uid]; e != nil && e.state == stateWaitingVictims {
-		e.setState(stateActive)
-		e.needSync = true
-	}
-}
-
-// remove handles a pod its source dropped: stop it, then remove it.
-func (l *loop) remove(e *entry) {
-	e.removed, e.dirty = true, true
-	switch e.state {
-	case stateAdmitting, stateWaitingVictims, stateActive:
-		l.terminate(e)
-	case stateTerminated:
-		if e.runtime == nil && !e.busy {
-			l.drop(e)
-		}
-	}
-}
-
-// deleting handles a pod that got a deletionTimestamp: it is stopped with
-// the deletion's grace period (the shorter one if a kill is under way) and
-// stays stopped.
-func (l *loop) deleting(e *entry) {
-	e.deleting, e.dirty = true, true
-	if g := e.pod.DeletionGracePeriodSeconds; g != nil && (e.grace == nil || *g < *e.grace) {
-		e.grace = g
-	}
-	switch e.state {
-	case stateAdmitting, stateWaitingVictims, stateActive:
-		args := []any{"pod", nodeapi.PodName(e.pod), "podUID", e.uid}
-		if e.grace != nil {
-			args = append(args, "gracePeriod", *e.grace)
-		}
-		l.a.log.Info("Killing pod being deleted", args...)
-		l.terminate(e)
-	}
-}
-
-// terminate moves a pod to stateTerminating: its next work is a kill.
-func (l *loop) terminate(e *entry) {
-	if e.abort != nil { // a sync in flight: the kill need not wait for it
-		close(e.abort)
-		e.abort = nil
-	}
-	e.setState(stateTerminating)
-	e.needSync, e.syncAt, e.backoff, e.settle = false, time.Time{}, 0, nil
-}
-
-// kill handles a KillPod request.
+// kill routes a KillPod request; a pod the table does not hold is answered
+// at once.
 func (l *loop) kill(k killMsg) {
 	e := l.pods[k.req.Pod.UID]
-	if e == nil || e.pod == nil || e.state == stateTerminated {
+	if e == nil {
 		l.replies = append(l.replies, pendingReply{k.done, nil})
 		return
 	}
-	if e.final == nil {
-		st := k.req.Status
-		e.final, e.killed = &st, true
-	}
-	if g := k.req.GracePeriodOverride; g != nil && (e.grace == nil || *g < *e.grace) {
-		e.grace = g
-	}
-	e.waiters = append(e.waiters, k.done)
-	l.terminate(e)
-	l.a.log.Info("Killing pod", "pod", nodeapi.PodName(e.pod), "podUID", e.uid, "reason", k.req.Status.Reason)
+	l.on(e, event{kind: evKill, kill: &k.req, done: k.done})
 }
 
-// resync asks for a sync of every active pod.
-func (l *loop) resync() {
-	for _, e := range l.pods {
-		if e.state == stateActive {
-			e.needSync = true
-		}
-	}
-}
-
-// result takes a worker's report.
+// result routes a worker's report; the relist it asks for starts before
+// the work the report asks for runs (a dropped pod's removal is dated by
+// it).
 func (l *loop) result(r result) {
 	e := l.pods[r.uid]
 	if e == nil {
 		return
 	}
-	now := time.Now()
-	e.busy, e.dirty, e.abort, e.keep = false, true, nil, nil
-	e.minRelist = l.relistStarted + 1
+	e.abort, e.keep = nil, nil
+	w := l.step(e, event{kind: evResult, result: &r, relistStarted: l.relistStarted, given: l.desired[e.source][e.uid]}, time.Now())
 	l.relistSoon()
-	name := joinName(e.runtimeNamespace(), e.name())
-	switch r.kind {
-	case workSync:
-		e.sync = r.sync.State
-		if e.op != opUpdate || !e.needSync {
-			e.op = opSync
-		}
-		s := e.settle
-		if e.state != stateActive {
-			e.settle = nil
-			return // stopping: the sync was cancelled or is moot
-		}
-		if r.sync.Err != nil && s != nil {
-			// A failed sync is retried on its back-off, or at once when the
-			// pod changed meanwhile.
-			e.settle = nil
-			e.needSync = e.needSync || s.changed
-		} else if s != nil {
-			s.ok, s.started, s.removed = true, r.sync.Started, r.sync.Removed
-		}
-		if err := r.sync.Err; err != nil {
-			l.a.log.Error("Error syncing pod, will retry", "pod", name, "podUID", e.uid, "err", err, "retryIn", l.backoff(e, now))
-			return
-		}
-		e.backoff = 0
-		e.syncAt = time.Time{}
-		if r.sync.RetryAfter > 0 {
-			e.syncAt = now.Add(r.sync.RetryAfter)
-		}
-	case workKill, workKillRemove:
-		if r.killErr != nil {
-			l.a.log.Error("Killing pod failed, will retry", "pod", name, "podUID", e.uid, "err", r.killErr, "retryIn", l.backoff(e, now))
-			l.reply(e, r.killErr)
-			return
-		}
-		e.setState(stateTerminated)
-		e.backoff, e.syncAt = 0, time.Time{}
-		l.reply(e, nil)
-		if r.kind == workKill {
-			e.volumesLeft = r.volumesErr != nil
-			if e.volumesLeft {
-				l.tearDownFailed(e, name, r.volumesErr, now)
-			}
-			if l.givenAgain(e) != nil {
-				l.revive(e)
-			}
-			return
-		}
-		fallthrough
-	case workTearDown:
-		if r.volumesErr != nil {
-			l.tearDownFailed(e, name, r.volumesErr, now)
-			return
-		}
-		e.volumesLeft, e.backoff, e.syncAt = false, 0, time.Time{}
-	case workRemove:
-		if r.removeErr != nil {
-			l.a.log.Error("Removing pod failed, will retry", "pod", name, "podUID", e.uid, "err", r.removeErr, "retryIn", l.backoff(e, now))
-			return
-		}
-		l.drop(e)
-	}
-}
-
-// tearDownFailed logs a failed volume tear-down of e and schedules its retry.
-func (l *loop) tearDownFailed(e *entry, name string, err error, now time.Time) {
-	l.a.log.Error("Tearing down the volumes of a stopped pod failed, will retry", "pod", name, "podUID", e.uid, "err", err, "retryIn", l.backoff(e, now))
-}
-
-// backoff schedules e's retry after a failure and returns the delay.
-func (l *loop) backoff(e *entry, now time.Time) time.Duration {
-	e.backoff = min(max(2*e.backoff, initialSyncBackoff), l.a.cfg.MaxSyncBackoff)
-	e.syncAt = now.Add(e.backoff)
-	return e.backoff
-}
-
-// reply answers e's KillPod callers once the table is published.
-func (l *loop) reply(e *entry, err error) {
-	for _, w := range e.waiters {
-		l.replies = append(l.replies, pendingReply{w, err})
-	}
-	e.waiters = nil
+	l.do(e, w)
+	l.release(w)
 }
 
 // pendingReply is a KillPod answer held until the next snapshot is out.
@@ -844,37 +519,12 @@ type pendingReply struct {
 	err  error
 }
 
-// givenAgain returns the pod that e's source gives again after removing it,
-// or nil: the same UID, which for a static pod is the same manifest put back.
-// Only a pod removed with no final status of its own (not rejected, evicted,
-// preempted or deleted) and admitted before (not stopped while its admission
-// was pending) qualifies.
-func (l *loop) givenAgain(e *entry) *v1.Pod {
-	if !e.removed || e.pod == nil || e.final != nil || e.rejected || e.deleting || e.admitting != nil {
-		return nil
-	}
-	return l.desired[e.source][e.uid]
-}
-
-// revive starts again a removed pod that has stopped and that its source
-// gives again, as the kubelet restarts a static pod whose manifest was
-// removed and put back: its exited containers stay, so their restart counts
-// go on from them.
-func (l *loop) revive(e *entry) {
-	e.pod = l.givenAgain(e)
-	e.removed, e.grace, e.volumesLeft = false, nil, false
-	e.setState(stateActive)
-	e.needSync, e.op, e.syncAt, e.backoff = true, opSync, time.Time{}, 0
-	l.a.log.Info("Starting again a pod its source gave back", "pod", nodeapi.PodName(e.pod), "podUID", e.uid)
-}
-
 // drop deletes a removed pod from the table. A source that gives the pod
 // again gets it admitted anew.
 func (l *loop) drop(e *entry) {
 	delete(l.pods, e.uid)
 	l.gone[e.uid] = l.relistStarted
 	l.changed = true
-	l.reply(e, nil)
 	for _, src := range l.a.sources {
 		if p, ok := l.desired[src][e.uid]; ok {
 			l.admitAll(src, []*v1.Pod{p})
@@ -885,8 +535,9 @@ func (l *loop) drop(e *entry) {
 
 // refresh recomputes the views of changed pods, each status derived once
 // (podstatus.Derive; twice in the turn a pod's active deadline passes, to
-// show the deadline's final status). A pod whose containers finished under
-// its restartPolicy (phase Succeeded or Failed) is stopped.
+// show the deadline's final status), and hands each to its pod (evDerived):
+// a pod whose containers finished under its restartPolicy (phase Succeeded
+// or Failed), or past its active deadline, is stopped.
 func (l *loop) refresh(now time.Time) {
 	var node podstatus.Node
 	nodeRead := false
@@ -903,18 +554,13 @@ func (l *loop) refresh(now time.Time) {
 		}
 		in := l.statusInput(e, node)
 		st, done := l.a.derive(in, now)
-		if e.state == stateActive && l.relisted && e.final == nil && done {
-			l.terminate(e)
-			e.dirty = false
-		}
-		if e.state == stateActive && e.final == nil {
-			if at, ok := activeDeadline(e.pod, st); ok && !now.Before(at) {
-				l.deadlineExceeded(e)
-				in.Final = e.final
-				st, _ = l.a.derive(in, now)
-			} else if ok && (e.syncAt.IsZero() || at.Before(e.syncAt)) {
-				e.syncAt = at // a sync then, whose result brings the pod here again
-			}
+		final := e.final
+		w := l.step(e, event{kind: evDerived, started: st.StartTime, finished: done, relisted: l.relisted}, now)
+		l.do(e, w)
+		l.release(w)
+		if e.final != final {
+			in.Final = e.final
+			st, _ = l.a.derive(in, now)
 		}
 		if !e.startObserved && st.Phase == v1.PodRunning {
 			e.startObserved = true
@@ -922,7 +568,7 @@ func (l *loop) refresh(now time.Time) {
 		}
 		p := *e.pod
 		p.Status = st
-		e.view = &podView{pod: &p, deleted: e.removed, terminated: e.state == stateTerminated, cleanedUp: !hasRunning(e.runtime)}
+		e.view = &podView{pod: &p, deleted: e.removed, terminated: e.phase == phaseTerminated, cleanedUp: !hasRunning(e.runtime)}
 		l.changed = true
 	}
 }
@@ -934,9 +580,9 @@ func (l *loop) refresh(now time.Time) {
 func (l *loop) statusInput(e *entry, node podstatus.Node) podstatus.Input {
 	in := podstatus.Input{
 		Pod: e.pod, Runtime: e.runtime, Node: node, Waiting: e.sync.Waiting,
-		Final: e.final, Killed: e.killed, Rejected: e.rejected,
+		Final: e.final, Killed: e.finalByKill, Rejected: e.rejected,
 		// The runtime listed after the kill: what did not finish never will.
-		Deleted: e.deleting && e.state == stateTerminated, Settled: l.relistSeen >= e.minRelist,
+		Deleted: e.deleting && e.phase == phaseTerminated, Settled: l.relistSeen >= e.minRelist,
 	}
 	if e.view != nil {
 		in.Previous = &e.view.pod.Status
@@ -950,99 +596,37 @@ const (
 	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
 )
 
-// activeDeadline is when pod, with status st, has been active for its
-// spec.activeDeadlineSeconds, counted from its start time, as the kubelet
-// does; ok is false without a deadline or a start time.
-func activeDeadline(pod *v1.Pod, st v1.PodStatus) (at time.Time, ok bool) {
+// activeDeadline is when pod, started at start (its status's StartTime),
+// has been active for its spec.activeDeadlineSeconds, as the kubelet
+// counts; ok is false without a deadline or a start time.
+func activeDeadline(pod *v1.Pod, start *metav1.Time) (at time.Time, ok bool) {
 	d := pod.Spec.ActiveDeadlineSeconds
-	if d == nil || st.StartTime == nil || st.StartTime.IsZero() {
+	if d == nil || start == nil || start.IsZero() {
 		return time.Time{}, false
 	}
-	return st.StartTime.Add(time.Duration(*d) * time.Second), true
+	return start.Add(time.Duration(*d) * time.Second), true
 }
 
-// deadlineExceeded stops a pod past its active deadline: phase Failed with
-// the kubelet's reason and message, and its event.
-func (l *loop) deadlineExceeded(e *entry) {
-	e.final = &v1.PodStatus{Phase: v1.PodFailed, Reason: reasonDeadlineExceeded, Message: messageDeadlineExceeded}
-	l.a.rec.Eventf(e.pod, v1.EventTypeNormal, reasonDeadlineExceeded, messageDeadlineExceeded)
-	l.a.log.Info("Killing pod past its active deadline", "pod", nodeapi.PodName(e.pod), "podUID", e.uid,
-		"activeDeadlineSeconds", *e.pod.Spec.ActiveDeadlineSeconds)
-	l.terminate(e)
-}
-
-// dispatch hands every idle pod its next work item, if any.
+// dispatch hands every idle pod its next worker operation, if one is due
+// (evDispatch).
 func (l *loop) dispatch(now time.Time) {
 	if !l.relisted {
 		return // adoption: nothing runs before the runtime was listed
 	}
 	stopping := map[string]bool{}
 	for _, e := range l.pods {
-		if e.state == stateTerminating && e.pod != nil {
+		if e.phase == phaseTerminating && e.pod != nil {
 			stopping[nodeapi.PodName(e.pod)] = true
 		}
 	}
 	for _, e := range l.pods {
-		if e.busy || e.minRelist > l.relistSeen {
+		if !e.idle() || e.minRelist > l.relistSeen {
 			continue
 		}
-		w, ok := l.next(e, now, stopping)
-		if !ok {
-			continue
-		}
-		e.busy, e.needSync, e.syncAt = true, false, time.Time{}
-		switch w.kind {
-		case workSync:
-			e.abort = make(chan struct{})
-			w.abort = e.abort
-			e.settle = &settling{base: e.runtime}
-		case workKillRemove:
-			e.keep = make(chan struct{})
-			w.keep = e.keep
-		}
-		// A goroutine per item rather than per pod: an idle node's pods
-		// hold no goroutine (and no stack) between their operations.
-		uid := e.uid
-		l.wg.Go(func() { l.a.runWork(l.ctx, uid, w, l.results) })
+		w := l.step(e, event{kind: evDispatch, relistSeen: l.relistSeen, stopping: stopping, given: l.desired[e.source][e.uid]}, now)
+		l.do(e, w)
+		l.release(w)
 	}
-}
-
-// next is e's next work item at now, if it has one due.
-func (l *loop) next(e *entry, now time.Time, stopping map[string]bool) (work, bool) {
-	due := !e.syncAt.IsZero() && !now.Before(e.syncAt)
-	waiting := !e.syncAt.IsZero() && now.Before(e.syncAt)
-	switch e.state {
-	case stateActive:
-		// A static pod whose manifest changed gets a new UID: the new pod
-		// starts once the old one of the same name stopped.
-		if !(e.needSync || due) || stopping[nodeapi.PodName(e.pod)] {
-			return work{}, false
-		}
-		return work{kind: workSync, op: e.op, pod: e.pod, status: e.runtime, state: e.sync}, true
-	case stateTerminating:
-		if waiting {
-			return work{}, false
-		}
-		kind := workKill
-		if e.removed && l.givenAgain(e) == nil {
-			kind = workKillRemove
-		}
-		return work{kind: kind, op: opKill, pod: e.pod, status: e.runtime, grace: e.grace}, true
-	case stateTerminated:
-		if waiting {
-			return work{}, false
-		}
-		if e.removed {
-			return work{kind: workRemove, status: e.runtime}, true
-		}
-		if hasRunning(e.runtime) { // an adopted pod that may not run, or a restart behind our back
-			return work{kind: workKill, op: opKill, pod: e.pod, status: e.runtime, grace: e.grace}, true
-		}
-		if e.volumesLeft {
-			return work{kind: workTearDown}, true
-		}
-	}
-	return work{}, false
 }
 
 // publish stores a new snapshot when anything changed.
@@ -1066,7 +650,7 @@ func (l *loop) publish() {
 		// A pod no source wants is not active while it is being stopped: as
 		// in the kubelet, whose pod manager drops it at once, admission no
 		// longer counts it (a static pod replaced by another).
-		if e := l.pods[p.UID]; !e.rejected && !e.removed && e.state != stateTerminated {
+		if e := l.pods[p.UID]; !e.rejected && !e.removed && e.phase != phaseTerminated {
 			s.active = append(s.active, p)
 		}
 	}
@@ -1083,7 +667,7 @@ func (l *loop) publish() {
 func (l *loop) arm(now time.Time) {
 	var at time.Time
 	for _, e := range l.pods {
-		if !e.busy && e.syncAt.After(now) && (at.IsZero() || e.syncAt.Before(at)) {
+		if e.idle() && e.syncAt.After(now) && (at.IsZero() || e.syncAt.Before(at)) {
 			at = e.syncAt
 		}
 	}
@@ -1145,26 +729,6 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-func (e *entry) name() string {
-	if e.pod != nil {
-		return e.pod.Name
-	}
-	if e.runtime != nil {
-		return e.runtime.Name
-	}
-	return ""
-}
-
-func (e *entry) runtimeNamespace() string {
-	if e.pod != nil {
-		return e.pod.Namespace
-	}
-	if e.runtime != nil {
-		return e.runtime.Namespace
-	}
-	return ""
-}
-
 func joinName(ns, name string) string {
 	if ns == "" {
 		return name
@@ -1176,10 +740,11 @@ func joinName(ns, name string) string {
 func (a *Agent) syncPod(ctx context.Context, w work) podruntime.Result {
 	ctx, cancel := context.WithCancel(ctx)
 	watched := make(chan struct{})
+	abort := w.abort // the goroutine takes the channel, not the whole item
 	go func() {
 		defer close(watched)
 		select {
-		case <-w.abort:
+		case <-abort:
 			cancel()
 		case <-ctx.Done():
 		}

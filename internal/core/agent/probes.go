@@ -60,26 +60,6 @@ func (l *loop) forwardProbeUpdates() {
 	}
 }
 
-// probeUpdate takes one probe result change.
-func (l *loop) probeUpdate(u prober.Update) {
-	e := l.pods[u.PodUID]
-	if e == nil || e.pod == nil {
-		return
-	}
-	e.dirty = true
-	if e.state != stateActive {
-		return
-	}
-	switch {
-	case u.Result == prober.Failure && u.ProbeType != prober.Readiness:
-		l.a.log.Info("Container failed its probe; restarting it", "pod", nodeapi.PodName(e.pod), "podUID", e.uid,
-			"container", u.ContainerName, "probeType", u.ProbeType, "containerID", u.ContainerID)
-		e.needSync = true
-	case u.Result == prober.Success && u.ProbeType == prober.Startup:
-		e.needSync = true // a started sidecar lets the next containers start
-	}
-}
-
 // syncProbes tells the prober of the pods that became active, started
 // stopping, terminated or left the table since the last call.
 func (l *loop) syncProbes() {
@@ -88,7 +68,7 @@ func (l *loop) syncProbes() {
 	}
 	for uid, p := range l.probed {
 		e := l.pods[uid]
-		if e == nil || e.pod == nil || e.state == stateTerminated {
+		if e == nil || e.pod == nil || e.phase == phaseTerminated {
 			l.a.probes.RemovePod(p.pod)
 			delete(l.probed, uid)
 		}
@@ -99,13 +79,13 @@ func (l *loop) syncProbes() {
 		}
 		p := l.probed[uid]
 		switch {
-		case e.state == stateActive && (p == nil || p.pod != e.pod):
+		case e.phase == phaseActive && (p == nil || p.pod != e.pod):
 			if err := l.a.probes.AddPod(e.pod); err != nil {
 				l.a.log.Error("Some probes of the pod are invalid and do not run", "pod", nodeapi.PodName(e.pod), "podUID", uid, "err", err)
 			}
 			l.probed[uid] = &probedPod{pod: e.pod}
 			e.dirty = true
-		case e.state == stateTerminating && p != nil && !p.stopping:
+		case e.phase == phaseTerminating && p != nil && !p.stopping:
 			l.a.probes.StopLivenessAndStartup(p.pod)
 			p.stopping = true
 		}
