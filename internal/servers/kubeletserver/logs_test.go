@@ -196,6 +196,7 @@ type logFixture struct {
 	client  func(path string) (int, string)
 	current string // c2's log file
 	running *atomic.Bool
+	deps    Deps // the server's pods and runtime
 }
 
 func line(ts time.Time, stream, tag, msg string) string {
@@ -263,7 +264,7 @@ func newLogFixture(t *testing.T, clk *testingclock.FakeClock) *logFixture {
 	}
 	base := runServer(t, s)
 	c := httpsClient(t, certDir, nil)
-	return &logFixture{base: base, c: c, current: cur, running: running, client: func(path string) (int, string) { return get(t, c, base+path) }}
+	return &logFixture{base: base, c: c, current: cur, running: running, deps: deps, client: func(path string) (int, string) { return get(t, c, base+path) }}
 }
 
 func TestContainerLogs(t *testing.T) {
