@@ -151,7 +151,8 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 	root.SetVersionTemplate("nodekeeper {{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version and exit")
 	registerMaxInputSize(root)
-	root.AddCommand(newVersionCmd(), newRunCmd(), newExplainCmd(logger), newSimulateCmd(logger), newGetCmd(), newApplyCmd(), newDeleteCmd(), newStopRuntimeCmd())
+	root.AddCommand(newVersionCmd(), newRunCmd(), newExplainCmd(logger), newSimulateCmd(logger), newGetCmd(), newApplyCmd(), newDeleteCmd(), newStopRuntimeCmd(),
+		newLogsCmd())
 	markArgErrors(root)
 	return root
 }
