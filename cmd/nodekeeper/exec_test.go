@@ -331,3 +331,41 @@ func TestExecTerminal(t *testing.T) {
 		t.Errorf("stdout = %q, want the prompt", stdout.String())
 	}
 }
+
+// TestExecTerminalClosed closes the terminal in the middle of exec -it: the
+// command's stdin ends, and exec ends with the command, without hanging.
+func TestExecTerminalClosed(t *testing.T) {
+	a, sock := newDebugAgent(t)
+	ptmx, tty := openPTY(t)
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: 80, Row: 24}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	fakeStreaming(t, a, func(s *execStreams) int {
+		close(started)
+		_, _ = io.Copy(io.Discard, s.stdin) // until the client closes stdin
+		return 7
+	})
+	var stdout, stderr bytes.Buffer
+	root := newRootCmd(slog.New(slog.DiscardHandler))
+	root.SetArgs([]string{"exec", "--socket", sock, "-it", "web", "--", "sh"})
+	root.SetIn(tty)
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	done := make(chan int, 1)
+	go func() { done <- execute(t.Context(), root, interruptGrace, &stderr) }()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exec session in 30s")
+	}
+	ptmx.Close() // the terminal hangs up: reads of tty fail
+	select {
+	case code := <-done:
+		if code != 7 {
+			t.Errorf("exit %d (stderr %q), want the command's 7", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("exec still running 30s after its terminal was closed")
+	}
+}
