@@ -137,6 +137,12 @@ spec:
 	if _, stderr, code := a.cliSplit("exec", "box-e2e", "-c", "app", "--", "/testbox", "exit", "3"); code != 3 || stderr != "" {
 		t.Errorf("exec testbox exit 3 = %d (stderr %q), want 3 and nothing said", code, stderr)
 	}
+	// A command the container does not have: the runtime's error, one line.
+	_, stderr, code = a.cliSplit("exec", "box-e2e", "-c", "app", "--", "/no/such/command")
+	t.Logf("exec of a missing command: exit %d, stderr %q", code, stderr)
+	if code == 0 || strings.Count(stderr, "\n") > 1 {
+		t.Errorf("exec of a missing command: exit %d, stderr %q; want a failure in at most one line", code, stderr)
+	}
 	_, stderr, code = a.cliSplit("exec", "box-e2e", "--", "/testbox", "env")
 	if code != 1 {
 		t.Errorf("exec into a two-container pod without -c: exit %d, want 1", code)
