@@ -111,6 +111,11 @@ func execute(ctx context.Context, root *cobra.Command, grace time.Duration, stde
 		fmt.Fprintln(stderr, "nodekeeper: interrupted")
 		return exitInterrupted
 	}
+	// exec: the command's own exit code, which said its own error.
+	var ec exitCodeError
+	if errors.As(err, &ec) {
+		return ec.code
+	}
 	// Input echoed in a message is escaped: no raw bytes reach the terminal.
 	fmt.Fprintf(stderr, "nodekeeper: %s\n", decode.Escape(err.Error()))
 	// Bad input is a usage error wherever it was not marked one: an input
@@ -153,6 +158,7 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 	registerMaxInputSize(root)
 	root.AddCommand(newVersionCmd(), newRunCmd(), newExplainCmd(logger), newSimulateCmd(logger), newGetCmd(), newApplyCmd(), newDeleteCmd(), newStopRuntimeCmd())
 	root.AddCommand(newDescribeCmd(), newEventsCmd())
+	root.AddCommand(newLogsCmd(), newExecCmd())
 	markArgErrors(root)
 	return root
 }

@@ -28,24 +28,35 @@ var defaultSocket = filepath.Join(daemon.DefaultRootDir, localpods.SocketName)
 // through a TCP port.
 type agentTarget struct {
 	rootDir, socket, server string
-	// writes is set for the commands that change pods: --server is refused.
-	writes bool
+	// socketOnly, set for the commands that change pods or reach into
+	// containers, says what only the socket serves: --server is refused.
+	socketOnly string
 }
 
 // flags adds --root-dir, --socket and --server to cmd; writes marks a
 // command that changes pods.
 func (a *agentTarget) flags(cmd *cobra.Command, writes bool) {
-	a.writes = writes
+	if writes {
+		a.socketFlags(cmd, "pods change")
+		return
+	}
+	a.socketFlags(cmd, "")
+	cmd.Flags().StringVar(&a.server, "server", "", "base URL of a read-only port (readOnlyPort) to read instead of the socket")
+}
+
+// socketFlags adds --root-dir and --socket to cmd and, when only is not
+// empty (what only the socket serves: "pods change"), a hidden --server
+// that is refused saying so.
+func (a *agentTarget) socketFlags(cmd *cobra.Command, only string) {
+	a.socketOnly = only
 	f := cmd.Flags()
 	f.StringVar(&a.rootDir, "root-dir", daemon.DefaultRootDir, "the running nodekeeper's root directory (run --root-dir): its socket is ROOT_DIR/"+localpods.SocketName)
 	f.StringVar(&a.socket, "socket", "", "the running nodekeeper's unix socket, instead of the one in --root-dir")
-	if writes {
-		// Kept so that a script passing it learns why it no longer works.
-		f.StringVar(&a.server, "server", "", "not accepted: pods change only through the unix socket")
+	if only != "" {
+		// Kept so that a script passing it learns why it does not work.
+		f.StringVar(&a.server, "server", "", "not accepted: "+only+" only through the unix socket")
 		_ = f.MarkHidden("server")
-		return
 	}
-	f.StringVar(&a.server, "server", "", "base URL of a read-only port (readOnlyPort) to read instead of the socket")
 }
 
 // client returns the HTTP client, the base URL of the requests and the
@@ -57,8 +68,8 @@ func (a *agentTarget) client(cmd *cobra.Command) (*http.Client, string, string, 
 			set = append(set, "--"+name)
 		}
 	}
-	if cmd.Flags().Changed("server") && a.writes {
-		return nil, "", "", flagError{errors.New("--server: pods change only through the running nodekeeper's unix socket, never through a TCP port: drop --server (see --root-dir and --socket)")}
+	if cmd.Flags().Changed("server") && a.socketOnly != "" {
+		return nil, "", "", flagError{fmt.Errorf("--server: %s only through the running nodekeeper's unix socket, never through a TCP port: drop --server (see --root-dir and --socket)", a.socketOnly)}
 	}
 	if len(set) > 1 {
 		return nil, "", "", flagError{fmt.Errorf("%s: give one of them", strings.Join(set, " and "))}

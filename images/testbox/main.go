@@ -13,6 +13,8 @@
 //	                           allocating MIB MiB) and keep them
 //	testbox exit [--after D] CODE   exit with CODE after D (default 0s)
 //	testbox env                print the environment, sorted
+//	testbox print [--every D] [--count N] TEXT   print "TEXT 1" to "TEXT N",
+//	                           one line every D, then exit 0 (container logs)
 //	testbox sleep [D]          sleep for D, or until stopped
 //
 // Every long-running subcommand ends with exit status 0 on SIGTERM or SIGINT
@@ -73,7 +75,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case errors.As(err, &code):
 		return int(code)
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "testbox: %v\nusage: testbox serve|check|alloc|fill|spawn|exit|env|sleep ...\n", err)
+		fmt.Fprintf(stderr, "testbox: %v\nusage: testbox serve|check|alloc|fill|spawn|exit|env|print|sleep ...\n", err)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "testbox: %v\n", err)
@@ -201,6 +203,26 @@ func dispatch(ctx context.Context, args, environ []string, stdout io.Writer) err
 		slices.Sort(env)
 		_, err := fmt.Fprintln(stdout, strings.Join(env, "\n"))
 		return err
+	case "print":
+		every := fs.Duration("every", 0, "time between two lines")
+		count := fs.Int("count", 1, "number of lines")
+		a, err := parse(1)
+		if err != nil {
+			return err
+		}
+		for i := 1; i <= *count; i++ {
+			if i > 1 {
+				select {
+				case <-time.After(*every):
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			if _, err := fmt.Fprintf(stdout, "%s %d\n", a[0], i); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "sleep":
 		if err := fs.Parse(args[1:]); err != nil {
 			return usagef("sleep: %v", err)

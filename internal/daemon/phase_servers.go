@@ -9,16 +9,19 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/localpods"
+	"github.com/nodekeeper/nodekeeper/internal/servers/kubeletserver"
 	"github.com/nodekeeper/nodekeeper/internal/servers/server"
 )
 
 // servers is the last phase, the HTTP endpoints: the kubelet's healthz port
 // (127.0.0.1:10248, what the node e2e harness and kubeadm poll; a taken
 // port is logged and retried), the root-only unix socket (every read,
-// /configz, the profiles, the local pods' changes), the read-only port when
-// readOnlyPort is set (plain HTTP, loopback by default, the kubelet's
-// read-only endpoints alone) and, in a cluster, the kubelet API over TLS
-// (the reads, logs, exec, attach and port-forward, authenticated).
+// /configz, the profiles, the local pods' changes and, unless
+// enableDebuggingHandlers is false, container logs and exec), the
+// read-only port when readOnlyPort is set (plain HTTP, loopback by default,
+// the kubelet's read-only endpoints alone) and, in a cluster, the kubelet
+// API over TLS (the reads, logs, exec, attach and port-forward,
+// authenticated).
 func (r *root) servers(_ context.Context, p *plan) error {
 	shared := r.shared()
 	if r.ac.HealthzPort != 0 {
@@ -32,6 +35,13 @@ func (r *root) servers(_ context.Context, p *plan) error {
 	rootOnly.Local, rootOnly.Profiling = r.local.Handler(), r.ac.EnableProfilingHandler
 	if r.ring != nil {
 		rootOnly.Events = r.ring.Events
+	}
+	if r.o.Config.Cluster.EnableDebuggingHandlers {
+		dbg, err := kubeletserver.NewDebugging(kubeletserver.DebuggingDeps{Pods: r.table.Pods, Runtime: r.rt, Logger: r.log.With("subsystem", "socket")})
+		if err != nil {
+			return err
+		}
+		rootOnly.Debugging = dbg.LocalHandler()
 	}
 	hostname, _ := os.Hostname()
 	srv, err := server.New(server.Config{Address: r.ac.Address, Port: int(r.ac.ReadOnlyPort), HostNames: nonEmpty(r.o.NodeName, hostname)}, rootOnly)

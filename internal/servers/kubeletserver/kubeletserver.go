@@ -151,8 +151,7 @@ type Server struct {
 
 	handlers sync.WaitGroup // one per request being handled
 	router   http.Handler
-
-	streamTransport *http.Transport // to the runtime's streaming server
+	debug    *Debugging
 }
 
 // New validates cfg, loads (or makes and writes) the serving certificate and
@@ -195,12 +194,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("subsystem", "kubeletserver")
-	s := &Server{cfg: cfg, deps: deps, log: log, clock: deps.Clock, ready: make(chan struct{}), conns: map[net.Conn]int{},
-		streamTransport: newStreamTransport()}
+	s := &Server{cfg: cfg, deps: deps, log: log, clock: deps.Clock, ready: make(chan struct{}), conns: map[net.Conn]int{}}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
 	var err error
+	if s.debug, err = NewDebugging(DebuggingDeps{Pods: deps.Pods, Runtime: deps.Runtime, Clock: s.clock, Logger: log}); err != nil {
+		return nil, err
+	}
 	if s.tls, err = tlsConfig(cfg, log, s.clock.Now()); err != nil {
 		return nil, err
 	}
@@ -333,17 +334,8 @@ func (s *Server) closeConns() {
 // authorization.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	for _, m := range []string{"GET", "POST"} {
-		if s.cfg.DisableDebuggingHandlers {
-			break
-		}
-		mux.HandleFunc(m+" /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
-		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
-		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
-		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)
-		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.attach)
-		mux.HandleFunc(m+" /portForward/{namespace}/{pod}", s.portForward)
-		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
+	if !s.cfg.DisableDebuggingHandlers {
+		s.debug.routes(mux)
 	}
 	if h := s.deps.Shared; h != nil {
 		// Only reads: a pod change (POST /pods) is never taken here.

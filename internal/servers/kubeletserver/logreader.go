@@ -171,6 +171,7 @@ func (lr *logReader) copy(ctx context.Context, f *os.File, w io.Writer) error {
 	}()
 	polls := 0
 	stopping := false // the container stopped: read to EOF, then end
+	draining := false // the file was rotated: read to EOF, then switch
 	for {
 		chunk, err := r.ReadBytes('\n')
 		if len(chunk) > 0 {
@@ -198,6 +199,24 @@ func (lr *logReader) copy(ctx context.Context, f *os.File, w io.Writer) error {
 		if !lr.opts.follow || stopping {
 			return nil
 		}
+		// A rotated file (renamed to 0.log.TIMESTAMP, a new 0.log made): the
+		// runtime may have written to the old one until it reopened, so read
+		// it to its end once more after seeing the rename, then go on in the
+		// new one from its start.
+		if rotated(f, lr.path) {
+			if !draining {
+				draining = true
+				continue
+			}
+			if nf, err := os.Open(lr.path); err == nil {
+				_ = f.Close()
+				f = nf
+				r.Reset(f)
+				pending = pending[:0]
+				draining = false
+				continue
+			}
+		}
 		// At the first end of file, and every followStateEvery polls after:
 		// a container that no longer runs writes no more.
 		if polls%followStateEvery == 0 && !lr.running(ctx) {
@@ -213,17 +232,6 @@ func (lr *logReader) copy(ctx context.Context, f *os.File, w io.Writer) error {
 		case <-ticker.C():
 		}
 		polls++
-		// A rotated file: finish the old one (it is at EOF), go on in the new.
-		if rotated(f, lr.path) {
-			nf, err := os.Open(lr.path)
-			if err == nil {
-				_ = f.Close()
-				f = nf
-				r.Reset(f)
-				pending = pending[:0]
-				continue
-			}
-		}
 	}
 }
 

@@ -169,7 +169,7 @@ func logContainer(pod *v1.Pod, name string, previous bool) (string, error) {
 
 // containerLogs serves a container's log, read from the CRI log file the
 // runtime reports for it.
-func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Debugging) containerLogs(w http.ResponseWriter, r *http.Request) {
 	opts, err := parseLogOptions(r.URL.Query(), s.clock.Now())
 	switch {
 	case errors.Is(err, errInvalid):
@@ -194,7 +194,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	st, err := s.deps.Runtime.ContainerStatus(r.Context(), id, false)
+	st, err := s.rt.ContainerStatus(r.Context(), id, false)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("failed to get container status %q: %v", id, err))
 		return
@@ -210,7 +210,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	running := func(ctx context.Context) bool {
-		st, err := s.deps.Runtime.ContainerStatus(ctx, id, false)
+		st, err := s.rt.ContainerStatus(ctx, id, false)
 		return err == nil && st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING
 	}
 	lr := &logReader{opts: opts, path: path, flush: func() { _ = rc.Flush() }, running: running, poll: s.clock.NewTicker, log: s.log}

@@ -196,6 +196,7 @@ type logFixture struct {
 	client  func(path string) (int, string)
 	current string // c2's log file
 	running *atomic.Bool
+	deps    Deps // the server's pods and runtime
 }
 
 func line(ts time.Time, stream, tag, msg string) string {
@@ -263,7 +264,7 @@ func newLogFixture(t *testing.T, clk *testingclock.FakeClock) *logFixture {
 	}
 	base := runServer(t, s)
 	c := httpsClient(t, certDir, nil)
-	return &logFixture{base: base, c: c, current: cur, running: running, client: func(path string) (int, string) { return get(t, c, base+path) }}
+	return &logFixture{base: base, c: c, current: cur, running: running, deps: deps, client: func(path string) (int, string) { return get(t, c, base+path) }}
 }
 
 func TestContainerLogs(t *testing.T) {
@@ -374,5 +375,37 @@ func TestContainerLogsFollowRotation(t *testing.T) {
 	}
 	if l, err := r.ReadString('\n'); err != nil || l != "after rotation\n" {
 		t.Fatalf("line after rotation = %q, %v", l, err)
+	}
+}
+
+// TestContainerLogsFollowRotationKeepsLastLines follows the log through a
+// rotation as the kubelet's log manager does it (0.log renamed to
+// 0.log.TIMESTAMP, then a new 0.log): the lines the runtime wrote to the old
+// file just before the rename are not lost.
+func TestContainerLogsFollowRotationKeepsLastLines(t *testing.T) {
+	t.Parallel()
+	f := newLogFixture(t, nil)
+	resp, err := f.c.Get(f.base + "/containerLogs/ns/web/app?follow=true&tailLines=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if l, err := r.ReadString('\n'); err != nil || l != "four\n" {
+		t.Fatalf("first line = %q, %v", l, err)
+	}
+	// Between two polls: the last lines of the old file, the rename, the
+	// first line of the new one.
+	appendTo(t, f.current, line(t0.Add(3*time.Minute), "stdout", "F", "five")+line(t0.Add(3*time.Minute), "stdout", "F", "six"))
+	if err := os.Rename(f.current, f.current+".20260301-100400"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.current, []byte(line(t0.Add(5*time.Minute), "stdout", "F", "after rotation")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"five\n", "six\n", "after rotation\n"} {
+		if l, err := r.ReadString('\n'); err != nil || l != want {
+			t.Fatalf("line = %q, %v; want %q", l, err, want)
+		}
 	}
 }

@@ -40,8 +40,8 @@ type Runtime interface {
 const podUIDLabel = "io.kubernetes.pod.uid"
 
 // findPod returns the pod namespace/name of Deps.Pods, nil if there is none.
-func (s *Server) findPod(namespace, name string) *v1.Pod {
-	for _, p := range s.deps.Pods() {
+func (s *Debugging) findPod(namespace, name string) *v1.Pod {
+	for _, p := range s.pods() {
 		if p != nil && p.Namespace == namespace && p.Name == name {
 			return p
 		}
@@ -126,7 +126,7 @@ func parseStreamOptions(q url.Values) (streamOptions, error) {
 
 // exec runs the command query parameters in the container through CRI Exec
 // and proxies the client's connection to the runtime's stream.
-func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+func (s *Debugging) exec(w http.ResponseWriter, r *http.Request) {
 	opts, err := parseStreamOptions(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -144,7 +144,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd := r.URL.Query()["command"]
-	resp, err := s.deps.Runtime.Exec(r.Context(), &runtimeapi.ExecRequest{
+	resp, err := s.rt.Exec(r.Context(), &runtimeapi.ExecRequest{
 		ContainerId: id, Cmd: cmd, Tty: opts.tty, Stdin: opts.stdin, Stdout: opts.stdout, Stderr: opts.stderr,
 	})
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 
 // attach attaches to the container's main process through CRI Attach; tty is
 // the container spec's.
-func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
+func (s *Debugging) attach(w http.ResponseWriter, r *http.Request) {
 	opts, err := parseStreamOptions(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -179,7 +179,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 	if opts.tty {
 		opts.stderr = false
 	}
-	resp, err := s.deps.Runtime.Attach(r.Context(), &runtimeapi.AttachRequest{
+	resp, err := s.rt.Attach(r.Context(), &runtimeapi.AttachRequest{
 		ContainerId: id, Tty: opts.tty, Stdin: opts.stdin, Stdout: opts.stdout, Stderr: opts.stderr,
 	})
 	if err != nil {
@@ -192,7 +192,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 // portForward forwards the pod's ports through CRI PortForward on its ready
 // sandbox. The ports come in the client's streams (SPDY) or, for WebSocket
 // clients, are tunnelled to the runtime's SPDY server.
-func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
+func (s *Debugging) portForward(w http.ResponseWriter, r *http.Request) {
 	tunnel := wsstream.IsWebSocketRequestWithTunnelingProtocol(r)
 	var ports []int32
 	if !tunnel {
@@ -217,7 +217,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	full := pod.Name + "_" + pod.Namespace
-	sbs, err := s.deps.Runtime.ListPodSandbox(r.Context(), &runtimeapi.PodSandboxFilter{
+	sbs, err := s.rt.ListPodSandbox(r.Context(), &runtimeapi.PodSandboxFilter{
 		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
 		LabelSelector: map[string]string{podUIDLabel: string(pod.UID)},
 	})
@@ -235,7 +235,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 			newest = sb
 		}
 	}
-	resp, err := s.deps.Runtime.PortForward(r.Context(), &runtimeapi.PortForwardRequest{PodSandboxId: newest.GetId(), Port: ports})
+	resp, err := s.rt.PortForward(r.Context(), &runtimeapi.PortForwardRequest{PodSandboxId: newest.GetId(), Port: ports})
 	if err != nil {
 		s.streamError(w, "port-forward", pod, "", err)
 		return
@@ -255,7 +255,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 // proxyStream proxies the upgraded connection of r to the runtime's
 // streaming URL; a WebSocket client speaking the v5 channel protocol is
 // translated to the runtime's SPDY.
-func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL string, opts streamOptions) {
+func (s *Debugging) proxyStream(w http.ResponseWriter, r *http.Request, rawURL string, opts streamOptions) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("runtime streaming URL %q: %v", rawURL, err))
@@ -273,7 +273,7 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, rawURL stri
 // either side ends it. As with the kubelet's proxy, a request that asks for
 // no upgrade is refused, and so is a runtime's answer that neither switches
 // protocols nor is an error.
-func (s *Server) proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL) {
+func (s *Debugging) proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL) {
 	if !httpstream.IsUpgradeRequest(r) {
 		s.proxyError(w, r, errors.New("Upgrade request required"))
 		return
@@ -309,7 +309,7 @@ func newStreamTransport() *http.Transport {
 
 // streamError answers a failed CRI streaming call with its error and the
 // kubelet's status for it (streamStatus).
-func (s *Server) streamError(w http.ResponseWriter, op string, pod *v1.Pod, container string, err error) {
+func (s *Debugging) streamError(w http.ResponseWriter, op string, pod *v1.Pod, container string, err error) {
 	s.log.Error("Streaming request failed", "op", op, "pod", pod.Namespace+"/"+pod.Name, "containerName", container, "err", err)
 	writeError(w, streamStatus(err), err.Error())
 }
@@ -328,7 +328,7 @@ func streamStatus(err error) int {
 }
 
 // proxyError answers a request that could not be proxied to the runtime.
-func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Debugging) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Error("Error while proxying request", "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusInternalServerError, err.Error())
 }

@@ -55,7 +55,7 @@ const (
 // the client's channels become the session's streams, terminal resizes
 // are passed on, and the outcome (exit code or error) is written to the
 // error channel as a Status.
-func (s *Server) translateStream(w http.ResponseWriter, r *http.Request, target *url.URL, opts streamOptions) {
+func (s *Debugging) translateStream(w http.ResponseWriter, r *http.Request, target *url.URL, opts streamOptions) {
 	channel := func(on bool, t wsstream.ChannelType) wsstream.ChannelType {
 		if on {
 			return t
@@ -177,7 +177,7 @@ func (q sizeQueue) Next() *remotecommand.TerminalSize {
 // streaming URL to SPDY, then the client's WebSocket, and copies the bytes
 // between the two, so the client's SPDY session runs against the runtime.
 // A refused upgrade is passed back as the runtime's status and body.
-func (s *Server) tunnelPortForward(w http.ResponseWriter, r *http.Request, target *url.URL) {
+func (s *Debugging) tunnelPortForward(w http.ResponseWriter, r *http.Request, target *url.URL) {
 	var protocols []string
 	for _, p := range gwebsocket.Subprotocols(r) {
 		if rest, ok := strings.CutPrefix(p, pfconst.WebsocketsSPDYTunnelingPrefix); ok && strings.HasSuffix(rest, pfconst.KubernetesSuffix) {

@@ -3,8 +3,8 @@
 // check), /metrics, /pods, /stats/summary, /metrics/resource,
 // /metrics/cadvisor and nodekeeper's /node, reads only, to requests whose
 // Host names this node. Handler adds what only root may see or do, /configz,
-// /debug/pprof/, a standalone node's /events and the local pod changes, for
-// the root-only unix socket (localpods.ServeUnix) and for the authenticated
+// /debug/pprof/, a standalone node's /events, the local pod changes, container logs
+// and exec, for the root-only unix socket (localpods.ServeUnix) and for the authenticated
 // kubelet API (internal/servers/kubeletserver). It serves what its Deps
 // return and keeps no state of its own.
 package server
@@ -113,6 +113,10 @@ type Deps struct {
 	// GET /events, served as a v1 EventList by Handler only; nil: none (in
 	// a cluster they are the API server's).
 	Events func() []v1.Event
+	// Debugging, when set, serves /containerLogs/ and /exec/ (a container's
+	// log, a command run in it: kubeletserver.Debugging's LocalHandler) by
+	// Handler only, never on Run's port: they reach into the containers.
+	Debugging http.Handler
 	// Logger receives the server's errors; nil discards them.
 	Logger *slog.Logger
 	// Profiling serves Go's runtime profiles under /debug/pprof/ (the
@@ -186,7 +190,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 }
 
 // Handler returns every endpoint of Deps: the reads Run serves, and /configz,
-// /debug/pprof/ (Profiling) and the pod changes (Local). It checks neither
+// /debug/pprof/ (Profiling), the pod changes (Local) and logs and exec
+// (Debugging). It checks neither
 // credentials nor the Host header, so it must be served only where who can
 // connect is already restricted: the root-only unix socket, or behind the
 // kubelet API's authentication and authorization. Safe for concurrent use.
@@ -220,6 +225,10 @@ func (s *Server) routes(all bool) http.Handler {
 	}
 	if all && s.deps.Events != nil {
 		mux.HandleFunc("GET /events", s.events)
+	}
+	if all && s.deps.Debugging != nil {
+		mux.Handle("/containerLogs/", s.deps.Debugging)
+		mux.Handle("/exec/", s.deps.Debugging)
 	}
 	if all && s.deps.Profiling {
 		mux.Handle("/debug/pprof/", profilingHandler())

@@ -412,8 +412,8 @@ func TestRunStoppedBeforeListening(t *testing.T) {
 
 // The read-only port, even on the loopback where every local user and every
 // hostNetwork pod reaches it, changes no pod and serves neither /configz nor
-// profiles, whatever Deps hold; Handler, for the root-only socket, serves
-// them all.
+// profiles, logs or exec, whatever Deps hold; Handler, for the root-only
+// socket, serves them all.
 func TestReadOnlyPortServesNoMore(t *testing.T) {
 	t.Parallel()
 	changes := make(chan string, 10)
@@ -421,8 +421,9 @@ func TestReadOnlyPortServesNoMore(t *testing.T) {
 		changes <- r.Method + " " + r.URL.Path
 		w.WriteHeader(http.StatusCreated)
 	})
+	debugging := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) })
 	deps := Deps{
-		Pods: func() []*v1.Pod { return nil }, Local: local, Profiling: true,
+		Pods: func() []*v1.Pod { return nil }, Local: local, Profiling: true, Debugging: debugging,
 		Configz: func() any { return map[string]int{"maxPods": 5} },
 		Events:  func() []v1.Event { return nil },
 	}
@@ -440,6 +441,7 @@ func TestReadOnlyPortServesNoMore(t *testing.T) {
 		{"POST", "/pods"}, {"DELETE", "/pods/default/web"}, {"PUT", "/pods"},
 		{"GET", "/configz"}, {"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/cmdline"}, {"GET", "/debug/pprof/goroutine?debug=1"},
 		{"GET", "/events"},
+		{"GET", "/containerLogs/default/web/app"}, {"POST", "/exec/default/web/app?command=true"},
 	} {
 		req, err := http.NewRequestWithContext(t.Context(), r.method, base+r.path, strings.NewReader("apiVersion: v1\nkind: Pod\n"))
 		if err != nil {
@@ -460,6 +462,7 @@ func TestReadOnlyPortServesNoMore(t *testing.T) {
 		{"POST", "/pods", 405}, {"DELETE", "/pods/default/web", 404}, {"PUT", "/pods", 405},
 		{"GET", "/configz", 404}, {"GET", "/debug/pprof/", 404}, {"GET", "/debug/pprof/cmdline", 404}, {"GET", "/debug/pprof/goroutine?debug=1", 404},
 		{"GET", "/events", 404},
+		{"GET", "/containerLogs/default/web/app", 404}, {"POST", "/exec/default/web/app?command=true", 404},
 	}
 	if diff := cmp.Diff(wantPort, port); diff != "" {
 		t.Errorf("read-only port (-want +got):\n%s", diff)
@@ -468,6 +471,7 @@ func TestReadOnlyPortServesNoMore(t *testing.T) {
 		{"POST", "/pods", 201}, {"DELETE", "/pods/default/web", 201}, {"PUT", "/pods", 405},
 		{"GET", "/configz", 200}, {"GET", "/debug/pprof/", 200}, {"GET", "/debug/pprof/cmdline", 200}, {"GET", "/debug/pprof/goroutine?debug=1", 200},
 		{"GET", "/events", 200},
+		{"GET", "/containerLogs/default/web/app", 202}, {"POST", "/exec/default/web/app?command=true", 202},
 	}
 	if diff := cmp.Diff(wantSocket, socket); diff != "" {
 		t.Errorf("Handler (-want +got):\n%s", diff)
