@@ -259,10 +259,14 @@ func (m *Manager) RemovePod(uid types.UID) error {
 
 // emptyTree returns the cgroup directories under dir, dir first, parents
 // before children, or an error wrapping ErrLiveProcesses when one holds
-// processes.
+// processes. A cgroup that goes while it is walked (systemd removes an empty
+// scope on its own) is left out.
 func emptyTree(dir string) ([]string, error) {
 	var tree []string
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}

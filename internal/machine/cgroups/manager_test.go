@@ -643,3 +643,25 @@ func TestPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyTreeSkipsWhatVanished: a cgroup that is gone when the walk reaches
+// it is no error (systemd removes an empty scope on its own, and the lane's
+// TestRealSystemd failed with "open .../ctr.scope: no such file or
+// directory" when it went between the pod slice's listing and its walk); the
+// rest of the tree is still listed, parents first.
+func TestEmptyTreeSkipsWhatVanished(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	gone := filepath.Join(root, "gone.scope")
+	if tree, err := emptyTree(gone); err != nil || len(tree) != 0 {
+		t.Errorf("emptyTree(gone) = %v, %v; want nothing and no error", tree, err)
+	}
+	kept := filepath.Join(root, "pod", "ctr.scope")
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := emptyTree(filepath.Join(root, "pod"))
+	if want := []string{filepath.Join(root, "pod"), kept}; err != nil || !slices.Equal(tree, want) {
+		t.Errorf("emptyTree(pod) = %v, %v; want %v", tree, err, want)
+	}
+}
