@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -116,7 +115,7 @@ var errNoEvents = errors.New("the agent keeps no events: in a cluster they are t
 func fetchEvents(ctx context.Context, c *http.Client, base, sock string) ([]v1.Event, error) {
 	data, name, err := readAgent(ctx, c, base, sock, "/events")
 	if err != nil {
-		if strings.HasSuffix(err.Error(), ": "+strconv.Itoa(http.StatusNotFound)+" "+http.StatusText(http.StatusNotFound)) {
+		if se := (*statusError)(nil); errors.As(err, &se) && se.code == http.StatusNotFound {
 			return nil, fmt.Errorf("%w (%w)", err, errNoEvents)
 		}
 		return nil, err

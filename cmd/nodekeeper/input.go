@@ -76,6 +76,14 @@ func readURL(ctx context.Context, url string, limit int64, timeout time.Duration
 	return fetch(ctx, http.DefaultClient, url, url, limit, timeout)
 }
 
+// statusError is an answer other than 200 OK to a GET of name.
+type statusError struct {
+	name, status string
+	code         int
+}
+
+func (e *statusError) Error() string { return "GET " + e.name + ": " + e.status }
+
 // fetch is readURL through the client c, naming the input name in its errors
 // (a URL, or a unix socket and a path).
 func fetch(ctx context.Context, c *http.Client, url, name string, limit int64, timeout time.Duration) ([]byte, error) {
@@ -97,7 +105,7 @@ func fetch(ctx context.Context, c *http.Client, url, name string, limit int64, t
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", name, resp.Status)
+		return nil, &statusError{name: name, code: resp.StatusCode, status: resp.Status}
 	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
