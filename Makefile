@@ -60,7 +60,7 @@ vet:
 # (golang.org/x/tools/cmd/deadcode at the version hack/deadcode/go.mod pins),
 # naming each; hack/deadcode/allow.txt allows the public packages' API and
 # the test-only packages, a reason per line. check.sh first checks itself on
-# a fixture module that must fail (README, "Dead code"; hack/deadcode/README.md).
+# a fixture module that must fail (docs/testing.md, "Dead code"; hack/deadcode/README.md).
 deadcode:
 	$(GO) build -C hack/deadcode -o $(CURDIR)/bin/deadcode golang.org/x/tools/cmd/deadcode
 	hack/deadcode/check.sh bin/deadcode

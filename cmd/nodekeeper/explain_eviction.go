@@ -148,7 +148,7 @@ func signalNames() string {
 	return strings.Join(names, ", ")
 }
 
-// The JSON document of explain eviction; a stable interface, documented in the README.
+// The JSON document of explain eviction; a stable interface, documented in docs/explain.md.
 type evictionDoc struct {
 	Layout        string                     `json:"layout"`
 	Observations  map[string]observationJSON `json:"observations"`

@@ -193,7 +193,7 @@ func oneLine(err error) error {
 	return errors.New(strings.Join(strings.Fields(msg), " "))
 }
 
-// The JSON document of explain imagegc; a stable interface, documented in the README.
+// The JSON document of explain imagegc; a stable interface, documented in docs/explain.md.
 type imageGCDoc struct {
 	UsagePercent int               `json:"usagePercent"`
 	BytesToFree  int64             `json:"bytesToFree"`

@@ -186,7 +186,7 @@ type noConditions struct{}
 
 func (noConditions) Conditions() []v1.NodeConditionType { return nil }
 
-// The JSON document of explain preemption; a stable interface, documented in the README.
+// The JSON document of explain preemption; a stable interface, documented in docs/explain.md.
 type preemptionDoc struct {
 	Critical bool                 `json:"critical"`
 	Admitted bool                 `json:"admitted"`

@@ -61,7 +61,7 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
-// The README example: the static etcd pod does not fit; the kubelet would preempt
+// The example of docs/explain.md and examples/preemption/README.md: the static etcd pod does not fit; the kubelet would preempt
 // the BestEffort batch-worker and the Burstable web-1.
 func TestExplainPreemptionExample(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,6 @@
 // Command nodekeeper is a node agent that does the kubelet's node-level resource
 // management: eviction, OOM scores, garbage collection, device plugins, probes and
-// critical-pod preemption. See the README for the commands.
+// critical-pod preemption. See docs/commands.md for the commands.
 package main
 
 import (

@@ -84,7 +84,7 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.manifests, "pod-manifest-path", "", "static pod manifests, a directory or a file (overrides staticPodPath)")
 	fl.IntVar(&f.verbosity, "v", 0, "log verbosity, as the kubelet's: 4 and above logs at debug level")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file of the API server to join as a node (the kubelet's --kubeconfig); none runs standalone")
-	fl.StringVar(&f.nodeIP, "node-ip", "", "the node's IP address (the kubelet's --node-ip); the first up non-loopback IPv4 by default")
+	fl.StringVar(&f.nodeIP, "node-ip", "", "the node's IP address (the kubelet's --node-ip); by default the first up non-loopback IPv4, or with --kubeconfig the kubelet's choice: what the node name resolves to on this host, else the default route's interface")
 	fl.StringArrayVar(&f.imageDirs, "image-dir", nil, "directory of OCI or docker image tarballs to import at start (repeatable)")
 	fl.IntVar(&f.oomScoreAdj, "oom-score-adj", daemon.DefaultOOMScoreAdj, "the agent's own oom_score_adj, in [-1000, 1000] (overrides oomScoreAdj; lowering it needs CAP_SYS_RESOURCE: refused, it is a warning)")
 	fl.DurationVar(&f.statusEvery, "status-interval", 2*time.Second, "how often to check the pods' table and print it when it changed; 0 prints none")

@@ -19,7 +19,7 @@ func newSimulateCmd(logger *slog.Logger) *cobra.Command {
 		Short: "Replay a scripted node history through the real managers on a virtual clock",
 		Long: `Runs the eviction manager, image and container GC, the admission chain and
 critical-pod preemption against the scenario in FILE (YAML or JSON) on a virtual
-clock and prints every decision with its time. See the README for the format.`,
+clock and prints every decision with its time. See docs/simulate.md for the format.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {

@@ -77,7 +77,8 @@ type Options struct {
 	// bytes (kubeclient.LoadKubeconfig); 0 is decode.DefaultMaxConfigSize.
 	MaxInputSize int64
 	// NodeIP is the node's IP (the kubelet's --node-ip); empty picks the
-	// first up non-loopback IPv4.
+	// first up non-loopback IPv4, or with Kubeconfig the kubelet's choice
+	// (kubenode.HostIP).
 	NodeIP string
 	// Version is nodekeeper's version, reported in the Node's nodeInfo.
 	Version string
