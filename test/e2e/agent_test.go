@@ -169,6 +169,34 @@ spec:
 	}
 }
 
+// TestSidecarThenContainers: once a sidecar (a restartable init container)
+// runs, the pod's next init container and then its regular container start
+// at once, not at the next periodic sync: the periodic sync is set to 10
+// minutes, beyond WaitPod's bound (issue 28 made one sync per start, and
+// for a while the sidecar's start, being the sync's own, asked for none).
+func TestSidecarThenContainers(t *testing.T) {
+	a := StartAgent(t, Options{Config: "syncFrequency: 10m\n"})
+	a.WriteManifest("sidecar.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: sidecar
+spec:
+  initContainers:
+  - {name: helper, image: %[1]s, args: ["sleep"], restartPolicy: Always}
+  - {name: after, image: %[1]s, args: ["exit", "0"]}
+  - {name: helper2, image: %[1]s, args: ["sleep"], restartPolicy: Always}
+  containers:
+  - {name: main, image: %[1]s, args: ["sleep"]}
+`, testbox))
+	pod := a.WaitPod("sidecar-e2e", "running with both sidecars", func(p *v1.Pod) bool {
+		return running(p) && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	inits := pod.Status.InitContainerStatuses
+	if len(inits) != 3 || inits[0].State.Running == nil || inits[1].State.Terminated == nil || inits[2].State.Running == nil {
+		t.Fatalf("init container statuses: %s", podSummary(pod))
+	}
+}
+
 // TestContainerConfig: env (values and the downward API), resources in the
 // container's cgroup and oom_score_adj on the real process are what the spec
 // and QoS ask for.

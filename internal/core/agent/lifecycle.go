@@ -134,8 +134,9 @@ type settling struct {
 	// listed) saw the pod change; judged against base once they are.
 	changed bool
 	// ok: the sync ended without an error; started and removed are the
-	// IDs it reported (podruntime.Result).
-	ok               bool
+	// IDs it reported, more that it left the pod's next step to the sync
+	// after them (podruntime.Result).
+	ok, more         bool
 	started, removed []string
 }
 
@@ -612,8 +613,10 @@ func (s *podState) relisted(w []work, ev *event) []work {
 		s.settle = &c
 	case t != nil:
 		// The first relist after the sync: a change that is not the
-		// sync's own (a container that exited already) asks for another.
-		if (changed || t.changed) && !(t.ok && t.own(ev.status)) {
+		// sync's own (a container that exited already) asks for another,
+		// and so does its own when the sync left more to do (a sidecar
+		// started, the containers after it not yet).
+		if (changed || t.changed) && !(t.ok && !t.more && t.own(ev.status)) {
 			s.needSync = true
 		}
 		s.settle = nil
@@ -649,7 +652,7 @@ func (m machine) result(w []work, s *podState, ev *event, now time.Time) []work 
 			s.needSync = s.needSync || t.changed
 		} else if t != nil {
 			c := *t
-			c.ok, c.started, c.removed = true, r.sync.Started, r.sync.Removed
+			c.ok, c.more, c.started, c.removed = true, r.sync.More, r.sync.Started, r.sync.Removed
 			s.settle = &c
 		}
 		if err := r.sync.Err; err != nil {

@@ -295,6 +295,15 @@ func TestStep(t *testing.T) {
 					t.Errorf("needSync %v settle %+v: a sync's own changes ask for another", s.needSync, s.settle)
 				}
 			}},
+		{name: "relist after a sync that left more to do: its own changes ask for the next", from: at(phaseActive, func(s *podState) {
+			s.minRelist = 5
+			s.settle = &settling{ok: true, more: true, started: []string{"s1", "c1"}}
+		}), ev: event{kind: evRelist, status: running, seq: 5, seen: 4}, phase: phaseActive, work: []workKind{workPublish},
+			check: func(t *testing.T, s podState, _ []work) {
+				if !s.needSync || s.settle != nil {
+					t.Errorf("needSync %v settle %+v: a started sidecar must let the containers after it start", s.needSync, s.settle)
+				}
+			}},
 		{name: "relist after a sync: a container exited already", from: at(phaseActive, func(s *podState) {
 			s.minRelist = 5
 			s.settle = &settling{ok: true, started: []string{"s1", "c1"}}
@@ -326,10 +335,10 @@ func TestStep(t *testing.T) {
 			s.backoff = 4 * time.Second
 			s.settle = &settling{}
 			s.resources.desired = desiredResources(s.pod)
-		}), ev: event{kind: evResult, result: &result{kind: workSync, sync: podruntime.Result{RetryAfter: 3 * time.Second, Started: []string{"c1"}}}},
+		}), ev: event{kind: evResult, result: &result{kind: workSync, sync: podruntime.Result{RetryAfter: 3 * time.Second, Started: []string{"c1"}, More: true}}},
 			phase: phaseActive, work: []workKind{workPublish},
 			check: func(t *testing.T, s podState, _ []work) {
-				if s.backoff != 0 || !s.syncAt.Equal(now.Add(3*time.Second)) || !s.settle.ok || len(s.settle.started) != 1 {
+				if s.backoff != 0 || !s.syncAt.Equal(now.Add(3*time.Second)) || !s.settle.ok || !s.settle.more || len(s.settle.started) != 1 {
 					t.Errorf("backoff %v syncAt %v settle %+v", s.backoff, s.syncAt, s.settle)
 				}
 				if diff := cmp.Diff(s.resources.desired, s.resources.allocated); diff != "" || !s.resources.allocated["c"].Limits[v1.ResourceMemory].Equal(resource.MustParse("64Mi")) {

@@ -62,6 +62,12 @@ type Result struct {
 	// the exited containers it removed: the changes the next relist shows
 	// because of this sync, which need no sync of their own.
 	Started, Removed []string
+	// More: the sync stopped in the pod's init phase after starting a
+	// sidecar, so the pod is not yet as its spec asks even once the
+	// relist shows what the sync started: the next init container or the
+	// regular containers start in the sync after that (the kubelet's
+	// relist event of the sidecar's start).
+	More bool
 }
 
 // SyncState is what SyncPod remembers of one pod from one sync to the next,

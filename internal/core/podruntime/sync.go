@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
+	"github.com/nodekeeper/nodekeeper/nodeapi"
 )
 
 // Waiting reasons a sync reports for containers it could not start.
@@ -82,9 +83,16 @@ func (m *Manager) syncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 		m.startOne(ctx, pod, a, sb, prev.Waiting[a.Container.Name], st, &res)
 	}
 	for _, a := range acts.Start {
-		if !m.startOne(ctx, pod, a, sb, prev.Waiting[a.Container.Name], st, &res) && acts.InitPhase {
+		started := m.startOne(ctx, pod, a, sb, prev.Waiting[a.Container.Name], st, &res)
+		if !acts.InitPhase {
+			continue
+		}
+		if !started {
 			break
 		}
+		// A started sidecar holds up nothing once it runs (and passed
+		// its startup probe): the sync after the relist goes on.
+		res.More = res.More || nodeapi.IsSidecar(a.Container)
 	}
 	m.removeOld(ctx, status, acts.Remove, &res)
 	return res

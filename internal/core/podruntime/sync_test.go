@@ -253,6 +253,38 @@ func TestSyncPodInitThenContainers(t *testing.T) {
 	}
 }
 
+// A sync that starts a sidecar stops there and says the pod needs another
+// once it runs (Result.More): the agent's relist then sees only the sync's
+// own changes, which alone would ask for no sync. A regular init container
+// (whose exit is the relist's news) and the regular containers say nothing.
+func TestSyncPodSidecarAsksForMore(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sidecar := v1.ContainerRestartPolicyAlways
+	pod := testPod(func(p *v1.Pod) {
+		p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "img:1"}, {Name: "side", Image: "img:1", RestartPolicy: &sidecar}}
+	})
+	if res := f.sync(t, pod); res.Err != nil || res.More {
+		t.Fatalf("first sync (the regular init container): %+v, want no error and More false", res)
+	}
+	f.calls()
+	f.exit(t, "init", 0)
+	res := f.sync(t, pod)
+	if res.Err != nil || !res.More {
+		t.Fatalf("the sync that starts the sidecar: %+v, want More", res)
+	}
+	if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+		t.Errorf("the sidecar's sync calls (-want +got):\n%s", diff)
+	}
+	res = f.sync(t, pod)
+	if res.Err != nil || res.More || len(res.Started) != 1 {
+		t.Errorf("the sync after it: %+v, want the app started and More false", res)
+	}
+	if st := f.status(t, pod.UID); len(st.Containers) != 3 {
+		t.Errorf("%d containers, want init, side and app", len(st.Containers))
+	}
+}
+
 func TestSyncPodCrashLoop(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
