@@ -90,7 +90,9 @@ func TestDocCommandsLive(t *testing.T) {
 		}
 		a.WriteManifest(filepath.Base(m), string(b))
 	}
-	a.Eventually("the example pods running and ready", slow(t, 2*time.Minute), func() (bool, string) {
+	// Three minutes: on this machine the sidecar pod's main container
+	// starts about a minute after its sidecar, at the next resync.
+	a.Eventually("the example pods running and ready", slow(t, 3*time.Minute), func() (bool, string) {
 		pods, err := a.Pods()
 		if err != nil {
 			return false, err.Error()
