@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekeeper/nodekeeper/internal/offline/snapshot"
@@ -35,7 +36,7 @@ func newGetCmd() *cobra.Command {
 		watch     bool
 	)
 	pods := &cobra.Command{
-		Use:     "pods [NAME] [-n NAMESPACE] [-o wide|json|yaml] [-w] [--root-dir DIR | --socket PATH | --server URL]",
+		Use:     "pods [NAME] [-n NAMESPACE] [-o wide|json|yaml|name|jsonpath=TEMPLATE] [-w] [--root-dir DIR | --socket PATH | --server URL]",
 		Aliases: []string{"pod", "po"},
 		Short:   "List the pods of a running nodekeeper, as kubectl get pods does",
 		Long: `Reads /pods, the PodList a running 'nodekeeper run' serves (as the
@@ -47,7 +48,9 @@ STATUS as kubectl computes it (ContainerCreating, ErrImagePull,
 ImagePullBackOff, CrashLoopBackOff, Init:N/M, PodInitializing, Completed,
 Error, OOMKilled, Evicted, Terminating...), restarts (with the time since the
 last one) and age; -o wide adds IP, NODE, NOMINATED NODE and READINESS GATES.
--o json|yaml prints the Pod (with NAME) or a List, as kubectl does. NAME
+-o json|yaml prints the Pod (with NAME) or a List, as kubectl does; -o name
+prints pod/NAME lines; -o jsonpath=TEMPLATE prints kubectl's JSONPath template
+over the same object (-o jsonpath='{.status.podIP}' with NAME). NAME
 shows one pod (namespace -n, default "default"; an unknown pod exits 1);
 -n alone lists that namespace's pods. -w prints the table, then a line for
 each pod that changes (polling every second) until Ctrl-C (exit 0).`,
@@ -88,7 +91,7 @@ each pod that changes (polling every second) until Ctrl-C (exit 0).`,
 	}
 	at.flags(pods, false)
 	pods.Flags().StringVarP(&namespace, "namespace", "n", "", "only this namespace's pods (with NAME, default \"default\")")
-	pods.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml (default: the table)")
+	pods.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json, yaml, name or jsonpath=TEMPLATE (default: the table)")
 	pods.Flags().BoolVarP(&watch, "watch", "w", false, "after the table, print each change until Ctrl-C")
 	get.AddCommand(pods, newGetNodeCmd())
 	return get
@@ -129,6 +132,12 @@ func (q podQuery) filter(pods []v1.Pod) []v1.Pod {
 // objects as JSON or YAML.
 type podFormat struct {
 	wide, json, yaml bool
+	// name prints pod/NAME per pod (-o name).
+	name bool
+	// jsonPath, when set, prints each answer through this template (-o
+	// jsonpath=TEMPLATE), as kubectl does: over the pod when NAME is given,
+	// else over the List; a key a pod lacks prints nothing.
+	jsonPath *jsonpath.JSONPath
 	// namespaces adds the NAMESPACE column (pods of every namespace).
 	namespaces bool
 }
@@ -144,15 +153,32 @@ func parsePodFormat(o string) (podFormat, error) {
 		return podFormat{json: true}, nil
 	case "yaml":
 		return podFormat{yaml: true}, nil
+	case "name":
+		return podFormat{name: true}, nil
 	}
-	return podFormat{}, badInput(fmt.Errorf("--output %q: unknown format (want wide, json or yaml)", o))
+	if tmpl, ok := strings.CutPrefix(o, "jsonpath="); ok {
+		jp := jsonpath.New("output").AllowMissingKeys(true)
+		if err := jp.Parse(tmpl); err != nil {
+			return podFormat{}, badInput(fmt.Errorf("--output %q: bad jsonpath template: %w", o, err))
+		}
+		return podFormat{jsonPath: jp}, nil
+	}
+	return podFormat{}, badInput(fmt.Errorf("--output %q: unknown format (want wide, json, yaml, name or jsonpath=TEMPLATE)", o))
 }
 
 // print writes pods: the table (with its header when header is set), or,
 // as JSON or YAML, the pod when one is set, else a List of them, as
 // kubectl prints them (apiVersion and kind set).
 func (f podFormat) print(w io.Writer, pods []v1.Pod, one, header bool, now time.Time) error {
-	if !f.json && !f.yaml {
+	if f.name {
+		for _, p := range pods {
+			if _, err := fmt.Fprintf(w, "pod/%s\n", p.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if !f.json && !f.yaml && f.jsonPath == nil {
 		return writePodTable(w, pods, f, header, now)
 	}
 	items := make([]v1.Pod, len(pods))
@@ -163,6 +189,9 @@ func (f podFormat) print(w io.Writer, pods []v1.Pod, one, header bool, now time.
 	var obj any = &podList{APIVersion: "v1", Kind: "List", Items: items}
 	if one && len(items) == 1 {
 		obj = &items[0]
+	}
+	if f.jsonPath != nil {
+		return printJSONPath(w, f.jsonPath, obj)
 	}
 	if f.yaml {
 		data, err := yaml.Marshal(obj)
@@ -175,6 +204,20 @@ func (f podFormat) print(w io.Writer, pods []v1.Pod, one, header bool, now time.
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "    ") // kubectl's indentation
 	return enc.Encode(obj)
+}
+
+// printJSONPath writes obj through jp as kubectl's -o jsonpath does: over
+// obj's JSON form (so the template names JSON fields, .status.podIP).
+func printJSONPath(w io.Writer, jp *jsonpath.JSONPath, obj any) error {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	var generic any
+	if err := json.Unmarshal(data, &generic); err != nil {
+		return err
+	}
+	return jp.Execute(w, generic)
 }
 
 // podList is kubectl's -o json|yaml of several objects: a v1 List.

@@ -161,7 +161,8 @@ func TestGetPodsErrors(t *testing.T) {
 	}{
 		{"not a URL", []string{"get", "pods", "--server", "127.0.0.1:10255"}, exitUsage, "nodekeeper: --server \"127.0.0.1:10255\": want an http:// or https:// URL\n"},
 		{"two names", []string{"get", "pods", "web", "api"}, exitUsage, "nodekeeper: accepts at most 1 arg(s), received 2\n"},
-		{"unknown output", []string{"get", "pods", "-o", "xml"}, exitUsage, "nodekeeper: --output \"xml\": unknown format (want wide, json or yaml)\n"},
+		{"unknown output", []string{"get", "pods", "-o", "xml"}, exitUsage, "nodekeeper: --output \"xml\": unknown format (want wide, json, yaml, name or jsonpath=TEMPLATE)\n"},
+		{"bad jsonpath", []string{"get", "pods", "-o", "jsonpath={.status"}, exitUsage, "nodekeeper: --output \"jsonpath={.status\": bad jsonpath template: unclosed action\n"},
 		{"server down", []string{"get", "pods", "--server", down}, 1, "nodekeeper: GET " + down + "/pods: dial tcp " + strings.TrimPrefix(down, "http://") +
 			": connect: connection refused (is 'nodekeeper run' serving there? its readOnlyPort is off unless set; see --server)\n"},
 		{"no agent", []string{"get", "pods", "--root-dir", empty}, 1, "nodekeeper: GET " + filepath.Join(empty, "nodekeeper.sock") + " /pods: dial unix " +
@@ -274,6 +275,36 @@ func TestGetPodFormats(t *testing.T) {
 		}
 		if !strings.HasPrefix(out, "apiVersion: v1\nitems:\n") || l.Kind != "List" || len(l.Items) != len(getPods()) || l.Items[0].Kind != "Pod" || l.Metadata.ResourceVersion == nil {
 			t.Errorf("list %s %s, %d items:\n%.200s", l.APIVersion, l.Kind, len(l.Items), out)
+		}
+	})
+	t.Run("jsonpath", func(t *testing.T) {
+		t.Parallel()
+		ip := ""
+		for _, p := range getPods() {
+			if p.Name == "web" && p.Namespace == "default" {
+				ip = p.Status.PodIP
+			}
+		}
+		if out := get(t, "pod", "web", "-o", "jsonpath={.status.podIP}"); ip == "" || out != ip {
+			t.Errorf("one pod's IP: %q, want %q", out, ip)
+		}
+		want := ""
+		for _, p := range getPods() {
+			if p.Namespace == "kube-system" {
+				want += p.Name + " "
+			}
+		}
+		if out := get(t, "pods", "-n", "kube-system", "-o", `jsonpath={range .items[*]}{.metadata.name} {end}`); out != want {
+			t.Errorf("a namespace's names: %q, want %q", out, want)
+		}
+		if out := get(t, "pod", "web", "-o", "jsonpath={.status.nosuchfield}"); out != "" {
+			t.Errorf("a missing key printed %q, want nothing (as kubectl)", out)
+		}
+	})
+	t.Run("name", func(t *testing.T) {
+		t.Parallel()
+		if out := get(t, "pods", "-n", "kube-system", "-o", "name"); strings.Count(out, "pod/") != 2 || !strings.Contains(out, "pod/static-nostatus\n") {
+			t.Errorf("output %q", out)
 		}
 	})
 	t.Run("unknown pod", func(t *testing.T) {
