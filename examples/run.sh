@@ -228,8 +228,16 @@ do_run() {
 	say "starting nodekeeper; its log: $log"
 	say "the pods run within about a minute (containerd starts, the images are imported); Ctrl-C stops nodekeeper, the pods keep running"
 	if [ "$verbose" = 1 ]; then
-		# tee ignores Ctrl-C: the agent logs while it stops.
-		"$bin" "${args[@]}" 2> >(trap '' INT TERM && exec tee -a "$log" >&2) || rc=$?
+		# The log through tee, which ignores Ctrl-C (the agent logs while it
+		# stops), and is waited for (its last lines before ours).
+		local fifo tee
+		fifo=$(mktemp -u)
+		mkfifo -m 0600 "$fifo"
+		(trap '' INT TERM && exec tee -a "$log" <"$fifo" >&2) &
+		tee=$!
+		"$bin" "${args[@]}" 2>"$fifo" || rc=$?
+		wait "$tee" || true
+		rm -f "$fifo"
 	else
 		"$bin" "${args[@]}" 2>>"$log" || rc=$?
 	fi

@@ -274,7 +274,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestQuickStart: run.sh run shows the six example pods Running; a pod
+// TestQuickStart: an agent that fails leaves its log's last lines on the
+// screen; run.sh run shows the six example pods Running; a pod
 // made with `nodekeeper apply` runs beside them; Ctrl-C stops the agent
 // (exit 0); run.sh stop removes every pod, the applied one included
 // (before, stop failed after 2 min with the IDs glued together, the agent
@@ -292,6 +293,33 @@ func TestQuickStart(t *testing.T) {
 	l.Close()
 	n := newNode(t, port)
 	t.Cleanup(n.cleanup)
+
+	// An agent that fails (here on a bad field, with its usage exit 2):
+	// run.sh exits with its status, printing the log's last lines and the
+	// log's path; -v also shows the log as it is written. This run builds.
+	good, err := os.ReadFile(n.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(n.dir, "bad.yaml")
+	if err := os.WriteFile(bad, append(good, "maxPods: -3\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(n.root, "nodekeeper.log")
+	for _, verbose := range []bool{false, true} {
+		args := []string{"--config", bad} // the last --config counts
+		if verbose {
+			args = append(args, "-v")
+		}
+		code, _, serr := n.script(t.Context(), slow(t, 12*time.Minute), append(args, "run")...)
+		tailAt := strings.Index(serr, "run.sh: nodekeeper exited with status 2; the last lines of its log, "+log+":\n")
+		if code != 2 || tailAt < 0 || !strings.Contains(serr[tailAt:], "maxPods") {
+			t.Fatalf("run.sh -v=%t with maxPods -3: exit %d, want 2 with the log's last lines naming maxPods; stderr:\n%s", verbose, code, serr)
+		}
+		if shown := strings.Contains(serr[:tailAt], "maxPods"); shown != verbose {
+			t.Errorf("run.sh -v=%t: the agent's log on the screen before the tail: %t, want %t; stderr:\n%s", verbose, shown, verbose, serr)
+		}
+	}
 
 	cmd := n.command(t.Context())
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
@@ -319,7 +347,7 @@ func TestQuickStart(t *testing.T) {
 			return allRunning(lastTable(stdout.String()), names...)
 		}
 	}
-	// The build (about 3 min cold), then the pods' start.
+	// The checks and build (done above), then the pods' start.
 	begin := time.Now()
 	eventually(t, "run.sh to build and start nodekeeper", slow(t, 12*time.Minute), func() (bool, string) {
 		select {
@@ -413,7 +441,7 @@ spec:
 
 	begin = time.Now()
 	code, _, serr := n.script(t.Context(), slow(t, 5*time.Minute), "stop")
-	t.Logf("run.sh stop took %v", time.Since(begin).Round(time.Second))
+	t.Logf("run.sh stop took %v:\n%s", time.Since(begin).Round(time.Second), serr)
 	// Seven pods, or more where a sandbox was made again meanwhile.
 	if code != 0 || !regexp.MustCompile(`run\.sh: stopped: removed ([7-9]|\d\d+) pods \(1 of them made by nodekeeper apply\)`).MatchString(serr) {
 		t.Fatalf("run.sh stop: exit %d, want 0 with the summary line; stderr:\n%s", code, serr)
@@ -437,7 +465,7 @@ spec:
 
 	begin = time.Now()
 	code, _, serr = n.script(t.Context(), slow(t, 5*time.Minute), "uninstall")
-	t.Logf("run.sh uninstall took %v", time.Since(begin).Round(time.Second))
+	t.Logf("run.sh uninstall took %v:\n%s", time.Since(begin).Round(time.Second), serr)
 	if code != 0 {
 		t.Fatalf("run.sh uninstall: exit %d; stderr:\n%s", code, serr)
 	}
