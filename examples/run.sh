@@ -361,7 +361,11 @@ do_stop() {
 		log_tail "$from"
 		exit 1
 	fi
-	say "stopped: removed ${#sandboxes[@]} pods ($applied of them made by nodekeeper apply); nodekeeper's containerd is stopped"
+	if [ "${#sandboxes[@]}" -eq 0 ] && [ "$applied" -eq 0 ]; then
+		say "stopped: no pod was left; nodekeeper's containerd is stopped"
+	else
+		say "stopped: removed ${#sandboxes[@]} pods ($applied of them made by nodekeeper apply); nodekeeper's containerd is stopped"
+	fi
 }
 
 # bridge_name is `nodekeeper run`'s bridge for root (daemon.BridgeName).

@@ -464,12 +464,26 @@ spec:
 	}
 
 	begin = time.Now()
+	// The CNI plugins removed each pod's rules when stop removed the pods.
+	if r := rules(); r != "" {
+		t.Errorf("after stop, iptables rules of the pods are left:\n%s", r)
+	}
+	// A pod whose network was never torn down (its address still
+	// allocated in host-local's directory, its rules there): the test makes
+	// one, in its own pod network, as the bridge plugin's ipMasq would.
+	leftover := n.leftoverPodRules()
+	ips = append(ips, leftover.ip)
+	if r := rules(); !strings.Contains(r, leftover.chain) {
+		t.Fatalf("the test's leftover rules are not in iptables-save:\n%s", r)
+	}
+
+	begin = time.Now()
 	code, _, serr = n.script(t.Context(), slow(t, 5*time.Minute), "uninstall")
 	t.Logf("run.sh uninstall took %v:\n%s", time.Since(begin).Round(time.Second), serr)
 	if code != 0 {
 		t.Fatalf("run.sh uninstall: exit %d; stderr:\n%s", code, serr)
 	}
-	for _, w := range []string{"removed the bridge " + n.bridge(), "removed the cgroups", "removed " + n.root, "the apt packages stay"} {
+	for _, w := range []string{"removed 2 iptables rules of pods whose network was not torn down", "removed the bridge " + n.bridge(), "removed the cgroups", "removed " + n.root, "the apt packages stay"} {
 		if !strings.Contains(serr, w) {
 			t.Errorf("run.sh uninstall does not say %q:\n%s", w, serr)
 		}
@@ -483,9 +497,54 @@ spec:
 	if _, err := os.Stat(n.root); !os.IsNotExist(err) {
 		t.Errorf("after uninstall, the root directory is left (%v)", err)
 	}
-	if r := rules(); r != "" {
-		t.Errorf("after uninstall, iptables rules of the pods are left:\n%s", r)
+	if r := rules(); r != "" || leftover.exists() {
+		t.Errorf("after uninstall, iptables rules of the pods are left (chain %s there: %t):\n%s", leftover.chain, leftover.exists(), r)
 	}
+}
+
+// podRules are iptables rules of a pod of the test's own.
+type podRules struct {
+	t         testing.TB
+	ip, chain string
+}
+
+// leftoverPodRules makes what a pod whose CNI DEL never ran leaves: its
+// address allocated in host-local's directory under the root, a nat chain
+// CNI-... with the bridge plugin's comment naming the sandbox, and the
+// POSTROUTING rule that jumps to it. A cleanup removes the rules.
+func (n *node) leftoverPodRules() podRules {
+	t := n.t
+	t.Helper()
+	id := fmt.Sprintf("%016x%016x%016x%016x", rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64())
+	p := podRules{t: t, ip: strings.TrimSuffix(n.podCIDR, "0/24") + "250", chain: "CNI-" + id[:20]}
+	comment := fmt.Sprintf(`name: "nodekeeper" id: "%s"`, id)
+	t.Cleanup(func() {
+		_ = exec.Command("iptables", "-t", "nat", "-D", "POSTROUTING", "-s", p.ip+"/32", "-m", "comment", "--comment", comment, "-j", p.chain).Run()
+		_ = exec.Command("iptables", "-t", "nat", "-F", p.chain).Run()
+		_ = exec.Command("iptables", "-t", "nat", "-X", p.chain).Run()
+	})
+	for _, args := range [][]string{
+		{"-N", p.chain},
+		{"-A", p.chain, "-d", n.podCIDR, "-m", "comment", "--comment", comment, "-j", "ACCEPT"},
+		{"-A", "POSTROUTING", "-s", p.ip + "/32", "-m", "comment", "--comment", comment, "-j", p.chain},
+	} {
+		if out, err := exec.Command("iptables", append([]string{"-t", "nat"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("iptables %v: %v\n%s", args, err, out)
+		}
+	}
+	dir := filepath.Join(n.root, "containerd", "cni", "networks", "nodekeeper")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, p.ip), []byte(id+"\neth0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// exists reports whether the chain is still in the nat table.
+func (p podRules) exists() bool {
+	return exec.Command("iptables", "-t", "nat", "-n", "-L", p.chain).Run() == nil
 }
 
 // TestQuickStartPortTaken: a process listening on the configured healthz
