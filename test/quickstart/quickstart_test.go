@@ -426,6 +426,15 @@ spec:
 		t.Fatalf("iptables-save names no rule of the pod %s (the check of uninstall would prove nothing):\n%s", ips[0], r)
 	}
 
+	// stop while the agent runs: refused, naming it; nothing removed.
+	code, _, serr := n.script(t.Context(), slow(t, time.Minute), "stop")
+	if code != 1 || !strings.Contains(serr, "run.sh: nodekeeper is running on "+n.root+" (pid ") {
+		t.Fatalf("run.sh stop beside a running agent: exit %d, want 1 saying nodekeeper is running; stderr:\n%s", code, serr)
+	}
+	if ok, why := running(examplePods...)(); !ok {
+		t.Fatalf("the refused stop touched the pods: %s", why)
+	}
+
 	// Ctrl-C: the agent stops, the pods keep running.
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -440,7 +449,7 @@ spec:
 	}
 
 	begin = time.Now()
-	code, _, serr := n.script(t.Context(), slow(t, 5*time.Minute), "stop")
+	code, _, serr = n.script(t.Context(), slow(t, 5*time.Minute), "stop")
 	t.Logf("run.sh stop took %v:\n%s", time.Since(begin).Round(time.Second), serr)
 	// Seven pods, or more where a sandbox was made again meanwhile.
 	if code != 0 || !regexp.MustCompile(`run\.sh: stopped: removed ([7-9]|\d\d+) pods \(1 of them made by nodekeeper apply\)`).MatchString(serr) {
