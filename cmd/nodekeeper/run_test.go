@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,6 +124,40 @@ func TestRunRootDirLocked(t *testing.T) {
 	entries, _ := os.ReadDir(root)
 	if len(entries) != 1 {
 		t.Errorf("the refused agent left %d entries in the root dir, want only the lock", len(entries))
+	}
+}
+
+// TestRunReadOnlyPortTaken: a read-only port another process listens on
+// ends run with exit 1 before anything is touched (the root directory, so
+// containerd and the images, never made), one line naming the file, the
+// field, the port and what to change. Before, run started containerd and
+// imported the images, then exited when the read-only port failed to listen.
+func TestRunReadOnlyPortTaken(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	port := held.Addr().(*net.TCPAddr).Port
+	root := filepath.Join(t.TempDir(), "root")
+	conf := writeConfig(t, t.TempDir(), "k.yaml", "failCgroupV1: false\nfailSwapOn: false\nhealthzPort: 0\nreadOnlyPort: "+strconv.Itoa(port)+"\n")
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"run", "--root-dir", root, "--config", conf, "--status-interval", "0"}, &stdout, &stderr)
+	msg := stderr.String()
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, msg)
+	}
+	if strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+		t.Errorf("stderr is not one line:\n%s", msg)
+	}
+	for _, w := range []string{conf, "readOnlyPort " + strconv.Itoa(port), held.Addr().String(), "set readOnlyPort to a free port"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("stderr %q does not say %q", msg, w)
+		}
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("the root directory was made (%v): run went on past the port check", err)
 	}
 }
 

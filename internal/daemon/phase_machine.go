@@ -18,8 +18,9 @@ import (
 
 // machine is the first phase. Before anything is touched: the settings, the
 // host (the kubelet refuses cgroup v1 (failCgroupV1), swap (failSwapOn) and
-// LimitedSwap on v1 at start), a configured runtime's cgroup driver and the
-// kubeconfig's clients. Then the root directory, the agent's oom_score_adj,
+// LimitedSwap on v1 at start), the ports whose listeners the agent cannot
+// run without (a taken one ends run here, exit 1), a configured runtime's
+// cgroup driver and the kubeconfig's clients. Then the root directory, the agent's oom_score_adj,
 // pod cgroups, and the runtime: the managed containerd's parts, or the
 // configured endpoint's client.
 func (r *root) machine(ctx context.Context, p *plan) error {
@@ -34,6 +35,9 @@ func (r *root) machine(ctx context.Context, p *plan) error {
 		return ConfigError{err}
 	}
 	r.layout = layout
+	if err := checkListeners(r.file, r.fatalListeners()); err != nil {
+		return err
+	}
 	if err := r.configuredRuntime(ctx); err != nil {
 		return err
 	}

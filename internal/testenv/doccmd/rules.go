@@ -55,9 +55,11 @@ func Rules() []Rule {
 	r := regexp.MustCompile
 	return []Rule{
 		{r(`^\./examples/run\.sh( -v)?( --config \S+)?( (run|stop|uninstall))?$`), QuickStart,
-			"installs packages and runs the agent on the machine's default root and ports: run by TestQuickStart (test/...) on its own (TODO: point at the final name at merge)"},
+			"installs packages and runs the agent on the machine's default root and ports: test/quickstart's TestQuickStart runs run.sh, stop and uninstall on a root, cgroup root, pod network and ports of its own, TestQuickStartPortTaken its --config and busy-port check"},
+		{r(`^\./examples/run\.sh \[-v\] \[--config FILE\] \[run\|stop\|uninstall\]$`), QuickStart,
+			"run.sh's usage line; test/quickstart's TestRunShUsage runs its bad-usage cases"},
 		{r(`^(cp examples/nodekeeper\.yaml /tmp/nodekeeper\.yaml|echo 'healthzPort: [0-9]+' >> /tmp/nodekeeper\.yaml)$`), QuickStart,
-			"writes the copy of the example config that the busy-port example passes to run.sh --config; TestQuickStart passes a config of its own"},
+			"writes the copy of the example config that the busy-port example passes to run.sh --config; test/quickstart passes a config of its own"},
 		{r(`^curl "http://\$\(nodekeeper get pod web-example -o jsonpath='\{\.status\.podIP\}'\):8080/healthz"$`), Live,
 			"needs a running agent and its web pod"},
 		{r(`^bash \.ci/run$`), Recipe,
