@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,7 @@ func hasLine(lines []string, prefix string) bool {
 // error) and show a running pod; an unknown pod is one line and exit 1.
 func TestKubectlCommands(t *testing.T) {
 	a := StartAgent(t, Options{NoReadOnlyPort: true})
+	ready := time.Now() // the agent started before: its start is not later
 	a.apply("web.yaml", bestEffortManifest("web"))
 	// No registry answers on localhost:1: the pull fails at once.
 	a.apply("pull.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: pull}\nspec:\n  containers:\n  - {name: c, image: localhost:1/nope:1}\n")
@@ -55,6 +58,32 @@ func TestKubectlCommands(t *testing.T) {
 			t.Fatalf("nodekeeper %s: exit %d: %s", strings.Join(args, " "), code, out)
 		}
 		return fields(out)
+	}
+
+	// get node, first asked seconds after the agent started: each
+	// condition dates from the agent's start (none changed), not from
+	// this first request; SINCE counts from there.
+	elapsed := time.Since(ready).Truncate(time.Second)
+	lines := cli("get", "node")
+	conds := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 4 || !strings.HasSuffix(f[0], "Pressure") && f[0] != "Ready" {
+			continue
+		}
+		conds++
+		if d, err := time.ParseDuration(f[3]); err != nil || d < elapsed {
+			t.Errorf("get node: %s SINCE %q, want at least %v (the agent started before)", f[0], f[3], elapsed)
+		}
+	}
+	if conds != 4 {
+		t.Errorf("get node: %d conditions, want 4:\n%s", conds, strings.Join(lines, "\n"))
+	}
+	node := a.getNode()
+	for _, c := range node.Status.Conditions {
+		if c.LastTransitionTime.After(ready) {
+			t.Errorf("/node: %s lastTransitionTime %v, after the agent answered (%v)", c.Type, c.LastTransitionTime.Time, ready)
+		}
 	}
 
 	a.Eventually("get pods shows why pull waits", 30*time.Second, func() (bool, string) {
@@ -88,7 +117,7 @@ func TestKubectlCommands(t *testing.T) {
 		return lines[0] == "LAST SEEN TYPE REASON OBJECT MESSAGE" && strings.Contains(text, " Warning Failed Pod/pull "+failed) &&
 			strings.Contains(text, " Normal Pulling Pod/pull Pulling image \"localhost:1/nope:1\"") && !strings.Contains(text, "Pod/web"), text
 	})
-	lines := cli("describe", "pod", "web")
+	lines = cli("describe", "pod", "web")
 	if text := strings.Join(lines, "\n"); !hasLine(lines, "State: Running") || !hasLine(lines, "Ready: True") ||
 		!strings.Contains(text, "Normal Started ") || !strings.Contains(text, "Started container main") {
 		t.Errorf("describe pod web:\n%s", text)
@@ -103,4 +132,19 @@ func TestKubectlCommands(t *testing.T) {
 			t.Errorf("nodekeeper %s: exit %d, %q; want exit 1, %q", strings.Join(args, " "), code, out, want)
 		}
 	}
+}
+
+// getNode reads the agent's /node through its socket.
+func (a *Agent) getNode() *v1.Node {
+	a.t.Helper()
+	resp, err := a.Client().Get("http://localhost/node")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n v1.Node
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil || resp.StatusCode != http.StatusOK {
+		a.t.Fatalf("GET /node: %s, %v", resp.Status, err)
+	}
+	return &n
 }
