@@ -24,7 +24,7 @@ const applyTimeout = time.Minute
 // do sends req to the agent at sock (or the URL when sock is "") through c
 // and decodes a success answer (want) into out; a failure answer is returned
 // as an error with the server's one-line message, bad input (exit 2) for a
-// 4xx status.
+// 4xx status but 404 (badRequest).
 func (a *agentTarget) do(c *http.Client, sock string, req *http.Request, want int, out any) error {
 	where := sock
 	if where == "" {
@@ -58,10 +58,21 @@ func (a *agentTarget) do(c *http.Client, sock string, req *http.Request, want in
 		msg = resp.Status
 	}
 	err = errors.New(strings.ReplaceAll(msg, "\n", " "))
-	if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusMethodNotAllowed {
+	if badRequest(resp.StatusCode) {
 		return badInput(err)
 	}
+	if resp.StatusCode == http.StatusNotFound {
+		return err // an unknown pod: exit 1, as kubectl's NotFound
+	}
 	return fmt.Errorf("%s %s: %s", req.Method, where, err)
+}
+
+// badRequest reports whether the agent refused a request for what the
+// command line or its file said (a 4xx status: a malformed or refused pod, a
+// name taken), a usage error; an unknown pod (404) is a runtime error, as
+// are the agent's own failures (5xx) and 405.
+func badRequest(code int) bool {
+	return code >= 400 && code < 500 && code != http.StatusMethodNotAllowed && code != http.StatusNotFound
 }
 
 func newApplyCmd() *cobra.Command {

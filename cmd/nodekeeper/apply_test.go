@@ -76,7 +76,7 @@ func TestApplyAndDeletePod(t *testing.T) {
 		{"get pods", []string{"get", "pods", "--root-dir", root}, 0, `(?m)^default\s+web\s+0/1\s+Pending\s`, `^$`},
 		{"get pods from the read-only port", []string{"get", "pods", "--server", url}, 0, `(?m)^default\s+web\s+0/1\s+Pending\s`, `^$`},
 		{"delete", []string{"delete", "pod", "web", "--socket", sock, "--grace-period", "1"}, 0, `^pod "web" deleted \(namespace default, uid ` + uuid + `\)\n$`, `^$`},
-		{"delete again", []string{"delete", "pod", "web", "-n", "default", "--root-dir", root}, exitUsage, `^$`, `^nodekeeper: pod "default/web": not found\n$`},
+		{"delete again", []string{"delete", "pod", "web", "-n", "default", "--root-dir", root}, 1, `^$`, `^nodekeeper: pod "default/web": not found\n$`},
 		{"no agent", []string{"delete", "pod", "web", "--root-dir", empty}, 1, `^$`,
 			`^nodekeeper: DELETE ` + regexp.QuoteMeta(filepath.Join(empty, "nodekeeper.sock")) + `: dial unix .*: no such file or directory \(is 'nodekeeper run' running with this root directory\?\)\n$`},
 		{"no agent to apply to", []string{"apply", "-f", manifest, "--root-dir", empty}, 1, `^$`, `no such file or directory \(is 'nodekeeper run' running`},

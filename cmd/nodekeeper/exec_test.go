@@ -166,6 +166,8 @@ func TestExec(t *testing.T) {
 			"nodekeeper: container \"job\" of pod jobs/done is not running (terminated: Completed, exit code 0): exec runs only in a running container\n"},
 		{"unknown pod", []string{"nope", "--", "true"}, "", 1, "",
 			"nodekeeper: pod \"nope\" not found in namespace \"default\" (nodekeeper get pods lists the pods)\n"},
+		{"unknown container", []string{"web", "-c", "nope", "--", "true"}, "", 1, "",
+			"nodekeeper: container \"nope\" is not valid for pod \"web\": choose one of: [app]\n"},
 		{"container to choose", []string{"multi", "--", "true"}, "", 1, "",
 			"nodekeeper: a container name must be specified for pod multi, choose one of: [a b] or one of the init containers: [setup] (-c)\n"},
 		{"no command", []string{"web"}, "", 2, "", "nodekeeper: exec needs a command: exec POD -- COMMAND [ARG...]\n"},

@@ -100,7 +100,7 @@ func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer)
 		live = func(path string) ([]byte, string, error) { return readAgent(ctx, c, base, sock, path) }
 		c2, err := loadConfigz(live)
 		if err != nil {
-			return badInput(err)
+			return liveError(err)
 		}
 		cfg = c2
 	} else if o.config != "" {
@@ -121,15 +121,17 @@ func (o *explainEvictionOpts) run(ctx context.Context, stdout, stderr io.Writer)
 	var summary *statsapi.Summary
 	var err error
 	if live != nil {
-		pods, summary, err = loadLive(live)
+		if pods, summary, err = loadLive(live); err != nil {
+			return liveError(err)
+		}
 	} else {
 		pods, err = loadPods(ctx, o.pods)
 		if err == nil {
 			summary, err = loadSummary(ctx, o.summary)
 		}
-	}
-	if err != nil {
-		return badInput(err)
+		if err != nil {
+			return badInput(err)
+		}
 	}
 	pods = activeOnNode(pods, summary.Node.NodeName, stderr)
 	d := eviction.Decide(cfg.Eviction, eviction.Snapshot{Pods: pods, Summary: summary, Layout: layout},
@@ -349,6 +351,18 @@ func writeEvictionTable(w io.Writer, d eviction.Decision) error {
 		fmt.Fprintln(w, "\nWould evict: none")
 	}
 	return nil
+}
+
+// liveError classes err, met reading the agent with --live: an agent that
+// does not answer (the error says what to do, as get's does) or fails is a
+// runtime error, exit 1; a --live URL without what --live reads (404: a
+// read-only port serves no /configz) is a usage error, exit 2, as is an
+// answer over --max-input-size (decode.ErrBadInput).
+func liveError(err error) error {
+	if se := (*statusError)(nil); errors.As(err, &se) && se.code == http.StatusNotFound {
+		return badInput(err)
+	}
+	return err
 }
 
 // loadConfigz reads the configuration a running agent serves at /configz

@@ -165,7 +165,10 @@ deleted (exit 1, said on stderr).`,
 					return nil
 				}
 			}
-			return fmt.Errorf("pod %s/%s was deleted while its log was followed", pod.Namespace, pod.Name)
+			// kubectl logs -f ends with exit 0 when the pod is deleted (the
+			// kubelet ends the stream once the container stopped); we say why.
+			fmt.Fprintf(cmd.ErrOrStderr(), "nodekeeper: pod %s/%s was deleted while its log was followed\n", pod.Namespace, pod.Name)
+			return nil
 		},
 	}
 	ref.flags(cmd)

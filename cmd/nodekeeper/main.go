@@ -158,7 +158,7 @@ func newRootCmd(logger *slog.Logger) *cobra.Command {
 	registerMaxInputSize(root)
 	root.AddCommand(newVersionCmd(), newRunCmd(), newExplainCmd(logger), newSimulateCmd(logger), newGetCmd(), newApplyCmd(), newDeleteCmd(), newStopRuntimeCmd())
 	root.AddCommand(newDescribeCmd(), newEventsCmd())
-	root.AddCommand(newLogsCmd(), newExecCmd())
+	root.AddCommand(newLogsCmd(), newExecCmd(), newKubeconfigCmd())
 	markArgErrors(root)
 	return root
 }

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -141,6 +142,7 @@ func Run(ctx context.Context, o Options) error {
 // built before they started, except kn (see apiNode).
 type root struct {
 	o       Options
+	start   time.Time // when Run began: the agent's start
 	ac      config.Agent
 	file    string // the configuration file's name in errors
 	log     *slog.Logger
@@ -191,7 +193,7 @@ func newRoot(o Options) *root {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &root{o: o, ac: o.Config.Agent, file: file, log: o.Logger, reg: reg}
+	return &root{o: o, start: time.Now(), ac: o.Config.Agent, file: file, log: o.Logger, reg: reg}
 }
 
 // close releases what the phases hold (the CRI client, the root

@@ -16,7 +16,8 @@ import (
 // the Node's status and Lease, the pods bound to the node (run like
 // the others, their status and deletion written back, mirror pods for the
 // static ones), and the Node updated at once when a device plugin comes or
-// goes.
+// goes; standalone, a loop that looks at the node conditions as the Node's
+// status loop would.
 func (r *root) cluster(ctx context.Context, p *plan) error {
 	if r.events != nil {
 		// The writer outlives the other parts, so that their last events
@@ -30,6 +31,9 @@ func (r *root) cluster(ctx context.Context, p *plan) error {
 	}
 	warnCgroupV1(r.recorder, r.o.NodeName, r.layout.Version)
 	if r.client == nil {
+		p.add(part{Name: "nodeconditions", Run: func(ctx context.Context) error {
+			return r.noteConditions(ctx, r.o.Config.Cluster.NodeStatusUpdateFrequency)
+		}})
 		return nil
 	}
 	kn, err := nodeStatus(ctx, r.o, r.heartbeat, r.rt, r.hostIP, r.nodeObject, r.recorder, r.log)
@@ -52,6 +56,28 @@ func (r *root) cluster(ctx context.Context, p *plan) error {
 // conditions, capacity and allocatable, Ready while the sync loop is healthy.
 func (r *root) nodeObject(now time.Time) (*v1.Node, error) {
 	return r.n.Object(r.o.NodeName, r.ag.Healthy(), now)
+}
+
+// noteConditions looks at the Node's conditions every period until ctx
+// ends, as a joined node's status loop does, so that a standalone node's
+// /node dates a condition's change within period of it rather than at the
+// next request.
+func (r *root) noteConditions(ctx context.Context, period time.Duration) error {
+	if period <= 0 {
+		return nil // a configuration not through config's defaults: Object alone dates them
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if _, err := r.nodeObject(now); err != nil {
+				r.log.Warn("Node conditions unavailable", "err", err)
+			}
+		}
+	}
 }
 
 // pokeOnDevices has the Node's status written at once whenever the device

@@ -136,7 +136,7 @@ func (r *root) managers() error {
 		ContainerGC: containergc.DefaultPolicy(),
 		LogDirs:     containergc.LogDirs{Pods: r.ac.PodLogsDir, Containers: r.containerLogsDir()},
 	}, node.Collaborators{
-		NodeName: r.o.NodeName, Capacity: func() (v1.ResourceList, error) { return capacity(rootDir, r.memory) },
+		NodeName: r.o.NodeName, Start: r.start, Capacity: func() (v1.ResourceList, error) { return capacity(rootDir, r.memory) },
 		NodeObject: r.apiNode, Stats: r.stats, Runtime: r.rt, Pods: r.table, PodCleanedUp: r.table.PodCleanedUp,
 		Killer: r.table, Recorder: r.recorder, Logger: r.log, Registerer: r.reg, PodStatus: r.table,
 		Exec: prober.NewExec(r.rt), ImageRecords: imagegc.FileStore{Path: filepath.Join(rootDir, imageRecordsFile)},

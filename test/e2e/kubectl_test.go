@@ -1,6 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +46,8 @@ func hasLine(lines []string, prefix string) bool {
 // error) and show a running pod; an unknown pod is one line and exit 1.
 func TestKubectlCommands(t *testing.T) {
 	a := StartAgent(t, Options{NoReadOnlyPort: true})
+	started := a.processStart()
+	t.Logf("the agent's process started %v before it answered", time.Since(started).Round(time.Millisecond))
 	a.apply("web.yaml", bestEffortManifest("web"))
 	// No registry answers on localhost:1: the pull fails at once.
 	a.apply("pull.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: pull}\nspec:\n  containers:\n  - {name: c, image: localhost:1/nope:1}\n")
@@ -103,4 +110,81 @@ func TestKubectlCommands(t *testing.T) {
 			t.Errorf("nodekeeper %s: exit %d, %q; want exit 1, %q", strings.Join(args, " "), code, out, want)
 		}
 	}
+
+	// get node, first asked seconds after the agent started (after the
+	// waits above): each condition dates from the agent's start (none
+	// changed), not from this first request; SINCE counts from there. A
+	// second of slack each: the agent's start follows its process's by
+	// milliseconds, and the times are whole seconds.
+	t.Logf("get node first asked %v after the agent's process started", time.Since(started).Round(time.Millisecond))
+	elapsed := time.Since(started).Truncate(time.Second) - time.Second
+	lines = cli("get", "node")
+	conds := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 4 || !strings.HasSuffix(f[0], "Pressure") && f[0] != "Ready" {
+			continue
+		}
+		conds++
+		if d, err := time.ParseDuration(f[3]); err != nil || d < elapsed {
+			t.Errorf("get node: %s SINCE %q, want at least %v (the agent started before)", f[0], f[3], elapsed)
+		}
+	}
+	if conds != 4 {
+		t.Errorf("get node: %d conditions, want 4:\n%s", conds, strings.Join(lines, "\n"))
+	}
+	node := a.getNode()
+	for _, c := range node.Status.Conditions {
+		if c.LastTransitionTime.After(started.Add(time.Second)) {
+			t.Errorf("/node: %s lastTransitionTime %v, later than the agent's start (%v)", c.Type, c.LastTransitionTime.Time, started)
+		}
+	}
+}
+
+// getNode reads the agent's /node through its socket.
+func (a *Agent) getNode() *v1.Node {
+	a.t.Helper()
+	resp, err := a.Client().Get("http://localhost/node")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n v1.Node
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil || resp.StatusCode != http.StatusOK {
+		a.t.Fatalf("GET /node: %s, %v", resp.Status, err)
+	}
+	return &n
+}
+
+// processStart is when the agent's current process started, from
+// /proc/PID/stat's starttime (clock ticks of 10 ms after boot) and
+// /proc/stat's btime, to the tick.
+func (a *Agent) processStart() time.Time {
+	a.t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.PID()))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis start with the
+	// state, field 3; starttime is field 22.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	ticks, err := strconv.ParseInt(f[22-3], 10, 64)
+	if err != nil {
+		a.t.Fatalf("/proc/%d/stat: starttime: %v", a.PID(), err)
+	}
+	procStat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for line := range strings.Lines(string(procStat)) {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			btime, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				a.t.Fatalf("/proc/stat: btime %q: %v", v, err)
+			}
+			return time.Unix(btime, 0).Add(time.Duration(ticks) * 10 * time.Millisecond)
+		}
+	}
+	a.t.Fatal("/proc/stat: no btime")
+	return time.Time{}
 }

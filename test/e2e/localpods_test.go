@@ -131,8 +131,9 @@ func TestLocalPodLifecycle(t *testing.T) {
 			t.Errorf("container %s of the deleted pod is still in containerd (%v)", c.GetId(), c.GetState())
 		}
 	}
-	if code, out := a.cli("delete", "pod", "job", "--root-dir", a.Root); code != 2 || out != "nodekeeper: pod \"default/job\": not found\n" {
-		t.Errorf("second delete: exit %d, %q", code, out)
+	// An unknown pod is a runtime error (exit 1), as kubectl's NotFound.
+	if code, out := a.cli("delete", "pod", "job", "--root-dir", a.Root); code != 1 || out != "nodekeeper: pod \"default/job\": not found\n" {
+		t.Errorf("second delete: exit %d, %q; want 1", code, out)
 	}
 }
 

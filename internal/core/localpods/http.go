@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -175,7 +176,9 @@ type UnixConfig struct {
 
 // ServeUnix serves h on a unix socket at cfg.Path, mode 0600 (its user
 // alone: root for the agent), until ctx ends; then it shuts down (requests
-// in flight get five seconds), removes the socket and returns nil. A stale
+// in flight get five seconds, then their connections are closed; the
+// contexts of hijacked ones, exec sessions, end), waits up to five seconds
+// more for every handler to return, removes the socket and returns nil. A stale
 // socket at the path is replaced; any other file there, or a directory that
 // another user may write, is an error. ready, when not nil, is closed once it
 // listens.
@@ -235,8 +238,20 @@ func ServeUnix(ctx context.Context, cfg UnixConfig, h http.Handler, ready chan<-
 		return fmt.Errorf("localpods: %w", err)
 	}
 	defer os.Remove(path)
+	// The requests' contexts end when ServeUnix returns: Shutdown neither
+	// closes nor waits for hijacked connections (exec, attach and
+	// port-forward streams), which end with their request's context.
+	base, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var handlers sync.WaitGroup // every handler running, hijacked ones included
 	srv := &http.Server{
-		Handler: h, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handlers.Add(1)
+			defer handlers.Done()
+			h.ServeHTTP(w, r)
+		}),
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
 		MaxHeaderBytes: 1 << 20,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -247,6 +262,8 @@ func ServeUnix(ctx context.Context, cfg UnixConfig, h http.Handler, ready chan<-
 	}
 	select {
 	case err := <-served:
+		stop()
+		waitHandlers(&handlers, log)
 		return fmt.Errorf("localpods: %w", err)
 	case <-ctx.Done():
 	}
@@ -256,7 +273,30 @@ func ServeUnix(ctx context.Context, cfg UnixConfig, h http.Handler, ready chan<-
 		_ = srv.Close()
 	}
 	<-served
+	stop()
+	waitHandlers(&handlers, log)
 	return nil
+}
+
+// handlersGrace bounds how long ServeUnix waits, once the handlers' contexts
+// ended, for the handlers to return.
+const handlersGrace = 5 * time.Second
+
+// waitHandlers waits for handlers, at most handlersGrace: a handler that
+// does not heed its context's end does not hold the agent's shutdown.
+func waitHandlers(handlers *sync.WaitGroup, log *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		handlers.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(handlersGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		log.Warn("Socket handlers still running after shutdown", "grace", handlersGrace)
+	}
 }
 
 // privateDir returns an error unless dir is a directory that belongs to this

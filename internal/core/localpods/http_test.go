@@ -327,3 +327,61 @@ func TestServeUnixDirectory(t *testing.T) {
 		})
 	}
 }
+
+// A hijacked connection (an exec session's stream) ends with ServeUnix: its
+// request's context ends at the shutdown, and ServeUnix returns only once
+// its handler did (issue 29: exec sessions outlived the socket server).
+func TestServeUnixEndsHijackedStreams(t *testing.T) {
+	t.Parallel()
+	hijacked, ended := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer close(ended)
+		defer conn.Close()
+		close(hijacked)
+		<-r.Context().Done() // the stream runs until its context ends
+	})
+	dir, err := os.MkdirTemp("", "nk-lp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cfg := UnixConfig{Path: filepath.Join(dir, SocketName)}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	go func() { served <- ServeUnix(ctx, cfg, h, ready) }()
+	<-ready
+	conn, err := net.Dial("unix", cfg.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /exec/default/web/app HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hijacked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler did not hijack the connection")
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ServeUnix did not return")
+	}
+	select {
+	case <-ended:
+	default:
+		t.Fatal("ServeUnix returned while the hijacked stream's handler still ran")
+	}
+}

@@ -77,7 +77,8 @@ type Collaborators struct {
 	// Recorder gets every manager's events. Nil discards them.
 	Recorder nodeapi.Recorder
 	// Start is when the managers start (image GC's maximum age counts from
-	// it); zero is the time New is called. simulate passes its virtual start.
+	// it, and the node conditions Object first sees date from it); zero is
+	// the time New is called. simulate passes its virtual start.
 	Start time.Time
 	// Statfs measures the image filesystem for image GC; nil is statfs(2).
 	Statfs func(path string) (imagegc.FsStats, error)
@@ -187,6 +188,10 @@ func New(cfg *config.Config, opts Options, c Collaborators) (*Node, error) {
 		return nil, fmt.Errorf("node: eviction: %w", err)
 	}
 	n := &Node{Eviction: ev, Images: images, Containers: containers, cfg: cfg, capacity: c.Capacity}
+	n.transitions.start = c.Start
+	if n.transitions.start.IsZero() {
+		n.transitions.start = time.Now()
+	}
 	if opts.DevicePlugins != nil {
 		n.Devices, err = devicemanager.New(*opts.DevicePlugins, devicemanager.Deps{
 			Logger: c.Logger, ActivePods: c.Pods.ActivePods, Registerer: c.Registerer,

@@ -25,6 +25,9 @@ var conditionTexts = []struct {
 // transitions remembers since when each node condition has had its status,
 // and which device resources Object has reported.
 type transitions struct {
+	// start is the agent's start, since when a condition has had the
+	// status Object first sees it with; set by New, then only read.
+	start   time.Time
 	mu      sync.Mutex                           // guards since and devices
 	since   map[v1.NodeConditionType]statusSince // by condition
 	devices map[v1.ResourceName]bool             // every device resource reported so far
@@ -65,11 +68,26 @@ func (t *transitions) at(c v1.NodeConditionType, s v1.ConditionStatus, now time.
 		t.since = map[v1.NodeConditionType]statusSince{}
 	}
 	old, ok := t.since[c]
-	if !ok || old.status != s {
-		old = statusSince{status: s, since: now}
-		t.since[c] = old
+	cur := statusAt(old, ok, s, t.start, now)
+	t.since[c] = cur
+	return cur.since
+}
+
+// statusAt is since when a condition has had status s, seen at now, when it
+// was last noted as prev (seen false: never before): prev while the status
+// is prev's, now from a change, and for a condition first seen the agent's
+// start, the time it has had that status since as far as anything tells
+// (the agent looks at its conditions every nodeStatusUpdateFrequency from
+// its start on, as the kubelet computes its Node's status); now when start
+// is zero or later than now.
+func statusAt(prev statusSince, seen bool, s v1.ConditionStatus, start, now time.Time) statusSince {
+	switch {
+	case seen && prev.status == s:
+		return prev
+	case !seen && !start.IsZero() && !start.After(now):
+		return statusSince{status: s, since: start}
 	}
-	return old.since
+	return statusSince{status: s, since: now}
 }
 
 // Object returns the node's Node object as the kubelet would post it: name,
@@ -79,7 +97,8 @@ func (t *transitions) at(c v1.NodeConditionType, s v1.ConditionStatus, now time.
 // the device manager no longer has (its plugin gone past the stop grace
 // period) is reported with capacity and allocatable 0, as the kubelet does,
 // so the scheduler sees it gone rather than keeping the Node's last count. A
-// condition's lastTransitionTime is when Object first saw its current status.
+// condition's lastTransitionTime is when Object first saw its current status,
+// or the agent's start (Collaborators.Start) for the status Object first saw.
 // It may be called from any goroutine.
 func (n *Node) Object(name string, notReady error, now time.Time) (*v1.Node, error) {
 	capacity, err := n.capacity()

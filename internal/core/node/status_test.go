@@ -28,20 +28,24 @@ func (s *memStats) Summary(context.Context) (*statsapi.Summary, error) {
 // conditions with the kubelet's reasons and messages, Ready (false with the
 // error), capacity and allocatable less the reservations and the hard
 // memory threshold, and each condition's transition time is when its status
-// last changed.
+// last changed, or the agent's start for the status first seen.
 func TestObject(t *testing.T) {
 	t.Parallel()
 	ms := &memStats{available: 2 << 30}
 	var killed []nodeapi.KillRequest
 	c := collaborators(&stats{}, &pods{}, &killed)
 	c.Stats = ms
+	// The agent started an hour before Object is first called: the
+	// conditions have had the status Object first sees since then.
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1, t2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
+	start := t0.Add(-time.Hour)
+	c.Start = start
 	cfg := config.Default()
 	n, err := New(cfg, Options{}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	t1, t2 := t0.Add(time.Minute), t0.Add(2*time.Minute)
 	cond := func(typ v1.NodeConditionType, s v1.ConditionStatus, reason, msg string, hb, tr time.Time) v1.NodeCondition {
 		return v1.NodeCondition{Type: typ, Status: s, Reason: reason, Message: msg,
 			LastHeartbeatTime: metav1.NewTime(hb), LastTransitionTime: metav1.NewTime(tr)}
@@ -60,10 +64,10 @@ func TestObject(t *testing.T) {
 			Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"),
 				v1.ResourcePods: resource.MustParse("110")},
 			Conditions: []v1.NodeCondition{
-				cond(v1.NodeMemoryPressure, v1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", t0, t0),
-				cond(v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", t0, t0),
-				cond(v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available", t0, t0),
-				cond(v1.NodeReady, v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status", t0, t0),
+				cond(v1.NodeMemoryPressure, v1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available", t0, start),
+				cond(v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", t0, start),
+				cond(v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available", t0, start),
+				cond(v1.NodeReady, v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status", t0, start),
 			},
 		},
 	}
@@ -83,8 +87,8 @@ func TestObject(t *testing.T) {
 	}
 	want.Status.Conditions = []v1.NodeCondition{
 		cond(v1.NodeMemoryPressure, v1.ConditionTrue, "KubeletHasInsufficientMemory", "kubelet has insufficient memory available", t1, t1),
-		cond(v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", t1, t0),
-		cond(v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available", t1, t0),
+		cond(v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure", t1, start),
+		cond(v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available", t1, start),
 		cond(v1.NodeReady, v1.ConditionFalse, "KubeletNotReady", "container runtime is down", t1, t1),
 	}
 	if diff := cmp.Diff(want, got, opts); diff != "" {
@@ -123,5 +127,39 @@ func TestGoneDevices(t *testing.T) {
 		if diff := cmp.Diff(s.want, tr.goneDevices(s.capacity)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", s.name, diff)
 		}
+	}
+}
+
+// statusAt: a condition keeps its transition time while its status holds,
+// takes now on a change, and dates the status it is first seen with from
+// the agent's start, not from the first look (issue 29: get node's SINCE
+// was the first /node request's time).
+func TestStatusAt(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seen, now := start.Add(time.Minute), start.Add(10*time.Minute)
+	f, tr := v1.ConditionFalse, v1.ConditionTrue
+	for _, tc := range []struct {
+		name  string
+		prev  statusSince
+		known bool
+		s     v1.ConditionStatus
+		start time.Time
+		want  statusSince
+	}{
+		{"first seen: since the agent's start", statusSince{}, false, f, start, statusSince{f, start}},
+		{"first seen true: since the agent's start", statusSince{}, false, tr, start, statusSince{tr, start}},
+		{"unchanged: kept", statusSince{f, seen}, true, f, start, statusSince{f, seen}},
+		{"unchanged since the start: kept", statusSince{f, start}, true, f, start, statusSince{f, start}},
+		{"changed: now", statusSince{f, start}, true, tr, start, statusSince{tr, now}},
+		{"no start: now", statusSince{}, false, f, time.Time{}, statusSince{f, now}},
+		{"start after now: now", statusSince{}, false, f, now.Add(time.Second), statusSince{f, now}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := statusAt(tc.prev, tc.known, tc.s, tc.start, now); got != tc.want {
+				t.Errorf("statusAt = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

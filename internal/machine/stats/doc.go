@@ -29,6 +29,9 @@
 //	                 curproc = the total of <proc>/loadavg's 4th field (processes + threads)
 //	"pods" container the kubepods cgroup (<CgroupRoot>/kubepods): cpu, memory and (v2) psi
 //	                 read as for pods; availableBytes = its memory limit (or capacity) − workingSet
+//	network          <proc>/net/dev (the agent's namespace, the node's): each interface's
+//	                 rx/tx bytes and errors in interfaces, lo*, veth*, docker* and nerdctl*
+//	                 left out as cadvisor does; absent when the file is
 //
 // Pods (the newest ready CRI sandbox of each pod UID):
 //
@@ -52,6 +55,10 @@
 //	                      <RootDir>/pods/<UID>/volumes/kubernetes.io~empty-dir/<name>
 //	ephemeral-storage     rootfs + logs + disk-backed emptyDir usage, with the node
 //	                      filesystem's capacity
+//	network               the sandbox's network namespace: <proc>/<pid>/net/dev of the
+//	                      first process of the sandbox's cgroup (<pod cgroup>/<sandbox ID>),
+//	                      as Containers reads it; eth0 also inline (the default interface);
+//	                      absent for a pod in the node's namespace (hostNetwork)
 //
 // Containers (for /metrics/cadvisor) reads, apart from the Summary, every
 // running container and ready sandbox from its own cgroup,

@@ -139,6 +139,7 @@ func New(cfg Config, deps Deps) (*Provider, error) {
 
 // summary is the state of one Summary call.
 type summary struct {
+	env     *sampleEnv // for the pods' network namespaces; set by runtimeStats
 	now     metav1.Time
 	statfs  map[string]statfsResult // by path
 	byDev   map[uint64]statfsResult // by device, where known
@@ -261,6 +262,10 @@ func (p *Provider) nodeStats(s *summary) (*statsapi.NodeStats, error) {
 		return nil, fmt.Errorf("node process count: %w", err)
 	}
 	n.Rlimit = &statsapi.RlimitStats{Time: s.now, MaxPID: &maxPID, NumOfRunningProcesses: &threads}
+
+	if n.Network, err = p.nodeNetwork(s); err != nil {
+		p.log.Debug("Node network stats unavailable", "err", err)
+	}
 
 	if pods, ok := p.podsContainer(s, mi.total); ok {
 		n.SystemContainers = []statsapi.ContainerStats{pods}
@@ -467,6 +472,7 @@ func (p *Provider) runtimeStats(ctx context.Context, s *summary, out *statsapi.S
 		}
 	}
 
+	s.env = p.sampleEnv()
 	logSt := s.stat(p, p.cfg.LogDir)
 	if logSt == nil {
 		logSt = s.stat(p, p.cfg.RootDir)
@@ -578,6 +584,12 @@ func (p *Provider) podStats(s *summary, sb *runtimeapi.PodSandbox, ctrs map[stri
 			ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: &n}
 		}
 		ps.IO = attachPSI(ps.CPU, ps.Memory, p.cg.psi(path), s.now)
+		if s.env != nil {
+			var err error
+			if ps.Network, err = p.sandboxNetwork(s.env, p.containerCgroup(path, sb.Id), s); err != nil {
+				p.log.Debug("Pod network stats unavailable", "pod", md.GetNamespace()+"/"+md.GetName(), "err", err)
+			}
+		}
 	}
 	return ps
 }

@@ -84,7 +84,7 @@ var (
 var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestNodeStats checks every node figure computed from the v1 and v2
-// fixtures (no runtime).
+// fixtures (no runtime); v1 has no <proc>/net/dev, so no network.
 func TestNodeStats(t *testing.T) {
 	t.Parallel()
 	now := metav1.NewTime(t0)
@@ -134,7 +134,12 @@ func TestNodeStats(t *testing.T) {
 				IO:     &statsapi.IOStats{Time: now, PSI: psiIO},
 				Fs:     rootFs(now),
 				Rlimit: &statsapi.RlimitStats{Time: now, MaxPID: i(63000), NumOfRunningProcesses: i(345)},
-				Swap:   &statsapi.SwapStats{Time: now, SwapAvailableBytes: u(524288 * 1024), SwapUsageBytes: u(524288 * 1024)},
+				// <proc>/net/dev less lo and the veth; no eth0 to give inline.
+				Network: &statsapi.NetworkStats{Time: now, Interfaces: []statsapi.InterfaceStats{
+					{Name: "cni0", RxBytes: u(4096), RxErrors: u(0), TxBytes: u(8192), TxErrors: u(1)},
+					{Name: "ens3", RxBytes: u(123456789), RxErrors: u(2), TxBytes: u(87654321), TxErrors: u(4)},
+				}},
+				Swap: &statsapi.SwapStats{Time: now, SwapAvailableBytes: u(524288 * 1024), SwapUsageBytes: u(524288 * 1024)},
 				// kubepods' pressure files.
 				SystemContainers: []statsapi.ContainerStats{{
 					Name: "pods", StartTime: now,

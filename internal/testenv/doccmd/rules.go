@@ -62,6 +62,8 @@ func Rules() []Rule {
 			"writes the copy of the example config that the busy-port example passes to run.sh --config; test/quickstart passes a config of its own"},
 		{r(`^curl "http://\$\(nodekeeper get pod web-example -o jsonpath='\{\.status\.podIP\}'\):8080/healthz"$`), Live,
 			"needs a running agent and its web pod"},
+		{r(`^kubectl --kubeconfig nodekeeper\.kubeconfig get --raw /(pods|stats/summary)$`), Recipe,
+			"no kubectl binary is built here (docs/commands.md, nodekeeper kubeconfig): TestKubeconfig and test/e2e's TestNetworkStatsThroughKubeconfig make the same reads through the printed kubeconfig with client-go's loader and REST client, what kubectl get --raw runs"},
 		{r(`^bash \.ci/run$`), Recipe,
 			"CI itself: installs packages, then make test and the cgroup v2 lane, 20-60 min"},
 		{r(`^nodekeeper .*(\[-|\(--|\b[A-Z][A-Z_]{2,}\b)`), Usage,
