@@ -157,6 +157,13 @@ func run(ctx context.Context, o runOptions) error {
 	if err != nil {
 		return err
 	}
+	host := realHost("/proc/sys")
+	// The suite's kubelet is this program's supervisor (unit.go), run from a
+	// copy of it.
+	bins.harness = filepath.Join(o.work, "bin", "nkharness")
+	if err := copyExecutable(bins.harness); err != nil {
+		return err
+	}
 
 	// One containerd for both agents, as on a node where the kubelet is
 	// replaced by nodekeeper. It outlives an interrupt until the suite has
@@ -193,7 +200,24 @@ func run(ctx context.Context, o runOptions) error {
 		if err := cleanKubeletRoot(kubeletRoot); err != nil {
 			return fmt.Errorf("before the %s run: %w", agent, err)
 		}
+		before, err := host.snapshot(ctx)
+		if err != nil {
+			return fmt.Errorf("before the %s run: %w", agent, err)
+		}
 		res, err := runSuite(ctx, log, o, bins, agent, m.Endpoint())
+		// Restored whatever happened, an interrupt included (ctx is done
+		// then: the restore runs on its own).
+		changed, herr := host.restore(context.WithoutCancel(ctx), before)
+		res.Host, res.HostRun = changed, time.Now().UTC().Format(time.RFC3339)
+		if len(changed) == 0 && herr == nil {
+			log.Info("the host is as before the run", "agent", agent)
+		}
+		for _, c := range changed {
+			log.Info("restored the host", "agent", agent, "change", c)
+		}
+		if herr != nil {
+			return fmt.Errorf("after the %s run: %w", agent, herr)
+		}
 		if len(res.Specs) > 0 {
 			if err := mergeResults(filepath.Join(o.results, agent+".json"), res); err != nil {
 				return err
@@ -214,6 +238,7 @@ func run(ctx context.Context, o runOptions) error {
 // binaries are what a run needs built.
 type binaries struct {
 	kubelet, e2eNode, ginkgo, nodekeeper string
+	harness                              string   // a copy of this program: supervise, systemctl
 	images                               []string // OCI image tarballs to import
 	standIns                             []e2eimages.Image
 }
@@ -274,18 +299,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 			return results{}, err
 		}
 	}
-	kubelet := filepath.Join(binDir, "kubelet")
-	switch agent {
-	case "kubelet":
-		if err := os.Symlink(b.kubelet, kubelet); err != nil {
-			return results{}, err
-		}
-	case "nodekeeper":
-		script := fmt.Sprintf("#!/bin/sh\n# The node e2e suite starts this as its kubelet.\nexec %s run \"$@\"\n", b.nodekeeper)
-		if err := os.WriteFile(kubelet, []byte(script), 0o755); err != nil {
-			return results{}, err
-		}
-	}
+	sock := filepath.Join(dir, "unit.sock")
 	// ginkgo runs a compiled suite in the suite's directory, and the suite
 	// writes its kubeconfig and kubelet config into its working directory.
 	suite := filepath.Join(runDir, "e2e_node.test")
@@ -296,8 +310,17 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	if err := os.WriteFile(base, []byte(baseKubeletConfig), 0o644); err != nil {
 		return results{}, err
 	}
-	path, err := pathWithout(filepath.Join(dir, "path"), "systemd-run", "systemctl")
+	path, err := pathWithout(filepath.Join(dir, "path"), "systemd-run", "systemctl", "sudo")
 	if err != nil {
+		return results{}, err
+	}
+	// The suite starts <k8s-bin-dir>/kubelet itself (no systemd-run on its
+	// PATH): for both agents that is the harness's supervisor.
+	agentArgv := []string{b.kubelet}
+	if agent == "nodekeeper" {
+		agentArgv = []string{b.nodekeeper, "run"}
+	}
+	if err := writeUnitScripts(binDir, path, b.harness, sock, agentArgv); err != nil {
 		return results{}, err
 	}
 	report := filepath.Join(out, "report.json")
@@ -342,7 +365,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	}
 	log.Info("running the node e2e suite", "agent", agent, "log", logFile.Name(), "procs", o.procs)
 	began := time.Now()
-	runErr := cmd.Run()
+	runErr := runGroup(cmd, 10*time.Second)
 	took := time.Since(began)
 	res, err := readReport(report)
 	if err != nil {
@@ -458,7 +481,7 @@ podCIDR: ` + podCIDR + `
 `
 
 // pathWithout makes dir a directory of links to every program on $PATH except
-// the named ones (and a sudo that runs its command, where sudo is missing), and
+// the named ones, and a sudo that runs its command on that PATH, and
 // returns it as a PATH value. The suite starts the kubelet
 // through systemd-run when it finds it, as a unit of the machine's systemd.
 func pathWithout(dir string, omit ...string) (string, error) {
@@ -484,10 +507,11 @@ func pathWithout(dir string, omit ...string) (string, error) {
 		}
 	}
 	// Specs run `sudo ...` for what needs root; the suite runs as root here.
-	if _, err := os.Lstat(filepath.Join(dir, "sudo")); errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(filepath.Join(dir, "sudo"), []byte("#!/bin/sh\n# root already: run the command as it is\nexec \"$@\"\n"), 0o755); err != nil {
-			return "", err
-		}
+	// This sudo runs its command on this PATH (a real sudo's secure_path
+	// would reach the machine's systemctl).
+	if err := writeScript(filepath.Join(dir, "sudo"), "# root already: run the command as it is, on this PATH\n"+
+		"case \"$1\" in -*) echo \"sudo (nodekeeper conformance harness): option $1 not supported\" >&2; exit 1;; esac\nexec \"$@\"\n"); err != nil {
+		return "", err
 	}
 	return dir, nil
 }
