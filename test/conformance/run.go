@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -63,6 +64,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.flakes, "flake-attempts", 1, "attempts per spec")
 	rerun := fs.Bool("rerun-failed", false, "run the specs whose latest result (of the first agent) is not passed, instead of -focus")
 	chunk := fs.String("chunk", "", "K/N: run the K-th of N chunks of every spec the -labels filter selects (the full set in N runs), instead of -focus")
+	set := fs.String("set", "", "subsystems: the specs beyond [NodeConformance] of nodekeeper's subsystems (specs.go), chunked by expected duration with -chunk; default: the [NodeConformance] specs")
 	notRun := fs.Bool("not-run", false, "run the specs the -labels filter selects that have no result yet for the first agent (with -chunk, a chunk of those), instead of -focus")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -82,6 +84,13 @@ func runCmd(ctx context.Context, args []string) error {
 		if k, n, err = parseChunk(*chunk); err != nil {
 			return usageError{err}
 		}
+	}
+	switch *set {
+	case "":
+	case "subsystems":
+		return runSet(ctx, o, *rerun, *notRun, *chunk != "", k, n)
+	default:
+		return usageError{fmt.Errorf("-set %q: want subsystems (or no -set)", *set)}
 	}
 	if *rerun || *notRun || *chunk != "" {
 		names, ordered, err := listSpecInfo(o.labels)
@@ -115,6 +124,72 @@ func runCmd(ctx context.Context, args []string) error {
 	if o.procs < 1 {
 		return usageError{fmt.Errorf("-procs %d: want at least 1", o.procs)}
 	}
+	return run(ctx, o)
+}
+
+// runSet runs the subsystems set (specs.go): its specs less its skips, a
+// chunk by expected duration with -chunk, those without a result or not
+// passed with -not-run or -rerun-failed; -focus narrows it further.
+func runSet(ctx context.Context, o runOptions, rerun, notRun, chunked bool, k, n int) error {
+	o.labels = subsystemsLabels
+	all, ordered, err := listSpecInfo(o.labels)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, name := range all {
+		if _, _, in := subsystemPart(name); !in || machineSkipped(name) {
+			continue
+		}
+		if _, skip := subsystemSkipped(name); !skip {
+			names = append(names, name)
+		}
+	}
+	if rerun || notRun {
+		prev, err := previousResults(o)
+		if err != nil {
+			return err
+		}
+		var keep []string
+		for _, name := range names {
+			r, ok := prev.Specs[name]
+			if notRun && !ok || rerun && ok && r.State != "passed" && r.State != "skipped" {
+				keep = append(keep, name)
+			}
+		}
+		if names = keep; len(names) == 0 {
+			return usageError{fmt.Errorf("-set subsystems: no spec left to run for %s", o.agents[0])}
+		}
+	}
+	if len(o.focus) > 0 {
+		// -focus narrows the set: the suite ANDs nothing, so filter here.
+		var keep []string
+		for _, name := range names {
+			for _, f := range o.focus {
+				if re, err := regexp.Compile(f); err != nil {
+					return usageError{fmt.Errorf("-focus %q: %w", f, err)}
+				} else if re.MatchString(name) {
+					keep = append(keep, name)
+					break
+				}
+			}
+		}
+		if names = keep; len(names) == 0 {
+			return usageError{fmt.Errorf("-focus %q: no spec of the subsystems set matches", o.focus)}
+		}
+	}
+	expected := func(name string) time.Duration { _, d, _ := subsystemPart(name); return d }
+	if !chunked {
+		k, n = 1, 1
+	}
+	focus, took := durationChunk(names, ordered, expected, k, n)
+	o.focus = focus
+	for _, s := range subsystemSkips {
+		o.skip = append(o.skip, s.re)
+	}
+	// Per agent: the set's chunk, the suite's start and the restarts.
+	o.timeout = max(o.timeout, took*3/2+15*time.Minute)
+	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("the subsystems set", "specs", len(names), "chunk", fmt.Sprintf("%d/%d", k, n), "units", len(focus), "expectedPerAgent", took)
 	return run(ctx, o)
 }
 
