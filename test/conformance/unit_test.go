@@ -223,12 +223,25 @@ func TestUnitRestart(t *testing.T) {
 	}
 
 	sup := exec.Command(filepath.Join(binDir, "kubelet"), "--config", cfg)
-	sup.Stdout, sup.Stderr = t.Output(), t.Output()
+	supLog, err := os.Create(filepath.Join(dir, "kubelet.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.Stdout, sup.Stderr = supLog, supLog
 	sup.Env = append(os.Environ(), "PATH="+path)
+	// A group of its own: whatever fails, the test ends the supervisor and
+	// its agent.
+	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := sup.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sup.Process.Kill(); sup.Wait() })
+	t.Cleanup(func() {
+		syscall.Kill(-sup.Process.Pid, syscall.SIGKILL)
+		sup.Wait()
+		b, _ := os.ReadFile(supLog.Name())
+		t.Logf("the supervisor's log:\n%s", b)
+		supLog.Close()
+	})
 	pid1 := nextStart("v1")
 	unit := findRunning()
 	if unit != "kubelet-nkharness" {
