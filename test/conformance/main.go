@@ -34,6 +34,10 @@ func main() {
 		err = runCmd(ctx, os.Args[2:])
 	case "report":
 		err = reportCmd(os.Args[2:])
+	case "supervise": // the suite's kubelet, for both agents (unit.go)
+		err = superviseCmd(os.Args[2:])
+	case "systemctl": // the suite's systemctl (unit.go)
+		os.Exit(systemctlCmd(os.Args[2:]))
 	default:
 		err = usageError{fmt.Errorf("unknown command %q: want run or report", os.Args[1])}
 	}

@@ -40,6 +40,16 @@ func reportCmd(args []string) error {
 		}
 		res[a] = r
 	}
+	beyond, err := listSpecs(subsystemsLabels)
+	if err != nil {
+		return err
+	}
+	var set []string
+	for _, name := range beyond {
+		if _, _, ok := subsystemPart(name); ok {
+			set = append(set, name)
+		}
+	}
 	version, err := kubebuild.Version()
 	if err != nil {
 		return err
@@ -50,6 +60,7 @@ func reportCmd(args []string) error {
 	}
 	var buf bytes.Buffer
 	writeReport(&buf, version, all, res, imgs)
+	writeSetReport(&buf, set, res)
 	return os.WriteFile(filepath.Join(root, *out), buf.Bytes(), 0o644)
 }
 
@@ -243,4 +254,70 @@ func cell(r result) string {
 
 func esc(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// writeSetReport writes the subsystems set's section (`-set subsystems`):
+// each spec's part and result on both agents, or why it is not run, and
+// what each agent's last run changed on the host.
+func writeSetReport(w io.Writer, set []string, res map[string]results) {
+	fmt.Fprintf(w, "\n## Beyond [NodeConformance]: nodekeeper's subsystems\n\n"+
+		"`make conformance SET=subsystems [CHUNK=k/n]` runs these %d specs of the suite (outside [NodeConformance]; the parts of "+
+		"test/conformance/specs.go's subsystemSpecs) on both agents, restarting each through the harness's systemctl "+
+		"(docs/conformance-harness.md).\n\n", len(set))
+	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | not run here | not run yet | last run | nodekeeper revision of the last run |\n|---|---|---|---|---|---|---|---|\n")
+	for _, a := range agents {
+		var passed, failed, skipped, never, notRun int
+		last, rev := "", ""
+		for _, name := range set {
+			r, ok := res[a].Specs[name]
+			_, skip := subsystemSkipped(name)
+			switch {
+			case skip || machineSkipped(name):
+				never++
+			case !ok:
+				notRun++
+			case r.State == "passed":
+				passed++
+			case r.State == "skipped":
+				skipped++
+			default:
+				failed++
+			}
+			if ok && r.Run > last {
+				last, rev = r.Run, r.Revision
+			}
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", a, passed, failed, skipped, never, notRun, last, rev)
+	}
+	fmt.Fprintf(w, "\n| spec | part | kubelet | nodekeeper |\n|---|---|---|---|\n")
+	for _, name := range set {
+		part, _, _ := subsystemPart(name)
+		kc, nc := "not run yet", "not run yet"
+		if reason, skip := subsystemSkipped(name); skip {
+			kc, nc = "not run here", "not run here: "+esc(reason)
+		} else {
+			if r, ok := res["kubelet"].Specs[name]; ok {
+				kc = cell(r)
+			}
+			if r, ok := res["nodekeeper"].Specs[name]; ok {
+				nc = cell(r)
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", esc(name), part, kc, nc)
+	}
+	fmt.Fprintf(w, "\n## The host after each agent's last run\n\n"+
+		"The driver snapshots the sysctls kernel.panic, kernel.panic_on_oops and vm.overcommit_memory and the iptables chains "+
+		"KUBE-FIREWALL, KUBE-KUBELET-CANARY and KUBE-IPTABLES-HINT (IPv4 and IPv6) before each agent's run, and after it "+
+		"restores what changed (chains: only those the run added, with the rules that jump to them) and checks the host is as before.\n\n")
+	for _, a := range agents {
+		r := res[a]
+		switch {
+		case r.HostRun == "":
+			fmt.Fprintf(w, "- %s: no run recorded yet.\n", a)
+		case len(r.Host) == 0:
+			fmt.Fprintf(w, "- %s, run of %s: nothing changed.\n", a, r.HostRun)
+		default:
+			fmt.Fprintf(w, "- %s, run of %s: %s.\n", a, r.HostRun, esc(strings.Join(r.Host, "; ")))
+		}
+	}
 }

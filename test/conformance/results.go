@@ -24,6 +24,10 @@ type results struct {
 	// Took is the last run's wall time (not stored per spec).
 	Took  time.Duration     `json:"-"`
 	Specs map[string]result `json:"specs"`
+	// Host is what the agent's last run changed on the host and the driver
+	// restored (host.go), HostRun that run's date; empty: nothing changed.
+	Host    []string `json:"host,omitempty"`
+	HostRun string   `json:"hostRun,omitempty"`
 }
 
 // result is one spec's outcome in its latest run.
@@ -180,6 +184,7 @@ func mergeResults(path string, res results) error {
 		old.Specs = map[string]result{}
 	}
 	old.Agent = res.Agent
+	old.Host, old.HostRun = res.Host, res.HostRun
 	for k, v := range res.Specs {
 		old.Specs[k] = v
 	}

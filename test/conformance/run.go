@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -63,6 +64,7 @@ func runCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&o.flakes, "flake-attempts", 1, "attempts per spec")
 	rerun := fs.Bool("rerun-failed", false, "run the specs whose latest result (of the first agent) is not passed, instead of -focus")
 	chunk := fs.String("chunk", "", "K/N: run the K-th of N chunks of every spec the -labels filter selects (the full set in N runs), instead of -focus")
+	set := fs.String("set", "", "subsystems: the specs beyond [NodeConformance] of nodekeeper's subsystems (specs.go), chunked by expected duration with -chunk; default: the [NodeConformance] specs")
 	notRun := fs.Bool("not-run", false, "run the specs the -labels filter selects that have no result yet for the first agent (with -chunk, a chunk of those), instead of -focus")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -82,6 +84,13 @@ func runCmd(ctx context.Context, args []string) error {
 		if k, n, err = parseChunk(*chunk); err != nil {
 			return usageError{err}
 		}
+	}
+	switch *set {
+	case "":
+	case "subsystems":
+		return runSet(ctx, o, *rerun, *notRun, *chunk != "", k, n)
+	default:
+		return usageError{fmt.Errorf("-set %q: want subsystems (or no -set)", *set)}
 	}
 	if *rerun || *notRun || *chunk != "" {
 		names, ordered, err := listSpecInfo(o.labels)
@@ -115,6 +124,72 @@ func runCmd(ctx context.Context, args []string) error {
 	if o.procs < 1 {
 		return usageError{fmt.Errorf("-procs %d: want at least 1", o.procs)}
 	}
+	return run(ctx, o)
+}
+
+// runSet runs the subsystems set (specs.go): its specs less its skips, a
+// chunk by expected duration with -chunk, those without a result or not
+// passed with -not-run or -rerun-failed; -focus narrows it further.
+func runSet(ctx context.Context, o runOptions, rerun, notRun, chunked bool, k, n int) error {
+	o.labels = subsystemsLabels
+	all, ordered, err := listSpecInfo(o.labels)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, name := range all {
+		if _, _, in := subsystemPart(name); !in || machineSkipped(name) {
+			continue
+		}
+		if _, skip := subsystemSkipped(name); !skip {
+			names = append(names, name)
+		}
+	}
+	if rerun || notRun {
+		prev, err := previousResults(o)
+		if err != nil {
+			return err
+		}
+		var keep []string
+		for _, name := range names {
+			r, ok := prev.Specs[name]
+			if notRun && !ok || rerun && ok && r.State != "passed" && r.State != "skipped" {
+				keep = append(keep, name)
+			}
+		}
+		if names = keep; len(names) == 0 {
+			return usageError{fmt.Errorf("-set subsystems: no spec left to run for %s", o.agents[0])}
+		}
+	}
+	if len(o.focus) > 0 {
+		// -focus narrows the set: the suite ANDs nothing, so filter here.
+		var keep []string
+		for _, name := range names {
+			for _, f := range o.focus {
+				if re, err := regexp.Compile(f); err != nil {
+					return usageError{fmt.Errorf("-focus %q: %w", f, err)}
+				} else if re.MatchString(name) {
+					keep = append(keep, name)
+					break
+				}
+			}
+		}
+		if names = keep; len(names) == 0 {
+			return usageError{fmt.Errorf("-focus %q: no spec of the subsystems set matches", o.focus)}
+		}
+	}
+	expected := func(name string) time.Duration { _, d, _ := subsystemPart(name); return d }
+	if !chunked {
+		k, n = 1, 1
+	}
+	focus, took := durationChunk(names, ordered, expected, k, n)
+	o.focus = focus
+	for _, s := range subsystemSkips {
+		o.skip = append(o.skip, s.re)
+	}
+	// Per agent: the set's chunk, the suite's start and the restarts.
+	o.timeout = max(o.timeout, took*3/2+15*time.Minute)
+	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("the subsystems set", "specs", len(names), "chunk", fmt.Sprintf("%d/%d", k, n), "units", len(focus), "expectedPerAgent", took)
 	return run(ctx, o)
 }
 
@@ -157,6 +232,13 @@ func run(ctx context.Context, o runOptions) error {
 	if err != nil {
 		return err
 	}
+	host := realHost("/proc/sys")
+	// The suite's kubelet is this program's supervisor (unit.go), run from a
+	// copy of it.
+	bins.harness = filepath.Join(o.work, "bin", "nkharness")
+	if err := copyExecutable(bins.harness); err != nil {
+		return err
+	}
 
 	// One containerd for both agents, as on a node where the kubelet is
 	// replaced by nodekeeper. It outlives an interrupt until the suite has
@@ -193,7 +275,24 @@ func run(ctx context.Context, o runOptions) error {
 		if err := cleanKubeletRoot(kubeletRoot); err != nil {
 			return fmt.Errorf("before the %s run: %w", agent, err)
 		}
+		before, err := host.snapshot(ctx)
+		if err != nil {
+			return fmt.Errorf("before the %s run: %w", agent, err)
+		}
 		res, err := runSuite(ctx, log, o, bins, agent, m.Endpoint())
+		// Restored whatever happened, an interrupt included (ctx is done
+		// then: the restore runs on its own).
+		changed, herr := host.restore(context.WithoutCancel(ctx), before)
+		res.Host, res.HostRun = changed, time.Now().UTC().Format(time.RFC3339)
+		if len(changed) == 0 && herr == nil {
+			log.Info("the host is as before the run", "agent", agent)
+		}
+		for _, c := range changed {
+			log.Info("restored the host", "agent", agent, "change", c)
+		}
+		if herr != nil {
+			return fmt.Errorf("after the %s run: %w", agent, herr)
+		}
 		if len(res.Specs) > 0 {
 			if err := mergeResults(filepath.Join(o.results, agent+".json"), res); err != nil {
 				return err
@@ -214,6 +313,7 @@ func run(ctx context.Context, o runOptions) error {
 // binaries are what a run needs built.
 type binaries struct {
 	kubelet, e2eNode, ginkgo, nodekeeper string
+	harness                              string   // a copy of this program: supervise, systemctl
 	images                               []string // OCI image tarballs to import
 	standIns                             []e2eimages.Image
 }
@@ -274,18 +374,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 			return results{}, err
 		}
 	}
-	kubelet := filepath.Join(binDir, "kubelet")
-	switch agent {
-	case "kubelet":
-		if err := os.Symlink(b.kubelet, kubelet); err != nil {
-			return results{}, err
-		}
-	case "nodekeeper":
-		script := fmt.Sprintf("#!/bin/sh\n# The node e2e suite starts this as its kubelet.\nexec %s run \"$@\"\n", b.nodekeeper)
-		if err := os.WriteFile(kubelet, []byte(script), 0o755); err != nil {
-			return results{}, err
-		}
-	}
+	sock := filepath.Join(dir, "unit.sock")
 	// ginkgo runs a compiled suite in the suite's directory, and the suite
 	// writes its kubeconfig and kubelet config into its working directory.
 	suite := filepath.Join(runDir, "e2e_node.test")
@@ -296,8 +385,17 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	if err := os.WriteFile(base, []byte(baseKubeletConfig), 0o644); err != nil {
 		return results{}, err
 	}
-	path, err := pathWithout(filepath.Join(dir, "path"), "systemd-run", "systemctl")
+	path, err := pathWithout(filepath.Join(dir, "path"), "systemd-run", "systemctl", "sudo")
 	if err != nil {
+		return results{}, err
+	}
+	// The suite starts <k8s-bin-dir>/kubelet itself (no systemd-run on its
+	// PATH): for both agents that is the harness's supervisor.
+	agentArgv := []string{b.kubelet}
+	if agent == "nodekeeper" {
+		agentArgv = []string{b.nodekeeper, "run"}
+	}
+	if err := writeUnitScripts(binDir, path, b.harness, sock, agentArgv); err != nil {
 		return results{}, err
 	}
 	report := filepath.Join(out, "report.json")
@@ -342,7 +440,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	}
 	log.Info("running the node e2e suite", "agent", agent, "log", logFile.Name(), "procs", o.procs)
 	began := time.Now()
-	runErr := cmd.Run()
+	runErr := runGroup(cmd, 10*time.Second)
 	took := time.Since(began)
 	res, err := readReport(report)
 	if err != nil {
@@ -458,7 +556,7 @@ podCIDR: ` + podCIDR + `
 `
 
 // pathWithout makes dir a directory of links to every program on $PATH except
-// the named ones (and a sudo that runs its command, where sudo is missing), and
+// the named ones, and a sudo that runs its command on that PATH, and
 // returns it as a PATH value. The suite starts the kubelet
 // through systemd-run when it finds it, as a unit of the machine's systemd.
 func pathWithout(dir string, omit ...string) (string, error) {
@@ -484,10 +582,11 @@ func pathWithout(dir string, omit ...string) (string, error) {
 		}
 	}
 	// Specs run `sudo ...` for what needs root; the suite runs as root here.
-	if _, err := os.Lstat(filepath.Join(dir, "sudo")); errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(filepath.Join(dir, "sudo"), []byte("#!/bin/sh\n# root already: run the command as it is\nexec \"$@\"\n"), 0o755); err != nil {
-			return "", err
-		}
+	// This sudo runs its command on this PATH (a real sudo's secure_path
+	// would reach the machine's systemctl).
+	if err := writeScript(filepath.Join(dir, "sudo"), "# root already: run the command as it is, on this PATH\n"+
+		"case \"$1\" in -*) echo \"sudo (nodekeeper conformance harness): option $1 not supported\" >&2; exit 1;; esac\nexec \"$@\"\n"); err != nil {
+		return "", err
 	}
 	return dir, nil
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 )
 
 // coreFocus is the subset `make conformance` runs when no focus is given:
@@ -41,25 +44,25 @@ var machineSkips = []machineSkip{
 	{`should be able to pull from private registry with credential provider`,
 		"installs a credential-provider plugin and restarts the kubelet through systemd, and pulls from a registry: the harness runs here without systemd (the driver takes systemctl and systemd-run off PATH so that the suite moves no process of the machine), and no registry is reachable"},
 	{`MirrorPod \[Serial\] when kubelet restarts should not change container status`,
-		"restarts the kubelet through systemd (systemctl), which the harness runs without here (see above)"},
+		"restarts the kubelet through systemd (systemctl): the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`MirrorPodWithGracePeriod when create a mirror pod and the container runtime is temporarily down during pod termination`,
 		"stops and starts the container runtime through systemd (dbus), which the harness runs without here"},
 	{`MirrorPod when recreating a static pod it should launch successfully even if it temporarily failed termination due to volume failing to unmount`,
 		"runs an NFS server from registry.k8s.io/e2e-test-images/volume/nfs (no stand-in: it needs the kernel NFS server and its exports) and mounts NFS; no registry is reachable"},
 	{`ImageGarbageCollect \[Serial\] \[NodeConformance\] when ImageMaximumGCAge is set`,
-		"restarts the kubelet through systemd (systemctl) to change its configuration, which the harness runs without here (exit status 127 on both agents)"},
+		"restarts the kubelet through systemd (systemctl) to change its configuration: without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`Kubelet Endpoints \[NodeConformance\] \[Serial\] when config is updated should be reflected in /configz`,
-		"restarts the kubelet through systemd (systemctl) to change its configuration, which the harness runs without here (exit status 127 on both agents)"},
+		"restarts the kubelet through systemd (systemctl) to change its configuration: without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`KubletTLS \[Serial\] \[NodeConformance\] certificate reload should reload certificates from disk`,
-		"restarts the kubelet through systemd (systemctl), which the harness runs without here (exit status 127 on both agents)"},
+		"restarts the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`OOMKiller \[LinuxOnly\] \[NodeConformance\] \[Serial\] (init|single process) container The containers terminated by OOM killer should have the reason set`,
-		"sets kube-reserved memory by restarting the kubelet through systemd (systemctl), which the harness runs without here (exit status 127 on both agents)"},
+		"sets kube-reserved memory by restarting the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`StaticPod \[Serial\] when the static pod has (init|sidecar) container should be ready after (init|sidecar) container is removed and kubelet restarts`,
-		"restarts the kubelet through systemd (systemctl), which the harness runs without here (exit status 127 on both agents)"},
+		"restarts the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`ReloadKubeletClientCAFileTest \[NodeConformance\] \[Serial\] certificate reload should reload certificates from disk`,
-		"changes the kubelet's configuration by restarting it through systemd (systemctl), which the harness runs without here (exit status 127 on both agents)"},
+		"changes the kubelet's configuration by restarting it through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`Containers Lifecycle when A node running restartable init containers reboots`,
-		"simulates a node reboot by stopping the kubelet through systemd (systemctl), which the harness runs without here (exit status 127 on both agents)"},
+		"simulates a node reboot by stopping the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`A pod is running only regular containers when the regular container has its image updated should`,
 		"updates the container's image with imagePullPolicy Always: the pull needs a registry, and none is reachable from this machine kind (timed out after 300 s on both agents)"},
 	{`PrivilegedPod \[NodeConformance\] should enable privileged commands`,
@@ -78,13 +81,19 @@ func machineSkipped(spec string) bool {
 	return false
 }
 
+// skipRegexps are the -skip of every run: the machine's skips and the
+// specs that would harm the machine (dangerousSpec), whatever the focus.
 func skipRegexps() []string {
 	var out []string
 	for _, s := range machineSkips {
 		out = append(out, s.re)
 	}
-	return out
+	return append(out, dangerousSpec)
 }
+
+// dangerousSpec SIGKILLs every process `pidof containerd` finds on the
+// machine: no run of this driver runs it (see subsystemSkips).
+const dangerousSpec = `Restart \[Serial\] \[Slow\] \[Disruptive\] Container Runtime Network should recover from ip leak`
 
 // bothFail explains specs that fail on the real kubelet here too.
 type bothFail struct {
@@ -116,4 +125,119 @@ func bothFailReason(spec string) string {
 func gitOutput(args ...string) (string, error) {
 	out, err := exec.Command("git", args...).Output()
 	return strings.TrimSpace(string(out)), err
+}
+
+// The subsystems set (`-set subsystems`): the suite's specs beyond
+// [NodeConformance] that test the subsystems nodekeeper is for (issue 30).
+
+// subsystemsLabels is the label filter the set is drawn from.
+const subsystemsLabels = "!NodeConformance"
+
+// subsystemSpec is one part of the set: the specs whose full text matches
+// re, what part of the agent they test and how long one usually takes on
+// this machine kind (kubelet restarts included), for chunking.
+type subsystemSpec struct {
+	re       *regexp.Regexp
+	part     string
+	expected time.Duration
+}
+
+// subsystemSpecs are the parts of the set, the first match giving a spec's
+// expected duration. Durations: the issue's prototype (eviction 3-11 min,
+// OOMKiller 35 s) and the suite's own waits.
+var subsystemSpecs = []subsystemSpec{
+	{regexp.MustCompile(`^\[sig-node\] MemoryAllocatableEviction`), "eviction", 11 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] LocalStorageCapacityIsolationEviction`), "eviction", 3 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] (PriorityMemoryEvictionOrdering|MemoryAllocatableEvictionPodLevelResources)`), "eviction", 10 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] PriorityPidEvictionOrdering`), "eviction", 6 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] ([A-Za-z]*Eviction[A-Za-z]*|ImageGC[A-Za-z]*|KubeletSeparateDiskGC|LocalStorageCapacityIsolationFSQuotaMonitoring|SystemNodeCriticalPod) `), "eviction, image GC", 8 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] CriticalPod`), "critical pods (preemption)", 2 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] OOMKiller`), "OOM", time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] (Device Plugin|Device Manager)`), "device plugins", 4 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] POD Resources API`), "pod resources", 2 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] Probe Stress`), "probe stress", 4 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] (Restart |Unknown Pods|RestartAllContainersWithKubeletRestarts|Lock contention)`), "agent restarts", 5 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] Node Container Manager`), "node allocatable (eviction)", 3 * time.Minute},
+}
+
+// subsystemPart returns the part of the set spec belongs to and its
+// expected duration; ok is false for a spec outside the set.
+func subsystemPart(spec string) (part string, expected time.Duration, ok bool) {
+	for _, s := range subsystemSpecs {
+		if s.re.MatchString(spec) {
+			return s.part, s.expected, true
+		}
+	}
+	return "", 0, false
+}
+
+// subsystemSkips are the specs of the set that are not run here, with why.
+// They are skipped like machineSkips, in the set's runs only.
+var subsystemSkips = []machineSkip{
+	{dangerousSpec,
+		"SIGKILLs whatever `pidof containerd` finds, on the machine: not run until it can find only the run's own containerd (a PID namespace of the run's)"},
+	{`POD Resources API .*(CPU manager Static policy|checking core resource managers assignments)`,
+		"the CPU and memory managers' static policies: this machine kind has 2 CPUs (the specs want more allocatable CPUs than that) and nodekeeper has no CPU or memory manager"},
+	{`POD Resources API .*with SRIOV devices`, "needs SR-IOV devices and the sriov-device-plugin image; this machine kind has neither"},
+	{`KubeletSeparateDiskGC`, "needs the image filesystem on a disk of its own (split disk); this machine kind has one filesystem"},
+	{`LocalStorageCapacityIsolationFSQuotaMonitoring`, "needs project quotas (an XFS or ext4 filesystem mounted with prjquota) and user namespaces; this machine kind's filesystem has none"},
+	{`Node Container Manager \[Serial\] Validate CGroup management .*with systemd`, "needs the systemd cgroup driver; the harness runs both agents with cgroupfs, without the machine's systemd"},
+	{`(Device Plugin \[Serial\] \[Feature:DevicePlugin\] DevicePlugin \[Serial\] \[Disruptive\]|Device Manager \[Serial\] \[Feature:DeviceManager\] With sample device plugin|POD Resources API .*topology-unaware device plugin)`,
+		"runs registry.k8s.io/e2e-test-images/sample-device-plugin, which has no stand-in yet (issue 30, item 2)"},
+	{`(LocalStorage(Soft)?Eviction|LocalStorageSoftEvictionNotOverwriteTerminationGracePeriodSeconds|InodeEviction|ImageGCNoEviction|ImageGCTerminatedPodsContainersCleanup|PriorityLocalStorageEvictionOrdering|SystemNodeCriticalPod) .*DiskPressure`,
+		"fills the node's filesystem (4 GiB, or its inodes) to cause DiskPressure: not run until each such spec has a small filesystem of its own, so that the host's disk never fills (issue 30, item 2)"},
+}
+
+// subsystemSkipped reports whether spec is one of the set's skips, and why.
+func subsystemSkipped(spec string) (string, bool) {
+	for _, s := range subsystemSkips {
+		if regexp.MustCompile(s.re).MatchString(spec) {
+			return s.reason, true
+		}
+	}
+	return "", false
+}
+
+// durationChunk is the focus of the K-th of N chunks of names by expected
+// duration: units (see units) are dealt, longest first, each to the chunk
+// whose total is least so far (ties: the lower chunk), so that the chunks
+// take about as long as each other. It also returns the chunk's expected
+// total. The deal depends only on names and expected: the same set gives
+// the same chunks run after run.
+func durationChunk(names []string, ordered map[string]string, expected func(string) time.Duration, k, n int) ([]string, time.Duration) {
+	type unit struct {
+		focus string
+		took  time.Duration
+	}
+	var us []unit
+	index := map[string]int{}
+	for _, name := range names {
+		u := name
+		if c, ok := ordered[name]; ok {
+			u = c
+		}
+		if i, ok := index[u]; ok {
+			us[i].took += expected(name)
+			continue
+		}
+		index[u] = len(us)
+		us = append(us, unit{regexp.QuoteMeta(u), expected(name)})
+	}
+	slices.SortStableFunc(us, func(a, b unit) int { return cmp.Compare(b.took, a.took) })
+	totals := make([]time.Duration, n)
+	var out []string
+	for _, u := range us {
+		c := 0
+		for i := range totals {
+			if totals[i] < totals[c] {
+				c = i
+			}
+		}
+		totals[c] += u.took
+		if c == k-1 {
+			out = append(out, u.focus)
+		}
+	}
+	slices.Sort(out)
+	return out, totals[k-1]
 }
