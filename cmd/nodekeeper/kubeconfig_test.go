@@ -12,36 +12,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/internal/servers/server"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/rawget"
 )
-
-// rawGet reads path as `kubectl --kubeconfig file get --raw path` does:
-// client-go's kubeconfig loader, then a REST client's GET of the path.
-func rawGet(t *testing.T, file, path string) []byte {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", file)
-	if err != nil {
-		t.Fatalf("load %s: %v", file, err)
-	}
-	cfg.GroupVersion = &schema.GroupVersion{Version: "v1"}
-	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	rc, err := rest.RESTClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := rc.Get().RequestURI(path).DoRaw(t.Context())
-	if err != nil {
-		t.Fatalf("GET %s through %s: %v", path, file, err)
-	}
-	return data
-}
 
 // nodekeeper kubeconfig prints a kubeconfig of the agent's read-only port
 // (found in the configuration the socket serves) through which client-go,
@@ -87,11 +62,11 @@ func TestKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pods v1.PodList
-	if err := json.Unmarshal(rawGet(t, file, "/pods"), &pods); err != nil || len(pods.Items) != 1 || pods.Items[0].Name != "web" {
+	if err := json.Unmarshal(rawget.Get(t, file, "/pods"), &pods); err != nil || len(pods.Items) != 1 || pods.Items[0].Name != "web" {
 		t.Errorf("/pods through the kubeconfig: %v, %+v", err, pods.Items)
 	}
 	var sum statsapi.Summary
-	if err := json.Unmarshal(rawGet(t, file, "/stats/summary"), &sum); err != nil || sum.Node.NodeName != "n1" {
+	if err := json.Unmarshal(rawget.Get(t, file, "/stats/summary"), &sum); err != nil || sum.Node.NodeName != "n1" {
 		t.Errorf("/stats/summary through the kubeconfig: %v, node %q", err, sum.Node.NodeName)
 	}
 

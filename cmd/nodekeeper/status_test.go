@@ -10,25 +10,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekeeper/nodekeeper/internal/testenv/syncbuf"
 )
-
-// syncBuffer is a strings.Builder safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestPrintStatusOnChange: the live table is printed at start and again only
 // when a published pod changed what it shows, whether the agent published
@@ -45,7 +29,7 @@ func TestPrintStatusOnChange(t *testing.T) {
 			defer mu.Unlock()
 			pods = p
 		}
-		var out syncBuffer
+		var out syncbuf.Buffer
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go printStatus(ctx, &out, func() []*v1.Pod {

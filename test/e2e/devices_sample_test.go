@@ -13,6 +13,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/syncbuf"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
@@ -137,7 +138,7 @@ exec /var/lib/plugin-bin "$@"`
 	cmdArgs := append([]string{"-m", "--propagation", "private", "sh", "-c", script, "sh",
 		filepath.Join(a.Root, "device-plugins"), bin}, args...)
 	cmd := exec.Command("unshare", cmdArgs...)
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,6 +29,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/containerdtest"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/syncbuf"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
@@ -105,7 +105,7 @@ type Agent struct {
 	mu     sync.Mutex // guards cmd, exited and stderr's switch between runs
 	cmd    *exec.Cmd
 	exited chan struct{}
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 }
 
 // Options change an agent's configuration.
@@ -225,7 +225,7 @@ func (a *Agent) Start() {
 	a.t.Helper()
 	a.mu.Lock()
 	cmd := exec.Command(a.art.bin, a.args...)
-	buf := &syncBuffer{}
+	buf := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, buf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -500,23 +500,3 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var _ = context.Background

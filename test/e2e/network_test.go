@@ -14,11 +14,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekeeper/nodekeeper/internal/testenv/rawget"
 )
 
 // countingConn counts the bytes written to and read from a connection.
@@ -37,28 +35,6 @@ func (c countingConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.written.Add(int64(n))
 	return n, err
-}
-
-// rawGet reads path as `kubectl --kubeconfig file get --raw path` does:
-// client-go's kubeconfig loader, then a REST client's GET.
-func rawGet(t *testing.T, file, path string) []byte {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", file)
-	if err != nil {
-		t.Fatalf("load %s: %v", file, err)
-	}
-	cfg.GroupVersion = &schema.GroupVersion{Version: "v1"}
-	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	rc, err := rest.RESTClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := rc.Get().RequestURI(path).DoRaw(t.Context())
-	if err != nil {
-		t.Fatalf("GET %s through %s: %v", path, file, err)
-	}
-	return data
 }
 
 // podNetwork returns the named pod's network stats in s, nil when none.
@@ -95,13 +71,13 @@ func TestNetworkStatsThroughKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pods v1.PodList
-	if err := json.Unmarshal(rawGet(t, file, "/pods"), &pods); err != nil || len(pods.Items) != 1 || pods.Items[0].Name != "web-e2e" {
+	if err := json.Unmarshal(rawget.Get(t, file, "/pods"), &pods); err != nil || len(pods.Items) != 1 || pods.Items[0].Name != "web-e2e" {
 		t.Errorf("/pods through the kubeconfig: %v, %d pods, want web-e2e", err, len(pods.Items))
 	}
 	summary := func() *statsapi.Summary {
 		t.Helper()
 		var s statsapi.Summary
-		if err := json.Unmarshal(rawGet(t, file, "/stats/summary"), &s); err != nil {
+		if err := json.Unmarshal(rawget.Get(t, file, "/stats/summary"), &s); err != nil {
 			t.Fatal(err)
 		}
 		return &s

@@ -23,7 +23,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +34,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/daemon"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/containerdtest"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/syncbuf"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
@@ -256,24 +256,6 @@ func eventually(t testing.TB, what string, timeout time.Duration, check func() (
 	}
 }
 
-// syncBuffer is a bytes.Buffer the process writes and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestQuickStart: an agent that fails leaves its log's last lines on the
 // screen; run.sh run shows the six example pods Running; a pod
 // made with `nodekeeper apply` runs beside them; Ctrl-C stops the agent
@@ -322,7 +304,7 @@ func TestQuickStart(t *testing.T) {
 	}
 
 	cmd := n.command(t.Context())
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
