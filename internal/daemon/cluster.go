@@ -103,8 +103,9 @@ func (t teeRecorder) AnnotatedEventf(o apiruntime.Object, ann map[string]string,
 
 // nodeStatus is the Node controller's duty: register the Node, keep its
 // status and renew its Lease (through the heartbeat client, whose requests
-// time out), the runtime's name and version in its node info.
-func nodeStatus(ctx context.Context, o Options, heartbeat kubenode.Client, rt runtimeVersioner, nodeIP string,
+// time out), the runtime's name and version in its node info, and watch the
+// Node (through watcher, the main client) for admission.
+func nodeStatus(ctx context.Context, o Options, heartbeat, watcher kubenode.Client, rt runtimeVersioner, nodeIP string,
 	status func(time.Time) (*v1.Node, error), recorder nodeapi.Recorder, log *slog.Logger) (*kubenode.Controller, error) {
 	info, err := kubenode.ReadSystemInfo("")
 	if err != nil {
@@ -120,7 +121,7 @@ func nodeStatus(ctx context.Context, o Options, heartbeat kubenode.Client, rt ru
 		NodeName: o.NodeName, NodeIP: nodeIP, RegisterWithTaints: c.RegisterWithTaints, KubeletPort: c.Port,
 		SystemInfo: info, Version: o.Version, StatusUpdateFrequency: c.NodeStatusUpdateFrequency,
 		StatusReportFrequency: c.NodeStatusReportFrequency, LeaseDurationSeconds: c.NodeLeaseDurationSeconds,
-	}, kubenode.Deps{Client: heartbeat, Status: status, Recorder: recorder, Logger: log.With("subsystem", "node-status")})
+	}, kubenode.Deps{Client: heartbeat, WatchClient: watcher, Status: status, Recorder: recorder, Logger: log.With("subsystem", "node-status")})
 	if err != nil {
 		return nil, ConfigError{err}
 	}

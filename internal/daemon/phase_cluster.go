@@ -36,7 +36,7 @@ func (r *root) cluster(ctx context.Context, p *plan) error {
 		}})
 		return nil
 	}
-	kn, err := nodeStatus(ctx, r.o, r.heartbeat, r.rt, r.hostIP, r.nodeObject, r.recorder, r.log)
+	kn, err := nodeStatus(ctx, r.o, r.heartbeat, r.client, r.rt, r.hostIP, r.nodeObject, r.recorder, r.log)
 	if err != nil {
 		return err
 	}

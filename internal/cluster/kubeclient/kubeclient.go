@@ -52,6 +52,8 @@ type Interface interface {
 // NodeInterface is the Node calls the agent makes.
 type NodeInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Create(ctx context.Context, node *corev1.Node, opts metav1.CreateOptions) (*corev1.Node, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
 }
@@ -290,7 +292,7 @@ func newResource[T any, PT interface {
 
 // Nodes implements Interface.
 func (c *Clientset) Nodes() NodeInterface {
-	return newResource[corev1.Node](c, "nodes", c.core, "")
+	return resourceWithList[*corev1.Node, *corev1.NodeList]{newResource[corev1.Node](c, "nodes", c.core, ""), newOf[corev1.NodeList]()}
 }
 
 // Pods implements Interface.

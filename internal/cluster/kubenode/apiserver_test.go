@@ -51,26 +51,35 @@ func (c *counter) take() map[string]int {
 
 // nodeClient is a client with the node's identity (system:node:NAME), a
 // request timeout as the kubelet's heartbeat client has, and a counter.
-func nodeClient(t *testing.T, srv *apiservertest.Server, name string) (kubernetes.Interface, *counter) {
+func nodeClient(t *testing.T, srv *apiservertest.Server, name string) (nodeClients, *counter) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", srv.NodeKubeconfig(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Timeout = DefaultStatusUpdateFrequency
 	c := &counter{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c })
-	cs, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	watch, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs, c
+	cfg.Timeout = DefaultStatusUpdateFrequency
+	heartbeat, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodeClients{heartbeat, watch}, c
 }
 
+// nodeClients are the agent's two clients as the node: the heartbeat one,
+// whose requests time out, and the one without a timeout its watches use.
+type nodeClients struct{ heartbeat, watch kubernetes.Interface }
+
 // runController runs a controller until the returned stop is called.
-func runController(t *testing.T, cfg Config, client kubernetes.Interface, src *source) (*Controller, func()) {
+func runController(t *testing.T, cfg Config, client nodeClients, src *source) (*Controller, func()) {
 	t.Helper()
-	c, err := New(cfg, Deps{Client: clientgo.Wrap(client), Status: src.status, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	c, err := New(cfg, Deps{Client: clientgo.Wrap(client.heartbeat), WatchClient: clientgo.Wrap(client.watch), Status: src.status,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +192,20 @@ func TestAgainstAPIServer(t *testing.T) {
 	poll(t, 20*time.Second, "Lease renewed", func() bool {
 		l, err := leases.Get(ctx, name, metav1.GetOptions{})
 		return err == nil && l.Spec.RenewTime.After(first)
+	})
+
+	// A label another client sets reaches Node() through the watch within
+	// seconds (the status writes are 10 s apart and carry no labels).
+	labeled, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labeled.Labels["example.com/set-by"] = "admin"
+	if _, err := admin.CoreV1().Nodes().Update(ctx, labeled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 3*time.Second, "the admin's label in Node()", func() bool {
+		return c.Node().Labels["example.com/set-by"] == "admin"
 	})
 
 	// A pressure change with a Poke is on the Node at once.

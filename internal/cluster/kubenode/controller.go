@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,8 +27,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
@@ -103,6 +108,10 @@ type Deps struct {
 	// the conditions (internal/core/node's Object). It is called from Run's
 	// goroutine only. Required.
 	Status func(now time.Time) (*v1.Node, error)
+	// WatchClient is the client the watch of the Node uses: one without a
+	// short request timeout, since a watch lasts minutes (the kubelet's
+	// informers use its main client, not the heartbeat one). Nil: Client.
+	WatchClient Client
 	// Logger receives the controller's logs and the Lease renewer's; nil
 	// discards them.
 	Logger *slog.Logger
@@ -126,15 +135,89 @@ type Controller struct {
 	// uid is the registered Node's UID, the Lease's owner; set by Run's
 	// goroutine, read by the lease goroutine.
 	uid atomic.Pointer[types.UID]
-	// node is the Node as the API server last returned it (for Node).
+	// node is the newest Node the API server returned, to a status write
+	// or through watch (for Node).
 	node atomic.Pointer[v1.Node]
+	// watch is the informer over this node's Node object alone, as the
+	// kubelet's node informer: a label or taint another client sets
+	// reaches Node within the watch's latency, not at the next status
+	// write. Run runs it.
+	watch cache.SharedIndexInformer
 }
 
-// Node returns the Node as the API server last returned it (its labels and
-// taints are what admission's node-affinity and taint checks read), or nil
-// before the first registration. It may be called from any goroutine; the
-// Node must not be modified.
+// Node returns the newest Node the API server has returned, to the status
+// writes or through the watch of the Node (its labels and taints are what
+// admission's node-affinity and taint checks read), or nil before the Node
+// is known. It may be called from any goroutine; the Node must not be
+// modified.
 func (c *Controller) Node() *v1.Node { return c.node.Load() }
+
+// observe keeps n as the Node unless the one kept is newer (a watch event
+// can arrive after the answer to a later status write).
+func (c *Controller) observe(n *v1.Node) {
+	for {
+		old := c.node.Load()
+		if old != nil && olderVersion(n.ResourceVersion, old.ResourceVersion) {
+			return
+		}
+		if c.node.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// olderVersion reports whether resource version a is older than b. The API
+// server's versions are opaque strings; etcd's are increasing integers, and
+// anything else counts as not older (the last one seen wins).
+func olderVersion(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x < y
+}
+
+// newWatch returns the informer over the Node named name: list and watch
+// with a field selector on its name, managed fields dropped, every add and
+// update observed.
+func (c *Controller) newWatch(name string) (cache.SharedIndexInformer, error) {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	client := c.deps.WatchClient
+	if client == nil {
+		client = c.deps.Client
+	}
+	nodes := client.Nodes()
+	// A client that says it cannot serve watch-list (client-go's fake, in
+	// tests) is listed and watched the old way.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return nodes.Watch(ctx, o)
+		},
+	}, client), &v1.Node{}, 0, cache.Indexers{})
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		if n, ok := obj.(*v1.Node); ok {
+			n.ManagedFields = nil
+		}
+		return obj, nil
+	}); err != nil {
+		return nil, err
+	}
+	seen := func(obj any) {
+		if n, ok := obj.(*v1.Node); ok && n.Name == name {
+			c.observe(n)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	return inf, nil
+}
 
 // New validates cfg, fills its defaults and returns the controller.
 func New(cfg Config, deps Deps) (*Controller, error) {
@@ -149,6 +232,11 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.log = c.log.With("subsystem", "kubenode", "node", cfg.NodeName)
+	w, err := c.newWatch(cfg.NodeName)
+	if err != nil {
+		return nil, fmt.Errorf("kubenode: %w", err)
+	}
+	c.watch = w
 	c.cfg.Hostname = strings.ToLower(c.cfg.Hostname)
 	if c.cfg.Hostname == "" {
 		c.cfg.Hostname = cfg.NodeName
@@ -239,6 +327,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Go(func() { c.watch.RunWithContext(ctx) })
 	var st state
 	leaseStarted := false
 	backoff := firstBackoff
@@ -329,7 +418,7 @@ func (c *Controller) register(ctx context.Context, st *state) bool {
 // Lease's owner reference.
 func (c *Controller) setNode(st *state, node *v1.Node) {
 	st.node = node
-	c.node.Store(node)
+	c.observe(node)
 	uid := node.UID
 	c.uid.Store(&uid)
 }

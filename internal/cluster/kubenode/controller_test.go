@@ -92,6 +92,9 @@ func (r *recorder) install(cs *fake.Clientset) {
 	cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, kruntime.Object, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if v := a.GetVerb(); (v == "list" || v == "watch") && a.GetResource().Resource == "nodes" {
+			return false, nil, nil // the Node's watch (TestWatchesTheNode), not the writes these tests count
+		}
 		r.reqs = append(r.reqs, request{time.Since(r.start), a.GetVerb(), a.GetResource().Resource, a.GetSubresource(), a.GetNamespace()})
 		if r.fail != nil {
 			if err := r.fail(a); err != nil {
@@ -265,7 +268,8 @@ func TestRegister(t *testing.T) {
 		if diff := cmp.Diff(want, got, quantities, ignore); diff != "" {
 			t.Errorf("registered Node (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(got, h.ctrl.Node(), quantities); diff != "" {
+		noManaged := cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ManagedFields") // the watch's copy keeps none
+		if diff := cmp.Diff(got, h.ctrl.Node(), quantities, noManaged); diff != "" {
 			t.Errorf("Node() is not the registered Node (-API +Node()):\n%s", diff)
 		}
 		l := h.lease(t)
@@ -645,4 +649,47 @@ func TestNodeEvents(t *testing.T) {
 			t.Errorf("events after memory pressure (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestWatchesTheNode: a label another client puts on the Node reaches
+// Node() through the controller's watch of its Node, without a status write
+// of its own (admission's node-affinity check reads Node(): the upstream
+// spec "should force-delete non-admissible pods that was admitted and
+// running before kubelet restart" labels the node and at once creates a pod
+// that selects the label). An older version than the one held is not taken.
+func TestWatchesTheNode(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, testConfig())
+		defer h.stop()
+		synctest.Wait()
+		h.rec.take()
+		n := h.node(t).DeepCopy()
+		n.Labels["custom-label-key-required"] = "yes"
+		if _, err := h.cs.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := h.ctrl.Node().Labels["custom-label-key-required"]; got != "yes" {
+			t.Errorf("Node()'s label %q, want the one another client set", got)
+		}
+		for _, r := range h.rec.take() {
+			if r.Verb != "update" || r.Resource != "nodes" { // the test's own
+				t.Errorf("the controller made %+v: the label must come through the watch alone", r)
+			}
+		}
+	})
+}
+
+func TestOlderVersion(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"5", "7", true}, {"7", "5", false}, {"7", "7", false}, {"", "7", false}, {"x", "7", false},
+	} {
+		if got := olderVersion(tc.a, tc.b); got != tc.want {
+			t.Errorf("olderVersion(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
 }
