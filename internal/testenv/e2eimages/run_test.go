@@ -1,6 +1,8 @@
 package e2eimages
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -8,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -344,6 +348,10 @@ func TestStandInsRun(t *testing.T) {
 		if got := st.GetStatus().GetState(); got != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			t.Errorf("pause container %v, want running", got)
 		}
+		// A SIGTERM before pause has its handler is ignored (it is PID 1 of
+		// its namespace) and the stop ends in SIGKILL: wait until the
+		// handler is in place, as the process's caught-signal mask shows.
+		waitCatches(t, c.CRI, id, syscall.SIGTERM)
 		if err := c.CRI.StopContainer(t.Context(), id, 10); err != nil {
 			t.Fatal(err)
 		}
@@ -351,4 +359,40 @@ func TestStandInsRun(t *testing.T) {
 			t.Errorf("pause after SIGTERM: exit code %d (%v), want 0", st.GetStatus().GetExitCode(), err)
 		}
 	})
+}
+
+// waitCatches waits (up to a minute) until container id's process catches
+// sig: its SigCgt mask in /proc/PID/status has the signal's bit.
+func waitCatches(t *testing.T, rt interface {
+	ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
+}, id string, sig syscall.Signal) {
+	t.Helper()
+	st, err := rt.ContainerStatus(t.Context(), id, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil || info.Pid == 0 {
+		t.Fatalf("container %s: no pid in its verbose status (%v)", id, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", info.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && m&(1<<(uint(sig)-1)) != 0 {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s (pid %d) catches no %v after a minute", id, info.Pid, sig)
+		}
+		time.Sleep(10 * time.Millisecond) // another process's state, not a goroutine of ours
+	}
 }
