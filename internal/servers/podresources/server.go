@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -52,6 +53,34 @@ type Devices interface {
 type Config struct {
 	// Socket is the Unix socket's path; its directory is created (0750).
 	Socket string
+	// QPS and Burst limit the unary calls (List, GetAllocatableResources,
+	// Get) to QPS a second with bursts of Burst, as the kubelet's
+	// DefaultQPS and DefaultBurstTokens do (0: 100 and 10); a call over the
+	// limit fails with ErrLimitExceeded.
+	QPS   float64
+	Burst int
+}
+
+// The kubelet's pod-resources rate limit.
+const (
+	DefaultQPS   = 100
+	DefaultBurst = 10
+)
+
+// ErrLimitExceeded is a call's error over the rate limit: the kubelet's
+// (codes.ResourceExhausted, "rejected by rate limit"), which clients
+// compare with errors.Is.
+var ErrLimitExceeded = status.Error(codes.ResourceExhausted, "rejected by rate limit")
+
+// limitUnary returns the interceptor that refuses a unary call when
+// limiter has no token for it.
+func limitUnary(limiter *rate.Limiter) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if !limiter.Allow() {
+			return nil, ErrLimitExceeded
+		}
+		return handler(ctx, req)
+	}
 }
 
 // Deps are the server's sources.
@@ -142,7 +171,14 @@ func (s *Server) run(ctx context.Context) error {
 		lis.Close()
 		return fmt.Errorf("pod-resources: %w", err)
 	}
-	srv := grpc.NewServer()
+	qps, burst := s.cfg.QPS, s.cfg.Burst
+	if qps == 0 {
+		qps = DefaultQPS
+	}
+	if burst == 0 {
+		burst = DefaultBurst
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(limitUnary(rate.NewLimiter(rate.Limit(qps), burst))))
 	podresourcesapi.RegisterPodResourcesListerServer(srv, s)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()

@@ -2,6 +2,7 @@ package podresources
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -48,8 +49,15 @@ func newPod(ns, name, uid string, inits []v1.Container, ctrs ...string) *v1.Pod 
 // start runs a server on a socket in a new temp dir and returns a client.
 func start(t *testing.T, deps Deps) (podresourcesapi.PodResourcesListerClient, string, func()) {
 	t.Helper()
+	return startWith(t, Config{}, deps)
+}
+
+// startWith is start with cfg, whose Socket it sets.
+func startWith(t *testing.T, cfg Config, deps Deps) (podresourcesapi.PodResourcesListerClient, string, func()) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), Dir, SocketName)
-	s, err := New(Config{Socket: sock}, deps)
+	cfg.Socket = sock
+	s, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,5 +207,28 @@ func TestNewValidates(t *testing.T) {
 				t.Errorf("New = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRateLimit: unary calls over the limit fail with the kubelet's error
+// (ResourceExhausted, "rejected by rate limit", which the upstream spec
+// "should hit throttling when calling podresources List in a tight loop"
+// matches with errors.Is); the first Burst calls pass. A rate of one call
+// in 1000 s keeps the test independent of the machine's speed.
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+	c, _, _ := startWith(t, Config{QPS: 0.001, Burst: 3}, Deps{ActivePods: func() []*v1.Pod { return nil }})
+	kubelets := status.Error(codes.ResourceExhausted, "rejected by rate limit")
+	for i := range 10 {
+		_, err := c.List(t.Context(), &podresourcesapi.ListPodResourcesRequest{})
+		switch {
+		case i < 3 && err != nil:
+			t.Errorf("call %d: %v, want it within the burst", i+1, err)
+		case i >= 3 && !errors.Is(err, kubelets):
+			t.Errorf("call %d: %v, want the kubelet's %v", i+1, err, kubelets)
+		}
+	}
+	if _, err := c.GetAllocatableResources(t.Context(), &podresourcesapi.AllocatableResourcesRequest{}); !errors.Is(err, ErrLimitExceeded) {
+		t.Errorf("GetAllocatableResources over the limit: %v", err)
 	}
 }
