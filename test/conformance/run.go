@@ -350,7 +350,7 @@ func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binarie
 		case agn.CacheName:
 			agnhost = filepath.Join(dir, "agnhost")
 		case sdp.CacheName: // after agnhost
-			paths, imgs, err := buildImages(ctx, root, filepath.Join(work, "images"), agnhost, filepath.Join(dir, "sampledeviceplugin"))
+			paths, imgs, err := buildImages(ctx, root, filepath.Join(work, "images"), agnhost, filepath.Join(dir, "sample-device-plugin"))
 			if err != nil {
 				return b, err
 			}

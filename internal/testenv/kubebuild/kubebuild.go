@@ -47,7 +47,7 @@ func Agnhost() (toolbuild.Spec, error) {
 // the other builds' caches stay valid whether or not it was built.
 func SampleDevicePlugin() (toolbuild.Spec, error) {
 	s, err := spec("kube-sample-device-plugin",
-		map[string]string{"sampledeviceplugin": "k8s.io/kubernetes/test/images/sample-device-plugin"}, nil)
+		map[string]string{"sample-device-plugin": "k8s.io/kubernetes/test/images/sample-device-plugin"}, nil)
 	s.DefaultCgo = false
 	return s, err
 }
