@@ -250,7 +250,6 @@ func TestServerV1alpha1(t *testing.T) {
 	}
 	wantMetrics := map[string]string{
 		"kubelet_pod_resources_endpoint_requests_total": "v1alpha1=1",
-		"kubelet_pod_resources_endpoint_requests_list":  "v1alpha1=1",
 	}
 	if diff := cmp.Diff(wantMetrics, got); diff != "" {
 		t.Errorf("metrics (-want +got):\n%s", diff)

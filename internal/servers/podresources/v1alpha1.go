@@ -19,10 +19,10 @@ type alphaServer struct {
 }
 
 // List returns the devices of each active pod's regular containers: v1alpha1
-// has no init containers (the kubelet lists only spec.containers there).
+// has no init containers (the kubelet lists only spec.containers there). It
+// is safe for concurrent use, as Server's methods are.
 func (a alphaServer) List(_ context.Context, _ *podresourcesv1alpha1.ListPodResourcesRequest) (*podresourcesv1alpha1.ListPodResourcesResponse, error) {
-	a.s.requests.WithLabelValues(alphaVersion).Inc()
-	a.s.list.WithLabelValues(alphaVersion).Inc()
+	a.s.requests.WithLabelValues(alphaVersion).Inc() // the kubelet counts v1alpha1 in no other metric
 	pods := a.s.deps.ActivePods()
 	out := &podresourcesv1alpha1.ListPodResourcesResponse{PodResources: make([]*podresourcesv1alpha1.PodResources, 0, len(pods))}
 	for _, p := range pods {
