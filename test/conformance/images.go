@@ -15,8 +15,9 @@ import (
 
 // buildImages writes the OCI tarballs the runs import into dir: nodekeeper's
 // pause image (containerd's sandbox image) and the stand-ins of the suite's
-// e2e test images.
-func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, []e2eimages.Image, error) {
+// e2e test images, of agnhost and sampledeviceplugin the binaries built from
+// hack/kube.
+func buildImages(ctx context.Context, root, dir, agnhost, sampleDevicePlugin string) ([]string, []e2eimages.Image, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -50,10 +51,9 @@ func buildImages(ctx context.Context, root, dir, agnhost string) ([]string, []e2
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := e2eimages.Options{Agnhost: agnhost, Pause: bin, Nmeter: nmeter, Porter: porter}
-	if need := e2eimages.Required(opts); len(need) > 0 {
-		return nil, nil, fmt.Errorf("the e2e image stand-ins need host programs: %s", e2eimages.InstallCommand(need))
-	}
+	opts := e2eimages.Options{Agnhost: agnhost, Pause: bin, Nmeter: nmeter, Porter: porter, SampleDevicePlugin: sampleDevicePlugin}
+	// Build names what is missing, and the apt-get command where a package
+	// provides it.
 	imgs, err := e2eimages.Build(filepath.Join(dir, "e2e"), opts)
 	if err != nil {
 		return nil, nil, err

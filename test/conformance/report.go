@@ -302,6 +302,11 @@ func writeSetReport(w io.Writer, set []string, res map[string]results) {
 			if r, ok := res["nodekeeper"].Specs[name]; ok {
 				nc = cell(r)
 			}
+			k, kok := res["kubelet"].Specs[name]
+			n, nok := res["nodekeeper"].Specs[name]
+			if reason := bothFailReason(name); reason != "" && kok && nok && k.State == "failed" && n.State == "failed" {
+				nc += " (both: " + esc(reason) + ")"
+			}
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", esc(name), part, kc, nc)
 	}

@@ -319,7 +319,8 @@ type binaries struct {
 }
 
 // buildAll builds (or finds cached) the kubelet, e2e_node.test, ginkgo,
-// agnhost and nodekeeper, and writes the image tarballs under work.
+// agnhost, sampledeviceplugin and nodekeeper, and writes the image tarballs
+// under work.
 func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binaries, error) {
 	var b binaries
 	node, err := kubebuild.Node()
@@ -330,7 +331,12 @@ func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binarie
 	if err != nil {
 		return b, err
 	}
-	for _, s := range []toolbuild.Spec{node, agn} {
+	sdp, err := kubebuild.SampleDevicePlugin()
+	if err != nil {
+		return b, err
+	}
+	var agnhost string
+	for _, s := range []toolbuild.Spec{node, agn, sdp} {
 		began := time.Now()
 		log.Info("building from hack/kube (cached after the first time; 5-15 min cold)", "cache", s.CacheName)
 		dir, err := toolbuild.Build(s)
@@ -338,11 +344,13 @@ func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binarie
 			return b, err
 		}
 		log.Info("built", "cache", s.CacheName, "dir", dir, "took", time.Since(began).Round(time.Second))
-		if s.CacheName == node.CacheName {
+		switch s.CacheName {
+		case node.CacheName:
 			b.kubelet, b.e2eNode, b.ginkgo = filepath.Join(dir, "kubelet"), filepath.Join(dir, "e2e_node.test"), filepath.Join(dir, "ginkgo")
-		} else {
-			agnhost := filepath.Join(dir, "agnhost")
-			paths, imgs, err := buildImages(ctx, root, filepath.Join(work, "images"), agnhost)
+		case agn.CacheName:
+			agnhost = filepath.Join(dir, "agnhost")
+		case sdp.CacheName: // after agnhost
+			paths, imgs, err := buildImages(ctx, root, filepath.Join(work, "images"), agnhost, filepath.Join(dir, "sample-device-plugin"))
 			if err != nil {
 				return b, err
 			}

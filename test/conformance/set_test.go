@@ -129,23 +129,26 @@ func TestMakeConformanceFocus(t *testing.T) {
 }
 
 // TestWriteSetReport: the set's section gives each spec's part and result
-// on both agents, the reason of a spec not run here, and each agent's last
-// host changes.
+// on both agents, the reason of a spec not run here or failing on both, and
+// each agent's last host changes.
 func TestWriteSetReport(t *testing.T) {
 	t.Parallel()
 	oom := "[sig-node] OOMKiller for pod using more memory than node allocatable [LinuxOnly] [Serial] single process container without resource limits The containers terminated by OOM killer should have the reason set to OOMKilled"
 	leak := "[sig-node] Restart [Serial] [Slow] [Disruptive] Container Runtime Network should recover from ip leak"
+	cdi := "[sig-node] Device Plugin [Serial] [Feature:DevicePlugin] DevicePlugin [Serial] [Disruptive] can make a CDI device accessible in a container"
+	failed := result{State: "failed", Took: 14 * time.Second, Message: "Told to stop trying after 2.008s."}
 	res := map[string]results{
-		"kubelet": {Specs: map[string]result{oom: {State: "passed", Took: 36 * time.Second}},
+		"kubelet": {Specs: map[string]result{oom: {State: "passed", Took: 36 * time.Second}, cdi: failed},
 			Host: []string{"sysctl kernel.panic: the run set 10, restored to 0"}, HostRun: "2026-11-28T03:00:00Z"},
-		"nodekeeper": {Specs: map[string]result{oom: {State: "failed", Took: 34 * time.Second, Message: "boom"}}, HostRun: "2026-11-28T03:10:00Z"},
+		"nodekeeper": {Specs: map[string]result{oom: {State: "failed", Took: 34 * time.Second, Message: "boom"}, cdi: failed}, HostRun: "2026-11-28T03:10:00Z"},
 	}
 	var b strings.Builder
-	writeSetReport(&b, []string{leak, oom}, res)
+	writeSetReport(&b, []string{leak, oom, cdi}, res)
 	got := b.String()
 	for _, want := range []string{
-		"| kubelet | 1 | 0 | 0 | 1 | 0 |",
-		"| nodekeeper | 0 | 1 | 0 | 1 | 0 |",
+		"| kubelet | 1 | 1 | 0 | 1 | 0 |",
+		"| nodekeeper | 0 | 2 | 0 | 1 | 0 |",
+		"| " + cdi + " | device plugins | failed 14s: Told to stop trying after 2.008s. | failed 14s: Told to stop trying after 2.008s. (both: the sample device plugin answers with CDI device names, which containerd 1.6",
 		"| " + oom + " | OOM | passed 36s | failed 34s: boom |",
 		"| " + leak + " | agent restarts | not run here | not run here: SIGKILLs whatever `pidof containerd` finds",
 		"- kubelet, run of 2026-11-28T03:00:00Z: sysctl kernel.panic: the run set 10, restored to 0.",

@@ -1,6 +1,6 @@
 // Package podresources serves the kubelet's pod-resources API v1
 // (k8s.io/kubelet/pkg/apis/podresources/v1: List, Get,
-// GetAllocatableResources) on a Unix socket, the kubelet's
+// GetAllocatableResources) and v1alpha1 (List) on a Unix socket, the kubelet's
 // <root-dir>/pod-resources/kubelet.sock, so that monitoring agents (GPU
 // exporters, topology exporters) that read the kubelet's work unchanged.
 //
@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+	podresourcesv1alpha1 "k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
 
 	promreg "github.com/nodekeeper/nodekeeper/internal/base/metrics"
 	"github.com/nodekeeper/nodekeeper/nodeapi"
@@ -180,6 +181,7 @@ func (s *Server) run(ctx context.Context) error {
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(limitUnary(rate.NewLimiter(rate.Limit(qps), burst))))
 	podresourcesapi.RegisterPodResourcesListerServer(srv, s)
+	podresourcesv1alpha1.RegisterPodResourcesListerServer(srv, alphaServer{s: s})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	close(s.ready)

@@ -3,6 +3,7 @@ package podresources
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+	podresourcesv1alpha1 "k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
 
 	"github.com/nodekeeper/nodekeeper/devicemanager"
 )
@@ -207,6 +209,58 @@ func TestNewValidates(t *testing.T) {
 				t.Errorf("New = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestServerV1alpha1 lists through the v1alpha1 API on the same socket, as
+// the node e2e suite's device-plugin specs do before each spec (without it
+// they waited 5 minutes for an Unimplemented List and failed): the regular
+// containers' devices, without topology, and no init containers.
+func TestServerV1alpha1(t *testing.T) {
+	t.Parallel()
+	always := v1.ContainerRestartPolicyAlways
+	gpu0 := []*podresourcesapi.ContainerDevices{{ResourceName: "example.com/gpu", DeviceIds: []string{"g0", "g1"},
+		Topology: &podresourcesapi.TopologyInfo{Nodes: []*podresourcesapi.NUMANode{{ID: 0}}}}}
+	nic := []*podresourcesapi.ContainerDevices{{ResourceName: "example.com/nic", DeviceIds: []string{"n0"}}}
+	trainer := newPod("ml", "trainer", "u1", []v1.Container{{Name: "proxy", RestartPolicy: &always}}, "main", "log")
+	web := newPod("default", "web", "u2", nil, "nginx")
+	devs := fakeDevices{byContainer: map[string][]*podresourcesapi.ContainerDevices{"u1/main": gpu0, "u1/proxy": nic}}
+	reg := prometheus.NewRegistry()
+	_, sock, _ := start(t, Deps{ActivePods: func() []*v1.Pod { return []*v1.Pod{trainer, web} }, Devices: devs, Registerer: reg})
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	list, err := podresourcesv1alpha1.NewPodResourcesListerClient(conn).List(t.Context(), &podresourcesv1alpha1.ListPodResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &podresourcesv1alpha1.ListPodResourcesResponse{PodResources: []*podresourcesv1alpha1.PodResources{
+		{Name: "trainer", Namespace: "ml", Containers: []*podresourcesv1alpha1.ContainerResources{
+			{Name: "main", Devices: []*podresourcesv1alpha1.ContainerDevices{{ResourceName: "example.com/gpu", DeviceIds: []string{"g0", "g1"}}}},
+			{Name: "log"},
+		}},
+		{Name: "web", Namespace: "default", Containers: []*podresourcesv1alpha1.ContainerResources{{Name: "nginx"}}},
+	}}
+	if diff := cmp.Diff(want, list, protocmp.Transform()); diff != "" {
+		t.Errorf("v1alpha1 List (-want +got):\n%s", diff)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			got[mf.GetName()] += fmt.Sprintf("%s=%v", m.GetLabel()[0].GetValue(), m.GetCounter().GetValue())
+		}
+	}
+	wantMetrics := map[string]string{
+		"kubelet_pod_resources_endpoint_requests_total": "v1alpha1=1",
+	}
+	if diff := cmp.Diff(wantMetrics, got); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 }
 

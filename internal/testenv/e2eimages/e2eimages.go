@@ -1,9 +1,10 @@
 // Package e2eimages builds local stand-ins for the container images the
 // upstream node e2e suite (e2e_node.test) runs its pods from, so the suite can
 // run where registry.k8s.io is unreachable. Each stand-in carries the
-// reference the suite asks for and is assembled from the agnhost program and
-// Debian's own binaries on the host (busybox-static, bash, nginx, util-linux),
-// copied with the shared libraries they load. They are not the upstream
+// reference the suite asks for and is assembled from the agnhost program (and
+// the sample device plugin) and Debian's own binaries on the host
+// (busybox-static, bash, nginx, util-linux), copied with the shared libraries
+// they load. They are not the upstream
 // images: Image.Differs says how each one differs.
 package e2eimages
 
@@ -36,7 +37,15 @@ const (
 	IpcUtilsRef    = "registry.k8s.io/e2e-test-images/ipc-utils:1.4"
 	GlibcDNSRef    = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
 	PauseRef       = "registry.k8s.io/pause:3.10.2"
+	// SampleDevicePluginRef is the image of the daemonsets
+	// test/e2e/testing-manifests/sample-device-plugin/*.yaml, which the
+	// device-plugin, device-manager and pod-resources specs deploy.
+	SampleDevicePluginRef = "registry.k8s.io/e2e-test-images/sample-device-plugin:1.7"
 )
+
+// SampleDevicePluginEntrypoint is the entrypoint of upstream's
+// sample-device-plugin image (its Dockerfile); the program parses no flags.
+var SampleDevicePluginEntrypoint = []string{"/sampledeviceplugin", "-alsologtostderr"}
 
 // StandInLabel is the image label every stand-in carries, with its own
 // reference as the value. It marks the image as a local stand-in and gives
@@ -84,6 +93,11 @@ type Options struct {
 	// Hostname is Debian's glibc hostname program (package hostname), whose
 	// "hostname -f" resolves through /etc/hosts; default /bin/hostname.
 	Hostname string
+	// SampleDevicePlugin, if set, is the path of a static (CGO_ENABLED=0)
+	// sampledeviceplugin binary built from
+	// k8s.io/kubernetes/test/images/sample-device-plugin, for the
+	// SampleDevicePluginRef stand-in; if empty there is none.
+	SampleDevicePlugin string
 	// Porter, if set, is agnhost's porter source directory, whose
 	// localhost.crt and localhost.key the agnhost images carry at
 	// /localhost.crt and /localhost.key as upstream's do (specs serve HTTPS
@@ -148,6 +162,9 @@ func Required(opts Options) []Need {
 	}
 	if o.Nmeter != "" {
 		check(o.Nmeter, "", true)
+	}
+	if o.SampleDevicePlugin != "" {
+		check(o.SampleDevicePlugin, "", true)
 	}
 	if o.Porter != "" {
 		check(filepath.Join(o.Porter, "localhost.crt"), "", false)
@@ -333,7 +350,7 @@ func standIns(o Options) ([]standIn, error) {
 				"serving /usr/share/nginx/html on IPv4 :80 only with a minimal nginx.conf; no entrypoint script; stop signal SIGTERM, not SIGQUIT",
 		}
 	}
-	return []standIn{
+	out := []standIn{
 		busybox(BusyboxRef),
 		busybox(BusyboxPrevRef),
 		agnhostImg(AgnhostRef),
@@ -367,7 +384,23 @@ func standIns(o Options) ([]standIn, error) {
 			img:     ocibuild.Image{Ref: PauseRef, Files: pause, Entrypoint: pauseEntry, User: "65535:65535"},
 			differs: pauseDiffers,
 		},
-	}, nil
+	}
+	if o.SampleDevicePlugin != "" {
+		bin, err := os.ReadFile(o.SampleDevicePlugin)
+		if err != nil {
+			return nil, err
+		}
+		// The plugin creates its fake device files in /tmp.
+		out = append(out, standIn{
+			img: ocibuild.Image{Ref: SampleDevicePluginRef, Files: []ocibuild.File{
+				{Path: "/sampledeviceplugin", Mode: 0o755, Data: bin},
+				{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
+			}, Entrypoint: SampleDevicePluginEntrypoint, Env: []string{defaultPath}},
+			differs: "sampledeviceplugin built from k8s.io/kubernetes v1.36.3's test/images/sample-device-plugin " +
+				"(its VERSION says 1.8.0; the suite's daemonsets name 1.7), static, alone with /tmp instead of on Alpine 3.22",
+		})
+	}
+	return out, nil
 }
 
 // merge returns base followed by the entries of more whose paths base does

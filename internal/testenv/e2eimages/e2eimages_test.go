@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +18,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/testenv/integration"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/kubebuild"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 func TestParseLdd(t *testing.T) {
@@ -60,8 +64,8 @@ func TestParseLdd(t *testing.T) {
 	}
 }
 
-// fakeHost makes a directory with an executable fake agnhost, pause and
-// util-linux tools, and a mime.types; the other host paths are the real ones.
+// fakeHost makes a directory with an executable fake agnhost, pause, nmeter
+// and sampledeviceplugin, porter's certificates and a mime.types; the other host paths are the real ones.
 func fakeHost(t *testing.T) Options {
 	t.Helper()
 	dir := t.TempDir()
@@ -74,7 +78,8 @@ func fakeHost(t *testing.T) Options {
 	}
 	write("localhost.crt", 0o644)
 	write("localhost.key", 0o600)
-	return Options{Agnhost: write("agnhost", 0o755), Pause: write("pause", 0o755), Nmeter: write("nmeter", 0o755), MimeTypes: write("mime.types", 0o644), Porter: dir}
+	return Options{Agnhost: write("agnhost", 0o755), Pause: write("pause", 0o755), Nmeter: write("nmeter", 0o755),
+		SampleDevicePlugin: write("sampledeviceplugin", 0o755), MimeTypes: write("mime.types", 0o644), Porter: dir}
 }
 
 func TestRequired(t *testing.T) {
@@ -101,8 +106,8 @@ func TestRequired(t *testing.T) {
 		},
 		{
 			name:    "ipc tools",
-			opts:    func(o *Options) { o.IpcUtils, o.Pause = dir, "/nonexistent/pause" },
-			want:    []Need{{"/nonexistent/pause", ""}, {filepath.Join(dir, "ipcs"), "util-linux"}, {filepath.Join(dir, "ipcmk"), "util-linux"}, {filepath.Join(dir, "ipcrm"), "util-linux"}},
+			opts:    func(o *Options) { o.IpcUtils, o.Pause, o.SampleDevicePlugin = dir, "/nonexistent/pause", notExec },
+			want:    []Need{{"/nonexistent/pause", ""}, {notExec, ""}, {filepath.Join(dir, "ipcs"), "util-linux"}, {filepath.Join(dir, "ipcmk"), "util-linux"}, {filepath.Join(dir, "ipcrm"), "util-linux"}},
 			install: "apt-get install -y util-linux",
 		},
 	} {
@@ -236,7 +241,7 @@ func TestBuild(t *testing.T) {
 			t.Errorf("%s written to %s, want it in %s", img.Ref, img.Path, dir)
 		}
 	}
-	want := []string{BusyboxRef, BusyboxPrevRef, AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, IpcUtilsRef, GlibcDNSRef, PauseRef}
+	want := []string{BusyboxRef, BusyboxPrevRef, AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, IpcUtilsRef, GlibcDNSRef, PauseRef, SampleDevicePluginRef}
 	if diff := cmp.Diff(want, refs); diff != "" {
 		t.Fatalf("refs (-want +got):\n%s", diff)
 	}
@@ -295,6 +300,15 @@ func TestBuild(t *testing.T) {
 			entries:  with(map[string]entry{"bin/hostname": {tar.TypeReg, 0o755, ""}}),
 			contains: map[string]string{"etc/nsswitch.conf": "hosts: files dns\n"},
 		},
+		// The daemonsets run the image's entrypoint with no command or args.
+		SampleDevicePluginRef: {
+			entrypoint: []string{"/sampledeviceplugin", "-alsologtostderr"},
+			entries: map[string]entry{
+				"sampledeviceplugin": {tar.TypeReg, 0o755, ""},
+				"tmp/":               {tar.TypeDir, 0o1777, ""}, // the plugin's fake device files
+			},
+			contains: map[string]string{"sampledeviceplugin": "fake sampledeviceplugin"},
+		},
 		PauseRef: {
 			entrypoint: []string{"/pause"}, user: "65535:65535",
 			entries:  map[string]entry{"pause": {tar.TypeReg, 0o755, ""}},
@@ -328,13 +342,20 @@ func TestBuild(t *testing.T) {
 	}
 
 	// The same inputs give the same images; without Options.Pause the pause
-	// image runs agnhost's pause subcommand.
-	opts.Pause = ""
+	// image runs agnhost's pause subcommand, and without
+	// Options.SampleDevicePlugin there is no sample-device-plugin image.
+	opts.Pause, opts.SampleDevicePlugin = "", ""
 	again, err := Build(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(again) != len(imgs)-1 {
+		t.Fatalf("rebuilt %d images without Options.SampleDevicePlugin, want %d", len(again), len(imgs)-1)
+	}
 	for i, img := range again {
+		if img.Ref == SampleDevicePluginRef {
+			t.Errorf("%s built without Options.SampleDevicePlugin", img.Ref)
+		}
 		if img.Ref != PauseRef && img.ID != imgs[i].ID {
 			t.Errorf("%s: rebuilt with ID %s, was %s", img.Ref, img.ID, imgs[i].ID)
 		}
@@ -342,5 +363,58 @@ func TestBuild(t *testing.T) {
 	config, _, contents := readImage(t, byRef[PauseRef].Path)
 	if diff := cmp.Diff([]string{"/pause", "pause"}, config.Config.Entrypoint); diff != "" || string(contents["pause"]) != "fake agnhost" {
 		t.Errorf("pause without Options.Pause: entrypoint (-want +got):\n%s\n/pause = %q", diff, contents["pause"])
+	}
+}
+
+// TestSampleDevicePluginMatchesUpstream checks the stand-in's reference
+// against the image both of the suite's sample-device-plugin daemonsets name
+// (the suite pre-pulls it and the specs deploy it), and its entrypoint
+// against upstream's Dockerfile, in the k8s.io/kubernetes release hack/kube
+// pins: a bump that renames the image or changes how it starts fails here.
+func TestSampleDevicePluginMatchesUpstream(t *testing.T) {
+	t.Parallel()
+	src, err := kubebuild.SourceDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(src); err != nil {
+		dir, err := toolbuild.ModuleDir(kubebuild.Module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(toolbuild.GoTool(), "mod", "download", "k8s.io/kubernetes")
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			integration.Require(t, fmt.Sprintf("k8s.io/kubernetes is not in the module cache and go mod download failed: %v: %s", err, out))
+		}
+	}
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(rel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, ds := range []string{"sample-device-plugin.yaml", "sample-device-plugin-control-registration.yaml"} {
+		var images []string
+		for line := range strings.Lines(read("test/e2e/testing-manifests/sample-device-plugin/" + ds)) {
+			if ref, ok := strings.CutPrefix(strings.TrimSpace(line), "- image: "); ok {
+				images = append(images, ref)
+			}
+		}
+		if diff := cmp.Diff([]string{SampleDevicePluginRef}, images); diff != "" {
+			t.Errorf("%s: images (-want +got):\n%s", ds, diff)
+		}
+	}
+	var entry []string
+	for line := range strings.Lines(read("test/images/sample-device-plugin/Dockerfile")) {
+		if args, ok := strings.CutPrefix(strings.TrimSpace(line), "ENTRYPOINT "); ok {
+			if err := json.Unmarshal([]byte(args), &entry); err != nil {
+				t.Fatalf("Dockerfile: %s: %v", line, err)
+			}
+		}
+	}
+	if diff := cmp.Diff(entry, SampleDevicePluginEntrypoint); diff != "" {
+		t.Errorf("entrypoint (-upstream's Dockerfile +stand-in's):\n%s", diff)
 	}
 }

@@ -1,8 +1,9 @@
 // Package kubebuild names the builds of Kubernetes' own programs from the
 // tools module hack/kube (k8s.io/kubernetes at one pinned release): the
 // kube-apiserver of the cluster tests, and the kubelet, the node e2e test
-// binary and agnhost of the conformance runs. internal/testenv/toolbuild builds and
-// caches them; nodekeeper itself never imports k8s.io/kubernetes.
+// binary, agnhost and the sample device plugin of the conformance runs.
+// internal/testenv/toolbuild builds and caches them; nodekeeper itself
+// never imports k8s.io/kubernetes.
 package kubebuild
 
 import (
@@ -39,6 +40,18 @@ func Agnhost() (toolbuild.Spec, error) {
 	return s, err
 }
 
+// SampleDevicePlugin is the build of sampledeviceplugin, the device plugin
+// of the e2e suites' sample-device-plugin image
+// (k8s.io/kubernetes/test/images/sample-device-plugin), linked statically
+// (CGO_ENABLED=0) to run in a minimal image. It has a cache of its own:
+// the other builds' caches stay valid whether or not it was built.
+func SampleDevicePlugin() (toolbuild.Spec, error) {
+	s, err := spec("kube-sample-device-plugin",
+		map[string]string{"sample-device-plugin": "k8s.io/kubernetes/test/images/sample-device-plugin"}, nil)
+	s.DefaultCgo = false
+	return s, err
+}
+
 // Version is the k8s.io/kubernetes release hack/kube pins, such as "v1.36.3".
 func Version() (string, error) {
 	dir, err := toolbuild.ModuleDir(Module)
@@ -60,6 +73,18 @@ func Version() (string, error) {
 // localhost.crt and localhost.key go into the agnhost stand-ins). The module
 // is there once Agnhost has been built.
 func PorterDir() (string, error) {
+	dir, err := SourceDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "test", "images", "agnhost", "porter"), nil
+}
+
+// SourceDir is the directory of the k8s.io/kubernetes release hack/kube pins
+// in the module cache. The module is there once a build of this package has
+// run (or `go mod download k8s.io/kubernetes` in hack/kube); SourceDir only
+// names the directory.
+func SourceDir() (string, error) {
 	v, err := Version()
 	if err != nil {
 		return "", err
@@ -68,7 +93,7 @@ func PorterDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("go env GOMODCACHE: %w", err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "k8s.io", "kubernetes@"+v, "test", "images", "agnhost", "porter"), nil
+	return filepath.Join(strings.TrimSpace(string(out)), "k8s.io", "kubernetes@"+v), nil
 }
 
 // spec is a build from hack/kube into the cache directory name. CGO_ENABLED

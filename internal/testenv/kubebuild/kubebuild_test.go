@@ -1,9 +1,12 @@
 package kubebuild
 
 import (
+	"path"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 func TestRequiredVersion(t *testing.T) {
@@ -26,5 +29,26 @@ func TestRequiredVersion(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestBinaryNames checks that each build names its binaries as go build -o
+// DIR/ writes them, after the package's last path element: toolbuild finds
+// a cached build complete by those names (the sample device plugin was first
+// named "sampledeviceplugin", and its stand-in found no binary).
+func TestBinaryNames(t *testing.T) {
+	t.Parallel()
+	for name, build := range map[string]func() (toolbuild.Spec, error){
+		"APIServer": APIServer, "Node": Node, "Agnhost": Agnhost, "SampleDevicePlugin": SampleDevicePlugin,
+	} {
+		s, err := build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for bin, pkg := range s.Binaries {
+			if want := path.Base(pkg); bin != want {
+				t.Errorf("%s: binary %q of %s, want %q (go build names it so)", name, bin, pkg, want)
+			}
+		}
 	}
 }
