@@ -162,27 +162,8 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 	fmt.Fprintf(w, "## Summary\n\n%d specs carry the NodeConformance label.\n\n", len(all))
 	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | skipped: this machine | not run yet | last run | nodekeeper revision of the last run |\n|---|---|---|---|---|---|---|---|\n")
 	for _, a := range agents {
-		var passed, failed, skipped, machine, notRun int
-		last, rev := "", ""
-		for _, name := range all {
-			r, ok := res[a].Specs[name]
-			switch {
-			case machineSkipped(name):
-				machine++
-			case !ok:
-				notRun++
-			case r.State == "passed":
-				passed++
-			case r.State == "skipped":
-				skipped++
-			default:
-				failed++
-			}
-			if ok && r.Run > last {
-				last, rev = r.Run, r.Revision
-			}
-		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", a, passed, failed, skipped, machine, notRun, last, rev)
+		t := tallySpecs(all, res[a], machineSkipped)
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", a, t.passed, t.failed, t.skipped, t.never, t.notRun, t.last, t.rev)
 	}
 
 	var gaps []string
@@ -256,6 +237,41 @@ func esc(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
 }
 
+// tally is one agent's count of a set of specs for a summary row.
+type tally struct {
+	passed, failed, skipped int
+	// never are the specs not run here (notRunHere), notRun those without
+	// a result yet.
+	never, notRun int
+	// last and rev are the newest result's run time and revision.
+	last, rev string
+}
+
+// tallySpecs counts names in r: a spec notRunHere says is never run here
+// counts as such whatever its result.
+func tallySpecs(names []string, r results, notRunHere func(string) bool) tally {
+	var t tally
+	for _, name := range names {
+		sr, ok := r.Specs[name]
+		switch {
+		case notRunHere(name):
+			t.never++
+		case !ok:
+			t.notRun++
+		case sr.State == "passed":
+			t.passed++
+		case sr.State == "skipped":
+			t.skipped++
+		default:
+			t.failed++
+		}
+		if ok && sr.Run > t.last {
+			t.last, t.rev = sr.Run, sr.Revision
+		}
+	}
+	return t
+}
+
 // writeSetReport writes the subsystems set's section (`-set subsystems`):
 // each spec's part and result on both agents, or why it is not run, and
 // what each agent's last run changed on the host.
@@ -266,28 +282,11 @@ func writeSetReport(w io.Writer, set []string, res map[string]results) {
 		"(docs/conformance-harness.md).\n\n", len(set))
 	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | not run here | not run yet | last run | nodekeeper revision of the last run |\n|---|---|---|---|---|---|---|---|\n")
 	for _, a := range agents {
-		var passed, failed, skipped, never, notRun int
-		last, rev := "", ""
-		for _, name := range set {
-			r, ok := res[a].Specs[name]
+		t := tallySpecs(set, res[a], func(name string) bool {
 			_, skip := subsystemSkipped(name)
-			switch {
-			case skip || machineSkipped(name):
-				never++
-			case !ok:
-				notRun++
-			case r.State == "passed":
-				passed++
-			case r.State == "skipped":
-				skipped++
-			default:
-				failed++
-			}
-			if ok && r.Run > last {
-				last, rev = r.Run, r.Revision
-			}
-		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", a, passed, failed, skipped, never, notRun, last, rev)
+			return skip || machineSkipped(name)
+		})
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", a, t.passed, t.failed, t.skipped, t.never, t.notRun, t.last, t.rev)
 	}
 	fmt.Fprintf(w, "\n| spec | part | kubelet | nodekeeper |\n|---|---|---|---|\n")
 	for _, name := range set {

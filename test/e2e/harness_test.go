@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -179,21 +178,8 @@ fileCheckFrequency: 2s
 	return a
 }
 
-// slow scales d, a bound on a wait for real processes, by the integer
-// factor in $NODEKEEPER_E2E_SLOW (unset: 1). make test-cgroup2 sets it: its
-// VM emulates the CPU, and containerd, runc and the shims run 10-20 times
-// slower there than here.
-func slow(t testing.TB, d time.Duration) time.Duration {
-	v := os.Getenv("NODEKEEPER_E2E_SLOW")
-	if v == "" {
-		return d
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("NODEKEEPER_E2E_SLOW=%q: want an integer factor of 1 or more", v)
-	}
-	return d * time.Duration(n)
-}
+// slow is integration.Slow: d scaled for the cgroup v2 lane's emulated VM.
+func slow(t testing.TB, d time.Duration) time.Duration { return integration.Slow(t, d) }
 
 // freePort returns a loopback TCP port that was free a moment ago.
 func freePort(t testing.TB) int {

@@ -66,19 +66,8 @@ func available() string {
 	return ""
 }
 
-// slow scales d by the integer factor in $NODEKEEPER_E2E_SLOW (unset: 1), as
-// test/e2e does.
-func slow(t testing.TB, d time.Duration) time.Duration {
-	v := os.Getenv("NODEKEEPER_E2E_SLOW")
-	if v == "" {
-		return d
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("NODEKEEPER_E2E_SLOW=%q: want an integer factor of 1 or more", v)
-	}
-	return d * time.Duration(n)
-}
+// slow is integration.Slow: d scaled for the cgroup v2 lane's emulated VM.
+func slow(t testing.TB, d time.Duration) time.Duration { return integration.Slow(t, d) }
 
 // node is one run.sh setup of a test's own: the names test/e2e's harness
 // uses (a short /tmp/nke- directory, cgroup root /nke-XXXXXXXX, a random

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 )
 
 // SkippedEnv names the environment variable holding the skip record's path.
@@ -65,4 +67,25 @@ func packageDir() string {
 			return wd
 		}
 	}
+}
+
+// SlowEnv names the environment variable holding the integer factor by which
+// Slow scales a test's bounds on waits for real processes (make test-cgroup2
+// sets it: its VM emulates the CPU, and containerd, runc and the shims run
+// 10-20 times slower there).
+const SlowEnv = "NODEKEEPER_E2E_SLOW"
+
+// Slow scales d, a bound on a wait for real processes, by the factor in
+// $NODEKEEPER_E2E_SLOW (unset: 1); another value fails t.
+func Slow(t testing.TB, d time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(SlowEnv)
+	if v == "" {
+		return d
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want an integer factor of 1 or more", SlowEnv, v)
+	}
+	return d * time.Duration(n)
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRecordAndPackageDir(t *testing.T) {
@@ -48,5 +49,16 @@ func TestRequire(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	if !strings.Contains(string(b), "./internal/testenv/integration: no containerd here") {
 		t.Errorf("skip record %q", b)
+	}
+}
+
+func TestSlow(t *testing.T) {
+	t.Setenv(SlowEnv, "")
+	if got := Slow(t, time.Second); got != time.Second {
+		t.Errorf("unset: %v", got)
+	}
+	t.Setenv(SlowEnv, "15")
+	if got := Slow(t, 2*time.Second); got != 30*time.Second {
+		t.Errorf("factor 15: %v", got)
 	}
 }
