@@ -23,7 +23,8 @@ func sandboxReady(st *podruntime.PodStatus) bool {
 func hasRunning(st *podruntime.PodStatus) bool { return st.Running() }
 
 // runtimeChanged reports whether a relist saw the pod change: a sandbox or
-// container appeared, went or changed state, or its IPs changed.
+// container appeared, went or changed state (or an exited container its
+// reason), or its IPs changed.
 func runtimeChanged(a, b *podruntime.PodStatus) bool {
 	if a == nil || b == nil {
 		return (a == nil) != (b == nil)
@@ -36,7 +37,9 @@ func runtimeChanged(a, b *podruntime.PodStatus) bool {
 	}) {
 		return true
 	}
+	// The reason too: an exited container's can change after its exit (a
+	// SIGKILL's Error becoming OOMKilled once the runtime handled the OOM).
 	return !slices.EqualFunc(a.Containers, b.Containers, func(x, y *runtimeapi.ContainerStatus) bool {
-		return x.GetId() == y.GetId() && x.GetState() == y.GetState()
+		return x.GetId() == y.GetId() && x.GetState() == y.GetState() && x.GetReason() == y.GetReason()
 	})
 }

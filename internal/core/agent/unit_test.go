@@ -55,6 +55,11 @@ func TestRuntimeChanged(t *testing.T) {
 			s.Containers = append([]*runtimeapi.ContainerStatus{ctr("c2", running)}, s.Containers...)
 		}), true},
 		{"IP", base(), with(func(s *podruntime.PodStatus) { s.IPs = []string{"10.0.0.3"} }), true},
+		{"reason of an exited container (Error, then OOMKilled)", with(func(s *podruntime.PodStatus) {
+			s.Containers[0].State, s.Containers[0].ExitCode, s.Containers[0].Reason = exited, 137, "Error"
+		}), with(func(s *podruntime.PodStatus) {
+			s.Containers[0].State, s.Containers[0].ExitCode, s.Containers[0].Reason = exited, 137, "OOMKilled"
+		}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

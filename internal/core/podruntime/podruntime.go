@@ -234,6 +234,10 @@ type Manager struct {
 	// container and sandbox (see containerStatus).
 	ctrCache map[string]*runtimeapi.ContainerStatus
 	sbCache  map[string]*runtimeapi.PodSandboxStatus
+	// killedOnce holds the containers seen exited by SIGKILL without the
+	// OOMKilled reason once: read again at the next relist (see
+	// containerStatus).
+	killedOnce map[string]bool
 	// last is the previous Statuses' result: what a pod the runtime cannot
 	// be asked about shows meanwhile.
 	last map[types.UID]*PodStatus
@@ -265,6 +269,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, log: deps.Logger,
 		rec: deps.Recorder, probes: deps.Probes, devices: deps.Devices,
 		ctrCache:   map[string]*runtimeapi.ContainerStatus{},
+		killedOnce: map[string]bool{},
 		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		hookClient: newHookClient(),
 	}

@@ -166,6 +166,11 @@ func (m *Manager) pruneCaches(listed map[string]bool) {
 			delete(m.ctrCache, id)
 		}
 	}
+	for id := range m.killedOnce {
+		if !listed[id] {
+			delete(m.killedOnce, id)
+		}
+	}
 	for id := range m.sbCache {
 		if !listed[id] {
 			delete(m.sbCache, id)
@@ -232,10 +237,22 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 	}
 	if st.State == c.State {
 		m.mu.Lock()
-		m.ctrCache[c.Id] = st
+		if reasonMayChange(st) && !m.killedOnce[c.Id] {
+			m.killedOnce[c.Id] = true // not cached: read once more
+		} else {
+			m.ctrCache[c.Id] = st
+		}
 		m.mu.Unlock()
 	}
 	return st, nil
+}
+
+// reasonMayChange reports whether exited container st's reason may still
+// change: containerd gives a container killed by SIGKILL (exit code 137) the
+// reason Error until its handler of the container's OOM event has run, then
+// OOMKilled, and a relist under load can read between the two.
+func reasonMayChange(st *runtimeapi.ContainerStatus) bool {
+	return st.State == runtimeapi.ContainerState_CONTAINER_EXITED && st.ExitCode == 137 && st.Reason != "OOMKilled"
 }
 
 // sandboxStatus is sb's status, reused while its listed state is the same

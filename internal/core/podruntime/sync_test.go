@@ -634,6 +634,52 @@ func TestStatusesAskOnlyAboutChanges(t *testing.T) {
 	}
 }
 
+// TestStatusesReadAKilledContainerAgain: a container killed by SIGKILL
+// (exit code 137) whose reason is not OOMKilled is read once more at the
+// next relist, since containerd may set OOMKilled a moment after the exit
+// (under load a relist read Error and kept it: e2e TestOOMKilled failed
+// once); after that it is cached like any exited container.
+func TestStatusesReadAKilledContainerAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pod := testPod()
+	if res := f.sync(t, pod); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	f.exit(t, "app", 137)
+	setReason := func(r string) {
+		f.rt.Lock()
+		defer f.rt.Unlock()
+		for _, c := range f.rt.Containers {
+			if c.Metadata.Name == "app" {
+				c.Reason = r
+			}
+		}
+	}
+	setReason("Error")
+	relist := func() (string, []string) {
+		t.Helper()
+		f.rt.Lock()
+		f.rt.Called = nil
+		f.rt.Unlock()
+		st := f.status(t, pod.UID)
+		f.rt.Lock()
+		defer f.rt.Unlock()
+		return st.Containers[0].Reason, f.rt.Called
+	}
+	if reason, _ := relist(); reason != "Error" {
+		t.Fatalf("first relist after the kill: reason %q", reason)
+	}
+	setReason("OOMKilled") // the runtime handled the OOM event
+	reason, calls := relist()
+	if reason != "OOMKilled" || !slices.Contains(calls, "ContainerStatus") {
+		t.Errorf("second relist: reason %q, calls %v; want OOMKilled, read again", reason, calls)
+	}
+	if _, calls := relist(); slices.Contains(calls, "ContainerStatus") {
+		t.Errorf("third relist read the container again (%v): cached once read twice", calls)
+	}
+}
+
 func TestAdoptionRestartsNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
