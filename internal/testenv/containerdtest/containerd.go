@@ -385,6 +385,12 @@ func RemoveState(t testing.TB, dir, socket, bridge string) {
 		t.Logf("cleanup: killing leftover shim pid %d", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// A container's processes outlive its killed shim: those whose root
+	// filesystem is a snapshot under dir are this test's.
+	for _, pid := range rootedUnder(dir) {
+		t.Logf("cleanup: killing leftover container process pid %d", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	if bridge != "" {
 		if _, err := os.Stat(filepath.Join("/sys/class/net", bridge)); err == nil {
 			if out, err := exec.Command("ip", "link", "delete", bridge).CombinedOutput(); err != nil {
@@ -400,6 +406,41 @@ func RemoveState(t testing.TB, dir, socket, bridge string) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Logf("cleanup: %v", err)
 	}
+}
+
+// rootedUnder returns the PIDs of the processes whose root mount (the first
+// line of /proc/PID/mountinfo) names a path under dir: containers whose
+// rootfs is one of dir's snapshots.
+func rootedUnder(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "mountinfo"))
+		if err != nil {
+			continue
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		if rootMountUnder(first, dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// rootMountUnder reports whether mountinfo line (a process's root mount)
+// mounts "/" from a path under dir (an overlay's lowerdir or upperdir, or a
+// bind mount's source).
+func rootMountUnder(line, dir string) bool {
+	f := strings.Fields(line)
+	if len(f) < 5 || f[4] != "/" {
+		return false
+	}
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	return strings.Contains(line, "="+prefix) || strings.Contains(line, ":"+prefix) || strings.Contains(line, " "+prefix)
 }
 
 // ShimPIDs returns the PIDs of the containerd shims serving socket.

@@ -69,3 +69,23 @@ func TestStartWithBuiltContainerd(t *testing.T) {
 		}
 	}
 }
+
+// TestRootMountUnder: a container's root mount (an overlay of snapshots
+// under the test's state dir) is recognized, another's is not, nor a
+// mount of something else at "/".
+func TestRootMountUnder(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{"448 341 0:170 / / ro,relatime - overlay overlay rw,lowerdir=/tmp/nkm-1/root/io.containerd.snapshotter.v1.overlayfs/snapshots/1/fs,upperdir=/tmp/nkm-1/root/x/fs", true},
+		{"448 341 0:170 / / rw - overlay overlay rw,lowerdir=/tmp/nkm-12/root/snapshots/1/fs", false},
+		{"448 341 0:170 / / rw - overlay overlay rw,lowerdir=/a/b:/tmp/nkm-1/root/snapshots/1/fs", true},
+		{"23 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw", false},
+		{"448 341 0:170 / /proc rw - overlay overlay rw,lowerdir=/tmp/nkm-1/root/fs", false},
+	} {
+		if got := rootMountUnder(tc.line, "/tmp/nkm-1"); got != tc.want {
+			t.Errorf("rootMountUnder(%q) = %v, want %v", tc.line, got, tc.want)
+		}
+	}
+}
