@@ -81,7 +81,9 @@ lock_holder() {
 # on any FILE, saying every EVERY seconds who holds which; after TIMEOUT
 # seconds it says so and returns 1.
 wait_for_locks() {
-	local timeout=$1 every=$2 start=$SECONDS said=-1 f pid waited
+	# Microseconds from EPOCHREALTIME: SECONDS counts whole seconds of the
+	# clock, so it can step by 2 a little more than a second after a start.
+	local timeout=$1 every=$2 start=${EPOCHREALTIME//[!0-9]/} said=-1 f pid waited us
 	shift 2
 	while :; do
 		pid=
@@ -90,8 +92,9 @@ wait_for_locks() {
 			[ -z "$pid" ] || break
 		done
 		[ -n "$pid" ] || return 0
-		waited=$((SECONDS - start))
-		if [ "$waited" -ge "$timeout" ]; then
+		us=$((${EPOCHREALTIME//[!0-9]/} - start))
+		waited=$((us / 1000000))
+		if [ "$us" -ge $((timeout * 1000000)) ]; then
 			say "$f is still locked by pid $pid ($(proc_name "$pid")) after ${timeout}s: let that apt-get or dpkg finish, then run this again"
 			return 1
 		fi
