@@ -42,6 +42,9 @@ type runOptions struct {
 	labels  string
 	timeout time.Duration
 	flakes  int
+	// criProxy runs the suite with its CRI proxy between the agent and
+	// containerd (--cri-proxy-enabled), for its [Feature:CriProxy] specs.
+	criProxy bool
 }
 
 func runCmd(ctx context.Context, args []string) error {
@@ -132,6 +135,7 @@ func runCmd(ctx context.Context, args []string) error {
 // passed with -not-run or -rerun-failed; -focus narrows it further.
 func runSet(ctx context.Context, o runOptions, rerun, notRun, chunked bool, k, n int) error {
 	o.labels = subsystemsLabels
+	o.criProxy = true
 	all, ordered, err := listSpecInfo(o.labels)
 	if err != nil {
 		return err
@@ -430,6 +434,11 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 		"--kubelet-flags=--system-cgroups= --kubelet-cgroups= --runtime-cgroups=",
 		"--report-dir", out,
 	)
+	if o.criProxy {
+		// The suite serves CRI on a socket of its own in /tmp, passes it to
+		// the agent as --container-runtime-endpoint and forwards to ours.
+		args = append(args, "--cri-proxy-enabled")
+	}
 	cmd := exec.CommandContext(ctx, b.ginkgo, args...)
 	cmd.Dir = runDir
 	cmd.Env = append(os.Environ(), "PATH="+path)

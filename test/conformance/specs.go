@@ -158,6 +158,12 @@ var subsystemSpecs = []subsystemSpec{
 	{regexp.MustCompile(`^\[sig-node\] Probe Stress`), "probe stress", 4 * time.Minute},
 	{regexp.MustCompile(`^\[sig-node\] (Restart |Unknown Pods|RestartAllContainersWithKubeletRestarts|Lock contention)`), "agent restarts", 5 * time.Minute},
 	{regexp.MustCompile(`^\[sig-node\] Node Container Manager`), "node allocatable (eviction)", 3 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] Container Manager Misc \[Serial\] Validate OOM score adjustments`), "OOM scores", time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] PodPidsLimit`), "PID limits (eviction)", 2 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] (Pod Extended \(RestartAllContainers\)|Pod Extended \(container restart policy\)|Container Restart \[Feature:CriProxy\])`), "restart rules and back-off", 3 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] (Pull Image \[Feature:CriProxy\]|\[Feature:CriProxy\] \[Serial\] Inject)`), "image pulls (image manager)", 2 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] Pod conditions managed by Kubelet .*\[Feature:CriProxy\]`), "pod status (image pulls)", 2 * time.Minute},
+	{regexp.MustCompile(`^\[sig-node\] \[Feature:CriProxy\] \[Serial\]`), "CRI (alpha features)", 2 * time.Minute},
 }
 
 // subsystemPart returns the part of the set spec belongs to and its
@@ -181,6 +187,7 @@ var subsystemSkips = []machineSkip{
 	{`POD Resources API .*with SRIOV devices`, "needs SR-IOV devices and the sriov-device-plugin image; this machine kind has neither"},
 	{`KubeletSeparateDiskGC`, "needs the image filesystem on a disk of its own (split disk); this machine kind has one filesystem"},
 	{`LocalStorageCapacityIsolationFSQuotaMonitoring`, "needs project quotas (an XFS or ext4 filesystem mounted with prjquota) and user namespaces; this machine kind's filesystem has none"},
+	{`\[Feature:OffByDefault\]`, "tests an alpha feature that is off by default (CRIListStreaming, ImageVolumeWithDigest): neither agent runs with it"},
 	{`Node Container Manager \[Serial\] Validate CGroup management .*with systemd`, "needs the systemd cgroup driver; the harness runs both agents with cgroupfs, without the machine's systemd"},
 	{`(LocalStorage(Soft)?Eviction|LocalStorageSoftEvictionNotOverwriteTerminationGracePeriodSeconds|InodeEviction|ImageGCNoEviction|ImageGCTerminatedPodsContainersCleanup|PriorityLocalStorageEvictionOrdering|SystemNodeCriticalPod) .*DiskPressure`,
 		"fills the node's filesystem (4 GiB, or its inodes) to cause DiskPressure: not run until each such spec has a small filesystem of its own, so that the host's disk never fills (issue 30, item 2)"},
