@@ -252,6 +252,7 @@ func run(ctx context.Context, o runOptions) error {
 	m, err := containerd.New(containerd.Config{
 		StateDir: filepath.Join(o.work, "containerd"), SandboxImage: ocibuild.PauseRef,
 		PodCIDR: podCIDR, CNIBridge: "nkconf0", Logger: log.With("subsystem", "containerd"), DieWithParent: true,
+		Place: func(pid int) error { _, err := recordRuntime(runtimePidFile(o.work), pid); return err },
 	})
 	if err != nil {
 		return err
@@ -427,6 +428,8 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	args = append(args, suite, "--",
 		"--k8s-bin-dir", binDir,
 		"--container-runtime-endpoint", endpoint,
+		"--container-runtime-pid-file", runtimePidFile(o.work),
+		"--container-runtime-process-name", runtimeProcessName,
 		"--prepull-images=false",
 		"--kubelet-config-file", base,
 		// Without these the suite moves every process of the machine's root

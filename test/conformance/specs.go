@@ -79,19 +79,16 @@ func machineSkipped(spec string) bool {
 	return false
 }
 
-// skipRegexps are the -skip of every run: the machine's skips and the
-// specs that would harm the machine (dangerousSpec), whatever the focus.
+// skipRegexps are the -skip of every run: the machine's skips, whatever the
+// focus. (The ip-leak spec, which SIGKILLs "the container runtime", finds the
+// run's own containerd through the driver's pid file: runtimepid.go.)
 func skipRegexps() []string {
 	var out []string
 	for _, s := range machineSkips {
 		out = append(out, s.re)
 	}
-	return append(out, dangerousSpec)
+	return out
 }
-
-// dangerousSpec SIGKILLs every process `pidof containerd` finds on the
-// machine: no run of this driver runs it (see subsystemSkips).
-const dangerousSpec = `Restart \[Serial\] \[Slow\] \[Disruptive\] Container Runtime Network should recover from ip leak`
 
 // bothFail explains specs that fail on the real kubelet here too.
 type bothFail struct {
@@ -180,8 +177,6 @@ func subsystemPart(spec string) (part string, expected time.Duration, ok bool) {
 // subsystemSkips are the specs of the set that are not run here, with why.
 // They are skipped like machineSkips, in the set's runs only.
 var subsystemSkips = []machineSkip{
-	{dangerousSpec,
-		"SIGKILLs whatever `pidof containerd` finds, on the machine: not run until it can find only the run's own containerd (a PID namespace of the run's)"},
 	{`POD Resources API .*(CPU manager Static policy|checking core resource managers assignments)`,
 		"the CPU and memory managers' static policies: this machine kind has 2 CPUs (the specs want more allocatable CPUs than that) and nodekeeper has no CPU or memory manager"},
 	{`POD Resources API .*with SRIOV devices`, "needs SR-IOV devices and the sriov-device-plugin image; this machine kind has neither"},
