@@ -42,6 +42,8 @@ type runFlags struct {
 	configDir, imageEndpoint                      string
 	systemCgroups, kubeletCgroups, runtimeCgroups string
 	featureGates                                  []string
+	lockFile                                      string
+	exitOnLockContention                          bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -49,7 +51,8 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "run [--config FILE] [--config-dir DIR] [--root-dir DIR] [--hostname-override NAME] [--container-runtime-endpoint URL] " +
 			"[--pod-manifest-path PATH] [--kubeconfig FILE] [--node-ip IP] [--image-dir DIR]... [--v N] [--status-interval D] [--oom-score-adj N] " +
-			"[--image-service-endpoint URL] [--feature-gates NAME=BOOL,...]... [--system-cgroups CG] [--kubelet-cgroups CG] [--runtime-cgroups CG]",
+			"[--image-service-endpoint URL] [--feature-gates NAME=BOOL,...]... [--system-cgroups CG] [--kubelet-cgroups CG] [--runtime-cgroups CG] " +
+			"[--lock-file FILE [--exit-on-lock-contention]]",
 		Short: "Run the node agent: static pods through containerd, with the node-level managers",
 		Long: `run starts the node agent. Without a containerRuntimeEndpoint it starts and manages
 its own containerd under the root directory, imports the image tarballs in
@@ -94,6 +97,8 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.systemCgroups, "system-cgroups", "", "the kubelet's --system-cgroups (overrides systemCgroups); accepted, nodekeeper moves no process")
 	fl.StringVar(&f.kubeletCgroups, "kubelet-cgroups", "", "the kubelet's --kubelet-cgroups (overrides kubeletCgroups); accepted, nodekeeper moves no process")
 	fl.StringVar(&f.runtimeCgroups, "runtime-cgroups", "", "the kubelet's --runtime-cgroups; accepted, nodekeeper moves no process")
+	fl.StringVar(&f.lockFile, "lock-file", "", "a file to flock before starting, waiting while another process holds it (the kubelet's --lock-file)")
+	fl.BoolVar(&f.exitOnLockContention, "exit-on-lock-contention", false, "stop, as on SIGTERM, when another process opens --lock-file (the kubelet's --exit-on-lock-contention)")
 }
 
 // runInputLimit is the largest file run reads (its configuration file and
@@ -170,6 +175,8 @@ func (f runFlags) checkValues() error {
 		return badInput(fmt.Errorf("--v \"%d\": must not be negative", f.verbosity))
 	case f.statusEvery < 0:
 		return badInput(fmt.Errorf("--status-interval %q: must not be negative (0 prints no table)", f.statusEvery))
+	case f.exitOnLockContention && f.lockFile == "":
+		return badInput(errors.New("--exit-on-lock-contention: no --lock-file to watch"))
 	}
 	return nil
 }
@@ -256,7 +263,8 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		klog.SetSlogLogger(logger.With("subsystem", "client-go"))
 	}
 	opts := daemon.Options{Config: cfg, RootDir: f.rootDir, NodeName: name, ImageDirs: f.imageDirs, Logger: logger,
-		OOMScoreAdj: &oomScore, Kubeconfig: f.kubeconfig, MaxInputSize: limit, NodeIP: f.nodeIP, Version: versionString()}
+		OOMScoreAdj: &oomScore, Kubeconfig: f.kubeconfig, MaxInputSize: limit, NodeIP: f.nodeIP, Version: versionString(),
+		LockFile: f.lockFile, ExitOnLockContention: f.exitOnLockContention}
 	if f.statusEvery > 0 {
 		opts.OnReady = func(r daemon.Ready) {
 			go printStatus(ctx, cmd.OutOrStdout(), r.Pods, f.statusEvery)

@@ -59,6 +59,7 @@ func TestRunBadInput(t *testing.T) {
 		{"bad node IP", []string{"--node-ip", "10.1.2"}, []string{"--node-ip", `"10.1.2"`}},
 		{"negative verbosity", []string{"--v", "-5"}, []string{"--v", `"-5"`, "negative"}},
 		{"negative status interval", []string{"--status-interval", "-1s"}, []string{"--status-interval", `"-1s"`, "negative"}},
+		{"lock contention without a lock file", []string{"--exit-on-lock-contention"}, []string{"--exit-on-lock-contention", "no --lock-file"}},
 		{"loopback podCIDR", []string{"--config", write("loopback.yaml", "podCIDR: 127.0.0.0/8\n")}, []string{"loopback.yaml", `podCIDR: "127.0.0.0/8"`}},
 		{"link-local podCIDR in a drop-in", []string{"--config-dir", dropInDir(t, filepath.Join(dir, "ll"), "podCIDR: 169.254.0.0/16\n")},
 			[]string{"50-bad.conf", `podCIDR: "169.254.0.0/16"`}},

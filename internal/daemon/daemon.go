@@ -22,6 +22,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -83,6 +84,13 @@ type Options struct {
 	NodeIP string
 	// Version is nodekeeper's version, reported in the Node's nodeInfo.
 	Version string
+	// LockFile, when set, is flocked before anything starts, waiting while
+	// another process holds it (the kubelet's --lock-file).
+	LockFile string
+	// ExitOnLockContention stops the agent, as SIGTERM does, when another
+	// process opens LockFile (the kubelet's --exit-on-lock-contention). It
+	// needs LockFile.
+	ExitOnLockContention bool
 }
 
 // Ready describes a started agent.
@@ -116,6 +124,36 @@ const sourceFile = "file"
 func Run(ctx context.Context, o Options) error {
 	r := newRoot(o)
 	defer r.close()
+	if o.ExitOnLockContention && o.LockFile == "" {
+		return ConfigError{errors.New("--exit-on-lock-contention: no --lock-file to watch")}
+	}
+	if o.LockFile != "" {
+		release, err := AcquireLockFile(ctx, o.LockFile, r.log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while waiting: as after any stop
+			}
+			return err
+		}
+		defer release()
+		if o.ExitOnLockContention {
+			contended, err := WatchLockContention(ctx, o.LockFile)
+			if err != nil {
+				return err
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-contended:
+					r.log.Info("another process opened the lock file: stopping (--exit-on-lock-contention)", "path", o.LockFile)
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
 	run := newRunner(ctx)
 	p := &plan{}
 	for _, build := range []func(context.Context, *plan) error{r.machine, r.core, r.cluster, r.servers} {
