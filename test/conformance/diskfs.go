@@ -256,3 +256,55 @@ func (d *diskFS) describe() []any {
 		"sizeBytes", int64(st.Blocks) * st.Bsize, "availableBytes", int64(st.Bavail) * st.Bsize,
 		"inodes", st.Files, "inodesFree", st.Ffree}
 }
+
+// sameFS reports whether paths a and b are on one filesystem (st_dev).
+func sameFS(a, b string) bool {
+	var sa, sb unix.Stat_t
+	return unix.Stat(a, &sa) == nil && unix.Stat(b, &sb) == nil && sa.Dev == sb.Dev
+}
+
+// mountDiskUnit makes a disk unit's filesystem, base/disk.img mounted on
+// base/mnt, and binds its kubelet directory on kubeletDir (the agent's root
+// directory, which cleanKubeletRoot has checked is this program's), with
+// the marker of a directory of this program's in it. It first removes what
+// a killed run left (binds, mount, loop device, file). unmount undoes it
+// all, kubeletDir's bind and what the agent mounted beneath it first, and
+// may be called once whatever happened.
+func mountDiskUnit(ctx context.Context, base, kubeletDir string, plan diskFSPlan) (_ *diskFS, unmount func() error, err error) {
+	file, dir := filepath.Join(base, "disk.img"), filepath.Join(base, "mnt")
+	if err := errors.Join(unmountAll(kubeletDir), unmountAll(dir), removeStaleDiskFS(file)); err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, nil, err
+	}
+	d, err := makeDiskFS(ctx, file, dir, plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	unmount = func() error { return errors.Join(unmountAll(kubeletDir), d.remove()) }
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, unmount())
+		}
+	}()
+	kdir := filepath.Join(dir, "kubelet")
+	if err := os.MkdirAll(kdir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(kubeletDir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if err := unix.Mount(kdir, kubeletDir, "", unix.MS_BIND, ""); err != nil {
+		return nil, nil, fmt.Errorf("bind %s on %s: %w", kdir, kubeletDir, err)
+	}
+	// The bound directory is this program's too: a killed run's next
+	// cleanKubeletRoot finds the marker and unmounts it.
+	if err := os.WriteFile(filepath.Join(kubeletDir, rootMarker), []byte("made by nodekeeper's test/conformance: a DiskPressure unit's filesystem\n"), 0o644); err != nil {
+		return nil, nil, err
+	}
+	if !sameFS(kubeletDir, dir) {
+		return nil, nil, fmt.Errorf("%s is not on the unit's filesystem (%s) after the bind", kubeletDir, d.loop)
+	}
+	return d, unmount, nil
+}

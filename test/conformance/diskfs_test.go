@@ -228,3 +228,70 @@ func assertDiskFSGone(t *testing.T, file, dir string) {
 		}
 	}
 }
+
+// TestMountDiskUnit: a disk unit's filesystem holds the agent's root
+// directory (bound on the test's stand-in for /var/lib/kubelet): what the
+// agent writes there lands on it, a volume the agent mounts beneath it is
+// unmounted with it, and afterwards the directory is the host's again, as
+// it was, with no mount, loop device or file left. A killed run's unit is
+// removed by the next one's start.
+func TestMountDiskUnit(t *testing.T) {
+	integration.Require(t, diskFSAvailable())
+	base, kubelet := filepath.Join(t.TempDir(), "diskfs"), filepath.Join(t.TempDir(), "kubelet")
+	if err := os.MkdirAll(kubelet, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(kubelet, "host-file"), []byte("the host's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := diskFSPlan{size: 32 << 20, why: "test"}
+	d, unmount, err := mountDiskUnit(t.Context(), base, kubelet, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unmount() })
+	if !sameFS(kubelet, d.dir) || sameFS(kubelet, base) {
+		t.Fatalf("%s is not on the unit's filesystem", kubelet)
+	}
+	if _, err := os.Stat(filepath.Join(kubelet, "host-file")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the host's directory shows through the bind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(kubelet, rootMarker)); err != nil {
+		t.Errorf("the bound directory has no marker: %v", err)
+	}
+	vol := filepath.Join(kubelet, "pods", "u1", "volumes", "v")
+	if err := os.MkdirAll(vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(kubelet, "pods", "u1", "data"), bytes.Repeat([]byte{1}, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, "kubelet", "pods", "u1", "data")); err != nil {
+		t.Errorf("what the agent wrote is not on the unit's filesystem: %v", err)
+	}
+	if err := unix.Mount("tmpfs", vol, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := unmount(); err != nil {
+		t.Fatal(err)
+	}
+	assertDiskFSGone(t, d.file, base)
+	assertDiskFSGone(t, d.file, kubelet)
+	if b, err := os.ReadFile(filepath.Join(kubelet, "host-file")); err != nil || string(b) != "the host's" {
+		t.Errorf("the host's directory after the unit: %q, %v", b, err)
+	}
+
+	// A killed run's unit, still mounted and bound: the next start removes it.
+	if _, _, err := mountDiskUnit(t.Context(), base, kubelet, plan); err != nil {
+		t.Fatal(err)
+	}
+	d, unmount, err = mountDiskUnit(t.Context(), base, kubelet, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unmount(); err != nil {
+		t.Fatal(err)
+	}
+	assertDiskFSGone(t, d.file, base)
+	assertDiskFSGone(t, d.file, kubelet)
+}

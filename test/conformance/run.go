@@ -282,6 +282,9 @@ func run(ctx context.Context, o runOptions) (err error) {
 			// The DiskPressure specs never run on the host's filesystem.
 			host := o
 			host.skip = append(slices.Clone(o.skip), diskSpecRegexp)
+			if err := cleanKubeletRoot(kubeletRoot); err != nil {
+				return fmt.Errorf("before the %s run: %w", agent, err)
+			}
 			if err := runAgent(ctx, log, host, bins, agent, m.Endpoint(), guard, hostState); err != nil {
 				return err
 			}
@@ -340,13 +343,10 @@ func startContainerd(ctx context.Context, log *slog.Logger, stateDir string, ima
 }
 
 // runAgent runs the suite's o.focus with agent on the containerd at
-// endpoint: from a clean kubeletRoot without pods, the host recorded before
-// and restored after, the results merged into the agent's.
+// endpoint, without pods, the host recorded before and restored after, the
+// results merged into the agent's. The caller has made kubeletRoot clean.
 func runAgent(ctx context.Context, log *slog.Logger, o runOptions, bins binaries, agent, endpoint string, guard cgroupGuard, host hostAccess) error {
 	if _, err := clearPods(ctx, endpoint); err != nil {
-		return fmt.Errorf("before the %s run: %w", agent, err)
-	}
-	if err := cleanKubeletRoot(kubeletRoot); err != nil {
 		return fmt.Errorf("before the %s run: %w", agent, err)
 	}
 	before, err := host.snapshot(ctx)
@@ -395,47 +395,21 @@ func runAgent(ctx context.Context, log *slog.Logger, o runOptions, bins binaries
 // shared containerd's pods were stopped before it), and is killed so that
 // nothing holds the filesystem.
 func runDiskUnit(ctx context.Context, log *slog.Logger, o runOptions, bins binaries, agent string, u diskUnit, cg runEnd, guard cgroupGuard, host hostAccess) (err error) {
-	base := filepath.Join(o.work, "diskfs")
-	file, dir := filepath.Join(base, "disk.img"), filepath.Join(base, "mnt")
-	// What a killed run left: the kubelet directory's bind, the mount, the
-	// loop device and the file.
 	if err := cleanKubeletRoot(kubeletRoot); err != nil {
 		return fmt.Errorf("before the %s disk unit: %w", agent, err)
 	}
-	if err := unmountAll(kubeletRoot); err != nil {
-		return err
-	}
-	if err := unmountAll(dir); err != nil {
-		return err
-	}
-	if err := removeStaleDiskFS(file); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return err
-	}
-	d, err := makeDiskFS(ctx, file, dir, u.plan)
+	d, unmount, err := mountDiskUnit(ctx, filepath.Join(o.work, "diskfs"), kubeletRoot, u.plan)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		// kubeletRoot's bind first (the agent's own binds and volumes under it too).
-		rerr := errors.Join(unmountAll(kubeletRoot), d.remove())
+		rerr := unmount()
 		if rerr == nil {
-			log.Info("removed the disk unit's filesystem", "file", file, "loop", d.loop)
+			log.Info("removed the disk unit's filesystem", "file", d.file, "loop", d.loop)
 		}
 		err = errors.Join(err, rerr)
 	}()
-	kdir := filepath.Join(dir, "kubelet")
-	if err := os.MkdirAll(kdir, 0o755); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(kubeletRoot, 0o755); err != nil {
-		return err
-	}
-	if err := unix.Mount(kdir, kubeletRoot, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s on %s: %w", kdir, kubeletRoot, err)
-	}
+	dir := d.dir
 	m, stop, err := startContainerd(ctx, log, filepath.Join(dir, "containerd"), bins.images)
 	if err != nil {
 		return err
