@@ -265,24 +265,25 @@ func revision() string {
 }
 
 // clearPods stops and removes every pod sandbox of the runtime at endpoint:
-// an agent's run starts without the previous agent's pods.
-func clearPods(ctx context.Context, endpoint string) error {
+// an agent's run starts without the previous agent's pods, and a run ends
+// without its own. It returns how many it removed.
+func clearPods(ctx context.Context, endpoint string) (int, error) {
 	c, err := cri.New(endpoint, cri.Options{Timeout: 2 * time.Minute})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Close()
 	pods, err := c.ListPodSandbox(ctx, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	for _, p := range pods {
+	for i, p := range pods {
 		if err := c.StopPodSandbox(ctx, p.Id); err != nil {
-			return err
+			return i, err
 		}
 		if err := c.RemovePodSandbox(ctx, p.Id); err != nil {
-			return err
+			return i, err
 		}
 	}
-	return nil
+	return len(pods), nil
 }

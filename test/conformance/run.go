@@ -45,6 +45,9 @@ type runOptions struct {
 	// criProxy runs the suite with its CRI proxy between the agent and
 	// containerd (--cri-proxy-enabled), for its [Feature:CriProxy] specs.
 	criProxy bool
+	// disk are the DiskPressure units, each run on a filesystem of its own
+	// after focus's specs (diskfs.go).
+	disk []diskUnit
 }
 
 func runCmd(ctx context.Context, args []string) error {
@@ -187,13 +190,15 @@ func runSet(ctx context.Context, o runOptions, rerun, notRun, chunked bool, k, n
 		k, n = 1, 1
 	}
 	focus, took := durationChunk(names, ordered, expected, k, n)
-	o.focus = focus
+	if o.focus, o.disk, err = splitDiskUnits(focus, names); err != nil {
+		return err
+	}
 	for _, s := range subsystemSkips {
 		o.skip = append(o.skip, s.re)
 	}
 	// Per agent: the set's chunk, the suite's start and the restarts.
 	o.timeout = max(o.timeout, took*3/2+15*time.Minute)
-	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("the subsystems set", "specs", len(names), "chunk", fmt.Sprintf("%d/%d", k, n), "units", len(focus), "expectedPerAgent", took)
+	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("the subsystems set", "specs", len(names), "chunk", fmt.Sprintf("%d/%d", k, n), "units", len(focus), "diskUnits", len(o.disk), "expectedPerAgent", took)
 	return run(ctx, o)
 }
 
@@ -210,7 +215,7 @@ func previousResults(o runOptions) (results, error) {
 	return loadResults(filepath.Join(dir, o.agents[0]+".json"))
 }
 
-func run(ctx context.Context, o runOptions) error {
+func run(ctx context.Context, o runOptions) (err error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the node e2e suite runs pods and cgroups as root: run as root")
@@ -236,7 +241,7 @@ func run(ctx context.Context, o runOptions) error {
 	if err != nil {
 		return err
 	}
-	host := realHost("/proc/sys")
+	hostState := realHost("/proc/sys")
 	// The suite's kubelet is this program's supervisor (unit.go), run from a
 	// copy of it.
 	bins.harness = filepath.Join(o.work, "bin", "nkharness")
@@ -244,75 +249,188 @@ func run(ctx context.Context, o runOptions) error {
 		return err
 	}
 
+	// What the run makes on the host and removes at its end, interrupted
+	// or not: pod cgroups and the bridge, unless they were there before it
+	// (someone else's: left alone).
+	final := runEnd{cgroupFS: "/sys/fs/cgroup", cgroup: runCgroup, bridge: runBridge}
+	if cgroupExists(final.cgroupFS, final.cgroup) {
+		log.Warn("the pods' cgroup exists before the run: its processes and cgroups are left alone at the end", "cgroup", final.cgroup)
+		final.cgroup = ""
+	}
+	if linkExists(final.bridge) {
+		log.Warn("the bridge exists before the run: it is left alone at the end", "bridge", final.bridge)
+		final.bridge = ""
+	}
+	defer func() {
+		done, eerr := final.end(context.WithoutCancel(ctx))
+		done.log(log, "the run's cgroups and bridge")
+		err = errors.Join(err, eerr)
+	}()
+
 	// One containerd for both agents, as on a node where the kubelet is
-	// replaced by nodekeeper. It outlives an interrupt until the suite has
-	// cleaned up its pods (the deferred stop runs after the agents' runs).
-	cctx, stopContainerd := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopContainerd()
-	m, err := containerd.New(containerd.Config{
-		StateDir: filepath.Join(o.work, "containerd"), SandboxImage: ocibuild.PauseRef,
-		PodCIDR: podCIDR, CNIBridge: "nkconf0", Logger: log.With("subsystem", "containerd"), DieWithParent: true,
-		Place: func(pid int) error { _, err := recordRuntime(runtimePidFile(o.work), pid); return err },
-	})
+	// replaced by nodekeeper; each disk unit has its own (diskfs.go). It
+	// outlives an interrupt until the suite has cleaned up its pods, and its
+	// pods are stopped through CRI before it stops.
+	m, stopContainerd, err := startContainerd(ctx, log, filepath.Join(o.work, "containerd"), bins.images)
 	if err != nil {
 		return err
 	}
-	cdone := make(chan error, 1)
-	go func() { cdone <- m.Run(cctx) }()
-	defer func() { stopContainerd(); <-cdone }()
-	select {
-	case <-m.Ready():
-	case err := <-cdone:
-		return fmt.Errorf("containerd: %v (log: %s)", err, m.LogPath())
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	imported, err := m.ImportFiles(ctx, bins.images...)
-	if err != nil {
-		return fmt.Errorf("import the e2e images: %w", err)
-	}
-	log.Info("images imported", "count", len(imported))
+	defer func() {
+		done, eerr := runEnd{endpoint: m.Endpoint(), stopRuntime: stopContainerd}.end(context.WithoutCancel(ctx))
+		done.log(log, "the run's containerd")
+		err = errors.Join(err, eerr)
+	}()
 
 	for _, agent := range o.agents {
-		if err := clearPods(ctx, m.Endpoint()); err != nil {
-			return fmt.Errorf("before the %s run: %w", agent, err)
-		}
-		if err := cleanKubeletRoot(kubeletRoot); err != nil {
-			return fmt.Errorf("before the %s run: %w", agent, err)
-		}
-		before, err := host.snapshot(ctx)
-		if err != nil {
-			return fmt.Errorf("before the %s run: %w", agent, err)
-		}
-		res, err := runSuite(ctx, log, o, bins, agent, m.Endpoint())
-		// Restored whatever happened, an interrupt included (ctx is done
-		// then: the restore runs on its own).
-		changed, herr := host.restore(context.WithoutCancel(ctx), before)
-		res.Host, res.HostRun = changed, time.Now().UTC().Format(time.RFC3339)
-		if len(changed) == 0 && herr == nil {
-			log.Info("the host is as before the run", "agent", agent)
-		}
-		for _, c := range changed {
-			log.Info("restored the host", "agent", agent, "change", c)
-		}
-		if herr != nil {
-			return fmt.Errorf("after the %s run: %w", agent, herr)
-		}
-		if len(res.Specs) > 0 {
-			if err := mergeResults(filepath.Join(o.results, agent+".json"), res); err != nil {
+		if len(o.focus) > 0 {
+			// The DiskPressure specs never run on the host's filesystem.
+			host := o
+			host.skip = append(slices.Clone(o.skip), diskSpecRegexp)
+			if err := cleanKubeletRoot(kubeletRoot); err != nil {
+				return fmt.Errorf("before the %s run: %w", agent, err)
+			}
+			if err := runAgent(ctx, log, host, bins, agent, m, guard, hostState); err != nil {
 				return err
 			}
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", agent, err)
+		if len(o.disk) > 0 {
+			// No pod of the shared containerd runs beside a disk unit's.
+			if _, err := clearPods(ctx, m.Endpoint()); err != nil {
+				return fmt.Errorf("before the %s disk units: %w", agent, err)
+			}
 		}
-		if err := guard.check(); err != nil {
-			return fmt.Errorf("after the %s run: %w", agent, err)
+		for _, u := range o.disk {
+			if err := runDiskUnit(ctx, log, o, bins, agent, u, final, guard, hostState); err != nil {
+				return err
+			}
 		}
-		log.Info("suite done", "agent", agent, "passed", res.count("passed"), "failed", res.count("failed"),
-			"skipped", res.count("skipped"), "took", res.Took.Round(time.Second))
 	}
-	return clearPods(ctx, m.Endpoint())
+	_, err = clearPods(ctx, m.Endpoint())
+	return err
+}
+
+// runBridge is the CNI bridge of the run's containerds.
+const runBridge = "nkconf0"
+
+// startContainerd runs a containerd on stateDir, with the run's pod network,
+// until stop is called (an interrupt of ctx does not stop it), and imports
+// images into it.
+func startContainerd(ctx context.Context, log *slog.Logger, stateDir string, images []string) (*containerd.Managed, func(), error) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m, err := containerd.New(containerd.Config{
+		StateDir: stateDir, SandboxImage: ocibuild.PauseRef,
+		PodCIDR: podCIDR, CNIBridge: runBridge, Logger: log.With("subsystem", "containerd"), DieWithParent: true,
+		Place: func(pid int) error { _, err := recordRuntime(runtimePidFile(stateDir), pid); return err },
+	})
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	cdone := make(chan error, 1)
+	go func() { cdone <- m.Run(cctx) }()
+	stop := func() { cancel(); <-cdone }
+	select {
+	case <-m.Ready():
+	case err := <-cdone:
+		cancel()
+		return nil, nil, fmt.Errorf("containerd: %v (log: %s)", err, m.LogPath())
+	case <-ctx.Done():
+		stop()
+		return nil, nil, ctx.Err()
+	}
+	imported, err := m.ImportFiles(ctx, images...)
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("import the e2e images: %w", err)
+	}
+	log.Info("images imported", "count", len(imported), "stateDir", stateDir)
+	return m, stop, nil
+}
+
+// runAgent runs the suite's o.focus with agent on the containerd at
+// endpoint, without pods, the host recorded before and restored after, the
+// results merged into the agent's. The caller has made kubeletRoot clean.
+func runAgent(ctx context.Context, log *slog.Logger, o runOptions, bins binaries, agent string, m *containerd.Managed, guard cgroupGuard, host hostAccess) error {
+	endpoint := m.Endpoint()
+	if _, err := clearPods(ctx, endpoint); err != nil {
+		return fmt.Errorf("before the %s run: %w", agent, err)
+	}
+	before, err := host.snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("before the %s run: %w", agent, err)
+	}
+	res, err := runSuite(ctx, log, o, bins, agent, endpoint, runtimePidFile(m.Config().StateDir))
+	// Restored whatever happened, an interrupt included (ctx is done
+	// then: the restore runs on its own).
+	changed, herr := host.restore(context.WithoutCancel(ctx), before)
+	res.Host, res.HostRun = changed, time.Now().UTC().Format(time.RFC3339)
+	if len(changed) == 0 && herr == nil {
+		log.Info("the host is as before the run", "agent", agent)
+	}
+	for _, c := range changed {
+		log.Info("restored the host", "agent", agent, "change", c)
+	}
+	if herr != nil {
+		return fmt.Errorf("after the %s run: %w", agent, herr)
+	}
+	if len(res.Specs) > 0 {
+		if err := mergeResults(filepath.Join(o.results, agent+".json"), res); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", agent, err)
+	}
+	if err := guard.check(); err != nil {
+		return fmt.Errorf("after the %s run: %w", agent, err)
+	}
+	log.Info("suite done", "agent", agent, "passed", res.count("passed"), "failed", res.count("failed"),
+		"skipped", res.count("skipped"), "took", res.Took.Round(time.Second))
+	return nil
+}
+
+// runDiskUnit runs the disk unit u with agent on a filesystem made for it
+// (diskfs.go): mounted in the work directory, its kubelet directory bound
+// on kubeletRoot and a containerd of the unit's on it, the stand-in images
+// imported into it. Afterwards, interrupted or not, it stops the unit's
+// pods and containerd, unmounts kubeletRoot's bind and the filesystem,
+// detaches its loop device and deletes its file.
+//
+// cg names the run's cgroups (cgroup "" when they are not the run's): what
+// is left in them when the unit's containerd has stopped is the unit's (the
+// shared containerd's pods were stopped before it), and is killed so that
+// nothing holds the filesystem.
+func runDiskUnit(ctx context.Context, log *slog.Logger, o runOptions, bins binaries, agent string, u diskUnit, cg runEnd, guard cgroupGuard, host hostAccess) (err error) {
+	if err := cleanKubeletRoot(kubeletRoot); err != nil {
+		return fmt.Errorf("before the %s disk unit: %w", agent, err)
+	}
+	d, unmount, err := mountDiskUnit(ctx, filepath.Join(o.work, "diskfs"), kubeletRoot, u.plan)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rerr := unmount()
+		if rerr == nil {
+			log.Info("removed the disk unit's filesystem", "file", d.file, "loop", d.loop)
+		}
+		err = errors.Join(err, rerr)
+	}()
+	dir := d.dir
+	m, stop, err := startContainerd(ctx, log, filepath.Join(dir, "containerd"), bins.images)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		done, eerr := runEnd{endpoint: m.Endpoint(), stopRuntime: stop, cgroupFS: cg.cgroupFS, cgroup: cg.cgroup}.end(context.WithoutCancel(ctx))
+		done.log(log, "the disk unit's containerd")
+		err = errors.Join(err, eerr)
+	}()
+	log.Info("a DiskPressure unit on a filesystem of its own", append([]any{"agent", agent, "focus", u.focus,
+		"holds", kubeletRoot + " (bound from its kubelet directory), containerd's root, state and the imported images",
+		"why", u.plan.why, "planBytes", u.plan.size, "planInodes", u.plan.inodes}, d.describe()...)...)
+	unit := o
+	unit.focus = []string{u.focus}
+	return runAgent(ctx, log, unit, bins, agent, m, guard, host)
 }
 
 // binaries are what a run needs built.
@@ -373,7 +491,7 @@ func buildAll(ctx context.Context, log *slog.Logger, root, work string) (binarie
 }
 
 // runSuite runs the suite with agent as its kubelet and returns its results.
-func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, agent, endpoint string) (results, error) {
+func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, agent, endpoint, runtimePid string) (results, error) {
 	dir := filepath.Join(o.work, agent)
 	if err := unmountAll(dir); err != nil { // a killed run's harness leaves its binds
 		return results{}, err
@@ -428,7 +546,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	args = append(args, suite, "--",
 		"--k8s-bin-dir", binDir,
 		"--container-runtime-endpoint", endpoint,
-		"--container-runtime-pid-file", runtimePidFile(o.work),
+		"--container-runtime-pid-file", runtimePid,
 		"--container-runtime-process-name", runtimeProcessName,
 		"--prepull-images=false",
 		"--kubelet-config-file", base,

@@ -22,8 +22,9 @@ import (
 // process is called that, so that `pidof` finds nothing.
 const runtimeProcessName = "nkconf-runtime-is-in-the-pid-file"
 
-// runtimePidFile is the suite's --container-runtime-pid-file under work.
-func runtimePidFile(work string) string { return filepath.Join(work, "containerd-runtime.pid") }
+// runtimePidFile is the suite's --container-runtime-pid-file of the
+// containerd on stateDir.
+func runtimePidFile(stateDir string) string { return filepath.Join(stateDir, "runtime.pid") }
 
 // recordRuntime writes pid, the containerd the driver just started, to path,
 // and removes the file once that process has exited (unless a later call

@@ -184,8 +184,6 @@ var subsystemSkips = []machineSkip{
 	{`LocalStorageCapacityIsolationFSQuotaMonitoring`, "needs project quotas (an XFS or ext4 filesystem mounted with prjquota) and user namespaces; this machine kind's filesystem has none"},
 	{`\[Feature:OffByDefault\]`, "tests an alpha feature that is off by default (CRIListStreaming, ImageVolumeWithDigest): neither agent runs with it"},
 	{`Node Container Manager \[Serial\] Validate CGroup management .*with systemd`, "needs the systemd cgroup driver; the harness runs both agents with cgroupfs, without the machine's systemd"},
-	{`(LocalStorage(Soft)?Eviction|LocalStorageSoftEvictionNotOverwriteTerminationGracePeriodSeconds|InodeEviction|ImageGCNoEviction|ImageGCTerminatedPodsContainersCleanup|PriorityLocalStorageEvictionOrdering|SystemNodeCriticalPod) .*DiskPressure`,
-		"fills the node's filesystem (4 GiB, or its inodes) to cause DiskPressure: not run until each such spec has a small filesystem of its own, so that the host's disk never fills (issue 30, item 2)"},
 }
 
 // subsystemSkipped reports whether spec is one of the set's skips, and why.
