@@ -93,15 +93,15 @@ func TestDiskPlanSizes(t *testing.T) {
 func TestSplitDiskUnits(t *testing.T) {
 	t.Parallel()
 	names := []string{specMemory, specInode, specLocalStorage, specCritical, specCapacity}
-	focus := []string{regexp.QuoteMeta(specMemory), regexp.QuoteMeta(specInode), regexp.QuoteMeta(specLocalStorage), regexp.QuoteMeta(specCapacity), regexp.QuoteMeta(specCritical)}
+	focus := []string{specFocus(specMemory), specFocus(specInode), specFocus(specLocalStorage), specFocus(specCapacity), specFocus(specCritical)}
 	host, disk, err := splitDiskUnits(focus, names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{regexp.QuoteMeta(specMemory), regexp.QuoteMeta(specCapacity)}; !slices.Equal(host, want) {
+	if want := []string{specFocus(specMemory), specFocus(specCapacity)}; !slices.Equal(host, want) {
 		t.Errorf("host units %q, want %q", host, want)
 	}
-	want := []diskUnit{{regexp.QuoteMeta(specInode), inodesPlan}, {regexp.QuoteMeta(specLocalStorage), bytesPlan}, {regexp.QuoteMeta(specCritical), criticalPlan}}
+	want := []diskUnit{{specFocus(specInode), inodesPlan}, {specFocus(specLocalStorage), bytesPlan}, {specFocus(specCritical), criticalPlan}}
 	if !slices.Equal(disk, want) {
 		t.Errorf("disk units %+v, want %+v", disk, want)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,7 +130,7 @@ func units(names []string, ordered map[string]string) []string {
 		}
 		if !seen[unit] {
 			seen[unit] = true
-			out = append(out, regexp.QuoteMeta(unit))
+			out = append(out, specFocus(unit))
 		}
 	}
 	return out

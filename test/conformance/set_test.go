@@ -161,3 +161,22 @@ func TestWriteSetReport(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecFocus: the focus of a name with an empty container text (a double
+// space) matches ginkgo's text of that spec, which has one space there; it
+// matches the name itself and no other spec.
+func TestSpecFocus(t *testing.T) {
+	t.Parallel()
+	name := "[sig-node] MemoryAllocatableEviction [Slow] [Serial] [Disruptive] [Feature:Eviction] when we run containers that should cause MemoryPressure  should eventually evict all of the correct pods"
+	ginkgoText := strings.ReplaceAll(name, "  ", " ")
+	re := regexp.MustCompile(specFocus(name))
+	for _, s := range []string{name, ginkgoText} {
+		if !re.MatchString(s) {
+			t.Errorf("focus %q does not match %q", re, s)
+		}
+	}
+	other := "[sig-node] MemoryAllocatableEvictionPodLevelResources [Slow] [Serial] [Disruptive] [Feature:PodLevelResources] when we run containers that should cause MemoryPressure  should eventually evict all of the correct pods"
+	if re.MatchString(other) || re.MatchString(strings.ReplaceAll(other, "  ", " ")) {
+		t.Errorf("focus %q matches %q", re, other)
+	}
+}
