@@ -48,6 +48,11 @@ type runOptions struct {
 	// disk are the DiskPressure units, each run on a filesystem of its own
 	// after focus's specs (diskfs.go).
 	disk []diskUnit
+	// flagged are the units run with kubelet flags of their own, after
+	// focus's specs (flagged.go).
+	flagged []flaggedUnit
+	// kubeletFlags are added to the suite's --kubelet-flags.
+	kubeletFlags []string
 }
 
 func runCmd(ctx context.Context, args []string) error {
@@ -193,12 +198,15 @@ func runSet(ctx context.Context, o runOptions, rerun, notRun, chunked bool, k, n
 	if o.focus, o.disk, err = splitDiskUnits(focus, names); err != nil {
 		return err
 	}
+	if o.focus, o.flagged, err = splitFlagged(o.focus, names); err != nil {
+		return err
+	}
 	for _, s := range subsystemSkips {
 		o.skip = append(o.skip, s.re)
 	}
 	// Per agent: the set's chunk, the suite's start and the restarts.
 	o.timeout = max(o.timeout, took*3/2+15*time.Minute)
-	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("the subsystems set", "specs", len(names), "chunk", fmt.Sprintf("%d/%d", k, n), "units", len(focus), "diskUnits", len(o.disk), "expectedPerAgent", took)
+	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("the subsystems set", "specs", len(names), "chunk", fmt.Sprintf("%d/%d", k, n), "units", len(focus), "diskUnits", len(o.disk), "flaggedUnits", len(o.flagged), "expectedPerAgent", took)
 	return run(ctx, o)
 }
 
@@ -285,11 +293,31 @@ func run(ctx context.Context, o runOptions) (err error) {
 		if len(o.focus) > 0 {
 			// The DiskPressure specs never run on the host's filesystem.
 			host := o
-			host.skip = append(slices.Clone(o.skip), diskSpecRegexp)
+			host.skip = append(slices.Clone(o.skip), diskSpecRegexp, flaggedSkip())
 			if err := cleanKubeletRoot(kubeletRoot); err != nil {
 				return fmt.Errorf("before the %s run: %w", agent, err)
 			}
 			if err := runAgent(ctx, log, host, bins, agent, m, guard, hostState); err != nil {
+				return err
+			}
+		}
+		for _, u := range o.flagged {
+			unit := o
+			unit.focus, unit.kubeletFlags = []string{u.focus}, u.spec.flags
+			if err := cleanKubeletRoot(kubeletRoot); err != nil {
+				return fmt.Errorf("before the %s run: %w", agent, err)
+			}
+			made := absentFiles(u.spec.files)
+			log.Info("a spec with kubelet flags of its own", "agent", agent, "focus", u.focus, "flags", strings.Join(u.spec.flags, " "))
+			err := runAgent(ctx, log, unit, bins, agent, m, guard, hostState)
+			for _, f := range made {
+				if rerr := os.Remove(f); rerr == nil {
+					log.Info("removed a file the spec made", "file", f)
+				} else if !errors.Is(rerr, os.ErrNotExist) {
+					err = errors.Join(err, rerr)
+				}
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -552,7 +580,7 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 		"--kubelet-config-file", base,
 		// Without these the suite moves every process of the machine's root
 		// cgroup into /system, and the container runtime into /docker-daemon.
-		"--kubelet-flags=--system-cgroups= --kubelet-cgroups= --runtime-cgroups=",
+		"--kubelet-flags="+strings.Join(append([]string{"--system-cgroups=", "--kubelet-cgroups=", "--runtime-cgroups="}, o.kubeletFlags...), " "),
 		"--report-dir", out,
 	)
 	if o.criProxy {
