@@ -174,11 +174,17 @@ func (m *Manager) ifCurrent(ep *endpoint, set func(*resourceState)) bool {
 // resource's endpoint. The message is read before taking m.mu.
 func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 	ds := newDeviceSets(devs)
+	health := false
 	if !m.ifCurrent(ep, func(rs *resourceState) {
+		before := m.inUseHealth(ep.resource)
 		rs.setDevices(ds)
+		health = m.noteHealth(ep.resource, before)
 		delete(m.oversized, ep.resource)
 	}) {
 		return
+	}
+	if health {
+		m.signalHealth()
 	}
 	if ds.dropped > 0 {
 		m.log.Warn("Device plugin sent devices without an ID; ignored them", "resourceName", ep.resource, "count", ds.dropped)
@@ -190,8 +196,16 @@ func (m *Manager) updateDevices(ep *endpoint, devs []*pluginapi.Device) {
 
 // stopped marks ep's resource unhealthy from now, if ep is still current.
 func (m *Manager) stopped(ep *endpoint, now time.Time) {
-	if m.ifCurrent(ep, func(rs *resourceState) { rs.setUnhealthy(now) }) {
+	health := false
+	if m.ifCurrent(ep, func(rs *resourceState) {
+		before := m.inUseHealth(ep.resource)
+		rs.setUnhealthy(now)
+		health = m.noteHealth(ep.resource, before)
+	}) {
 		m.notify()
+	}
+	if health {
+		m.signalHealth()
 	}
 }
 

@@ -52,6 +52,8 @@ type Manager struct {
 	dirty     chan struct{}     // cap 1: state changed, write soon
 	changed   chan struct{}     // cap 1: device state changed (Changed)
 	started   chan struct{}     // closed when Run is serving
+	healthC   chan struct{}     // cap 1: healthPending gained a pod
+	healthOut chan []string     // HealthChanges; sent by sendHealth only
 	saverDone chan struct{}     // closed when the saver has exited
 	runOnce   sync.Once
 
@@ -79,6 +81,9 @@ type Manager struct {
 	// oversized holds the resources whose last ListAndWatch message was
 	// refused as too large and already logged at ERROR.
 	oversized map[string]bool
+	// healthPending holds the UIDs of the pods holding a device whose
+	// health changed since sendHealth last took them (noteHealth).
+	healthPending sets.Set[string]
 }
 
 // New validates cfg and restores the checkpoint in cfg.Dir, if any. A
@@ -115,6 +120,8 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		dirty:       make(chan struct{}, 1),
 		changed:     make(chan struct{}, 1),
 		started:     make(chan struct{}),
+		healthC:     make(chan struct{}, 1),
+		healthOut:   make(chan []string),
 		saverDone:   make(chan struct{}),
 		resources:   map[string]*resourceState{},
 		pods:        podDevices{},
@@ -123,6 +130,8 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		inAdmission: map[string]int{},
 		oversized:   map[string]bool{},
 		inFlight:    map[string]*inFlight{},
+
+		healthPending: sets.New[string](),
 	}
 	if err := m.restore(m.clock.Now()); err != nil {
 		return nil, err
@@ -248,6 +257,7 @@ func (m *Manager) run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 	wg.Go(func() { m.saveLoop(ctx) })
+	wg.Go(func() { m.sendHealth(ctx) })
 	if m.corrupt != nil && m.deps.RuntimeDevices != nil {
 		m.recoverFromRuntime(ctx)
 	}
@@ -467,10 +477,13 @@ func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList, removed []s
 	now := m.clock.Now()
 	capacity, allocatable = v1.ResourceList{}, v1.ResourceList{}
 	var stop []*endpoint
+	health := false
 	m.mu.Lock()
 	for res, rs := range m.resources {
 		if rs.graceExpired(now, m.cfg.StopGracePeriod) {
+			before := m.inUseHealth(res)
 			delete(m.resources, res)
+			health = m.noteHealth(res, before) || health
 			removed = append(removed, res)
 			if rs.ep != nil {
 				stop = append(stop, rs.ep)
@@ -484,6 +497,9 @@ func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList, removed []s
 	m.mu.Unlock()
 	for _, ep := range stop {
 		ep.cancel()
+	}
+	if health {
+		m.signalHealth()
 	}
 	if len(removed) > 0 {
 		slices.Sort(removed)

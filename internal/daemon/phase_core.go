@@ -176,9 +176,12 @@ func (r *root) loop() error {
 	if err != nil {
 		return err
 	}
-	r.ag, err = agent.New(agent.Config{NodeName: r.o.NodeName, ResyncPeriod: r.ac.SyncFrequency},
-		agent.Deps{Table: r.table, Runtime: pr, Admit: r.n.Admission, Preempt: r.n.Preemption, Logger: r.log,
-			Recorder: r.recorder, Registerer: r.reg, Probes: r.n.Probes})
+	deps := agent.Deps{Table: r.table, Runtime: pr, Admit: r.n.Admission, Preempt: r.n.Preemption, Logger: r.log,
+		Recorder: r.recorder, Registerer: r.reg, Probes: r.n.Probes}
+	if r.n.Devices != nil {
+		deps.Devices = r.n.Devices // the pods' allocatedResourcesStatus
+	}
+	r.ag, err = agent.New(agent.Config{NodeName: r.o.NodeName, ResyncPeriod: r.ac.SyncFrequency}, deps)
 	return err
 }
 

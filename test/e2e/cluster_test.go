@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/nodekeeper/nodekeeper/internal/testenv/apiservertest"
 )
@@ -411,10 +412,13 @@ func TestClusterEviction(t *testing.T) {
 }
 
 // TestClusterDevicePlugin: a device plugin's resource appears in the Node's
-// capacity and allocatable in the API.
+// capacity and allocatable in the API; a pod holding one of its devices
+// shows the device's health in the API (allocatedResourcesStatus, KEP-4680),
+// Healthy, then Unhealthy once the plugin says so, with syncFrequency an
+// hour: the health change alone has the status written.
 func TestClusterDevicePlugin(t *testing.T) {
-	c := startCluster(t, Options{})
-	startFakePlugin(t, c.agent, make(chan []string, 4))
+	c := startCluster(t, Options{Config: "syncFrequency: 1h\n"})
+	stub := startFakePlugin(t, c.agent, make(chan []string, 4))
 	c.agent.Eventually("the plugin's resource in the Node", 60*time.Second, func() (bool, string) {
 		n, err := c.node()
 		if err != nil {
@@ -423,6 +427,28 @@ func TestClusterDevicePlugin(t *testing.T) {
 		capacity, allocatable := n.Status.Capacity[fakeResource], n.Status.Allocatable[fakeResource]
 		return capacity.Value() == 2 && allocatable.Value() == 2, fmt.Sprintf("capacity %s, allocatable %s", capacity.String(), allocatable.String())
 	})
+
+	pod := c.apiPod("gpu", "sleep")
+	one := v1.ResourceList{fakeResource: resource.MustParse("1")}
+	pod.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: one, Limits: one}
+	c.create(pod)
+	var id v1.ResourceID
+	shows := func(h v1.ResourceHealthStatus) func(*v1.Pod) bool {
+		return func(p *v1.Pod) bool {
+			if p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) != 1 {
+				return false
+			}
+			got := p.Status.ContainerStatuses[0].AllocatedResourcesStatus
+			if len(got) != 1 || len(got[0].Resources) != 1 {
+				return false
+			}
+			id = got[0].Resources[0].ResourceID
+			return got[0].Name == fakeResource && got[0].Resources[0] == v1.ResourceHealth{ResourceID: id, Health: h}
+		}
+	}
+	c.waitAPIPod("gpu", "running, its device Healthy", 90*time.Second, shows(v1.ResourceHealthStatusHealthy))
+	stub.SetDevices([]*pluginapi.Device{{ID: "fake-0", Health: pluginapi.Unhealthy}, {ID: "fake-1", Health: pluginapi.Unhealthy}})
+	c.waitAPIPod("gpu", "its device Unhealthy", 60*time.Second, shows(v1.ResourceHealthStatusUnhealthy))
 }
 
 // TestClusterAdmission: pods the node cannot admit end Failed in the API with

@@ -89,6 +89,16 @@ type Preemptor interface {
 	Execute(ctx context.Context, plan *preemption.Plan) ([]*v1.Pod, error)
 }
 
+// Devices is the part of *devicemanager.Manager the loop reads for the pod
+// status's allocatedResourcesStatus. AllocatedResourcesStatus is called from
+// the loop for each pod whose status it derives; HealthChanges (called once,
+// when the loop starts) delivers the UIDs of the pods holding a device whose
+// health changed, whose statuses the loop then derives again at once.
+type Devices interface {
+	AllocatedResourcesStatus(podUID string) map[string][]v1.ResourceStatus
+	HealthChanges() <-chan []string
+}
+
 // Config is the agent's settings.
 type Config struct {
 	// NodeName names the node in logs.
@@ -124,6 +134,9 @@ type Deps struct {
 	// Probes, when set, is told of pods as they start and stop, and its
 	// results are drained by the loop (see Prober).
 	Probes Prober
+	// Devices, when set, gives the health of the pods' device-plugin
+	// devices (see Devices); nil shows none.
+	Devices Devices
 }
 
 // Default periods.
@@ -154,6 +167,7 @@ type Agent struct {
 	rec     nodeapi.Recorder
 	m       *agentMetrics
 	probes  Prober
+	devices Devices
 	// derive is podstatus.Derive (tests settle a fake runtime's view
 	// instead).
 	derive func(podstatus.Input, time.Time) (v1.PodStatus, bool)
@@ -202,7 +216,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	return &Agent{
 		Table: deps.Table, cfg: cfg, rt: deps.Runtime, admit: deps.Admit, preempt: deps.Preempt,
 		log: deps.Logger.With("subsystem", "agent"), rec: deps.Recorder, m: m,
-		probes: deps.Probes, derive: podstatus.Derive,
+		probes: deps.Probes, devices: deps.Devices, derive: podstatus.Derive,
 	}, nil
 }
 

@@ -67,6 +67,7 @@ type deviceNode struct {
 	agent   *Agent
 	mem     *memRuntime
 	devices *devicemanager.Manager
+	stub    *plugintest.Stub
 	calls   chan allocateCall
 	// waiting is closed once an allocation waited for devices that an
 	// allocation in flight reserved.
@@ -76,6 +77,12 @@ type deviceNode struct {
 // startDeviceNode starts the device manager, the stub plugin (registered)
 // and the agent; everything stops when the test ends.
 func startDeviceNode(tb testing.TB, allocateTimeout time.Duration, gpus ...string) *deviceNode {
+	tb.Helper()
+	return startDeviceNodeWith(tb, Config{}, allocateTimeout, gpus...)
+}
+
+// startDeviceNodeWith is startDeviceNode with the agent's Config cfg.
+func startDeviceNodeWith(tb testing.TB, cfg Config, allocateTimeout time.Duration, gpus ...string) *deviceNode {
 	tb.Helper()
 	dir := tb.TempDir() // removed after the cleanup below stopped everything
 	ctx, cancel := context.WithCancel(context.Background())
@@ -137,6 +144,7 @@ func startDeviceNode(tb testing.TB, allocateTimeout time.Duration, gpus ...strin
 		tb.Fatal(err)
 	}
 	tb.Cleanup(stub.Stop)
+	n.stub = stub
 	rctx, rcancel := context.WithTimeout(ctx, devWait)
 	defer rcancel()
 	if err := stub.Register(rctx, filepath.Join(dir, devicemanager.SocketName), testGPU); err != nil {
@@ -170,7 +178,7 @@ func startDeviceNode(tb testing.TB, allocateTimeout time.Duration, gpus ...strin
 	}
 	mem, rt := newMem()
 	n.mem = mem
-	n.agent, err = New(Config{}, Deps{Table: table, Runtime: rt, Admit: chain, Logger: logger})
+	n.agent, err = New(cfg, Deps{Table: table, Runtime: rt, Admit: chain, Logger: logger, Devices: dm})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -294,6 +302,32 @@ func TestPlainPodNotHeldByHungAllocate(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("devices (-want +got):\n%s", diff)
 	}
+}
+
+// TestDeviceHealthInPodStatus: the status of a pod holding a device shows
+// the device's health (allocatedResourcesStatus, KEP-4680) as the plugin's
+// ListAndWatch gives it, and a change of it is shown at once: the resync
+// period is an hour and the runtime does not change, so only the device
+// manager's HealthChanges can make the loop derive the status again.
+func TestDeviceHealthInPodStatus(t *testing.T) {
+	t.Parallel()
+	n := startDeviceNodeWith(t, Config{ResyncPeriod: time.Hour}, devWait, "d0", "d1")
+	n.setPods(t, gpuPod("trainer", "u1", 0, 1))
+	n.nextCall(t).answer <- nil
+	health := func(h v1.ResourceHealthStatus) []v1.ResourceStatus {
+		return []v1.ResourceStatus{{Name: testGPU, Resources: []v1.ResourceHealth{{ResourceID: "d0", Health: h}}}}
+	}
+	shows := func(h v1.ResourceHealthStatus) func(v1.PodStatus) bool {
+		return func(st v1.PodStatus) bool {
+			return st.Phase == v1.PodRunning && len(st.ContainerStatuses) == 1 &&
+				cmp.Equal(health(h), st.ContainerStatuses[0].AllocatedResourcesStatus)
+		}
+	}
+	n.waitStatus(t, "trainer", "showed d0 Healthy", shows(v1.ResourceHealthStatusHealthy))
+	n.stub.SetDevices([]*pluginapi.Device{{ID: "d0", Health: pluginapi.Unhealthy}, {ID: "d1", Health: pluginapi.Healthy}})
+	n.waitStatus(t, "trainer", "showed d0 Unhealthy", shows(v1.ResourceHealthStatusUnhealthy))
+	n.stub.SetDevices([]*pluginapi.Device{{ID: "d0", Health: pluginapi.Healthy}, {ID: "d1", Health: pluginapi.Healthy}})
+	n.waitStatus(t, "trainer", "showed d0 Healthy again", shows(v1.ResourceHealthStatusHealthy))
 }
 
 // BenchmarkPlainPodBehindHungAllocate is issue 26's observation: a plain pod

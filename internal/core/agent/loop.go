@@ -139,6 +139,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer l.wg.Wait()
 	defer cancel()
 	l.forwardProbeUpdates()
+	var deviceHealth <-chan []string // nil without Devices: never ready
+	if a.devices != nil {
+		deviceHealth = a.devices.HealthChanges()
+	}
 
 	relistT := time.NewTicker(a.cfg.RelistPeriod)
 	defer relistT.Stop()
@@ -174,6 +178,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		case u := <-l.probeC:
 			if e := l.pods[u.PodUID]; e != nil && e.pod != nil {
 				l.on(e, event{kind: evProbe, probe: &u})
+			}
+		case uids := <-deviceHealth:
+			// A device of these pods changed health: their statuses show
+			// it now, not at their next sync.
+			for _, uid := range uids {
+				if e := l.pods[types.UID(uid)]; e != nil {
+					e.dirty = true
+				}
 			}
 		case <-relistT.C:
 			l.startRelist()
@@ -586,6 +598,9 @@ func (l *loop) statusInput(e *entry, node podstatus.Node) podstatus.Input {
 	}
 	if e.view != nil {
 		in.Previous = &e.view.pod.Status
+	}
+	if l.a.devices != nil {
+		in.Devices = l.a.devices.AllocatedResourcesStatus(string(e.uid))
 	}
 	return in
 }

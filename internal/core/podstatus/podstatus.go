@@ -13,6 +13,7 @@ package podstatus
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -153,6 +154,11 @@ type Input struct {
 	// Settled, with Deleted: the runtime was listed after the kill, so a
 	// container that has not finished never will.
 	Settled bool
+	// Devices is, per container name, the health of each device-plugin
+	// device assigned to the container (devicemanager's
+	// AllocatedResourcesStatus): its status's allocatedResourcesStatus.
+	// Containers it does not name hold no devices.
+	Devices map[string][]v1.ResourceStatus
 	// Previous is the status the pod showed last (nil: none yet). Its
 	// conditions' transition times go on (without it, those the pod came
 	// with), its phase is held while the pod still runs, its IPs kept once
@@ -181,7 +187,9 @@ type Input struct {
 // terminal pod's phase from its containers (static pods excepted) and keeps
 // the reason only with an unchanged phase; last, Previous's IPs when
 // the runtime shows none (its sandbox stopped or is gone), as the kubelet
-// keeps a terminated pod's IPs.
+// keeps a terminated pod's IPs. Each container status, whatever its state,
+// shows the health of the devices assigned to its container (Devices) as
+// allocatedResourcesStatus, sorted by resource name, then device ID.
 func Derive(in Input, now time.Time) (st v1.PodStatus, done bool) {
 	if in.Rejected {
 		return Settle(in, v1.PodStatus{}, now)
@@ -228,7 +236,45 @@ func Settle(in Input, rt v1.PodStatus, now time.Time) (st v1.PodStatus, done boo
 	if len(st.PodIPs) == 0 && in.Previous != nil && len(in.Previous.PodIPs) > 0 {
 		st.PodIP, st.PodIPs = in.Previous.PodIP, in.Previous.PodIPs
 	}
+	if len(in.Devices) > 0 {
+		st.InitContainerStatuses = withDevices(st.InitContainerStatuses, in.Devices)
+		st.ContainerStatuses = withDevices(st.ContainerStatuses, in.Devices)
+	}
 	return st, done
+}
+
+// withDevices returns statuses with each container's allocatedResourcesStatus
+// from devices, sorted by resource name, then device ID (KEP-4680, as the
+// kubelet with ResourceHealthStatus shows it). statuses and devices are not
+// modified: a status that changes is a copy in a new slice.
+func withDevices(statuses []v1.ContainerStatus, devices map[string][]v1.ResourceStatus) []v1.ContainerStatus {
+	var out []v1.ContainerStatus
+	for i := range statuses {
+		d, ok := devices[statuses[i].Name]
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(statuses)
+		}
+		out[i].AllocatedResourcesStatus = sortedResourceStatus(d)
+	}
+	if out == nil {
+		return statuses
+	}
+	return out
+}
+
+// sortedResourceStatus is a sorted deep copy of in: by resource name, each
+// resource's devices by ID.
+func sortedResourceStatus(in []v1.ResourceStatus) []v1.ResourceStatus {
+	out := make([]v1.ResourceStatus, len(in))
+	for i, r := range in {
+		out[i] = v1.ResourceStatus{Name: r.Name, Resources: slices.Clone(r.Resources)}
+		slices.SortStableFunc(out[i].Resources, func(a, b v1.ResourceHealth) int { return strings.Compare(string(a.ResourceID), string(b.ResourceID)) })
+	}
+	slices.SortStableFunc(out, func(a, b v1.ResourceStatus) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	return out
 }
 
 func terminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
