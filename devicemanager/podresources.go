@@ -40,16 +40,17 @@ func (m *Manager) ContainerDevices(podUID, containerName string) []*podresources
 	return out
 }
 
-// AllocatableDevices returns every device the plugins reported, healthy or
-// not, as the kubelet's pod-resources GetAllocatableResources does: one entry
-// per device and NUMA node, sorted by resource, device and node.
+// AllocatableDevices returns the healthy devices the plugins reported, as the
+// kubelet's pod-resources GetAllocatableResources does (v1.36: the devices it
+// knows filtered by the healthy ones, so none of a plugin whose stream ended):
+// one entry per device and NUMA node, sorted by resource, device and node.
 func (m *Manager) AllocatableDevices() []*podresourcesapi.ContainerDevices {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*podresourcesapi.ContainerDevices
 	for _, res := range sortedKeys(m.resources) {
 		rs := m.resources[res]
-		ids := append(rs.healthy.UnsortedList(), rs.unhealthy.UnsortedList()...)
+		ids := rs.healthy.UnsortedList()
 		slices.Sort(ids)
 		for _, id := range ids {
 			nodes := rs.numa[id]

@@ -38,8 +38,9 @@ func TestPodResourcesDevices(t *testing.T) {
 	want := []*podresourcesapi.ContainerDevices{
 		{ResourceName: gpu, DeviceIds: []string{"d0"}, Topology: topo(0)},
 		{ResourceName: gpu, DeviceIds: []string{"d1"}, Topology: topo(1)},
-		{ResourceName: gpu, DeviceIds: []string{"d2"}, Topology: topo(0)},
-		{ResourceName: gpu, DeviceIds: []string{"d2"}, Topology: topo(1)},
+		// d2 is unhealthy: not allocatable (the node e2e spec "POD Resources
+		// API ... with CPU manager None policy" expects no device once the
+		// plugins of earlier specs are gone).
 		{ResourceName: "example.com/nic", DeviceIds: []string{"n0"}},
 	}
 	if diff := cmp.Diff(want, env.m.AllocatableDevices(), protocmp.Transform()); diff != "" {

@@ -46,7 +46,7 @@ const (
 type Devices interface {
 	// ContainerDevices returns the devices assigned to the container.
 	ContainerDevices(podUID, containerName string) []*podresourcesapi.ContainerDevices
-	// AllocatableDevices returns every device the plugins reported.
+	// AllocatableDevices returns the healthy devices the plugins reported.
 	AllocatableDevices() []*podresourcesapi.ContainerDevices
 }
 
@@ -228,7 +228,7 @@ func (s *Server) Get(_ context.Context, req *podresourcesapi.GetPodResourcesRequ
 	return nil, status.Errorf(codes.NotFound, "pod %s in namespace %s not found", req.PodName, req.PodNamespace)
 }
 
-// GetAllocatableResources returns every device the plugins reported.
+// GetAllocatableResources returns the healthy devices the plugins reported.
 func (s *Server) GetAllocatableResources(_ context.Context, _ *podresourcesapi.AllocatableResourcesRequest) (*podresourcesapi.AllocatableResourcesResponse, error) {
 	s.requests.WithLabelValues(apiVersion).Inc()
 	s.allocatable.WithLabelValues(apiVersion).Inc()
