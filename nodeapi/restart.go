@@ -37,8 +37,9 @@ const (
 //
 //  1. c's restartPolicyRules, in order: the first rule whose exitCodes match
 //     (operator In: exitCode is one of values; NotIn: it is none of them)
-//     decides, and its action (Restart, or RestartAllContainers) restarts c; a
-//     rule without exitCodes matches nothing;
+//     decides, and its action (Restart, or RestartAllContainers) restarts c
+//     (with RestartAllContainers, every container of the pod: see
+//     RestartsAllAfterExit); a rule without exitCodes matches nothing;
 //  2. else c's own restartPolicy: Always restarts it (a sidecar's), OnFailure
 //     when exitCode is not 0, Never never;
 //  3. else the pod's restartPolicy: Always and OnFailure restart a container
@@ -77,6 +78,26 @@ func policyRestarts(policy v1.RestartPolicy, exitCode int32) bool {
 		return exitCode != 0
 	}
 	return true
+}
+
+// RestartsAllAfterExit reports whether c's exit with exitCode asks for all
+// the containers of its pod to be restarted: the first of c's
+// restartPolicyRules whose exitCodes match has the action RestartAllContainers
+// (KEP-5532, RestartAllContainersOnContainerExits, beta in 1.36). The pod then
+// restarts in place: every container is stopped, its sandbox and volumes kept,
+// and the pod starts again from its first init container. RestartsAfterExit
+// is true for such an exit too (the container does run again). c may be nil
+// (false).
+func RestartsAllAfterExit(c *v1.Container, exitCode int32) bool {
+	if c == nil {
+		return false
+	}
+	for _, r := range c.RestartPolicyRules {
+		if ruleMatches(r, exitCode) {
+			return r.Action == v1.ContainerRestartRuleActionRestartAllContainers
+		}
+	}
+	return false
 }
 
 // ruleMatches reports whether r's exit-code requirement holds for exitCode.

@@ -96,6 +96,46 @@ func TestRestartsAfterExit(t *testing.T) {
 	}
 }
 
+func TestRestartsAllAfterExit(t *testing.T) {
+	t.Parallel()
+	rule := func(action v1.ContainerRestartRuleAction, op v1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) v1.ContainerRestartRule {
+		return v1.ContainerRestartRule{Action: action, ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: op, Values: codes}}
+	}
+	all := v1.ContainerRestartRuleActionRestartAllContainers
+	one := v1.ContainerRestartRuleActionRestart
+	in, notIn := v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn
+	tests := []struct {
+		name  string
+		rules []v1.ContainerRestartRule
+		code  int32
+		want  bool
+	}{
+		{"no rules", nil, 42, false},
+		{"RestartAllContainers on 42, exit 42", []v1.ContainerRestartRule{rule(all, in, 42)}, 42, true},
+		{"RestartAllContainers on 42, exit 1", []v1.ContainerRestartRule{rule(all, in, 42)}, 1, false},
+		{"RestartAllContainers NotIn 0, exit 3", []v1.ContainerRestartRule{rule(all, notIn, 0)}, 3, true},
+		{"first matching rule decides: Restart", []v1.ContainerRestartRule{rule(one, in, 42), rule(all, in, 42)}, 42, false},
+		{"first matching rule decides: RestartAllContainers", []v1.ContainerRestartRule{rule(one, in, 1), rule(all, in, 42)}, 42, true},
+		{"rule without exitCodes matches nothing", []v1.ContainerRestartRule{{Action: all}}, 42, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := &v1.Container{Name: "c", RestartPolicy: ptr.To(v1.ContainerRestartPolicyNever), RestartPolicyRules: tc.rules}
+			if got := RestartsAllAfterExit(c, tc.code); got != tc.want {
+				t.Errorf("RestartsAllAfterExit(exit %d) = %v, want %v", tc.code, got, tc.want)
+			}
+			// The container itself runs again whenever all do.
+			if tc.want && !RestartsAfterExit(v1.RestartPolicyNever, c, RegularContainer, tc.code) {
+				t.Errorf("RestartsAfterExit(exit %d) = false for a RestartAllContainers exit", tc.code)
+			}
+		})
+	}
+	if RestartsAllAfterExit(nil, 42) {
+		t.Error("RestartsAllAfterExit(nil) = true")
+	}
+}
+
 func TestFieldRefValue(t *testing.T) {
 	t.Parallel()
 	pod := &v1.Pod{

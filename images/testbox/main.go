@@ -181,6 +181,7 @@ func dispatch(ctx context.Context, args, environ []string, stdout io.Writer) err
 		return spawn(ctx, n, child, stdout)
 	case "exit":
 		after := fs.Duration("after", 0, "delay before exiting")
+		once := fs.String("once", "", "exit only if this file does not exist (and create it); else sleep until stopped")
 		a, err := parse(1)
 		if err != nil {
 			return err
@@ -188,6 +189,17 @@ func dispatch(ctx context.Context, args, environ []string, stdout io.Writer) err
 		code, err := strconv.Atoi(a[0])
 		if err != nil || code < 0 || code > 255 {
 			return usagef("exit: %q: want a status from 0 to 255", a[0])
+		}
+		if *once != "" {
+			f, err := os.OpenFile(*once, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if errors.Is(err, os.ErrExist) {
+				<-ctx.Done() // exited once already: run until stopped
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			f.Close()
 		}
 		select {
 		case <-time.After(*after):

@@ -212,6 +212,8 @@ func TestCommands(t *testing.T) {
 		{name: "exit", args: []string{"exit", "3"}, code: 3},
 		{name: "exit after a delay", args: []string{"exit", "--after", "10ms", "4"}, code: 4},
 		{name: "exit stopped first", args: []string{"exit", "--after", "1h", "4"}, ctx: stopped},
+		{name: "exit once: the first time", args: []string{"exit", "--once", filepath.Join(dir, "once"), "42"}, code: 42},
+		{name: "exit once: it ran before, runs until stopped", args: []string{"exit", "--once", exists, "42"}, ctx: stopped},
 		{name: "print", args: []string{"print", "--count", "3", "--every", "1ms", "line"}, stdout: "line 1\nline 2\nline 3\n"},
 		{name: "print stopped", args: []string{"print", "--count", "3", "--every", "1h", "line"}, ctx: stopped, stdout: "line 1\n"},
 		{name: "sleep", args: []string{"sleep", "1ms"}},

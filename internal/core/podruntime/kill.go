@@ -146,9 +146,9 @@ func stopAfter(pod *v1.Pod, ctrs []*runtimeapi.ContainerStatus) [][]int {
 	return after
 }
 
-// stopContainer runs c's pre-stop hook, bounded by the deadline, waits for
-// its turn (every channel of turn closed, or the deadline), then stops it
-// with the grace left (at least minGracePeriod). message is the Killing
+// stopContainer runs c's pre-stop hook, bounded by the deadline (none when
+// it has passed), waits for its turn (every channel of turn closed, or the
+// deadline), then stops it with the grace left (at least minGracePeriod). message is the Killing
 // event's ("": "Stopping container NAME").
 func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodStatus, c *runtimeapi.ContainerStatus, deadline time.Time, message string, turn []<-chan struct{}) error {
 	name := c.GetMetadata().GetName()
@@ -157,7 +157,10 @@ func (m *Manager) stopContainer(ctx context.Context, pod *v1.Pod, status *PodSta
 		message = "Stopping container " + name
 	}
 	m.rec.Event(obj, v1.EventTypeNormal, "Killing", message)
-	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+	// A zero grace period (a RestartAllContainers' cleanup, a forced
+	// deletion) leaves no time for a pre-stop hook: none runs, as with the
+	// kubelet, which runs it only for a grace period above 0.
+	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && time.Now().Before(deadline) {
 		if h := preStopHook(pod, c); h != nil {
 			m.preStop(ctx, pod, status, c, h, deadline)
 		}

@@ -381,7 +381,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, a plan.Start
 	}
 	cfg, err := containerConfig(containerInput{
 		Input: criconfig.Input{
-			Pod: pod, Container: c, Hash: a.Hash, RestartCount: a.RestartCount, SandboxID: sb.id, PodIPs: sb.ips,
+			Pod: pod, Container: c, Hash: a.Hash, RestartCount: a.RestartCount, SandboxID: sb.id, Run: a.Run, PodIPs: sb.ips,
 			HostIP: m.cfg.HostIP, NodeName: m.cfg.NodeName, MemoryCapacity: m.cfg.MemoryCapacity, CPUs: m.cfg.CPUs,
 			Swap: m.cfg.Swap, OOMGroup: m.cfg.OOMGroup, Sources: (*criconfig.EnvSources)(envObjs), TargetID: a.TargetID,
 		},

@@ -353,6 +353,42 @@ func containersOf(s *v1.PodSpec) []specContainer {
 	return out
 }
 
+// restartRules checks c's own restartPolicy and restartPolicyRules (the
+// ContainerRestartRules feature, beta since 1.34; RestartAllContainers,
+// beta in 1.36): a policy of Always (for an init container, a sidecar),
+// OnFailure or Never; rules only beside a policy, each with the action
+// Restart or RestartAllContainers and exitCodes with the operator In or
+// NotIn.
+func (v *validator) restartRules(path string, c *v1.Container) {
+	if rp := c.RestartPolicy; rp != nil {
+		switch *rp {
+		case v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyOnFailure, v1.ContainerRestartPolicyNever:
+		default:
+			v.add(path+".restartPolicy", string(*rp), "want Always, OnFailure, Never or unset")
+		}
+	}
+	for i, r := range c.RestartPolicyRules {
+		rp := fmt.Sprintf("%s.restartPolicyRules[%d]", path, i)
+		if c.RestartPolicy == nil {
+			v.add(rp, string(r.Action), "restartPolicyRules need the container's restartPolicy")
+		}
+		switch r.Action {
+		case v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers:
+		default:
+			v.add(rp+".action", string(r.Action), "want Restart or RestartAllContainers")
+		}
+		if r.ExitCodes == nil {
+			v.add(rp+".exitCodes", "", "required")
+			continue
+		}
+		switch r.ExitCodes.Operator {
+		case v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn:
+		default:
+			v.add(rp+".exitCodes.operator", string(r.ExitCodes.Operator), "want In or NotIn")
+		}
+	}
+}
+
 func (v *validator) container(path string, c *v1.Container, init, hostNetwork bool, names map[string]string, volumes map[string]bool) {
 	v.dns(path+".name", c.Name, validation.IsDNS1123Label(c.Name))
 	if first, ok := names[c.Name]; ok && c.Name != "" {
@@ -368,14 +404,7 @@ func (v *validator) container(path string, c *v1.Container, init, hostNetwork bo
 	default:
 		v.add(path+".imagePullPolicy", string(c.ImagePullPolicy), "want Always, IfNotPresent or Never")
 	}
-	if rp := c.RestartPolicy; rp != nil {
-		switch {
-		case !init:
-			v.add(path+".restartPolicy", string(*rp), "only init containers may set it")
-		case *rp != v1.ContainerRestartPolicyAlways:
-			v.add(path+".restartPolicy", string(*rp), "want Always (a sidecar) or unset")
-		}
-	}
+	v.restartRules(path, c)
 	switch c.TerminationMessagePolicy {
 	case v1.TerminationMessageReadFile, v1.TerminationMessageFallbackToLogsOnError:
 	default:

@@ -81,6 +81,16 @@ func TestValidateProtectsTheNode(t *testing.T) {
 			`spec.containers[0].securityContext.appArmorProfile.type: "Strict": want RuntimeDefault, Unconfined or Localhost`},
 		{"valid profiles", "securityContext: {seccompProfile: {type: RuntimeDefault}, appArmorProfile: {type: Localhost, localhostProfile: k8s-x}}",
 			"securityContext: {seccompProfile: {type: Localhost, localhostProfile: profiles/a.json}, capabilities: {add: [NET_ADMIN], drop: [ALL]}}", ""},
+		{"container restart rules", "", "restartPolicy: Never\nrestartPolicyRules:\n- {action: RestartAllContainers, exitCodes: {operator: In, values: [42]}}\n- {action: Restart, exitCodes: {operator: NotIn, values: [0]}}", ""},
+		{"container restartPolicy unknown", "", "restartPolicy: Sometimes", `spec.containers[0].restartPolicy: "Sometimes": want Always, OnFailure, Never or unset`},
+		{"restart rules without a restartPolicy", "", "restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [1]}}]",
+			`spec.containers[0].restartPolicyRules[0]: "Restart": restartPolicyRules need the container's restartPolicy`},
+		{"restart rule action unknown", "", "restartPolicy: Never\nrestartPolicyRules: [{action: RestartPod, exitCodes: {operator: In, values: [1]}}]",
+			`spec.containers[0].restartPolicyRules[0].action: "RestartPod": want Restart or RestartAllContainers`},
+		{"restart rule without exitCodes", "", "restartPolicy: Never\nrestartPolicyRules: [{action: Restart}]",
+			`spec.containers[0].restartPolicyRules[0].exitCodes: "": required`},
+		{"restart rule operator unknown", "", "restartPolicy: Never\nrestartPolicyRules: [{action: Restart, exitCodes: {operator: Is, values: [1]}}]",
+			`spec.containers[0].restartPolicyRules[0].exitCodes.operator: "Is": want In or NotIn`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

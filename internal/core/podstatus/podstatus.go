@@ -31,6 +31,10 @@ const (
 	// AnnotationImage is ours: the image the spec named when the container
 	// was made, which its status shows (the spec's may have changed since).
 	AnnotationImage = "nodekeeper.io/image"
+	// AnnotationRun is ours: the ID of the container whose exit restarted
+	// all the pod's containers (RestartAll) before this one was created,
+	// "" when none had; it tells the pod's runs apart.
+	AnnotationRun = "nodekeeper.io/restart-all-run"
 )
 
 // Runtime is what the runtime holds of one pod, as read by one relist: its

@@ -2,6 +2,7 @@ package podstatus
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,9 +36,11 @@ func terminated(c *runtimeapi.ContainerStatus, id string) *v1.ContainerStateTerm
 	}
 }
 
-// containerAPIStatus is the API status of spec container c.
-func containerAPIStatus(in Input, c *v1.Container, defaultWaiting string) v1.ContainerStatus {
-	newest, prev := in.Runtime.Newest(c.Name)
+// containerAPIStatus is the API status of spec container c in the pod's
+// current run (ra: a container of the run before a RestartAllContainers waits
+// to start again, its exit the last termination).
+func containerAPIStatus(in Input, ra RestartAll, c *v1.Container, defaultWaiting string) v1.ContainerStatus {
+	newest, prev, stale := newestOf(in.Runtime, ra, c.Name)
 	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image, Started: new(false), VolumeMounts: volumeMountStatuses(c, in.Node.RecursiveReadOnly)}
 	w, hasWaiting := in.Waiting[c.Name]
 	if newest == nil {
@@ -45,6 +48,14 @@ func containerAPIStatus(in Input, c *v1.Container, defaultWaiting string) v1.Con
 			w = v1.ContainerStateWaiting{Reason: defaultWaiting}
 		}
 		cs.State.Waiting = &w
+		if stale != nil {
+			cs.Image = containerImage(stale, c)
+			cs.ImageID = stale.ImageRef
+			cs.RestartCount = int32(RestartCount(stale))
+			if stale.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+				cs.LastTerminationState.Terminated = terminated(stale, in.Node.RuntimeName+"://"+stale.Id)
+			}
+		}
 		return cs
 	}
 	id := in.Node.RuntimeName + "://" + newest.Id
@@ -149,12 +160,13 @@ func view(in Input, now time.Time) v1.PodStatus {
 		out.PodIPs = append(out.PodIPs, v1.PodIP{IP: ip})
 	}
 
-	// Init containers, then containers.
+	// Init containers, then containers, of the pod's current run.
+	ra := in.Runtime.RestartAll(pod)
 	initDone, initFailed := true, false
 	var incomplete []string
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		cs := containerAPIStatus(in, c, "PodInitializing")
+		cs := containerAPIStatus(in, ra, c, "PodInitializing")
 		if nodeapi.IsSidecar(c) {
 			cs = withProbes(in, cs, true)
 		} else {
@@ -162,7 +174,7 @@ func view(in Input, now time.Time) v1.PodStatus {
 			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 		}
 		out.InitContainerStatuses = append(out.InitContainerStatuses, cs)
-		newest, _ := in.Runtime.Newest(c.Name)
+		newest, _, _ := newestOf(in.Runtime, ra, c.Name)
 		if nodeapi.IsSidecar(c) {
 			if newest == nil {
 				initDone = false
@@ -189,9 +201,11 @@ func view(in Input, now time.Time) v1.PodStatus {
 	var unready []string
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		cs := withProbes(in, containerAPIStatus(in, c, defaultWaiting), false)
+		cs := withProbes(in, containerAPIStatus(in, ra, c, defaultWaiting), false)
 		out.ContainerStatuses = append(out.ContainerStatuses, cs)
 		switch {
+		case cs.State.Waiting != nil && ra.Trigger != nil && cs.ContainerID == "":
+			waiting++ // to start again in the pod's new run
 		case cs.State.Running != nil:
 			running++
 		case cs.State.Terminated != nil:
@@ -236,7 +250,14 @@ func view(in Input, now time.Time) v1.PodStatus {
 	if done {
 		ready, notReadyReason, notReadyMsg = false, "PodCompleted", ""
 	}
-	initialized := initDone || (done && !initFailed)
+	// A pod restarting all its containers stays initialized (KEP-5532)
+	// while its init containers run again: one of its regular containers
+	// ran in the run before.
+	reinit := !initDone && slices.ContainsFunc(pod.Spec.Containers, func(c v1.Container) bool {
+		_, _, stale := newestOf(in.Runtime, ra, c.Name)
+		return stale != nil
+	})
+	initialized := initDone || (done && !initFailed) || reinit
 	out.Conditions = []v1.PodCondition{
 		cond(v1.PodReadyToStartContainers, sandboxReady, "", ""),
 		cond(v1.PodInitialized, initialized, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " "))),
@@ -246,8 +267,11 @@ func view(in Input, now time.Time) v1.PodStatus {
 		// (node e2e pods name their node themselves) or not.
 		cond(v1.PodScheduled, true, "", ""),
 	}
-	if initialized && !initDone {
+	if initialized && !initDone && !reinit {
 		out.Conditions[1].Reason = "PodCompleted"
+	}
+	if c, ok := ra.Condition(metav1.NewTime(now)); ok {
+		out.Conditions = append(out.Conditions, c)
 	}
 	return out
 }
@@ -265,7 +289,7 @@ func ephemeralStatuses(in Input) []v1.ContainerStatus {
 	var out []v1.ContainerStatus
 	for i := range in.Pod.Spec.EphemeralContainers {
 		c := (*v1.Container)(&in.Pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		cs := containerAPIStatus(in, c, defaultWaiting)
+		cs := containerAPIStatus(in, RestartAll{}, c, defaultWaiting)
 		cs.Ready, cs.Started = false, nil
 		out = append(out, cs)
 	}

@@ -41,6 +41,9 @@ type Input struct {
 	Hash         string
 	RestartCount int
 	SandboxID    string
+	// Run is the pod's run the container belongs to (AnnotationRun; "" for
+	// a pod that never restarted all its containers).
+	Run string
 	// PodIPs are the sandbox's IPs; empty for host network.
 	PodIPs   []string
 	HostIP   string
@@ -162,6 +165,9 @@ func containerAnnotations(in Input) (map[string]string, error) {
 		AnnotationPodGrace:      strconv.FormatInt(grace, 10),
 		AnnotationSandboxID:     in.SandboxID,
 		AnnotationImage:         c.Image,
+	}
+	if in.Run != "" {
+		annotations[AnnotationRun] = in.Run
 	}
 	if kind := containerKind(pod, c); kind != "" {
 		annotations[AnnotationInitKind] = kind

@@ -46,6 +46,9 @@ const (
 	// AnnotationImage is ours: the image the spec named when the container
 	// was made, which its status shows (the spec's may have changed since).
 	AnnotationImage = podstatus.AnnotationImage
+	// AnnotationRun is ours: the pod's run the container belongs to
+	// (podstatus.RestartAll).
+	AnnotationRun = podstatus.AnnotationRun
 )
 
 // DefaultGracePeriod is the API default of terminationGracePeriodSeconds.

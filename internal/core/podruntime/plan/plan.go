@@ -67,6 +67,9 @@ type Start struct {
 	// PrevFinished is when the container's previous instance exited; a
 	// successful start then advances the crash-loop back-off. Zero: none.
 	PrevFinished time.Time
+	// Run is the pod's run the container belongs to
+	// (podstatus.AnnotationRun).
+	Run string
 	// Target is an ephemeral container's targetContainerName, whose
 	// process namespace it joins; TargetID is that container's runtime ID,
 	// "" when the pod has no container of that name (the start then fails).
@@ -125,6 +128,9 @@ type planner struct {
 	in   Input
 	now  time.Time
 	acts Actions
+	// restartAll is the pod's RestartAllContainers state in its current
+	// sandbox: containers of the run before it are not current.
+	restartAll podstatus.RestartAll
 }
 
 // plan fills p.acts from the spec and the runtime status.
@@ -142,6 +148,11 @@ func (p *planner) plan() {
 	}
 	p.acts.Remove = oldContainers(status)
 	if !p.acts.CreateSandbox {
+		p.restartAll = status.RestartAll(pod)
+		p.acts.Remove = p.restartAll.KeepRunBefore(status, p.acts.Remove)
+		if p.restartAll.Pending && p.stopAll() {
+			return // the cleanup; the pod starts again once nothing runs
+		}
 		// Into the running sandbox only, even while the init containers run.
 		p.acts.Ephemeral = ephemeralStarts(pod, status)
 	}
@@ -158,13 +169,38 @@ func (p *planner) plan() {
 	}
 }
 
-// current is the container named name in the current sandbox, nil if none
-// (or a new sandbox is made).
+// current is the container named name in the current sandbox and the pod's
+// current run, nil if none (or a new sandbox is made, or its newest is of the
+// run before a RestartAllContainers).
 func (p *planner) current(name string) *runtimeapi.ContainerStatus {
 	if p.acts.CreateSandbox {
 		return nil
 	}
-	return inSandbox(p.in.Status, name, p.acts.SandboxID)
+	c := inSandbox(p.in.Status, name, p.acts.SandboxID)
+	if p.restartAll.Stale(c) {
+		return nil
+	}
+	return c
+}
+
+// stopAll plans the cleanup of a RestartAllContainers: it kills every
+// container of the pod that runs, at once (no grace period, so no pre-stop
+// hook, as KEP-5532 has it), and reports whether there was one. Nothing
+// starts in the same sync: the next one, once the runtime shows them
+// stopped, starts the pod again from its first init container.
+func (p *planner) stopAll() bool {
+	t := p.restartAll.Trigger
+	msg := fmt.Sprintf("Container %s exited with code %d, restarting all containers of the pod", p.restartAll.Spec.Name, t.GetExitCode())
+	zero := int64(0)
+	killed := false
+	for _, c := range p.in.Status.Containers {
+		if c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		p.acts.Kill = append(p.acts.Kill, Kill{ID: c.Id, Name: c.GetMetadata().GetName(), Reason: "RestartAllContainers", Grace: &zero, Message: msg})
+		killed = true
+	}
+	return killed
 }
 
 // crash is the crash-loop back-off of container name, if one was counted
@@ -178,7 +214,7 @@ func (p *planner) crash(name string) (Backoff, bool) {
 // (nil: none), unless its last exit is within the crash-loop back-off: then
 // its waiting reason and the back-off left are recorded and ok is false.
 func (p *planner) restartable(c *v1.Container, newest *runtimeapi.ContainerStatus, restartCount int) (a Start, ok bool) {
-	a = Start{Container: c, Hash: p.in.Hashes[c.Name], RestartCount: restartCount}
+	a = Start{Container: c, Hash: p.in.Hashes[c.Name], RestartCount: restartCount, Run: p.restartAll.Run()}
 	if newest == nil || newest.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		return a, true
 	}
