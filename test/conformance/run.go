@@ -285,6 +285,9 @@ func run(ctx context.Context, o runOptions) (err error) {
 		done.log(log, "the run's cgroups and bridge")
 		err = errors.Join(err, eerr)
 	}()
+	// Removed after every containerd of the run has stopped its pods.
+	made := absentFiles(suiteHostFiles)
+	defer func() { err = errors.Join(err, removeMade(log, made)) }()
 
 	// One containerd for both agents, as on a node where the kubelet is
 	// replaced by nodekeeper; each disk unit has its own (diskfs.go). It
@@ -322,14 +325,7 @@ func run(ctx context.Context, o runOptions) (err error) {
 			made := absentFiles(u.spec.files)
 			log.Info("a spec with kubelet flags of its own", "agent", agent, "focus", u.focus, "flags", strings.Join(u.spec.flags, " "))
 			err := runAgent(ctx, log, unit, bins, agent, m, guard, hostState)
-			for _, f := range made {
-				if rerr := os.Remove(f); rerr == nil {
-					log.Info("removed a file the spec made", "file", f)
-				} else if !errors.Is(rerr, os.ErrNotExist) {
-					err = errors.Join(err, rerr)
-				}
-			}
-			if err != nil {
+			if err := errors.Join(err, removeMade(log, made)); err != nil {
 				return err
 			}
 		}
@@ -653,6 +649,14 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 // under it directly (the device-plugin and pod-resources sockets), so both
 // agents run on it, each from a clean directory.
 const kubeletRoot = "/var/lib/kubelet"
+
+// suiteHostFiles are what the suite's pods make on the host outside
+// kubeletRoot, in the order to remove them (a file before its directory):
+// the sample device plugin's pod (every device plugin spec's, with
+// CDI_ENABLED=1) mounts the hostPath /var/run/cdi, which containerd makes
+// when it is missing, and writes its CDI spec example.com.json there,
+// removing it when it stops. Those absent before a run are removed after it.
+var suiteHostFiles = []string{"/var/run/cdi/example.com.json", "/var/run/cdi"}
 
 // rootMarker, in kubeletRoot, says the directory is this program's to clean.
 const rootMarker = ".nodekeeper-conformance"

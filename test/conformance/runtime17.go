@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -33,10 +32,6 @@ type runtimeSpec struct {
 	// cdiSpecDirs turn on CDI with these spec directories
 	// (containerd.Config.CDISpecDirs).
 	cdiSpecDirs []string
-	// files the spec's pods make on the host (hostPath volumes), in the
-	// order to remove them (a directory after its files): those that were
-	// not there before the unit are removed after it.
-	files []string
 }
 
 // runtimeSpecs: "can make a CDI device accessible in a container". The
@@ -46,13 +41,12 @@ type runtimeSpec struct {
 // spec's container checks the env var CDI_DEVICE and the block device
 // /tmp/CDI-Dev-N that spec injects. containerd 1.6 has no CDI and ignores
 // the names (the container exits 1 on both agents); 1.7 applies them with
-// enable_cdi and /var/run/cdi among cdi_spec_dirs. The plugin removes its
-// spec file when it stops; the directory is made by the hostPath mount.
+// enable_cdi and /var/run/cdi among cdi_spec_dirs (what the plugin leaves
+// on the host: suiteHostFiles).
 var runtimeSpecs = []runtimeSpec{
 	{re: `DevicePlugin \[Serial\] \[Disruptive\] can make a CDI device accessible in a container`,
 		why:         "CDI: the sample device plugin answers with CDI device names and writes their spec to /var/run/cdi; containerd applies CDI devices from 1.7 on, with enable_cdi and that spec directory",
-		cdiSpecDirs: []string{"/var/run/cdi"},
-		files:       []string{"/var/run/cdi/example.com.json", "/var/run/cdi"}},
+		cdiSpecDirs: []string{"/var/run/cdi"}},
 }
 
 // runtimeUnit is a unit of a run (a ginkgo focus) on containerd 1.7.
@@ -125,22 +119,11 @@ func buildContainerd17(log *slog.Logger) (string, error) {
 // spec's config and the stand-in images imported. Afterwards, interrupted
 // or not, it stops and removes the unit's pods, stops its containerd, kills
 // what is left in the run's cgroups (cg, as runDiskUnit: the shared
-// containerd's pods were stopped before), then removes the spec's files
-// that were not there before the unit.
+// containerd's pods were stopped before).
 func runRuntimeUnit(ctx context.Context, log *slog.Logger, o runOptions, bins binaries, agent string, u runtimeUnit, cg runEnd, guard cgroupGuard, host hostAccess) (err error) {
 	if err := cleanKubeletRoot(kubeletRoot); err != nil {
 		return fmt.Errorf("before the %s containerd 1.7 unit: %w", agent, err)
 	}
-	made := absentFiles(u.spec.files)
-	defer func() { // after the containerd's end below: its pods are gone
-		for _, f := range made {
-			if rerr := os.Remove(f); rerr == nil {
-				log.Info("removed a file the spec made", "file", f)
-			} else if !errors.Is(rerr, os.ErrNotExist) {
-				err = errors.Join(err, rerr)
-			}
-		}
-	}()
 	// A killed run's containerd on stateDir is found and replaced, its
 	// leftover shims cleaned, as the shared containerd's (Managed.Run).
 	stateDir := filepath.Join(o.work, "containerd17")

@@ -36,9 +36,10 @@ func TestSplitRuntimeUnits(t *testing.T) {
 		!slices.Equal(cfg.CDISpecDirs, []string{"/var/run/cdi"}) {
 		t.Errorf("the unit's containerd config %+v: want containerd 1.7's binary, its state dir, CDI with /var/run/cdi (the sample device plugin's)", cfg)
 	}
-	// What the spec's pods leave on the host, the file before its directory.
-	if want := []string{"/var/run/cdi/example.com.json", "/var/run/cdi"}; !slices.Equal(units[0].spec.files, want) {
-		t.Errorf("files %q, want %q", units[0].spec.files, want)
+	// What the plugin's pods leave on the host, the file before its
+	// directory, is removed after the run.
+	if want := []string{"/var/run/cdi/example.com.json", "/var/run/cdi"}; !slices.Equal(suiteHostFiles, want) {
+		t.Errorf("suiteHostFiles %q, want %q", suiteHostFiles, want)
 	}
 	skip := regexp.MustCompile(runtimeSkip())
 	for _, n := range names {
