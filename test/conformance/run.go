@@ -290,7 +290,8 @@ func run(ctx context.Context, o runOptions) (err error) {
 	defer func() { err = errors.Join(err, removeMade(log, made)) }()
 
 	// One containerd for both agents, as on a node where the kubelet is
-	// replaced by nodekeeper; each disk unit has its own (diskfs.go). It
+	// replaced by nodekeeper; each disk unit (diskfs.go) and containerd 1.7
+	// unit (runtime17.go) has its own. It
 	// outlives an interrupt until the suite has cleaned up its pods, and its
 	// pods are stopped through CRI before it stops.
 	m, stopContainerd, err := startContainerd(ctx, log, containerd.Config{StateDir: filepath.Join(o.work, "containerd")}, bins.images)
