@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -73,6 +74,21 @@ func splitFlagged(focus, names []string) (rest []string, flagged []flaggedUnit, 
 		}
 	}
 	return rest, flagged, nil
+}
+
+// removeMade removes made, files (or empty directories, after their files)
+// that were absent before a run made them, logging each; one already gone
+// is no error.
+func removeMade(log *slog.Logger, made []string) error {
+	var errs []error
+	for _, f := range made {
+		if err := os.Remove(f); err == nil {
+			log.Info("removed a file the run made", "file", f)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // absentFiles returns those of files that do not exist.

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -42,5 +45,44 @@ func TestAbsentFiles(t *testing.T) {
 	there, absent := filepath.Join(dir), filepath.Join(dir, "kubelet.lock")
 	if got := absentFiles([]string{there, absent}); !slices.Equal(got, []string{absent}) {
 		t.Errorf("absentFiles = %q, want %q", got, absent)
+	}
+}
+
+// TestRemoveMade: what a run made (absent before it) is removed, a file
+// before its directory, and what was there before is kept; a file already
+// gone is no error, a directory that is not empty is one.
+func TestRemoveMade(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	kept := filepath.Join(base, "kept")
+	if err := os.WriteFile(kept, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, spec, gone := filepath.Join(base, "cdi"), filepath.Join(base, "cdi", "example.com.json"), filepath.Join(base, "gone")
+	made := absentFiles([]string{spec, dir, kept, gone})
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spec, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	if err := removeMade(log, made); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{spec, dir} {
+		if _, err := os.Lstat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: still there (%v)", f, err)
+		}
+	}
+	if _, err := os.Lstat(kept); err != nil {
+		t.Errorf("%s, there before: %v", kept, err)
+	}
+	// A directory someone else filled is not removed, and says so.
+	if err := os.MkdirAll(filepath.Join(dir, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeMade(log, []string{dir}); err == nil {
+		t.Errorf("a directory that is not empty: no error")
 	}
 }

@@ -279,7 +279,8 @@ func writeSetReport(w io.Writer, set []string, res map[string]results) {
 	fmt.Fprintf(w, "\n## Beyond [NodeConformance]: nodekeeper's subsystems\n\n"+
 		"`make conformance SET=subsystems [CHUNK=k/n]` runs these %d specs of the suite (outside [NodeConformance]; the parts of "+
 		"test/conformance/specs.go's subsystemSpecs) on both agents, restarting each through the harness's systemctl "+
-		"(docs/conformance-harness.md).\n\n", len(set))
+		"(docs/conformance-harness.md). The DiskPressure specs run each on a filesystem and a containerd of their own, the CDI spec "+
+		"on a containerd 1.7 of its own (CDI came in 1.7; the run's containerd is the machine's 1.6.20).\n\n", len(set))
 	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | not run here | not run yet | last run | nodekeeper revision of the last run |\n|---|---|---|---|---|---|---|---|\n")
 	for _, a := range agents {
 		t := tallySpecs(set, res[a], func(name string) bool {

@@ -51,6 +51,9 @@ type runOptions struct {
 	// flagged are the units run with kubelet flags of their own, after
 	// focus's specs (flagged.go).
 	flagged []flaggedUnit
+	// runtime are the units run on containerd 1.7, after focus's and the
+	// flagged specs, before the disk units (runtime17.go).
+	runtime []runtimeUnit
 	// kubeletFlags are added to the suite's --kubelet-flags.
 	kubeletFlags []string
 }
@@ -201,12 +204,15 @@ func runSet(ctx context.Context, o runOptions, rerun, notRun, chunked bool, k, n
 	if o.focus, o.flagged, err = splitFlagged(o.focus, names); err != nil {
 		return err
 	}
+	if o.focus, o.runtime, err = splitRuntimeUnits(o.focus, names); err != nil {
+		return err
+	}
 	for _, s := range subsystemSkips {
 		o.skip = append(o.skip, s.re)
 	}
 	// Per agent: the set's chunk, the suite's start and the restarts.
 	o.timeout = max(o.timeout, took*3/2+15*time.Minute)
-	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("the subsystems set", "specs", len(names), "chunk", fmt.Sprintf("%d/%d", k, n), "units", len(focus), "diskUnits", len(o.disk), "flaggedUnits", len(o.flagged), "expectedPerAgent", took)
+	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("the subsystems set", "specs", len(names), "chunk", fmt.Sprintf("%d/%d", k, n), "units", len(focus), "diskUnits", len(o.disk), "flaggedUnits", len(o.flagged), "containerd17Units", len(o.runtime), "expectedPerAgent", took)
 	return run(ctx, o)
 }
 
@@ -245,6 +251,11 @@ func run(ctx context.Context, o runOptions) (err error) {
 	if err := writeStandIns(filepath.Join(o.results, "images.json"), bins.standIns); err != nil {
 		return err
 	}
+	if len(o.runtime) > 0 {
+		if bins.containerd17, err = buildContainerd17(log); err != nil {
+			return err
+		}
+	}
 	guard, err := snapshotCgroups()
 	if err != nil {
 		return err
@@ -274,12 +285,16 @@ func run(ctx context.Context, o runOptions) (err error) {
 		done.log(log, "the run's cgroups and bridge")
 		err = errors.Join(err, eerr)
 	}()
+	// Removed after every containerd of the run has stopped its pods.
+	made := absentFiles(suiteHostFiles)
+	defer func() { err = errors.Join(err, removeMade(log, made)) }()
 
 	// One containerd for both agents, as on a node where the kubelet is
-	// replaced by nodekeeper; each disk unit has its own (diskfs.go). It
+	// replaced by nodekeeper; each disk unit (diskfs.go) and containerd 1.7
+	// unit (runtime17.go) has its own. It
 	// outlives an interrupt until the suite has cleaned up its pods, and its
 	// pods are stopped through CRI before it stops.
-	m, stopContainerd, err := startContainerd(ctx, log, filepath.Join(o.work, "containerd"), bins.images)
+	m, stopContainerd, err := startContainerd(ctx, log, containerd.Config{StateDir: filepath.Join(o.work, "containerd")}, bins.images)
 	if err != nil {
 		return err
 	}
@@ -291,9 +306,10 @@ func run(ctx context.Context, o runOptions) (err error) {
 
 	for _, agent := range o.agents {
 		if len(o.focus) > 0 {
-			// The DiskPressure specs never run on the host's filesystem.
+			// The DiskPressure specs never run on the host's filesystem,
+			// nor those of runtimeSpecs on containerd 1.6.
 			host := o
-			host.skip = append(slices.Clone(o.skip), diskSpecRegexp, flaggedSkip())
+			host.skip = append(slices.Clone(o.skip), diskSpecRegexp, flaggedSkip(), runtimeSkip())
 			if err := cleanKubeletRoot(kubeletRoot); err != nil {
 				return fmt.Errorf("before the %s run: %w", agent, err)
 			}
@@ -310,21 +326,21 @@ func run(ctx context.Context, o runOptions) (err error) {
 			made := absentFiles(u.spec.files)
 			log.Info("a spec with kubelet flags of its own", "agent", agent, "focus", u.focus, "flags", strings.Join(u.spec.flags, " "))
 			err := runAgent(ctx, log, unit, bins, agent, m, guard, hostState)
-			for _, f := range made {
-				if rerr := os.Remove(f); rerr == nil {
-					log.Info("removed a file the spec made", "file", f)
-				} else if !errors.Is(rerr, os.ErrNotExist) {
-					err = errors.Join(err, rerr)
-				}
-			}
-			if err != nil {
+			if err := errors.Join(err, removeMade(log, made)); err != nil {
 				return err
 			}
 		}
-		if len(o.disk) > 0 {
-			// No pod of the shared containerd runs beside a disk unit's.
+		if len(o.disk)+len(o.runtime) > 0 {
+			// No pod of the shared containerd runs beside a unit's own
+			// containerd's: what is left in the run's cgroups after a
+			// unit is the unit's.
 			if _, err := clearPods(ctx, m.Endpoint()); err != nil {
-				return fmt.Errorf("before the %s disk units: %w", agent, err)
+				return fmt.Errorf("before the %s units with a containerd of their own: %w", agent, err)
+			}
+		}
+		for _, u := range o.runtime {
+			if err := runRuntimeUnit(ctx, log, o, bins, agent, u, final, guard, hostState); err != nil {
+				return err
 			}
 		}
 		for _, u := range o.disk {
@@ -340,16 +356,17 @@ func run(ctx context.Context, o runOptions) (err error) {
 // runBridge is the CNI bridge of the run's containerds.
 const runBridge = "nkconf0"
 
-// startContainerd runs a containerd on stateDir, with the run's pod network,
-// until stop is called (an interrupt of ctx does not stop it), and imports
-// images into it.
-func startContainerd(ctx context.Context, log *slog.Logger, stateDir string, images []string) (*containerd.Managed, func(), error) {
+// startContainerd runs a containerd of cfg (its StateDir, and Binary and
+// CDISpecDirs when set) with the run's sandbox image, pod network and pid
+// file, until stop is called (an interrupt of ctx does not stop it), and
+// imports images into it.
+func startContainerd(ctx context.Context, log *slog.Logger, cfg containerd.Config, images []string) (*containerd.Managed, func(), error) {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m, err := containerd.New(containerd.Config{
-		StateDir: stateDir, SandboxImage: ocibuild.PauseRef,
-		PodCIDR: podCIDR, CNIBridge: runBridge, Logger: log.With("subsystem", "containerd"), DieWithParent: true,
-		Place: func(pid int) error { _, err := recordRuntime(runtimePidFile(stateDir), pid); return err },
-	})
+	stateDir := cfg.StateDir
+	cfg.SandboxImage, cfg.PodCIDR, cfg.CNIBridge = ocibuild.PauseRef, podCIDR, runBridge
+	cfg.Logger, cfg.DieWithParent = log.With("subsystem", "containerd"), true
+	cfg.Place = func(pid int) error { _, err := recordRuntime(runtimePidFile(stateDir), pid); return err }
+	m, err := containerd.New(cfg)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -444,7 +461,7 @@ func runDiskUnit(ctx context.Context, log *slog.Logger, o runOptions, bins binar
 		err = errors.Join(err, rerr)
 	}()
 	dir := d.dir
-	m, stop, err := startContainerd(ctx, log, filepath.Join(dir, "containerd"), bins.images)
+	m, stop, err := startContainerd(ctx, log, containerd.Config{StateDir: filepath.Join(dir, "containerd")}, bins.images)
 	if err != nil {
 		return err
 	}
@@ -465,6 +482,7 @@ func runDiskUnit(ctx context.Context, log *slog.Logger, o runOptions, bins binar
 type binaries struct {
 	kubelet, e2eNode, ginkgo, nodekeeper string
 	harness                              string   // a copy of this program: supervise, systemctl
+	containerd17                         string   // containerd 1.7's binaries, when a unit needs them
 	images                               []string // OCI image tarballs to import
 	standIns                             []e2eimages.Image
 }
@@ -632,6 +650,14 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 // under it directly (the device-plugin and pod-resources sockets), so both
 // agents run on it, each from a clean directory.
 const kubeletRoot = "/var/lib/kubelet"
+
+// suiteHostFiles are what the suite's pods make on the host outside
+// kubeletRoot, in the order to remove them (a file before its directory):
+// the sample device plugin's pod (every device plugin spec's, with
+// CDI_ENABLED=1) mounts the hostPath /var/run/cdi, which containerd makes
+// when it is missing, and writes its CDI spec example.com.json there,
+// removing it when it stops. Those absent before a run are removed after it.
+var suiteHostFiles = []string{"/var/run/cdi/example.com.json", "/var/run/cdi"}
 
 // rootMarker, in kubeletRoot, says the directory is this program's to clean.
 const rootMarker = ".nodekeeper-conformance"

@@ -137,20 +137,20 @@ func TestWriteSetReport(t *testing.T) {
 	t.Parallel()
 	oom := "[sig-node] OOMKiller for pod using more memory than node allocatable [LinuxOnly] [Serial] single process container without resource limits The containers terminated by OOM killer should have the reason set to OOMKilled"
 	split := "[sig-node] KubeletSeparateDiskGC [Feature:KubeletSeparateDiskGC] should display different stats for imageFs and containerFs"
-	cdi := "[sig-node] Device Plugin [Serial] [Feature:DevicePlugin] DevicePlugin [Serial] [Disruptive] can make a CDI device accessible in a container"
+	swap := "[sig-node] Swap [LinuxOnly] [Feature:NodeSwap] [Serial] [NodeConformance] with a critical pod - should avoid swap"
 	failed := result{State: "failed", Took: 14 * time.Second, Message: "Told to stop trying after 2.008s."}
 	res := map[string]results{
-		"kubelet": {Specs: map[string]result{oom: {State: "passed", Took: 36 * time.Second}, cdi: failed},
+		"kubelet": {Specs: map[string]result{oom: {State: "passed", Took: 36 * time.Second}, swap: failed},
 			Host: []string{"sysctl kernel.panic: the run set 10, restored to 0"}, HostRun: "2026-11-28T03:00:00Z"},
-		"nodekeeper": {Specs: map[string]result{oom: {State: "failed", Took: 34 * time.Second, Message: "boom"}, cdi: failed}, HostRun: "2026-11-28T03:10:00Z"},
+		"nodekeeper": {Specs: map[string]result{oom: {State: "failed", Took: 34 * time.Second, Message: "boom"}, swap: failed}, HostRun: "2026-11-28T03:10:00Z"},
 	}
 	var b strings.Builder
-	writeSetReport(&b, []string{split, oom, cdi}, res)
+	writeSetReport(&b, []string{split, oom, swap}, res)
 	got := b.String()
 	for _, want := range []string{
 		"| kubelet | 1 | 1 | 0 | 1 | 0 |",
 		"| nodekeeper | 0 | 2 | 0 | 1 | 0 |",
-		"| " + cdi + " | device plugins | failed 14s: Told to stop trying after 2.008s. | failed 14s: Told to stop trying after 2.008s. (both: the sample device plugin answers with CDI device names, which containerd 1.6",
+		"| " + swap + " |  | failed 14s: Told to stop trying after 2.008s. | failed 14s: Told to stop trying after 2.008s. (both: reads the container's swap limit from the cgroup v2 file memory.swap.max",
 		"| " + oom + " | OOM | passed 36s | failed 34s: boom |",
 		"| " + split + " | eviction, image GC | not run here | not run here: needs the image filesystem on a disk of its own",
 		"- kubelet, run of 2026-11-28T03:00:00Z: sysctl kernel.panic: the run set 10, restored to 0.",

@@ -105,8 +105,6 @@ var bothFails = []bothFail{
 		"dials the pod with `nc -u` from the agnhost stand-in, whose nc is Debian busybox's, without UDP (-u); the suite's agnhost image carries netcat-openbsd"},
 	{regexp.MustCompile(`Swap \[LinuxOnly\] \[Feature:NodeSwap\] \[Serial\] \[NodeConformance\] with a critical pod - should avoid swap`),
 		"reads the container's swap limit from the cgroup v2 file memory.swap.max, which a cgroup v1 machine does not have (cat exits 1 on both agents)"},
-	{regexp.MustCompile(`DevicePlugin \[Serial\] \[Disruptive\] can make a CDI device accessible in a container`),
-		"the sample device plugin answers with CDI device names, which containerd 1.6 (the harness's) does not apply: CDI came in containerd 1.7, so the container finds no /tmp/CDI-Dev-N block device and exits 1 on both agents"},
 }
 
 // bothFailReason returns why spec fails on both agents here, "" if unknown.

@@ -90,6 +90,16 @@ type Config struct {
 	// cgroupDriver (true for "systemd"), as the kubelet's must match the
 	// runtime's.
 	SystemdCgroup bool
+	// CDISpecDirs, when not empty, turns on the CRI plugin's CDI support
+	// (enable_cdi) with these directories of CDI specs (cdi_spec_dirs): a
+	// container's CDI devices (CRI ContainerConfig.CDIDevices, the names a
+	// device plugin's Allocate answers with) are then looked up in the specs
+	// there, read when the container is created, and their edits (env,
+	// device nodes, mounts, hooks) applied to it. containerd 1.7 or newer:
+	// 1.6 has no CDI and ignores both keys. Each must be an absolute path;
+	// a missing one holds no spec. Empty: CDI stays off and the config is
+	// the same as without the field.
+	CDISpecDirs []string
 	// DieWithParent starts containerd with Pdeathsig SIGKILL, so that it dies
 	// with this process: for test harnesses, which must leave nothing
 	// behind. The agent leaves it false: containerd then outlives the agent,
@@ -165,6 +175,11 @@ func resolve(cfg Config, canLowerOOM func() bool) (Config, error) {
 	case "", Overlayfs, Native:
 	default:
 		return cfg, fmt.Errorf("containerd: snapshotter %q: want %q or %q", cfg.Snapshotter, Overlayfs, Native)
+	}
+	for _, d := range cfg.CDISpecDirs {
+		if !filepath.IsAbs(d) {
+			return cfg, fmt.Errorf("containerd: cdiSpecDirs %q: not an absolute path", d)
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -250,6 +265,14 @@ func CanLowerOOMScoreAdj() bool {
 // configTOML renders containerd's config (version 2: containerd 1.6 and 1.7)
 // for the resolved cfg; binDir is the CNI bin_dir.
 func configTOML(cfg Config, binDir string) string {
+	cdi := ""
+	if len(cfg.CDISpecDirs) > 0 {
+		dirs := make([]string, len(cfg.CDISpecDirs))
+		for i, d := range cfg.CDISpecDirs {
+			dirs[i] = strconv.Quote(d)
+		}
+		cdi = "  enable_cdi = true\n  cdi_spec_dirs = [" + strings.Join(dirs, ", ") + "]\n"
+	}
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -270,7 +293,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_selinux = false
-
+%s
 [plugins."io.containerd.grpc.v1.cri".containerd]
   snapshotter = %q
   default_runtime_name = "runc"
@@ -287,5 +310,5 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   conf_dir = %q
 `, filepath.Join(cfg.StateDir, "root"), filepath.Join(cfg.StateDir, "state"),
 		socketPath(cfg.StateDir), ttrpcSocket(cfg.StateDir), filepath.Join(cfg.StateDir, "opt"),
-		cfg.SandboxImage, *cfg.RestrictOOMScoreAdj, cfg.Snapshotter, cfg.SystemdCgroup, filepath.Join(cfg.StateDir, "runc"), binDir, cfg.CNIConfDir)
+		cfg.SandboxImage, *cfg.RestrictOOMScoreAdj, cdi, cfg.Snapshotter, cfg.SystemdCgroup, filepath.Join(cfg.StateDir, "runc"), binDir, cfg.CNIConfDir)
 }

@@ -121,6 +121,9 @@ func TestResolve(t *testing.T) {
 	}, {
 		name: "bad snapshotter", path: bin, cfg: with(func(c *Config) { c.Snapshotter = "zfs" }),
 		wantErr: `containerd: snapshotter "zfs": want "overlayfs" or "native"`,
+	}, {
+		name: "relative CDI spec dir", path: bin, cfg: with(func(c *Config) { c.CDISpecDirs = []string{"/etc/cdi", "run/cdi"} }),
+		wantErr: `containerd: cdiSpecDirs "run/cdi": not an absolute path`,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,6 +258,36 @@ func TestConfigTOML(t *testing.T) {
 	}, "/usr/lib/cni"), "SystemdCgroup = false", "SystemdCgroup = true", 1)
 	if diff := cmp.Diff(want, systemd); diff != "" || !strings.Contains(systemd, "\n  SystemdCgroup = true\n") {
 		t.Errorf("config.toml with SystemdCgroup (-want +got):\n%s", diff)
+	}
+}
+
+// TestConfigTOMLCDI: CDISpecDirs turns CDI on in the CRI plugin's section
+// with exactly those directories, and adds nothing else; without it the
+// config has no CDI key (the golden config.toml above).
+func TestConfigTOMLCDI(t *testing.T) {
+	t.Parallel()
+	yes := true
+	cfg := Config{
+		StateDir: "/var/lib/nodekeeper/containerd", SandboxImage: "docker.io/nodekeeper/pause:1",
+		PodCIDR: DefaultPodCIDR, CNIConfDir: "/var/lib/nodekeeper/containerd/cni/net.d",
+		RestrictOOMScoreAdj: &yes, Snapshotter: Overlayfs,
+	}
+	plain := configTOML(cfg, "/usr/lib/cni")
+	if strings.Contains(plain, "cdi") {
+		t.Errorf("config.toml without CDISpecDirs mentions CDI:\n%s", plain)
+	}
+	cfg.CDISpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
+	got := configTOML(cfg, "/usr/lib/cni")
+	want := strings.Replace(plain, "  enable_selinux = false\n",
+		"  enable_selinux = false\n  enable_cdi = true\n  cdi_spec_dirs = [\"/etc/cdi\", \"/var/run/cdi\"]\n", 1)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("config.toml with CDISpecDirs (-want +got):\n%s", diff)
+	}
+	// The keys belong to the CRI plugin's own table, not a sub-table.
+	section := got[strings.Index(got, "[plugins.\"io.containerd.grpc.v1.cri\"]\n"):]
+	section = section[:strings.Index(section, "\n[")]
+	if !strings.Contains(section, "\n  enable_cdi = true\n") {
+		t.Errorf("enable_cdi is not in the CRI plugin's table:\n%s", section)
 	}
 }
 

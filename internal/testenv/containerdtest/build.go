@@ -27,6 +27,11 @@ var containerd17 = toolbuild.Spec{
 // build is the test binary's one look-up (or build) of containerd17.
 var build = sync.OnceValues(func() (string, error) { return toolbuild.Build(containerd17) })
 
+// Containerd17 is the build of containerd 1.7 that BuildContainerd makes,
+// for a program outside the tests (the conformance driver) to build or find
+// it with toolbuild.Build: the same cache, built once per machine.
+func Containerd17() toolbuild.Spec { return containerd17 }
+
 // BuildContainerd builds containerd 1.7 from hack/containerd (once per machine,
 // see toolbuild) and returns the directory holding it, for Options.BinDir.
 // Without root (needed to run it), or in -short mode, it skips t; under
