@@ -74,6 +74,9 @@ type Options struct {
 	// (containerd.Config.SystemdCgroup): sandboxes then need a slice for
 	// cgroupParent, and systemd as the init system.
 	SystemdCgroup bool
+	// RegistryMirrors is containerd.Config.RegistryMirrors: pulls of those
+	// registries' images go to the mirrors (a test's own registry).
+	RegistryMirrors map[string]string
 }
 
 // Available reports why containerd tests cannot run here, or "" if they can.
@@ -130,7 +133,8 @@ func StartWith(t testing.TB, opts Options) *Containerd {
 	c.Managed, err = containerd.New(containerd.Config{
 		StateDir: dir, Binary: bin, SandboxImage: SandboxImageRef, Snapshotter: containerd.Native,
 		PodCIDR: c.PodCIDR, CNIBridge: c.Bridge, DieWithParent: true, SystemdCgroup: opts.SystemdCgroup,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)).With("subsystem", "containerd"),
+		RegistryMirrors: opts.RegistryMirrors,
+		Logger:          slog.New(slog.NewTextHandler(t.Output(), nil)).With("subsystem", "containerd"),
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
