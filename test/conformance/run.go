@@ -53,6 +53,9 @@ type runOptions struct {
 	flagged []flaggedUnit
 	// kubeletFlags are added to the suite's --kubelet-flags.
 	kubeletFlags []string
+	// mirrors are the run's containerds' RegistryMirrors: every registry
+	// the stand-ins name, to the run's loopback registry (registry.go).
+	mirrors map[string]string
 }
 
 func runCmd(ctx context.Context, args []string) error {
@@ -275,11 +278,20 @@ func run(ctx context.Context, o runOptions) (err error) {
 		err = errors.Join(err, eerr)
 	}()
 
+	// The stand-ins' registry, which every containerd of the run mirrors
+	// its images' registries to; it stops after the last containerd.
+	mirrors, stopRegistry, err := startRegistry(ctx, log, bins.standIns)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopRegistry()) }()
+	o.mirrors = mirrors
+
 	// One containerd for both agents, as on a node where the kubelet is
 	// replaced by nodekeeper; each disk unit has its own (diskfs.go). It
 	// outlives an interrupt until the suite has cleaned up its pods, and its
 	// pods are stopped through CRI before it stops.
-	m, stopContainerd, err := startContainerd(ctx, log, filepath.Join(o.work, "containerd"), bins.images)
+	m, stopContainerd, err := startContainerd(ctx, log, filepath.Join(o.work, "containerd"), bins.images, o.mirrors)
 	if err != nil {
 		return err
 	}
@@ -340,15 +352,18 @@ func run(ctx context.Context, o runOptions) (err error) {
 // runBridge is the CNI bridge of the run's containerds.
 const runBridge = "nkconf0"
 
-// startContainerd runs a containerd on stateDir, with the run's pod network,
-// until stop is called (an interrupt of ctx does not stop it), and imports
-// images into it.
-func startContainerd(ctx context.Context, log *slog.Logger, stateDir string, images []string) (*containerd.Managed, func(), error) {
+// startContainerd runs a containerd on stateDir, with the run's pod network
+// and its pulls sent to the registry mirrors, until stop is called (an
+// interrupt of ctx does not stop it), and imports images into it: every
+// image is there before the suite starts, and the stand-in named by a
+// digest (e2eimages.BusyboxDigestRef) can only be imported.
+func startContainerd(ctx context.Context, log *slog.Logger, stateDir string, images []string, mirrors map[string]string) (*containerd.Managed, func(), error) {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m, err := containerd.New(containerd.Config{
 		StateDir: stateDir, SandboxImage: ocibuild.PauseRef,
 		PodCIDR: podCIDR, CNIBridge: runBridge, Logger: log.With("subsystem", "containerd"), DieWithParent: true,
-		Place: func(pid int) error { _, err := recordRuntime(runtimePidFile(stateDir), pid); return err },
+		RegistryMirrors: mirrors,
+		Place:           func(pid int) error { _, err := recordRuntime(runtimePidFile(stateDir), pid); return err },
 	})
 	if err != nil {
 		cancel()
@@ -444,7 +459,7 @@ func runDiskUnit(ctx context.Context, log *slog.Logger, o runOptions, bins binar
 		err = errors.Join(err, rerr)
 	}()
 	dir := d.dir
-	m, stop, err := startContainerd(ctx, log, filepath.Join(dir, "containerd"), bins.images)
+	m, stop, err := startContainerd(ctx, log, filepath.Join(dir, "containerd"), bins.images, o.mirrors)
 	if err != nil {
 		return err
 	}
@@ -576,6 +591,12 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 		"--container-runtime-endpoint", endpoint,
 		"--container-runtime-pid-file", runtimePid,
 		"--container-runtime-process-name", runtimeProcessName,
+		// Every image the suite's prepull names is imported before it
+		// starts (the BeforeSuite prepull would find each and pull
+		// nothing), and on, the flag adds prepulls after the eviction and
+		// SystemNodeCriticalPod specs, which would fail once image GC
+		// removed the busybox stand-in named by a digest: no registry can
+		// serve that (docs/conformance-harness.md, "The stand-ins' registry").
 		"--prepull-images=false",
 		"--kubelet-config-file", base,
 		// Without these the suite moves every process of the machine's root
