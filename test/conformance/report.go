@@ -190,9 +190,11 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 		fmt.Fprintf(w, "- `%s`: %s\n", s.re, s.reason)
 	}
 
-	fmt.Fprintf(w, "\n## The suite's images: local stand-ins\n\nNo registry is reachable here, so `internal/testenv/e2eimages` builds "+
-		"each image the specs run under the exact reference the suite uses, and both agents run the same ones. "+
-		"Specs that pull from a registry fail on both.\n\n| image | how the stand-in differs |\n|---|---|\n")
+	fmt.Fprintf(w, "\n## The suite's images: local stand-ins\n\nNo registry on the internet is reachable here, so `internal/testenv/e2eimages` builds "+
+		"each image the suite names (those the specs run, and placeholders for the rest of its prepull list) under the exact reference the suite uses, "+
+		"and both agents run the same ones. The driver imports them into each containerd of the run and serves them from a registry on "+
+		"127.0.0.1 that the containerds mirror registry.k8s.io, gcr.io and docker.io to, so a pull with imagePullPolicy Always gets the stand-in "+
+		"(docs/conformance-harness.md, \"The stand-ins' registry\"). Specs that pull other images fail at once on both.\n\n| image | how the stand-in differs |\n|---|---|\n")
 	for _, im := range imgs {
 		fmt.Fprintf(w, "| %s | %s |\n", im.Ref, esc(im.Differs))
 	}

@@ -56,6 +56,9 @@ type runOptions struct {
 	runtime []runtimeUnit
 	// kubeletFlags are added to the suite's --kubelet-flags.
 	kubeletFlags []string
+	// mirrors are the run's containerds' RegistryMirrors: every registry
+	// the stand-ins name, to the run's loopback registry (registry.go).
+	mirrors map[string]string
 }
 
 func runCmd(ctx context.Context, args []string) error {
@@ -289,12 +292,21 @@ func run(ctx context.Context, o runOptions) (err error) {
 	made := absentFiles(suiteHostFiles)
 	defer func() { err = errors.Join(err, removeMade(log, made)) }()
 
+	// The stand-ins' registry, which every containerd of the run mirrors
+	// its images' registries to; it stops after the last containerd.
+	mirrors, stopRegistry, err := startRegistry(ctx, log, bins.standIns)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopRegistry()) }()
+	o.mirrors = mirrors
+
 	// One containerd for both agents, as on a node where the kubelet is
 	// replaced by nodekeeper; each disk unit (diskfs.go) and containerd 1.7
 	// unit (runtime17.go) has its own. It
 	// outlives an interrupt until the suite has cleaned up its pods, and its
 	// pods are stopped through CRI before it stops.
-	m, stopContainerd, err := startContainerd(ctx, log, containerd.Config{StateDir: filepath.Join(o.work, "containerd")}, bins.images)
+	m, stopContainerd, err := startContainerd(ctx, log, containerd.Config{StateDir: filepath.Join(o.work, "containerd"), RegistryMirrors: o.mirrors}, bins.images)
 	if err != nil {
 		return err
 	}
@@ -356,10 +368,12 @@ func run(ctx context.Context, o runOptions) (err error) {
 // runBridge is the CNI bridge of the run's containerds.
 const runBridge = "nkconf0"
 
-// startContainerd runs a containerd of cfg (its StateDir, and Binary and
-// CDISpecDirs when set) with the run's sandbox image, pod network and pid
-// file, until stop is called (an interrupt of ctx does not stop it), and
-// imports images into it.
+// startContainerd runs a containerd of cfg (its StateDir, and Binary,
+// CDISpecDirs and RegistryMirrors when set) with the run's sandbox image, pod
+// network and pid file, until stop is called (an interrupt of ctx does not
+// stop it), and imports images into it: every image is there before the
+// suite starts, and the stand-in named by a digest
+// (e2eimages.BusyboxDigestRef) can only be imported.
 func startContainerd(ctx context.Context, log *slog.Logger, cfg containerd.Config, images []string) (*containerd.Managed, func(), error) {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stateDir := cfg.StateDir
@@ -461,7 +475,7 @@ func runDiskUnit(ctx context.Context, log *slog.Logger, o runOptions, bins binar
 		err = errors.Join(err, rerr)
 	}()
 	dir := d.dir
-	m, stop, err := startContainerd(ctx, log, containerd.Config{StateDir: filepath.Join(dir, "containerd")}, bins.images)
+	m, stop, err := startContainerd(ctx, log, containerd.Config{StateDir: filepath.Join(dir, "containerd"), RegistryMirrors: o.mirrors}, bins.images)
 	if err != nil {
 		return err
 	}
@@ -594,6 +608,12 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 		"--container-runtime-endpoint", endpoint,
 		"--container-runtime-pid-file", runtimePid,
 		"--container-runtime-process-name", runtimeProcessName,
+		// Every image the suite's prepull names is imported before it
+		// starts (the BeforeSuite prepull would find each and pull
+		// nothing), and on, the flag adds prepulls after the eviction and
+		// SystemNodeCriticalPod specs, which would fail once image GC
+		// removed the busybox stand-in named by a digest: no registry can
+		// serve that (docs/conformance-harness.md, "The stand-ins' registry").
 		"--prepull-images=false",
 		"--kubelet-config-file", base,
 		// Without these the suite moves every process of the machine's root

@@ -127,7 +127,9 @@ func runRuntimeUnit(ctx context.Context, log *slog.Logger, o runOptions, bins bi
 	// A killed run's containerd on stateDir is found and replaced, its
 	// leftover shims cleaned, as the shared containerd's (Managed.Run).
 	stateDir := filepath.Join(o.work, "containerd17")
-	m, stop, err := startContainerd(ctx, log, runtimeConfig(u.spec, stateDir, bins.containerd17), bins.images)
+	cfg := runtimeConfig(u.spec, stateDir, bins.containerd17)
+	cfg.RegistryMirrors = o.mirrors
+	m, stop, err := startContainerd(ctx, log, cfg, bins.images)
 	if err != nil {
 		return err
 	}

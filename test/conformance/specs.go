@@ -37,18 +37,16 @@ type machineSkip struct {
 // machineSkips are the specs that need hardware or kernel features this
 // machine kind lacks.
 var machineSkips = []machineSkip{
-	{`Container Runtime blackbox test when running a container with a new image \[Serial\] should be able to pull image \[NodeConformance\]`,
-		"pulls agnhost from registry.k8s.io with imagePullPolicy Always; no registry on the internet is reachable from this machine kind (it stalled the kubelet's run for minutes)"},
 	{`Container Runtime blackbox test when running a container with a new image \[Serial\] should be able to pull from private registry with secret \[NodeConformance\]`,
-		"pulls an image from a private registry on the internet (gcr.io) with a pull secret; no registry is reachable from this machine kind (it failed on the kubelet after 5 min)"},
+		"pulls localhost:5000/pause:testing with a pull secret from agnhost's fake-registry-server, which serves the images upstream's agnhost image gets from the internet when it is built (prepare_registry.sh); the agnhost stand-in has none, so the pull fails (it failed on the kubelet after 5 min)"},
 	{`should be able to pull from private registry with credential provider`,
-		"installs a credential-provider plugin and restarts the kubelet through systemd, and pulls from a registry: the harness runs here without systemd (the driver takes systemctl and systemd-run off PATH so that the suite moves no process of the machine), and no registry is reachable"},
+		"installs a credential-provider plugin and pulls localhost:5000/pause:testing from agnhost's fake-registry-server, which in the agnhost stand-in holds no image (upstream's image gets them from the internet when it is built)"},
 	{`MirrorPod \[Serial\] when kubelet restarts should not change container status`,
 		"restarts the kubelet through systemd (systemctl): the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`MirrorPodWithGracePeriod when create a mirror pod and the container runtime is temporarily down during pod termination`,
 		"stops and starts the container runtime through systemd (dbus), which the harness runs without here"},
 	{`MirrorPod when recreating a static pod it should launch successfully even if it temporarily failed termination due to volume failing to unmount`,
-		"runs an NFS server from registry.k8s.io/e2e-test-images/volume/nfs (no stand-in: it needs the kernel NFS server and its exports) and mounts NFS; no registry is reachable"},
+		"runs an NFS server from registry.k8s.io/e2e-test-images/volume/nfs and mounts NFS: its stand-in is only a placeholder for the suite's prepull, without the NFS server (it needs the kernel NFS server and its exports)"},
 	{`ImageGarbageCollect \[Serial\] \[NodeConformance\] when ImageMaximumGCAge is set`,
 		"restarts the kubelet through systemd (systemctl) to change its configuration: without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`Kubelet Endpoints \[NodeConformance\] \[Serial\] when config is updated should be reflected in /configz`,
@@ -63,8 +61,6 @@ var machineSkips = []machineSkip{
 		"changes the kubelet's configuration by restarting it through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`Containers Lifecycle when A node running restartable init containers reboots`,
 		"simulates a node reboot by stopping the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
-	{`A pod is running only regular containers when the regular container has its image updated should`,
-		"updates the container's image with imagePullPolicy Always: the pull needs a registry, and none is reachable from this machine kind (timed out after 300 s on both agents)"},
 	{`PrivilegedPod \[NodeConformance\] should enable privileged commands`,
 		"runs `ip link add dummy1 type dummy` in a privileged container: this machine kind's kernel has no dummy network device (\"Unknown device type\" on the host, \"Operation not supported\" in the container)"},
 }

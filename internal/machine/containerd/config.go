@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -105,6 +106,18 @@ type Config struct {
 	// behind. The agent leaves it false: containerd then outlives the agent,
 	// and the next agent's Run adopts it.
 	DieWithParent bool
+	// RegistryMirrors sends the CRI plugin's pulls of a registry's images to
+	// a mirror: the key is the registry's host as image references name it
+	// ("registry.k8s.io", "docker.io", "localhost:5000"), the value the
+	// mirror's base URL ("http://127.0.0.1:5000"; plain HTTP with http). The
+	// mirror replaces the registry: a pull never reaches the registry itself,
+	// so an image the mirror lacks fails at once. Run writes one
+	// <StateDir>/certs.d/<registry>/hosts.toml per entry and points the CRI
+	// plugin's registry config_path there (containerd 1.6 and 1.7 read it on
+	// each pull); empty leaves containerd's registry settings as they are
+	// (pulls go to each registry itself) and the config without a registry
+	// section. Pushes (ctr push) are not redirected.
+	RegistryMirrors map[string]string
 	// Logger receives the supervisor's logs (nil: discarded).
 	Logger *slog.Logger
 	// Clock times the restart back-off (nil: the real clock). It is
@@ -181,6 +194,10 @@ func resolve(cfg Config, canLowerOOM func() bool) (Config, error) {
 			return cfg, fmt.Errorf("containerd: cdiSpecDirs %q: not an absolute path", d)
 		}
 	}
+	if err := validMirrors(cfg.RegistryMirrors); err != nil {
+		return cfg, err
+	}
+	cfg.RegistryMirrors = maps.Clone(cfg.RegistryMirrors) // the caller's map may change
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -263,7 +280,8 @@ func CanLowerOOMScoreAdj() bool {
 }
 
 // configTOML renders containerd's config (version 2: containerd 1.6 and 1.7)
-// for the resolved cfg; binDir is the CNI bin_dir.
+// for the resolved cfg; binDir is the CNI bin_dir. With RegistryMirrors it
+// ends with the CRI plugin's registry section naming registryHostsDir.
 func configTOML(cfg Config, binDir string) string {
 	cdi := ""
 	if len(cfg.CDISpecDirs) > 0 {
@@ -272,6 +290,13 @@ func configTOML(cfg Config, binDir string) string {
 			dirs[i] = strconv.Quote(d)
 		}
 		cdi = "  enable_cdi = true\n  cdi_spec_dirs = [" + strings.Join(dirs, ", ") + "]\n"
+	}
+	registry := ""
+	if len(cfg.RegistryMirrors) > 0 {
+		registry = fmt.Sprintf(`
+[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = %q
+`, registryHostsDir(cfg.StateDir))
 	}
 	return fmt.Sprintf(`version = 2
 root = %q
@@ -310,5 +335,5 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   conf_dir = %q
 `, filepath.Join(cfg.StateDir, "root"), filepath.Join(cfg.StateDir, "state"),
 		socketPath(cfg.StateDir), ttrpcSocket(cfg.StateDir), filepath.Join(cfg.StateDir, "opt"),
-		cfg.SandboxImage, *cfg.RestrictOOMScoreAdj, cdi, cfg.Snapshotter, cfg.SystemdCgroup, filepath.Join(cfg.StateDir, "runc"), binDir, cfg.CNIConfDir)
+		cfg.SandboxImage, *cfg.RestrictOOMScoreAdj, cdi, cfg.Snapshotter, cfg.SystemdCgroup, filepath.Join(cfg.StateDir, "runc"), binDir, cfg.CNIConfDir) + registry
 }

@@ -3,8 +3,10 @@ package containerd
 import (
 	"errors"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,6 +79,9 @@ func TestResolve(t *testing.T) {
 			c.RestrictOOMScoreAdj = &no
 		}),
 	}, {
+		name: "relative CDI spec dir", path: bin, cfg: with(func(c *Config) { c.CDISpecDirs = []string{"/etc/cdi", "run/cdi"} }),
+		wantErr: `containerd: cdiSpecDirs "run/cdi": not an absolute path`,
+	}, {
 		name: "restricted when negative scores are refused", path: bin, cfg: base, canLow: false,
 		want: with(func(c *Config) {
 			c.Binary, c.PodCIDR, c.CNIBridge = containerd, DefaultPodCIDR, DefaultBridge
@@ -119,11 +124,29 @@ func TestResolve(t *testing.T) {
 		name: "bad bridge", path: bin, cfg: with(func(c *Config) { c.CNIBridge = "a-name-longer-than-15" }),
 		wantErr: `containerd: cniBridge "a-name-longer-than-15": not a valid interface name (at most 15 bytes, no '/', ':' or spaces)`,
 	}, {
+		name: "registry mirrors kept", path: bin,
+		cfg: with(func(c *Config) {
+			c.RegistryMirrors = map[string]string{"registry.k8s.io": "http://127.0.0.1:5000", "localhost:5001": "https://mirror.example/v2"}
+		}),
+		canLow: true,
+		want: with(func(c *Config) {
+			c.Binary, c.PodCIDR, c.CNIBridge = containerd, DefaultPodCIDR, DefaultBridge
+			c.CNIBinDirs, c.CNIConfDir = existingDirs(DefaultCNIBinDirs), "/tmp/nk-state/cni/net.d"
+			no := false
+			c.RestrictOOMScoreAdj = &no
+			c.RegistryMirrors = map[string]string{"registry.k8s.io": "http://127.0.0.1:5000", "localhost:5001": "https://mirror.example/v2"}
+		}),
+	}, {
+		name: "registry mirror of a path", path: bin,
+		cfg:     with(func(c *Config) { c.RegistryMirrors = map[string]string{"registry.k8s.io/e2e": "http://127.0.0.1:5000"} }),
+		wantErr: `containerd: registryMirrors: registry "registry.k8s.io/e2e": want a host as an image reference names it, e.g. registry.k8s.io or localhost:5000`,
+	}, {
+		name: "registry mirror without a scheme", path: bin,
+		cfg:     with(func(c *Config) { c.RegistryMirrors = map[string]string{"docker.io": "127.0.0.1:5000"} }),
+		wantErr: `containerd: registryMirrors["docker.io"]: mirror "127.0.0.1:5000": want an http or https URL such as http://127.0.0.1:5000`,
+	}, {
 		name: "bad snapshotter", path: bin, cfg: with(func(c *Config) { c.Snapshotter = "zfs" }),
 		wantErr: `containerd: snapshotter "zfs": want "overlayfs" or "native"`,
-	}, {
-		name: "relative CDI spec dir", path: bin, cfg: with(func(c *Config) { c.CDISpecDirs = []string{"/etc/cdi", "run/cdi"} }),
-		wantErr: `containerd: cdiSpecDirs "run/cdi": not an absolute path`,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,10 +284,10 @@ func TestConfigTOML(t *testing.T) {
 	}
 }
 
-// TestConfigTOMLCDI: CDISpecDirs turns CDI on in the CRI plugin's section
-// with exactly those directories, and adds nothing else; without it the
-// config has no CDI key (the golden config.toml above).
-func TestConfigTOMLCDI(t *testing.T) {
+// TestConfigTOMLRegistryMirrors: mirrors add the CRI plugin's registry
+// config_path and change nothing else; without them there is no registry
+// section (the golden config.toml above).
+func TestConfigTOMLRegistryMirrors(t *testing.T) {
 	t.Parallel()
 	yes := true
 	cfg := Config{
@@ -273,21 +296,64 @@ func TestConfigTOMLCDI(t *testing.T) {
 		RestrictOOMScoreAdj: &yes, Snapshotter: Overlayfs,
 	}
 	plain := configTOML(cfg, "/usr/lib/cni")
-	if strings.Contains(plain, "cdi") {
-		t.Errorf("config.toml without CDISpecDirs mentions CDI:\n%s", plain)
+	if strings.Contains(plain, "registry") {
+		t.Errorf("config.toml without mirrors has a registry setting:\n%s", plain)
 	}
-	cfg.CDISpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
-	got := configTOML(cfg, "/usr/lib/cni")
-	want := strings.Replace(plain, "  enable_selinux = false\n",
-		"  enable_selinux = false\n  enable_cdi = true\n  cdi_spec_dirs = [\"/etc/cdi\", \"/var/run/cdi\"]\n", 1)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("config.toml with CDISpecDirs (-want +got):\n%s", diff)
+	cfg.RegistryMirrors = map[string]string{"registry.k8s.io": "http://127.0.0.1:5000"}
+	want := plain + `
+[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "/var/lib/nodekeeper/containerd/certs.d"
+`
+	if diff := cmp.Diff(want, configTOML(cfg, "/usr/lib/cni")); diff != "" {
+		t.Errorf("config.toml with mirrors (-want +got):\n%s", diff)
 	}
-	// The keys belong to the CRI plugin's own table, not a sub-table.
-	section := got[strings.Index(got, "[plugins.\"io.containerd.grpc.v1.cri\"]\n"):]
-	section = section[:strings.Index(section, "\n[")]
-	if !strings.Contains(section, "\n  enable_cdi = true\n") {
-		t.Errorf("enable_cdi is not in the CRI plugin's table:\n%s", section)
+}
+
+// TestWriteRegistryHosts: one hosts.toml per mirrored registry, the mirror
+// as both host and server (no fallback to the registry); a registry dropped
+// from the config loses its directory, and no mirrors leave none.
+func TestWriteRegistryHosts(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "certs.d")
+	list := func() map[string]string {
+		t.Helper()
+		got := map[string]string{}
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			rel, _ := filepath.Rel(dir, p)
+			got[rel] = string(b)
+			return err
+		})
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if err := writeRegistryHosts(dir, map[string]string{"registry.k8s.io": "http://127.0.0.1:5000", "docker.io": "http://127.0.0.1:5000"}); err != nil {
+		t.Fatal(err)
+	}
+	got := list()
+	golden(t, "hosts.toml", got["registry.k8s.io/hosts.toml"])
+	if diff := cmp.Diff([]string{"docker.io/hosts.toml", "registry.k8s.io/hosts.toml"}, slices.Sorted(maps.Keys(got))); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(got["docker.io/hosts.toml"], `server = "http://127.0.0.1:5000"`) {
+		t.Errorf("docker.io/hosts.toml:\n%s", got["docker.io/hosts.toml"])
+	}
+	if err := writeRegistryHosts(dir, map[string]string{"gcr.io": "http://127.0.0.1:6000"}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"gcr.io/hosts.toml"}, slices.Sorted(maps.Keys(list()))); diff != "" {
+		t.Errorf("files after a change (-want +got):\n%s", diff)
+	}
+	if err := writeRegistryHosts(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after mirrors were dropped: %v, want it gone", dir, err)
 	}
 }
 
@@ -371,5 +437,35 @@ func TestDetectSnapshotterReal(t *testing.T) {
 	t.Logf("native because: %v", err)
 	if entries, _ := os.ReadDir(merged); len(entries) != 0 {
 		t.Errorf("trial directories left behind: %v", entries)
+	}
+}
+
+// TestConfigTOMLCDI: CDISpecDirs turns CDI on in the CRI plugin's section
+// with exactly those directories, and adds nothing else; without it the
+// config has no CDI key (the golden config.toml above).
+func TestConfigTOMLCDI(t *testing.T) {
+	t.Parallel()
+	yes := true
+	cfg := Config{
+		StateDir: "/var/lib/nodekeeper/containerd", SandboxImage: "docker.io/nodekeeper/pause:1",
+		PodCIDR: DefaultPodCIDR, CNIConfDir: "/var/lib/nodekeeper/containerd/cni/net.d",
+		RestrictOOMScoreAdj: &yes, Snapshotter: Overlayfs,
+	}
+	plain := configTOML(cfg, "/usr/lib/cni")
+	if strings.Contains(plain, "cdi") {
+		t.Errorf("config.toml without CDISpecDirs mentions CDI:\n%s", plain)
+	}
+	cfg.CDISpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
+	got := configTOML(cfg, "/usr/lib/cni")
+	want := strings.Replace(plain, "  enable_selinux = false\n",
+		"  enable_selinux = false\n  enable_cdi = true\n  cdi_spec_dirs = [\"/etc/cdi\", \"/var/run/cdi\"]\n", 1)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("config.toml with CDISpecDirs (-want +got):\n%s", diff)
+	}
+	// The keys belong to the CRI plugin's own table, not a sub-table.
+	section := got[strings.Index(got, "[plugins.\"io.containerd.grpc.v1.cri\"]\n"):]
+	section = section[:strings.Index(section, "\n[")]
+	if !strings.Contains(section, "\n  enable_cdi = true\n") {
+		t.Errorf("enable_cdi is not in the CRI plugin's table:\n%s", section)
 	}
 }

@@ -204,6 +204,9 @@ func (m *Managed) prepare() (string, []string, bool, error) {
 	if err != nil {
 		return "", nil, false, err
 	}
+	if err := writeRegistryHosts(registryHostsDir(cfg.StateDir), cfg.RegistryMirrors); err != nil {
+		return "", nil, false, err
+	}
 	path := filepath.Join(cfg.StateDir, "config.toml")
 	toml := configTOML(cfg, binDir)
 	old, _ := os.ReadFile(path)
@@ -213,6 +216,9 @@ func (m *Managed) prepare() (string, []string, bool, error) {
 	attrs := []any{"stateDir", cfg.StateDir, "binary", cfg.Binary, "snapshotter", cfg.Snapshotter,
 		"restrictOOMScoreAdj", *cfg.RestrictOOMScoreAdj, "cniBinDirs", cfg.CNIBinDirs, "cniBinDir", binDir,
 		"cniConfDir", cfg.CNIConfDir, "cniConfigWritten", written, "podCIDR", cfg.PodCIDR, "bridge", cfg.CNIBridge}
+	if len(cfg.RegistryMirrors) > 0 {
+		attrs = append(attrs, "registryMirrors", cfg.RegistryMirrors)
+	}
 	if overlayErr != nil {
 		attrs = append(attrs, "overlayUnsupported", overlayErr.Error())
 	}

@@ -77,6 +77,9 @@ type Options struct {
 	// CDISpecDirs turns on CDI with these spec directories
 	// (containerd.Config.CDISpecDirs; containerd 1.7, see BuildContainerd).
 	CDISpecDirs []string
+	// RegistryMirrors is containerd.Config.RegistryMirrors: pulls of those
+	// registries' images go to the mirrors (a test's own registry).
+	RegistryMirrors map[string]string
 }
 
 // Available reports why containerd tests cannot run here, or "" if they can.
@@ -133,8 +136,9 @@ func StartWith(t testing.TB, opts Options) *Containerd {
 	c.Managed, err = containerd.New(containerd.Config{
 		StateDir: dir, Binary: bin, SandboxImage: SandboxImageRef, Snapshotter: containerd.Native,
 		PodCIDR: c.PodCIDR, CNIBridge: c.Bridge, DieWithParent: true, SystemdCgroup: opts.SystemdCgroup,
-		CDISpecDirs: opts.CDISpecDirs,
-		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)).With("subsystem", "containerd"),
+		CDISpecDirs:     opts.CDISpecDirs,
+		RegistryMirrors: opts.RegistryMirrors,
+		Logger:          slog.New(slog.NewTextHandler(t.Output(), nil)).With("subsystem", "containerd"),
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)

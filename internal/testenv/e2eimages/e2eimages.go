@@ -43,6 +43,42 @@ const (
 	SampleDevicePluginRef = "registry.k8s.io/e2e-test-images/sample-device-plugin:1.7"
 )
 
+// The images the suite's PrePullAllImages pulls (NodePrePullImageList and
+// updateImageAllowList in test/e2e_node/image_list.go, with
+// test/e2e/common's PrePulledImages) that none of the specs nodekeeper's
+// harness runs starts: each has a placeholder stand-in (Placeholders), so
+// that the prepull finds every image it names.
+const (
+	CadvisorRef            = "gcr.io/cadvisor/cadvisor:v0.47.2"
+	PerlRef                = "registry.k8s.io/e2e-test-images/perl:5.26"
+	NpbEpRef               = "registry.k8s.io/e2e-test-images/node-perf/npb-ep:1.6.0"
+	NpbIsRef               = "registry.k8s.io/e2e-test-images/node-perf/npb-is:1.7.0"
+	PytorchWideDeepRef     = "registry.k8s.io/e2e-test-images/node-perf/pytorch-wide-deep:1.0.0"
+	EtcdRef                = "registry.k8s.io/etcd:3.6.8-0"
+	VolumeNFSRef           = "registry.k8s.io/e2e-test-images/volume/nfs:1.6.0"
+	NodeProblemDetectorRef = "registry.k8s.io/node-problem-detector/node-problem-detector:v1.34.0"
+	SRIOVDevicePluginRef   = "docker.io/nfvpe/sriov-device-plugin:v3.1"
+	// BusyboxDigestRef names upstream's busybox by its manifest digest.
+	// No stand-in can have that digest, so a registry cannot serve it (the
+	// client checks the digest): it is only ever imported under this name.
+	BusyboxDigestRef = "registry.k8s.io/e2e-test-images/busybox@sha256:a9155b13325b2abef48e71de77bb8ac015412a566829f621d06bfae5c699b1b9"
+)
+
+// Placeholders are the prepull-only images (above) and what each upstream
+// image holds that its placeholder does not.
+var Placeholders = []struct{ Ref, Lacks string }{
+	{CadvisorRef, "cAdvisor (the suite's resource collector for the [Benchmark] specs)"},
+	{PerlRef, "perl (the node-perf workloads)"},
+	{NpbEpRef, "the NAS parallel benchmark EP (node-perf)"},
+	{NpbIsRef, "the NAS parallel benchmark IS (node-perf)"},
+	{PytorchWideDeepRef, "python and pytorch (node-perf)"},
+	{EtcdRef, "etcd"},
+	{VolumeNFSRef, "the NFS server (MirrorPod's NFS spec, which stays skipped)"},
+	{NodeProblemDetectorRef, "node-problem-detector"},
+	{SRIOVDevicePluginRef, "the SR-IOV device plugin (its specs need SR-IOV devices and stay skipped)"},
+	{BusyboxDigestRef, "nothing a spec uses, but its digest: it is upstream's busybox named by a manifest digest no stand-in can have"},
+}
+
 // SampleDevicePluginEntrypoint is the entrypoint of upstream's
 // sample-device-plugin image (its Dockerfile); the program parses no flags.
 var SampleDevicePluginEntrypoint = []string{"/sampledeviceplugin", "-alsologtostderr"}
@@ -244,9 +280,10 @@ func Build(dir string, opts Options) ([]Image, error) {
 }
 
 // fileName turns a reference into a tarball name:
-// "registry.k8s.io/pause:3.10.2" -> "registry.k8s.io_pause_3.10.2.tar".
+// "registry.k8s.io/pause:3.10.2" -> "registry.k8s.io_pause_3.10.2.tar"
+// ("@" too becomes "_").
 func fileName(ref string) string {
-	return strings.NewReplacer("/", "_", ":", "_").Replace(ref) + ".tar"
+	return strings.NewReplacer("/", "_", ":", "_", "@", "_").Replace(ref) + ".tar"
 }
 
 // standIn is one image to write and how it differs from upstream.
@@ -384,6 +421,13 @@ func standIns(o Options) ([]standIn, error) {
 			img:     ocibuild.Image{Ref: PauseRef, Files: pause, Entrypoint: pauseEntry, User: "65535:65535"},
 			differs: pauseDiffers,
 		},
+	}
+	for _, p := range Placeholders {
+		out = append(out, standIn{
+			img: ocibuild.Image{Ref: p.Ref, Files: withPasswd(userland, nil, nil), Cmd: []string{"sh"}, Env: []string{defaultPath}},
+			differs: "a placeholder for the suite's prepull: the busybox-static userland (with bash) running sh; " +
+				"it lacks " + p.Lacks + ", so a spec running it fails",
+		})
 	}
 	if o.SampleDevicePlugin != "" {
 		bin, err := os.ReadFile(o.SampleDevicePlugin)

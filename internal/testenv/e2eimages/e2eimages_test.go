@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -241,7 +242,11 @@ func TestBuild(t *testing.T) {
 			t.Errorf("%s written to %s, want it in %s", img.Ref, img.Path, dir)
 		}
 	}
-	want := []string{BusyboxRef, BusyboxPrevRef, AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, IpcUtilsRef, GlibcDNSRef, PauseRef, SampleDevicePluginRef}
+	want := []string{BusyboxRef, BusyboxPrevRef, AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, IpcUtilsRef, GlibcDNSRef, PauseRef}
+	for _, p := range Placeholders {
+		want = append(want, p.Ref)
+	}
+	want = append(want, SampleDevicePluginRef)
 	if diff := cmp.Diff(want, refs); diff != "" {
 		t.Fatalf("refs (-want +got):\n%s", diff)
 	}
@@ -416,5 +421,104 @@ func TestSampleDevicePluginMatchesUpstream(t *testing.T) {
 	}
 	if diff := cmp.Diff(entry, SampleDevicePluginEntrypoint); diff != "" {
 		t.Errorf("entrypoint (-upstream's Dockerfile +stand-in's):\n%s", diff)
+	}
+}
+
+// TestPrePullListCovered resolves the images the suite's PrePullAllImages
+// pulls, from the sources of the k8s.io/kubernetes release hack/kube pins
+// (NodePrePullImageList and updateImageAllowList in
+// test/e2e_node/image_list.go, PrePulledImages in test/e2e/common/util.go,
+// the references in test/utils/image/manifest.go, the SR-IOV daemonset), and
+// checks each has a stand-in: a bump that adds or renames one fails here
+// instead of in the suite's prepull.
+func TestPrePullListCovered(t *testing.T) {
+	t.Parallel()
+	src, err := kubebuild.SourceDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(src); err != nil {
+		integration.Require(t, fmt.Sprintf("k8s.io/kubernetes is not in the module cache (%v); TestSampleDevicePluginMatchesUpstream downloads it", err))
+	}
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(rel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	manifest := read("test/utils/image/manifest.go")
+	registries := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(\w+Registry):\s+"([^"]+)",$`).FindAllStringSubmatch(manifest, -1) {
+		registries[m[1]] = m[2]
+	}
+	refs := map[string]string{}
+	for _, m := range regexp.MustCompile(`configs\[(\w+)\] = Config\{list\.(\w+), "([^"]+)", "([^"]+)"\}`).FindAllStringSubmatch(manifest, -1) {
+		refs[m[1]] = registries[m[2]] + "/" + m[3] + ":" + m[4]
+	}
+	// list reads the entries of a sets.NewString( ... ) block.
+	list := func(file, start string) []string {
+		text := read(file)
+		i := strings.Index(text, start)
+		if i < 0 {
+			t.Fatalf("%s: no %q", file, start)
+		}
+		block, _, _ := strings.Cut(text[i+len(start):], "\n)")
+		var out []string
+		for line := range strings.Lines(block) {
+			line = strings.TrimSuffix(strings.TrimSpace(line), ",")
+			var ref string
+			switch {
+			case line == "":
+				continue
+			case strings.HasPrefix(line, `"`):
+				ref = strings.Trim(line, `"`)
+			case line == "busyboxImage":
+				ref = refs["BusyBox"]
+			case line == "imageutils.GetPauseImageName()":
+				ref = refs["Pause"]
+			default:
+				m := regexp.MustCompile(`^imageutils\.GetE2EImage\(imageutils\.(\w+)\)$`).FindStringSubmatch(line)
+				if m == nil || refs[m[1]] == "" {
+					t.Fatalf("%s: entry %q: cannot resolve it", file, line)
+				}
+				ref = refs[m[1]]
+			}
+			out = append(out, ref)
+		}
+		return out
+	}
+	want := list("test/e2e_node/image_list.go", "NodePrePullImageList = sets.NewString(")
+	want = append(want, list("test/e2e/common/util.go", "PrePulledImages = sets.NewString(")...)
+	if m := regexp.MustCompile(`defaultImage string = "([^"]+)"`).FindStringSubmatch(read("test/e2e_node/image_list.go")); m != nil {
+		want = append(want, m[1])
+	} else {
+		t.Error("image_list.go: no node-problem-detector defaultImage")
+	}
+	if m := regexp.MustCompile(`image: (\S+)`).FindStringSubmatch(read("test/e2e_node/testing-manifests/sriovdp-ds.yaml")); m != nil {
+		want = append(want, m[1])
+	} else {
+		t.Error("sriovdp-ds.yaml: no image")
+	}
+	want = append(want, SampleDevicePluginRef) // TestSampleDevicePluginMatchesUpstream checks it
+
+	have := map[string]bool{}
+	for _, ref := range []string{BusyboxRef, BusyboxPrevRef, AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef,
+		NonewprivsRef, IpcUtilsRef, GlibcDNSRef, PauseRef, SampleDevicePluginRef} {
+		have[ref] = true
+	}
+	for _, p := range Placeholders {
+		have[p.Ref] = true
+	}
+	if len(want) < 15 {
+		t.Fatalf("resolved only %d images (%v): the parsing no longer fits the sources", len(want), want)
+	}
+	for _, ref := range want {
+		if !have[ref] {
+			t.Errorf("the suite pre-pulls %s, which has no stand-in", ref)
+		}
+	}
+	if !t.Failed() {
+		t.Logf("the suite pre-pulls %d references, each with a stand-in", len(want))
 	}
 }
