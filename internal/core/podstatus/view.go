@@ -197,7 +197,7 @@ func view(in Input, now time.Time) v1.PodStatus {
 	if !initDone {
 		defaultWaiting = "PodInitializing"
 	}
-	var running, waiting, stopped, succeeded int
+	var running, waiting, stopped, stoppedForGood, succeeded int
 	var unready []string
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
@@ -213,10 +213,16 @@ func view(in Input, now time.Time) v1.PodStatus {
 			if cs.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
+			if !nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, nodeapi.RegularContainer, cs.State.Terminated.ExitCode) {
+				stoppedForGood++
+			}
 		case cs.LastTerminationState.Terminated != nil:
 			stopped++ // waiting to restart after an exit
 			if cs.LastTerminationState.Terminated.ExitCode == 0 {
 				succeeded++
+			}
+			if !nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, nodeapi.RegularContainer, cs.LastTerminationState.Terminated.ExitCode) {
+				stoppedForGood++
 			}
 		default:
 			waiting++
@@ -232,7 +238,7 @@ func view(in Input, now time.Time) v1.PodStatus {
 			}
 		}
 	}
-	out.Phase = podPhase(pod.Spec.RestartPolicy, initDone, initFailed, running, waiting, stopped, succeeded)
+	out.Phase = podPhase(initDone, initFailed, running, waiting, stopped, stoppedForGood, succeeded)
 	out.EphemeralContainerStatuses = ephemeralStatuses(in)
 
 	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
@@ -296,8 +302,12 @@ func ephemeralStatuses(in Input) []v1.ContainerStatus {
 	return out
 }
 
-// podPhase is the kubelet's phase rule over the regular containers' counts.
-func podPhase(policy v1.RestartPolicy, initDone, initFailed bool, running, waiting, stopped, succeeded int) v1.PodPhase {
+// podPhase is the kubelet's phase rule over the regular containers' counts
+// (v1.36, ContainerRestartRules on): once none runs, the pod runs on while a
+// stopped container will start again (stoppedForGood counts those that will
+// not, by their own restartPolicy and restartPolicyRules, else the pod's), and
+// else it has Succeeded when every one exited 0, Failed otherwise.
+func podPhase(initDone, initFailed bool, running, waiting, stopped, stoppedForGood, succeeded int) v1.PodPhase {
 	switch {
 	case initFailed:
 		return v1.PodFailed
@@ -308,19 +318,13 @@ func podPhase(policy v1.RestartPolicy, initDone, initFailed bool, running, waiti
 	case running > 0:
 		return v1.PodRunning
 	case stopped > 0:
-		switch policy {
-		case v1.RestartPolicyNever:
-			if stopped == succeeded {
-				return v1.PodSucceeded
-			}
-			return v1.PodFailed
-		case v1.RestartPolicyOnFailure:
-			if stopped == succeeded {
-				return v1.PodSucceeded
-			}
+		switch {
+		case stopped != stoppedForGood:
 			return v1.PodRunning
+		case stopped == succeeded:
+			return v1.PodSucceeded
 		default:
-			return v1.PodRunning
+			return v1.PodFailed
 		}
 	}
 	return v1.PodPending
