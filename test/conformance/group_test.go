@@ -101,7 +101,15 @@ func TestRunGroupEndsTheRun(t *testing.T) {
 			if left := groupMembers(pgid); len(left) > 0 {
 				t.Errorf("processes %v of the group are left", left)
 			}
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			// The group is gone; the kernel closes a dead process's
+			// listener as the process is torn down, which under load can
+			// lag its leaving /proc's group: allow it a few seconds.
+			var l net.Listener
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil || time.Now().After(deadline) {
+					break
+				}
+			}
 			if err != nil {
 				t.Errorf("port %d is still held: %v", port, err)
 			} else {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -52,11 +53,21 @@ func TestManagedCDIDevices(t *testing.T) {
 	}
 	pid := containerPID(t, c, id)
 
-	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
-	if err != nil {
-		t.Fatal(err)
+	// StartContainer returns once runc has let the container's process go
+	// on; it execs the image's program after that, and until then its
+	// environment is runc's (empty while it execs): wait for the exec.
+	var env []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // polling another process
+		environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = strings.Split(string(environ), "\x00")
+		if slices.Contains(env, "NK_CDI_DEVICE=dev0") || time.Now().After(deadline) {
+			break
+		}
 	}
-	if env := strings.Split(string(environ), "\x00"); !slices.Contains(env, "NK_CDI_DEVICE=dev0") {
+	if !slices.Contains(env, "NK_CDI_DEVICE=dev0") {
 		t.Errorf("the container's environment %q lacks the CDI spec's NK_CDI_DEVICE=dev0", env)
 	}
 	// The device node, seen in the container's root.
