@@ -157,7 +157,9 @@ func writeReport(w io.Writer, version string, all []string, res map[string]resul
 		"(test/conformance/results). The suite is the Kubernetes project's node e2e suite, `e2e_node.test` of\n"+
 		"k8s.io/kubernetes %s, built by hack/kube, in its services mode, run with ginkgo on this machine kind\n"+
 		"(2 cores, cgroup v1, containerd 1.6.20) against the real kubelet of the same release and against\n"+
-		"nodekeeper, one after the other on one containerd. How to run it: docs/testing.md, \"Conformance\".\n\n", version)
+		"nodekeeper, one after the other on the same containerd (a DiskPressure spec or a spec that needs\n"+
+		"containerd 1.7 runs on a containerd of its own, alike for both agents: docs/conformance-harness.md).\n"+
+		"How to run it: docs/testing.md, \"Conformance\".\n\n", version)
 
 	fmt.Fprintf(w, "## Summary\n\n%d specs carry the NodeConformance label.\n\n", len(all))
 	fmt.Fprintf(w, "| agent | passed | failed | skipped by the suite | skipped: this machine | not run yet | last run | nodekeeper revision of the last run |\n|---|---|---|---|---|---|---|---|\n")
