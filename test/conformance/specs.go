@@ -35,32 +35,17 @@ type machineSkip struct {
 }
 
 // machineSkips are the specs that need hardware or kernel features this
-// machine kind lacks.
+// machine kind lacks. (The specs that restart the kubelet through systemctl
+// run: the harness's systemctl restarts either agent, unit.go.)
 var machineSkips = []machineSkip{
 	{`Container Runtime blackbox test when running a container with a new image \[Serial\] should be able to pull from private registry with secret \[NodeConformance\]`,
 		"pulls localhost:5000/pause:testing with a pull secret from agnhost's fake-registry-server, which serves the images upstream's agnhost image gets from the internet when it is built (prepare_registry.sh); the agnhost stand-in has none, so the pull fails (it failed on the kubelet after 5 min)"},
 	{`should be able to pull from private registry with credential provider`,
 		"installs a credential-provider plugin and pulls localhost:5000/pause:testing from agnhost's fake-registry-server, which in the agnhost stand-in holds no image (upstream's image gets them from the internet when it is built)"},
-	{`MirrorPod \[Serial\] when kubelet restarts should not change container status`,
-		"restarts the kubelet through systemd (systemctl): the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`MirrorPodWithGracePeriod when create a mirror pod and the container runtime is temporarily down during pod termination`,
 		"stops and starts the container runtime through systemd (dbus), which the harness runs without here"},
 	{`MirrorPod when recreating a static pod it should launch successfully even if it temporarily failed termination due to volume failing to unmount`,
 		"runs an NFS server from registry.k8s.io/e2e-test-images/volume/nfs and mounts NFS: its stand-in is only a placeholder for the suite's prepull, without the NFS server (it needs the kernel NFS server and its exports)"},
-	{`ImageGarbageCollect \[Serial\] \[NodeConformance\] when ImageMaximumGCAge is set`,
-		"restarts the kubelet through systemd (systemctl) to change its configuration: without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
-	{`Kubelet Endpoints \[NodeConformance\] \[Serial\] when config is updated should be reflected in /configz`,
-		"restarts the kubelet through systemd (systemctl) to change its configuration: without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
-	{`KubletTLS \[Serial\] \[NodeConformance\] certificate reload should reload certificates from disk`,
-		"restarts the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
-	{`OOMKiller \[LinuxOnly\] \[NodeConformance\] \[Serial\] (init|single process) container The containers terminated by OOM killer should have the reason set`,
-		"sets kube-reserved memory by restarting the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
-	{`StaticPod \[Serial\] when the static pod has (init|sidecar) container should be ready after (init|sidecar) container is removed and kubelet restarts`,
-		"restarts the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
-	{`ReloadKubeletClientCAFileTest \[NodeConformance\] \[Serial\] certificate reload should reload certificates from disk`,
-		"changes the kubelet's configuration by restarting it through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
-	{`Containers Lifecycle when A node running restartable init containers reboots`,
-		"simulates a node reboot by stopping the kubelet through systemd (systemctl): without systemd here this failed with exit status 127 on both agents; the harness's systemctl (docs/conformance-harness.md) can restart either agent now, and the spec waits for a run with it (issue 30)"},
 	{`PrivilegedPod \[NodeConformance\] should enable privileged commands`,
 		"runs `ip link add dummy1 type dummy` in a privileged container: this machine kind's kernel has no dummy network device (\"Unknown device type\" on the host, \"Operation not supported\" in the container)"},
 }
