@@ -145,6 +145,16 @@ func TestLoadSourcesMerge(t *testing.T) {
 			},
 		},
 		{
+			name:  "the crash-loop gates from --feature-gates, with no warning",
+			base:  header + "crashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
+			flags: Flags{FeatureGates: map[string]bool{"ReduceDefaultCrashLoopBackOffDecay": true, "KubeletCrashLoopBackOffMax": true}},
+			check: func(t *testing.T, c *Config) {
+				wantEq(t, "ReducedCrashLoopBackOff", true, c.Agent.ReducedCrashLoopBackOff)
+				wantEq(t, "MaxContainerRestartPeriod", 30*time.Second, c.Agent.MaxContainerRestartPeriod)
+				wantEq(t, "Warnings", []string(nil), c.Warnings)
+			},
+		},
+		{
 			name:    "cgroups set are one warning naming where each came from",
 			base:    header + "systemCgroups: /system\n",
 			dropIns: map[string]string{"a.conf": header + "kubeletCgroups: /kubelet\n"},
