@@ -67,7 +67,8 @@ pods' table on stdout when it changes. It serves GET /healthz on
 healthzBindAddress:healthzPort (127.0.0.1:10248) once its sync loop has
 listed the runtime. It accepts the kubelet's --feature-gates,
 --system-cgroups, --kubelet-cgroups and --runtime-cgroups, with a warning:
-it acts on no feature gate and moves no process into those cgroups.`,
+it acts on no feature gate but KubeletCrashLoopBackOffMax and
+ReduceDefaultCrashLoopBackOffDecay and moves no process into those cgroups.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annotationDaemon: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {

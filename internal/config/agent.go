@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
@@ -37,7 +38,37 @@ const (
 	// defaultHealthzBindAddress and defaultHealthzPort are the kubelet's.
 	defaultHealthzBindAddress = "127.0.0.1"
 	defaultHealthzPort        = 10248
+	// defaultMaxContainerRestartPeriod is the kubelet's
+	// crashLoopBackOff.maxContainerRestartPeriod (MaxContainerBackOff) with
+	// the KubeletCrashLoopBackOffMax gate on; it may be set between
+	// minMaxContainerRestartPeriod and defaultMaxContainerRestartPeriod.
+	defaultMaxContainerRestartPeriod = 300 * time.Second
+	minMaxContainerRestartPeriod     = time.Second
 )
+
+// The feature gates nodekeeper acts on, with the kubelet v1.36 defaults
+// (pkg/features/kube_features.go); it ignores every other gate (a warning).
+const (
+	// GateCrashLoopBackOffMax (beta, on by default since v1.35) lets
+	// crashLoopBackOff.maxContainerRestartPeriod cap the crash-loop back-off.
+	GateCrashLoopBackOffMax = "KubeletCrashLoopBackOffMax"
+	// GateReduceCrashLoopBackOffDecay (alpha, off by default) starts the
+	// crash-loop back-off at 1s and caps it at 60s, unless
+	// maxContainerRestartPeriod applies.
+	GateReduceCrashLoopBackOffDecay = "ReduceDefaultCrashLoopBackOffDecay"
+)
+
+// honouredGates are the feature gates nodekeeper acts on, with their
+// defaults.
+var honouredGates = map[string]bool{GateCrashLoopBackOffMax: true, GateReduceCrashLoopBackOffDecay: false}
+
+// gateOn reports whether gate is on in gates, or by default.
+func gateOn(gates map[string]bool, gate string) bool {
+	if on, ok := gates[gate]; ok {
+		return on
+	}
+	return honouredGates[gate]
+}
 
 // The values of memorySwap.swapBehavior (the kubelet's kubelettypes.NoSwap
 // and LimitedSwap).
@@ -114,8 +145,20 @@ type Agent struct {
 	// Config.Warnings.
 	SystemCgroups, KubeletCgroups, RuntimeCgroups string
 	// FeatureGates are featureGates with --feature-gates merged over them.
-	// nodekeeper acts on none: set, they are reported in Config.Warnings.
+	// nodekeeper acts on KubeletCrashLoopBackOffMax and
+	// ReduceDefaultCrashLoopBackOffDecay only (MaxContainerRestartPeriod,
+	// ReducedCrashLoopBackOff): the others set are reported in
+	// Config.Warnings.
 	FeatureGates map[string]bool
+	// MaxContainerRestartPeriod is crashLoopBackOff.maxContainerRestartPeriod,
+	// the cap of the crash-loop back-off: 300s unless set (1s to 300s) with
+	// the KubeletCrashLoopBackOffMax gate on, its default; 0 with the gate
+	// off, which forbids the field.
+	MaxContainerRestartPeriod time.Duration
+	// ReducedCrashLoopBackOff is the ReduceDefaultCrashLoopBackOffDecay gate
+	// (off by default): the crash-loop back-off starts at 1s, not 10s, and
+	// is capped at 60s where MaxContainerRestartPeriod is 0.
+	ReducedCrashLoopBackOff bool
 	// ClusterDomain is clusterDomain, "" unless set (the kubelet's default):
 	// the domain of a pod with spec.subdomain is
 	// <subdomain>.<namespace>.svc.<ClusterDomain>.
@@ -226,6 +269,13 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 	default:
 		return fail("memorySwap.swapBehavior", k.MemorySwap.SwapBehavior, `unknown behavior; want "", NoSwap or LimitedSwap`)
 	}
+	if err := resolveCrashLoopBackOff(name, k); err != nil {
+		return Agent{}, err
+	}
+	var maxRestart time.Duration
+	if p := k.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil {
+		maxRestart = p.Duration
+	}
 	return Agent{
 		StaticPodPath:         k.StaticPodPath,
 		RuntimeEndpoint:       k.ContainerRuntimeEndpoint,
@@ -250,11 +300,38 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		SystemCgroups:         k.SystemCgroups,
 		KubeletCgroups:        k.KubeletCgroups,
 		FeatureGates:          k.FeatureGates,
-		ClusterDomain:         k.ClusterDomain,
-		AllowedUnsafeSysctls:  k.AllowedUnsafeSysctls,
+
+		MaxContainerRestartPeriod: maxRestart,
+		ReducedCrashLoopBackOff:   gateOn(k.FeatureGates, GateReduceCrashLoopBackOffDecay),
+		ClusterDomain:             k.ClusterDomain,
+		AllowedUnsafeSysctls:      k.AllowedUnsafeSysctls,
 
 		EnableProfilingHandler: *k.EnableProfilingHandler,
 	}, nil
+}
+
+// resolveCrashLoopBackOff defaults and validates
+// crashLoopBackOff.maxContainerRestartPeriod in place, as the kubelet does
+// (defaults.go, validation.go): with the KubeletCrashLoopBackOffMax gate on it
+// is 300s unless set, and must be between 1s and 300s (to the millisecond);
+// with the gate off it must not be set.
+func resolveCrashLoopBackOff(name string, k *kubeletv1beta1.KubeletConfiguration) error {
+	const field = "crashLoopBackOff.maxContainerRestartPeriod"
+	p := k.CrashLoopBackOff.MaxContainerRestartPeriod
+	if !gateOn(k.FeatureGates, GateCrashLoopBackOffMax) {
+		if p != nil {
+			return fieldError(name, field, p.Duration.String(), "must not be set while the feature gate "+GateCrashLoopBackOffMax+" is off")
+		}
+		return nil
+	}
+	if p == nil {
+		k.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: defaultMaxContainerRestartPeriod}
+		return nil
+	}
+	if ms := p.Duration.Milliseconds(); ms < minMaxContainerRestartPeriod.Milliseconds() || ms > defaultMaxContainerRestartPeriod.Milliseconds() {
+		return fieldError(name, field, p.Duration.String(), "must be between 1s and 300s")
+	}
+	return nil
 }
 
 // RunnableErr returns why `nodekeeper run` cannot run with these settings on

@@ -40,6 +40,7 @@ allowedUnsafeSysctls: ["kernel.msg*", "net.core.somaxconn"]
 		CgroupsPerQOS: true, SyncFrequency: 30 * time.Second, FileCheckFrequency: 5 * time.Second,
 		RuntimeRequestTimeout: time.Minute, FailCgroupV1: false, FailSwapOn: false, SwapBehavior: SwapLimited, HealthzBindAddress: "0.0.0.0", HealthzPort: 0,
 		ClusterDomain: "cluster.local", AllowedUnsafeSysctls: []string{"kernel.msg*", "net.core.somaxconn"},
+		MaxContainerRestartPeriod: 5 * time.Minute,
 	}
 	if diff := cmp.Diff(want, c.Agent); diff != "" {
 		t.Errorf("Agent (-want +got):\n%s", diff)
@@ -87,6 +88,90 @@ func TestAgentFieldErrors(t *testing.T) {
 		{"readOnlyPort on the kubelet API's port", "readOnlyPort: 10250\n", []string{`readOnlyPort: "10250"`, "port (the kubelet API"}},
 		{"port on healthzPort", "port: 10248\n", []string{`port: "10248"`, "healthzPort"}},
 		{"node-level unsafe sysctl", "allowedUnsafeSysctls: [net.core.somaxconn, vm.swappiness]\n", []string{"allowedUnsafeSysctls[1]", `"vm.swappiness"`, "namespaced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("bad.yaml", []byte(header+tc.data))
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Parse: %v, want an ErrInvalid error", err)
+			}
+			for _, w := range append(tc.want, "bad.yaml") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestCrashLoopBackOff: crashLoopBackOff.maxContainerRestartPeriod and the
+// two crash-loop gates as the kubelet v1.36 defaults and validates them; the
+// gates nodekeeper acts on are no longer in the feature gate warning.
+func TestCrashLoopBackOff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		data        string
+		wantMax     time.Duration // Agent.MaxContainerRestartPeriod
+		wantKubelet time.Duration // Kubelet's, for /configz; 0: nil
+		wantReduced bool
+		wantWarning string
+	}{
+		{name: "defaults", wantMax: 300 * time.Second, wantKubelet: 300 * time.Second},
+		{name: "set", data: "crashLoopBackOff: {maxContainerRestartPeriod: 2s}\n", wantMax: 2 * time.Second, wantKubelet: 2 * time.Second},
+		{name: "lowest", data: "crashLoopBackOff: {maxContainerRestartPeriod: 1s}\n", wantMax: time.Second, wantKubelet: time.Second},
+		{name: "highest", data: "crashLoopBackOff: {maxContainerRestartPeriod: 5m}\n", wantMax: 5 * time.Minute, wantKubelet: 5 * time.Minute},
+		{name: "empty crashLoopBackOff", data: "crashLoopBackOff: {}\n", wantMax: 300 * time.Second, wantKubelet: 300 * time.Second},
+		{name: "max gate on as set", data: "featureGates: {KubeletCrashLoopBackOffMax: true}\ncrashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
+			wantMax: 30 * time.Second, wantKubelet: 30 * time.Second},
+		{name: "max gate off", data: "featureGates: {KubeletCrashLoopBackOffMax: false}\n"},
+		{name: "reduced", data: "featureGates: {ReduceDefaultCrashLoopBackOffDecay: true}\n", wantMax: 300 * time.Second, wantKubelet: 300 * time.Second, wantReduced: true},
+		{name: "reduced, max gate off", data: "featureGates: {ReduceDefaultCrashLoopBackOffDecay: true, KubeletCrashLoopBackOffMax: false}\n", wantReduced: true},
+		{name: "other gates warned of alone", data: "featureGates: {ReduceDefaultCrashLoopBackOffDecay: true, Other: true}\n",
+			wantMax: 300 * time.Second, wantKubelet: 300 * time.Second, wantReduced: true,
+			wantWarning: "featureGates Other=true (gates.yaml): nodekeeper acts on no feature gate but KubeletCrashLoopBackOffMax and ReduceDefaultCrashLoopBackOffDecay; ignored"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse("gates.yaml", []byte(header+tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Agent.MaxContainerRestartPeriod != tc.wantMax || c.Agent.ReducedCrashLoopBackOff != tc.wantReduced {
+				t.Errorf("MaxContainerRestartPeriod %v, ReducedCrashLoopBackOff %t; want %v, %t",
+					c.Agent.MaxContainerRestartPeriod, c.Agent.ReducedCrashLoopBackOff, tc.wantMax, tc.wantReduced)
+			}
+			var kubelet time.Duration
+			if p := c.Kubelet.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil {
+				kubelet = p.Duration
+			}
+			if kubelet != tc.wantKubelet {
+				t.Errorf("Kubelet maxContainerRestartPeriod %v, want %v", kubelet, tc.wantKubelet)
+			}
+			var want []string
+			if tc.wantWarning != "" {
+				want = []string{tc.wantWarning}
+			}
+			if diff := cmp.Diff(want, c.Warnings); diff != "" {
+				t.Errorf("Warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCrashLoopBackOffErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, data string
+		want       []string
+	}{
+		{"zero", "crashLoopBackOff: {maxContainerRestartPeriod: 0s}\n", []string{`crashLoopBackOff.maxContainerRestartPeriod: "0s"`, "between 1s and 300s"}},
+		{"below 1s", "crashLoopBackOff: {maxContainerRestartPeriod: 999ms}\n", []string{`crashLoopBackOff.maxContainerRestartPeriod: "999ms"`, "between 1s and 300s"}},
+		{"negative", "crashLoopBackOff: {maxContainerRestartPeriod: -5s}\n", []string{`crashLoopBackOff.maxContainerRestartPeriod: "-5s"`, "between 1s and 300s"}},
+		{"over 300s", "crashLoopBackOff: {maxContainerRestartPeriod: 301s}\n", []string{`crashLoopBackOff.maxContainerRestartPeriod: "5m1s"`, "between 1s and 300s"}},
+		{"set with the gate off", "featureGates: {KubeletCrashLoopBackOffMax: false}\ncrashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
+			[]string{`crashLoopBackOff.maxContainerRestartPeriod: "30s"`, "must not be set", "KubeletCrashLoopBackOffMax is off"}},
+		{"not a duration", "crashLoopBackOff: {maxContainerRestartPeriod: soon}\n", []string{"maxContainerRestartPeriod"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -85,8 +85,10 @@ var supported = map[string]bool{
 	"healthzPort":           true,
 	"oomScoreAdj":           true, // the agent's own, set by nodekeeper run
 	"clusterDomain":         true,
+	"crashLoopBackOff":      true,
 	// Accepted with a warning when set (sources.go): nodekeeper moves no
-	// process into these cgroups and acts on no feature gate.
+	// process into these cgroups and acts on no feature gate but
+	// KubeletCrashLoopBackOffMax and ReduceDefaultCrashLoopBackOffDecay.
 	"systemCgroups":  true,
 	"kubeletCgroups": true,
 	"featureGates":   true,
@@ -145,7 +147,8 @@ type Config struct {
 	// and ignores (one entry per file: the configuration file, then each drop-in
 	// that sets one), the containerfs thresholds, which are ignored as the
 	// kubelet ignores them (one entry), the systemCgroups, kubeletCgroups and
-	// --runtime-cgroups set (one entry) and the feature gates set (one entry).
+	// --runtime-cgroups set (one entry) and the feature gates set that
+	// nodekeeper does not act on (one entry).
 	Warnings []string
 	// SkippedDropIns are the files of the drop-in directory that are not
 	// named *.conf, which LoadSources skips.

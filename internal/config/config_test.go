@@ -100,6 +100,7 @@ func TestDefault(t *testing.T) {
 			EnableDebuggingHandlers:   new(true),
 			HealthzBindAddress:        "127.0.0.1",
 			HealthzPort:               new(int32(10248)),
+			CrashLoopBackOff:          kubeletv1beta1.CrashLoopBackOffConfig{MaxContainerRestartPeriod: &metav1.Duration{Duration: 5 * time.Minute}},
 			NodeStatusUpdateFrequency: metav1.Duration{Duration: 10 * time.Second},
 			NodeStatusReportFrequency: metav1.Duration{Duration: 5 * time.Minute},
 			NodeLeaseDurationSeconds:  40,
@@ -128,7 +129,7 @@ func TestDefault(t *testing.T) {
 			CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
 			SyncFrequency: time.Minute, FileCheckFrequency: 20 * time.Second, RuntimeRequestTimeout: 2 * time.Minute,
 			HealthzBindAddress: "127.0.0.1", HealthzPort: 10248,
-			FailCgroupV1: true, FailSwapOn: true, SwapBehavior: SwapNo,
+			FailCgroupV1: true, FailSwapOn: true, SwapBehavior: SwapNo, MaxContainerRestartPeriod: 5 * time.Minute,
 		},
 		Eviction: eviction.Config{
 			Thresholds:                    defaultHardThresholds(),

@@ -43,7 +43,12 @@
 //	healthzBindAddress, healthzPort   127.0.0.1, 10248; port 0 turns it off (defaults.go)
 //	systemCgroups, kubeletCgroups     none; accepted, but nodekeeper moves no process
 //	                                  into them (a warning when set)
-//	featureGates                      none; nodekeeper acts on none (a warning when set)
+//	featureGates                      none; nodekeeper acts on KubeletCrashLoopBackOffMax
+//	                                  (on by default) and ReduceDefaultCrashLoopBackOffDecay
+//	                                  (off) only (a warning names the others set)
+//	crashLoopBackOff.maxContainerRestartPeriod
+//	                                  300s with KubeletCrashLoopBackOffMax on, 1s to 300s;
+//	                                  must not be set with it off (defaults.go, validation.go)
 //	clusterDomain                     none (pod FQDNs end in "svc.")
 //	allowedUnsafeSysctls              none: pods may set the safe sysctls only
 //	failCgroupV1                      true (defaults.go, since v1.35): run refuses cgroup v1

@@ -300,7 +300,8 @@ func topField(path string) string {
 
 // warnings lists, one line each: per file (in order, the merge order), the
 // fields it sets last that nodekeeper ignores; the containerfs thresholds; the cgroups nodekeeper
-// does not move processes into; the feature gates it does not act on.
+// does not move processes into; the feature gates it does not act on (all
+// but honouredGates).
 func warnings(name string, order []string, c *Config, raw map[string]json.RawMessage, origin map[string]string) []string {
 	var out []string
 	byFile := map[string][]string{}
@@ -343,13 +344,15 @@ func warnings(name string, order []string, c *Config, raw map[string]json.RawMes
 	if len(cgroups) > 0 {
 		out = append(out, strings.Join(cgroups, ", ")+": nodekeeper does not move processes into these cgroups; ignored")
 	}
-	if gates := c.Agent.FeatureGates; len(gates) > 0 {
-		var list []string
-		for _, g := range slices.Sorted(maps.Keys(gates)) {
-			list = append(list, fmt.Sprintf("%s=%t", g, gates[g]))
+	var ignored []string
+	for _, g := range slices.Sorted(maps.Keys(c.Agent.FeatureGates)) {
+		if _, honoured := honouredGates[g]; !honoured {
+			ignored = append(ignored, fmt.Sprintf("%s=%t", g, c.Agent.FeatureGates[g]))
 		}
-		out = append(out, fmt.Sprintf("featureGates %s (%s): nodekeeper acts on no feature gate; ignored",
-			strings.Join(list, ","), from("featureGates")))
+	}
+	if len(ignored) > 0 {
+		out = append(out, fmt.Sprintf("featureGates %s (%s): nodekeeper acts on no feature gate but %s and %s; ignored",
+			strings.Join(ignored, ","), from("featureGates"), GateCrashLoopBackOffMax, GateReduceCrashLoopBackOffDecay))
 	}
 	return out
 }

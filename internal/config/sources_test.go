@@ -141,7 +141,17 @@ func TestLoadSourcesMerge(t *testing.T) {
 			flags:   Flags{FeatureGates: map[string]bool{"B": false, "C": true}},
 			check: func(t *testing.T, c *Config) {
 				wantEq(t, "FeatureGates", map[string]bool{"A": true, "B": false, "C": true, "D": false}, c.Agent.FeatureGates)
-				wantEq(t, "Warnings", []string{"featureGates A=true,B=false,C=true,D=false (--feature-gates): nodekeeper acts on no feature gate; ignored"}, c.Warnings)
+				wantEq(t, "Warnings", []string{"featureGates A=true,B=false,C=true,D=false (--feature-gates): nodekeeper acts on no feature gate but KubeletCrashLoopBackOffMax and ReduceDefaultCrashLoopBackOffDecay; ignored"}, c.Warnings)
+			},
+		},
+		{
+			name:  "the crash-loop gates from --feature-gates, with no warning",
+			base:  header + "crashLoopBackOff: {maxContainerRestartPeriod: 30s}\n",
+			flags: Flags{FeatureGates: map[string]bool{"ReduceDefaultCrashLoopBackOffDecay": true, "KubeletCrashLoopBackOffMax": true}},
+			check: func(t *testing.T, c *Config) {
+				wantEq(t, "ReducedCrashLoopBackOff", true, c.Agent.ReducedCrashLoopBackOff)
+				wantEq(t, "MaxContainerRestartPeriod", 30*time.Second, c.Agent.MaxContainerRestartPeriod)
+				wantEq(t, "Warnings", []string(nil), c.Warnings)
 			},
 		},
 		{
@@ -304,7 +314,7 @@ func TestLoadE2ENodeConfig(t *testing.T) {
 		CgroupDriver: "cgroupfs", CgroupDriverSet: true, CgroupRoot: "/", CgroupsPerQOS: true, // the file sets it
 		SyncFrequency: defaultSyncFrequency, FileCheckFrequency: defaultFileCheckFrequency, RuntimeRequestTimeout: defaultRuntimeRequestTimeout,
 		HealthzBindAddress: "127.0.0.1", HealthzPort: 10248, RuntimeCgroups: "/docker-daemon",
-		FailSwapOn: true, SwapBehavior: SwapNo,
+		FailSwapOn: true, SwapBehavior: SwapNo, MaxContainerRestartPeriod: 5 * time.Minute,
 	}
 	wantEq(t, "Agent", want, c.Agent)
 	wantEq(t, "Cluster.Authorization.Mode", "AlwaysAllow", string(c.Cluster.Authorization.Mode))

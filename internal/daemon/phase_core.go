@@ -21,6 +21,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/core/localpods"
 	"github.com/nodekeeper/nodekeeper/internal/core/node"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
+	podplan "github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
 	"github.com/nodekeeper/nodekeeper/internal/core/podsource"
 	"github.com/nodekeeper/nodekeeper/internal/core/volumes"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
@@ -170,7 +171,8 @@ func (r *root) loop() error {
 		NodeName: r.o.NodeName, PodsDir: filepath.Join(r.o.RootDir, "pods"), PodLogsDir: r.ac.PodLogsDir,
 		ContainerLogsDir: r.containerLogsDir(), HostIP: r.hostIP, MemoryCapacity: r.memory, CPUs: runtime.NumCPU(),
 		ClusterDomain: r.ac.ClusterDomain, Swap: r.swap,
-		OOMGroup: containerOOMGroup(r.layout.Version == cgroups.V2, r.ac.SingleProcessOOMKill),
+		OOMGroup:  containerOOMGroup(r.layout.Version == cgroups.V2, r.ac.SingleProcessOOMKill),
+		CrashLoop: podplan.CrashLoopPolicy(r.ac.ReducedCrashLoopBackOff, r.ac.MaxContainerRestartPeriod),
 	}, podruntime.Deps{Runtime: r.rt, Cgroups: r.cg, Logger: r.log, Recorder: r.recorder, Devices: r.n.Devices,
 		Probes: r.n.Probes, KubeAPI: kubeAPI})
 	if err != nil {

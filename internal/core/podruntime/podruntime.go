@@ -181,6 +181,10 @@ type Config struct {
 	// VolumesOnDisk keeps secret, projected and downwardAPI volumes on disk
 	// rather than on a tmpfs of their own (for a node that may not mount).
 	VolumesOnDisk bool
+	// CrashLoop is the crash-loop back-off of the node's containers
+	// (plan.CrashLoopPolicy of the configuration); the zero value is the
+	// kubelet's default, 10s doubling to 5m, reset after a 10m run.
+	CrashLoop plan.Policy
 }
 
 // Deps are the pod runtime's collaborators.

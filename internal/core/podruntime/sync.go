@@ -52,7 +52,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, p
 func (m *Manager) syncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, prev SyncState, st *SyncState) Result {
 	hashes := criconfig.Hashes(pod) // once per sync: the plan and the starts share them
 	acts := plan.Compute(plan.Input{
-		Pod: pod, Status: status, Hashes: hashes, Crash: st.Crash,
+		Pod: pod, Status: status, Hashes: hashes, Crash: st.Crash, CrashLoop: m.cfg.CrashLoop,
 		NotStarted: m.notStarted(pod, status), Unhealthy: m.unhealthy(pod, status),
 	}, time.Now())
 	m.recordWaiting(pod, acts, prev.Waiting, st)
@@ -330,7 +330,7 @@ func (m *Manager) startContainer(ctx context.Context, pod *v1.Pod, a plan.Start,
 	if !a.PrevFinished.IsZero() {
 		// A restart: the next exit waits longer.
 		e, ok := st.Crash[c.Name]
-		next := plan.NextBackoff(e, ok && e.Spec == a.Hash, a.PrevFinished)
+		next := plan.NextBackoff(m.cfg.CrashLoop, e, ok && e.Spec == a.Hash, a.PrevFinished, time.Now())
 		next.Spec = a.Hash
 		st.Crash[c.Name] = next
 	}
@@ -450,7 +450,7 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	}
 	now := time.Now()
 	e, ok := st.Pull[c.Image]
-	if in, _ := plan.InBackoff(e, ok, e.Last, now); in {
+	if in, _ := plan.InBackoff(plan.PullPolicy(), e, ok, e.Last, now); in {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		st.markWaiting(c.Name, reasonImagePullBackOff, msg)
 		if prev.Reason != reasonImagePullBackOff {
@@ -461,7 +461,8 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := time.Now()
 	if _, err := m.rt.PullImage(ctx, spec, nil, sbCfg); err != nil {
-		st.Pull[c.Image] = plan.NextBackoff(e, ok, time.Now())
+		failed := time.Now()
+		st.Pull[c.Image] = plan.NextBackoff(plan.PullPolicy(), e, ok, failed, failed)
 		st.markWaiting(c.Name, reasonErrImagePull, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return nil, fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
@@ -519,7 +520,7 @@ func verifyNonRoot(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image) error {
 // pullBackoffLeft is the time left on the pull back-off for image in st.
 func (m *Manager) pullBackoffLeft(st *SyncState, image string) time.Duration {
 	e, ok := st.Pull[image]
-	_, left := plan.InBackoff(e, ok, e.Last, time.Now())
+	_, left := plan.InBackoff(plan.PullPolicy(), e, ok, e.Last, time.Now())
 	return left
 }
 

@@ -22,6 +22,7 @@ import (
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/criconfig"
+	"github.com/nodekeeper/nodekeeper/internal/core/podruntime/plan"
 )
 
 // fakeCRI is cri-api's fake runtime and image services as one Runtime.
@@ -348,6 +349,80 @@ func TestSyncPodCrashLoop(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"BackOff: Back-off restarting failed container app in pod web_ns(uid-1)"}, backoffEvents(f.events.take())); diff != "" {
 			t.Errorf("the next back-off's event (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestSyncPodCrashLoopPolicy: the node's crash-loop back-off
+// (crashLoopBackOff.maxContainerRestartPeriod 2s) holds a crashing container
+// at most 2s, not the default 10s and more.
+func TestSyncPodCrashLoopPolicy(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		f.m.cfg.CrashLoop = plan.CrashLoopPolicy(false, 2*time.Second)
+		pod := testPod()
+		if res := f.sync(t, pod); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		f.exit(t, "app", 1)
+		if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+			t.Fatalf("first restart: %+v, want at once", res)
+		}
+		for i := range 3 {
+			f.exit(t, "app", 1)
+			if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 2*time.Second {
+				t.Fatalf("exit %d: %+v, want RetryAfter 2s", i+2, res)
+			}
+			time.Sleep(2 * time.Second)
+			f.calls()
+			if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+				t.Fatalf("after the back-off of exit %d: %+v", i+2, res)
+			}
+			if diff := cmp.Diff([]string{"CreateContainer", "StartContainer"}, f.calls()); diff != "" {
+				t.Errorf("restart %d (-want +got):\n%s", i+2, diff)
+			}
+		}
+	})
+}
+
+// TestSyncPodCrashLoopReset: as the kubelet's, the back-off starts over
+// when the container ran more than 10 minutes since its restart; the time
+// it waited in back-off before does not count.
+func TestSyncPodCrashLoopReset(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		pod := testPod()
+		if res := f.sync(t, pod); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		f.exit(t, "app", 1)
+		f.sync(t, pod) // restarted at once: the next exit waits 10s
+		f.exit(t, "app", 1)
+		if res := f.sync(t, pod); res.RetryAfter != 10*time.Second {
+			t.Fatalf("second exit: %+v, want RetryAfter 10s", res)
+		}
+		time.Sleep(10 * time.Second)
+		f.sync(t, pod) // restarted: the next exit waits 20s
+		// It runs 9m55s: 10m05s since the last exit, less than 10m since
+		// the restart.
+		time.Sleep(10*time.Minute - 5*time.Second)
+		f.exit(t, "app", 1)
+		if res := f.sync(t, pod); res.RetryAfter != 20*time.Second {
+			t.Fatalf("exit after 9m55s: %+v, want RetryAfter 20s", res)
+		}
+		time.Sleep(20 * time.Second)
+		f.sync(t, pod)
+		// It runs 10m01s: the back-off starts over, restarted at once.
+		time.Sleep(10*time.Minute + time.Second)
+		f.exit(t, "app", 1)
+		f.calls()
+		if res := f.sync(t, pod); res.Err != nil || res.RetryAfter != 0 {
+			t.Fatalf("exit after 10m01s: %+v, want a restart at once", res)
+		}
+		if calls := f.calls(); !slices.Contains(calls, "StartContainer") {
+			t.Errorf("exit after 10m01s: calls %v, want a StartContainer", calls)
 		}
 	})
 }

@@ -38,6 +38,9 @@ type Input struct {
 	// previous sync; one counted for another spec (Backoff.Spec) is not
 	// this container's.
 	Crash map[string]Backoff
+	// CrashLoop is the node's crash-loop back-off (CrashLoopPolicy); the
+	// zero value is the kubelet's default, 10s doubling to 5m.
+	CrashLoop Policy
 	// NotStarted holds the runtime IDs of running sidecars whose startup
 	// probe has not succeeded yet; the next init container, or the
 	// containers, wait for them. Absent: started.
@@ -220,7 +223,7 @@ func (p *planner) restartable(c *v1.Container, newest *runtimeapi.ContainerStatu
 	}
 	finished := time.Unix(0, newest.FinishedAt)
 	e, found := p.crash(c.Name)
-	if in, left := InBackoff(e, found, finished, p.now); in {
+	if in, left := InBackoff(p.in.CrashLoop, e, found, finished, p.now); in {
 		p.acts.Waiting[c.Name] = v1.ContainerStateWaiting{Reason: ReasonCrashLoopBackOff, Message: crashLoopMessage(e.Delay, p.in.Pod, c.Name)}
 		if p.acts.RetryAfter == 0 || left < p.acts.RetryAfter {
 			p.acts.RetryAfter = left
