@@ -85,6 +85,8 @@ var supported = map[string]bool{
 	"healthzPort":           true,
 	"oomScoreAdj":           true, // the agent's own, set by nodekeeper run
 	"clusterDomain":         true,
+	"serializeImagePulls":   true,
+	"maxParallelImagePulls": true,
 	// Accepted with a warning when set (sources.go): nodekeeper moves no
 	// process into these cgroups and acts on no feature gate.
 	"systemCgroups":  true,

@@ -45,6 +45,11 @@
 //	                                  into them (a warning when set)
 //	featureGates                      none; nodekeeper acts on none (a warning when set)
 //	clusterDomain                     none (pod FQDNs end in "svc.")
+//	serializeImagePulls               true, unless maxParallelImagePulls is 2 or more
+//	                                  (defaults.go): one image pull at a time
+//	maxParallelImagePulls             none: no bound once serializeImagePulls is false;
+//	                                  at least 1, and at most 1 while serializeImagePulls
+//	                                  is true (validation.go)
 //	allowedUnsafeSysctls              none: pods may set the safe sysctls only
 //	failCgroupV1                      true (defaults.go, since v1.35): run refuses cgroup v1
 //	failSwapOn                        true (defaults.go): run refuses a machine with swap on
