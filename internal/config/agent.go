@@ -236,7 +236,6 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		return Agent{}, err
 	}
 	return Agent{
-		MaxParallelImagePulls: pulls,
 		StaticPodPath:         k.StaticPodPath,
 		RuntimeEndpoint:       k.ContainerRuntimeEndpoint,
 		ImageServiceEndpoint:  k.ImageServiceEndpoint,
@@ -262,6 +261,7 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		FeatureGates:          k.FeatureGates,
 		ClusterDomain:         k.ClusterDomain,
 		AllowedUnsafeSysctls:  k.AllowedUnsafeSysctls,
+		MaxParallelImagePulls: pulls,
 
 		EnableProfilingHandler: *k.EnableProfilingHandler,
 	}, nil
