@@ -166,6 +166,11 @@ type Agent struct {
 	// AllowedUnsafeSysctls are the namespaced sysctls (names or prefix
 	// patterns ending in *) pods may set besides the safe ones.
 	AllowedUnsafeSysctls []string
+	// MaxParallelImagePulls is how many image pulls run at once: 1 with
+	// serializeImagePulls (the kubelet's default, unless
+	// maxParallelImagePulls is 2 or more), else maxParallelImagePulls, 0
+	// (no bound) when that is unset.
+	MaxParallelImagePulls int32
 }
 
 // resolveAgent defaults and validates the agent's fields of k in place and
@@ -276,6 +281,10 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 	if p := k.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil {
 		maxRestart = p.Duration
 	}
+	pulls, err := imagePulls(name, k)
+	if err != nil {
+		return Agent{}, err
+	}
 	return Agent{
 		StaticPodPath:         k.StaticPodPath,
 		RuntimeEndpoint:       k.ContainerRuntimeEndpoint,
@@ -305,6 +314,7 @@ func resolveAgent(name string, k *kubeletv1beta1.KubeletConfiguration, raw map[s
 		ReducedCrashLoopBackOff:   gateOn(k.FeatureGates, GateReduceCrashLoopBackOffDecay),
 		ClusterDomain:             k.ClusterDomain,
 		AllowedUnsafeSysctls:      k.AllowedUnsafeSysctls,
+		MaxParallelImagePulls:     pulls,
 
 		EnableProfilingHandler: *k.EnableProfilingHandler,
 	}, nil
@@ -332,6 +342,28 @@ func resolveCrashLoopBackOff(name string, k *kubeletv1beta1.KubeletConfiguration
 		return fieldError(name, field, p.Duration.String(), "must be between 1s and 300s")
 	}
 	return nil
+}
+
+// imagePulls defaults serializeImagePulls in k as the kubelet does (true
+// unless maxParallelImagePulls is 2 or more), validates both fields as the
+// kubelet does and returns how many pulls may run at once (0: no bound).
+func imagePulls(name string, k *kubeletv1beta1.KubeletConfiguration) (int32, error) {
+	maxPulls := k.MaxParallelImagePulls
+	if k.SerializeImagePulls == nil {
+		k.SerializeImagePulls = new(maxPulls == nil || *maxPulls < 2)
+	}
+	switch {
+	case maxPulls != nil && *maxPulls < 1:
+		return 0, fieldError(name, "maxParallelImagePulls", strconv.Itoa(int(*maxPulls)), "must be a positive number")
+	case *k.SerializeImagePulls && maxPulls != nil && *maxPulls > 1:
+		return 0, fieldError(name, "maxParallelImagePulls", strconv.Itoa(int(*maxPulls)),
+			"cannot be larger than 1 unless serializeImagePulls is set to false")
+	case *k.SerializeImagePulls:
+		return 1, nil
+	case maxPulls == nil:
+		return 0, nil
+	}
+	return *maxPulls, nil
 }
 
 // RunnableErr returns why `nodekeeper run` cannot run with these settings on

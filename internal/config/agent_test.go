@@ -30,6 +30,8 @@ healthzBindAddress: 0.0.0.0
 healthzPort: 0
 clusterDomain: cluster.local
 allowedUnsafeSysctls: ["kernel.msg*", "net.core.somaxconn"]
+serializeImagePulls: false
+maxParallelImagePulls: 5
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +43,7 @@ allowedUnsafeSysctls: ["kernel.msg*", "net.core.somaxconn"]
 		RuntimeRequestTimeout: time.Minute, FailCgroupV1: false, FailSwapOn: false, SwapBehavior: SwapLimited, HealthzBindAddress: "0.0.0.0", HealthzPort: 0,
 		ClusterDomain: "cluster.local", AllowedUnsafeSysctls: []string{"kernel.msg*", "net.core.somaxconn"},
 		MaxContainerRestartPeriod: 5 * time.Minute,
+		MaxParallelImagePulls:     5,
 	}
 	if diff := cmp.Diff(want, c.Agent); diff != "" {
 		t.Errorf("Agent (-want +got):\n%s", diff)
@@ -416,5 +419,45 @@ func TestAgentRunnableSystemd(t *testing.T) {
 		if err == nil || err.Error() != tc.want || !errors.Is(err, ErrInvalid) {
 			t.Errorf("runnableErr for %q, %s = %v, want the ErrInvalid error %q", tc.data, tc.booted, err, tc.want)
 		}
+	}
+}
+
+// TestImagePulls: serializeImagePulls and maxParallelImagePulls give the
+// pulls that run at once as the kubelet's pullers take them
+// (pkg/kubelet/images: serialized unless serializeImagePulls is false, which
+// it defaults to only with maxParallelImagePulls of 2 or more; then
+// maxParallelImagePulls, no bound when unset), and serializeImagePulls is
+// defaulted in Kubelet as /configz shows it.
+func TestImagePulls(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, data    string
+		want          int32
+		wantSerialize bool
+	}{
+		{name: "neither set: serialized", want: 1, wantSerialize: true},
+		{name: "serializeImagePulls false: no bound", data: "serializeImagePulls: false\n", want: 0},
+		{name: "maxParallelImagePulls 5 alone", data: "maxParallelImagePulls: 5\n", want: 5},
+		{name: "maxParallelImagePulls 1 alone", data: "maxParallelImagePulls: 1\n", want: 1, wantSerialize: true},
+		{name: "both, as the serialize spec sets them", data: "serializeImagePulls: true\nmaxParallelImagePulls: 1\n", want: 1, wantSerialize: true},
+		{name: "both, as the parallel spec sets them", data: "serializeImagePulls: false\nmaxParallelImagePulls: 5\n", want: 5},
+		{name: "not serialized, one at a time", data: "serializeImagePulls: false\nmaxParallelImagePulls: 1\n", want: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse("config.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Agent.MaxParallelImagePulls != tc.want {
+				t.Errorf("Agent.MaxParallelImagePulls %d, want %d", c.Agent.MaxParallelImagePulls, tc.want)
+			}
+			if s := c.Kubelet.SerializeImagePulls; s == nil || *s != tc.wantSerialize {
+				t.Errorf("Kubelet.SerializeImagePulls %v, want %v", s, tc.wantSerialize)
+			}
+			if len(c.Warnings) != 0 {
+				t.Errorf("warnings: %q", c.Warnings)
+			}
+		})
 	}
 }

@@ -86,6 +86,8 @@ var supported = map[string]bool{
 	"oomScoreAdj":           true, // the agent's own, set by nodekeeper run
 	"clusterDomain":         true,
 	"crashLoopBackOff":      true,
+	"serializeImagePulls":   true,
+	"maxParallelImagePulls": true,
 	// Accepted with a warning when set (sources.go): nodekeeper moves no
 	// process into these cgroups and acts on no feature gate but
 	// KubeletCrashLoopBackOffMax and ReduceDefaultCrashLoopBackOffDecay.

@@ -109,6 +109,7 @@ func TestDefault(t *testing.T) {
 			KubeAPIBurst:              100,
 			EventRecordQPS:            new(int32(50)),
 			EventBurst:                100,
+			SerializeImagePulls:       new(true),
 		},
 		Cluster: Cluster{
 			EnableServer: true, Address: "0.0.0.0", Port: 10250,
@@ -129,7 +130,7 @@ func TestDefault(t *testing.T) {
 			CgroupDriver: "cgroupfs", CgroupRoot: "/", CgroupsPerQOS: true,
 			SyncFrequency: time.Minute, FileCheckFrequency: 20 * time.Second, RuntimeRequestTimeout: 2 * time.Minute,
 			HealthzBindAddress: "127.0.0.1", HealthzPort: 10248,
-			FailCgroupV1: true, FailSwapOn: true, SwapBehavior: SwapNo, MaxContainerRestartPeriod: 5 * time.Minute,
+			FailCgroupV1: true, FailSwapOn: true, SwapBehavior: SwapNo, MaxContainerRestartPeriod: 5 * time.Minute, MaxParallelImagePulls: 1,
 		},
 		Eviction: eviction.Config{
 			Thresholds:                    defaultHardThresholds(),
@@ -472,6 +473,21 @@ func TestParseErrors(t *testing.T) {
 			name: "kubeReserved resource that cannot be reserved",
 			data: header + "kubeReserved:\n  nvidia.com/gpu: \"1\"\n",
 			want: []string{"kubeReserved[nvidia.com/gpu]", `"1"`},
+		},
+		{
+			name: "maxParallelImagePulls 0",
+			data: header + "serializeImagePulls: false\nmaxParallelImagePulls: 0\n",
+			want: []string{"maxParallelImagePulls", `"0"`, "must be a positive number"},
+		},
+		{
+			name: "negative maxParallelImagePulls, serializeImagePulls defaulted",
+			data: header + "maxParallelImagePulls: -3\n",
+			want: []string{"maxParallelImagePulls", `"-3"`, "must be a positive number"},
+		},
+		{
+			name: "maxParallelImagePulls above 1 with serializeImagePulls",
+			data: header + "serializeImagePulls: true\nmaxParallelImagePulls: 5\n",
+			want: []string{"maxParallelImagePulls", `"5"`, "cannot be larger than 1 unless serializeImagePulls is set to false"},
 		},
 		{
 			name: "image GC high threshold above 100",

@@ -50,6 +50,11 @@
 //	                                  300s with KubeletCrashLoopBackOffMax on, 1s to 300s;
 //	                                  must not be set with it off (defaults.go, validation.go)
 //	clusterDomain                     none (pod FQDNs end in "svc.")
+//	serializeImagePulls               true, unless maxParallelImagePulls is 2 or more
+//	                                  (defaults.go): one image pull at a time
+//	maxParallelImagePulls             none: no bound once serializeImagePulls is false;
+//	                                  at least 1, and at most 1 while serializeImagePulls
+//	                                  is true (validation.go)
 //	allowedUnsafeSysctls              none: pods may set the safe sysctls only
 //	failCgroupV1                      true (defaults.go, since v1.35): run refuses cgroup v1
 //	failSwapOn                        true (defaults.go): run refuses a machine with swap on

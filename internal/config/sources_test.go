@@ -169,21 +169,21 @@ func TestLoadSourcesMerge(t *testing.T) {
 		{
 			name:    "ignored fields are one warning per file",
 			base:    header + "cpuManagerPolicy: none\n",
-			dropIns: map[string]string{"a.conf": header + "clusterDNS: [10.0.0.10]\nserializeImagePulls: false\n", "b.conf": header + "maxPods: 3\n"},
+			dropIns: map[string]string{"a.conf": header + "clusterDNS: [10.0.0.10]\ncontainerLogMaxFiles: 3\n", "b.conf": header + "maxPods: 3\n"},
 			check: func(t *testing.T, c *Config) {
 				wantEq(t, "Warnings", []string{
 					"BASE: fields not supported by nodekeeper and ignored: cpuManagerPolicy",
-					"DIR/a.conf: fields not supported by nodekeeper and ignored: clusterDNS, serializeImagePulls",
+					"DIR/a.conf: fields not supported by nodekeeper and ignored: clusterDNS, containerLogMaxFiles",
 				}, c.Warnings)
 			},
 		},
 		{
 			name:    "warnings follow the merge order, the walk's",
 			base:    header,
-			dropIns: map[string]string{"a.conf": header + "clusterDNS: [10.0.0.10]\n", "a/x.conf": header + "serializeImagePulls: false\n"},
+			dropIns: map[string]string{"a.conf": header + "clusterDNS: [10.0.0.10]\n", "a/x.conf": header + "containerLogMaxFiles: 3\n"},
 			check: func(t *testing.T, c *Config) {
 				wantEq(t, "Warnings", []string{
-					"DIR/a/x.conf: fields not supported by nodekeeper and ignored: serializeImagePulls",
+					"DIR/a/x.conf: fields not supported by nodekeeper and ignored: containerLogMaxFiles",
 					"DIR/a.conf: fields not supported by nodekeeper and ignored: clusterDNS",
 				}, c.Warnings)
 			},
@@ -315,6 +315,7 @@ func TestLoadE2ENodeConfig(t *testing.T) {
 		SyncFrequency: defaultSyncFrequency, FileCheckFrequency: defaultFileCheckFrequency, RuntimeRequestTimeout: defaultRuntimeRequestTimeout,
 		HealthzBindAddress: "127.0.0.1", HealthzPort: 10248, RuntimeCgroups: "/docker-daemon",
 		FailSwapOn: true, SwapBehavior: SwapNo, MaxContainerRestartPeriod: 5 * time.Minute,
+		MaxParallelImagePulls: 1, // serializeImagePulls: true
 	}
 	wantEq(t, "Agent", want, c.Agent)
 	wantEq(t, "Cluster.Authorization.Mode", "AlwaysAllow", string(c.Cluster.Authorization.Mode))

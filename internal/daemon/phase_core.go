@@ -170,7 +170,7 @@ func (r *root) loop() error {
 	pr, err := podruntime.New(podruntime.Config{
 		NodeName: r.o.NodeName, PodsDir: filepath.Join(r.o.RootDir, "pods"), PodLogsDir: r.ac.PodLogsDir,
 		ContainerLogsDir: r.containerLogsDir(), HostIP: r.hostIP, MemoryCapacity: r.memory, CPUs: runtime.NumCPU(),
-		ClusterDomain: r.ac.ClusterDomain, Swap: r.swap,
+		ClusterDomain: r.ac.ClusterDomain, Swap: r.swap, MaxParallelImagePulls: int(r.ac.MaxParallelImagePulls),
 		OOMGroup:  containerOOMGroup(r.layout.Version == cgroups.V2, r.ac.SingleProcessOOMKill),
 		CrashLoop: podplan.CrashLoopPolicy(r.ac.ReducedCrashLoopBackOff, r.ac.MaxContainerRestartPeriod),
 	}, podruntime.Deps{Runtime: r.rt, Cgroups: r.cg, Logger: r.log, Recorder: r.recorder, Devices: r.n.Devices,

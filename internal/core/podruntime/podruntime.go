@@ -185,6 +185,12 @@ type Config struct {
 	// (plan.CrashLoopPolicy of the configuration); the zero value is the
 	// kubelet's default, 10s doubling to 5m, reset after a 10m run.
 	CrashLoop plan.Policy
+	// MaxParallelImagePulls is how many image pulls may run at once, all
+	// pods together: 1 serializes them (the kubelet's default,
+	// serializeImagePulls), n > 1 is maxParallelImagePulls, 0 sets no
+	// bound. A pull waiting for its turn has had its Pulling event; the
+	// Pulled event tells the pull's own time from the time with the wait.
+	MaxParallelImagePulls int
 }
 
 // Deps are the pod runtime's collaborators.
@@ -227,6 +233,8 @@ type Manager struct {
 	vols    *volumes.Manager
 	// hookClient makes lifecycle hooks' HTTP GETs (see newHookClient).
 	hookClient *http.Client
+	// pulls bounds the image pulls running at once (MaxParallelImagePulls).
+	pulls *pullGate
 
 	mu sync.Mutex // guards the fields below
 	// runtimeName is the runtime's name from Version ("containerd"), once known.
@@ -260,6 +268,9 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 			return nil, fmt.Errorf("podruntime: Config.%s %q is not an absolute path", field, dir)
 		}
 	}
+	if cfg.MaxParallelImagePulls < 0 {
+		return nil, fmt.Errorf("podruntime: Config.MaxParallelImagePulls %d is negative", cfg.MaxParallelImagePulls)
+	}
 	if cfg.CPUs <= 0 {
 		cfg.CPUs = runtime.NumCPU()
 	}
@@ -276,6 +287,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		killedOnce: map[string]bool{},
 		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		hookClient: newHookClient(),
+		pulls:      newPullGate(cfg.MaxParallelImagePulls),
 	}
 	if m.log == nil {
 		m.log = slog.Default()

@@ -452,26 +452,67 @@ func (m *Manager) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	e, ok := st.Pull[c.Image]
 	if in, _ := plan.InBackoff(plan.PullPolicy(), e, ok, e.Last, now); in {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
-		st.markWaiting(c.Name, reasonImagePullBackOff, msg)
 		if prev.Reason != reasonImagePullBackOff {
 			m.rec.Event(pod, v1.EventTypeNormal, "BackOff", msg)
 		}
+		if e.Err != "" {
+			msg += ": " + reasonErrImagePull + ": " + e.Err // the kubelet's waiting message
+		}
+		st.markWaiting(c.Name, reasonImagePullBackOff, msg)
 		return nil, fmt.Errorf("container %s: %w", c.Name, errImagePullBackOff)
 	}
 	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := time.Now()
-	if _, err := m.rt.PullImage(ctx, spec, nil, sbCfg); err != nil {
+	pulled, err := m.pull(ctx, spec, sbCfg)
+	if errors.Is(err, errNoPullSlot) {
+		// The pod's worker stops (the agent stops, the pod goes): no pull
+		// was tried, so no back-off; the next sync pulls again.
+		return nil, fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	if err != nil {
 		failed := time.Now()
-		st.Pull[c.Image] = plan.NextBackoff(plan.PullPolicy(), e, ok, failed, failed)
+		next := plan.NextBackoff(plan.PullPolicy(), e, ok, failed, failed)
+		next.Err = err.Error()
+		st.Pull[c.Image] = next
 		st.markWaiting(c.Name, reasonErrImagePull, err.Error())
 		m.rec.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return nil, fmt.Errorf("container %s: %w: %w", c.Name, errPull, err)
 	}
-	m.rec.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, time.Since(start).Round(time.Millisecond))
-	if is, err = m.rt.ImageStatus(ctx, spec, false); err != nil {
-		return nil, fmt.Errorf("image status of %q: %w", c.Image, err)
+	m.rec.Event(pod, v1.EventTypeNormal, "Pulled", pulledMessage(c.Image, pulled.took, time.Since(start), pulled.image.GetSize()))
+	if pulled.statusErr != nil {
+		return nil, fmt.Errorf("image status of %q: %w", c.Image, pulled.statusErr)
 	}
-	return is.GetImage(), nil
+	return pulled.image, nil
+}
+
+// errNoPullSlot: the context ended while a pull waited for its turn.
+var errNoPullSlot = errors.New("no image pull slot")
+
+// pulled is what one pull learnt.
+type pulled struct {
+	// image is the image as the runtime reports it after the pull (nil if
+	// not reported, or statusErr).
+	image     *runtimeapi.Image
+	statusErr error
+	// took is the pull and the status call, without the wait for a slot.
+	took time.Duration
+}
+
+// pull pulls spec's image once a pull slot is free (Config.MaxParallelImagePulls)
+// and reads its status, holding the slot for both as the kubelet's pullers
+// do: the error is the pull's, or errNoPullSlot if ctx ended first.
+func (m *Manager) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sbCfg *runtimeapi.PodSandboxConfig) (pulled, error) {
+	release, err := m.pulls.acquire(ctx)
+	if err != nil {
+		return pulled{}, fmt.Errorf("pull of %q: %w: %w", spec.GetImage(), errNoPullSlot, err)
+	}
+	defer release()
+	start := time.Now()
+	if _, err := m.rt.PullImage(ctx, spec, nil, sbCfg); err != nil {
+		return pulled{}, err
+	}
+	is, err := m.rt.ImageStatus(ctx, spec, false)
+	return pulled{image: is.GetImage(), statusErr: err, took: time.Since(start)}, nil
 }
 
 // verifyNonRoot refuses a container that must run as non-root (its own or

@@ -504,6 +504,7 @@ func TestSyncPodImages(t *testing.T) {
 
 		pull := testPod(func(p *v1.Pod) { p.Spec.Containers[0].Image = "registry.example/absent:1" })
 		f.img.InjectError("PullImage", errors.New("no registry"))
+		f.img.SetFakeImageSize(41901587)
 		f.events.take()
 		res = f.sync(t, pull)
 		if res.Err == nil || res.RetryAfter != 10*time.Second {
@@ -519,6 +520,9 @@ func TestSyncPodImages(t *testing.T) {
 		}
 		if st := f.podStatus(f.m, pull, f.status(t, pull.UID), time.Now()); stateOf(st.ContainerStatuses[0]) != "waiting:ImagePullBackOff" {
 			t.Errorf("pull in back-off: %s", stateOf(st.ContainerStatuses[0]))
+		} else if msg, want := st.ContainerStatuses[0].State.Waiting.Message, `Back-off pulling image "registry.example/absent:1": ErrImagePull: no registry`; msg != want {
+			// The kubelet's: the back-off repeats the failed pull's error.
+			t.Errorf("pull in back-off: message %q, want %q", msg, want)
 		}
 		time.Sleep(time.Second)
 		if res := f.sync(t, pull); res.RetryAfter != 5*time.Second {
@@ -533,7 +537,7 @@ func TestSyncPodImages(t *testing.T) {
 			`Failed: Failed to pull image "registry.example/absent:1": no registry`,
 			`BackOff: Back-off pulling image "registry.example/absent:1"`,
 			`Pulling: Pulling image "registry.example/absent:1"`,
-			`Pulled: Successfully pulled image "registry.example/absent:1" in 0s`,
+			`Pulled: Successfully pulled image "registry.example/absent:1" in 0s (0s including waiting). Image size: 41901587 bytes.`,
 			"Created: Created container app", "Started: Started container app",
 		}
 		if diff := cmp.Diff(want, f.events.take()); diff != "" {

@@ -72,6 +72,10 @@ type Backoff struct {
 	// as the kubelet keys its back-off by the container's hash. "" for a
 	// pull back-off.
 	Spec string
+	// Err is a pull back-off's failed pull, as the waiting message of its
+	// ErrImagePull said: the ImagePullBackOff message repeats it, as the
+	// kubelet's. "" for a crash back-off.
+	Err string
 }
 
 // InBackoff reports whether an event at eventTime (a container's finish, a
