@@ -355,6 +355,18 @@ func (m *Manager) stopLocked(p *probe, deleting bool) {
 // succeeded or it has none. A started container that is not ready yet gets
 // its readiness probe run at once. Non-restartable init containers are ready
 // when they exited 0.
+//
+// The Started and Ready the statuses come with are what the pod showed last
+// for the same container (Started nil: nothing shown). Unless
+// ResetStatusOnRestart, a probe with no result yet keeps them, as the
+// kubelet ≥ 1.35 (ChangeContainerStatusOnKubeletRestart off) keeps a
+// container's status across its restart: a started container stays started
+// until its startup probe says otherwise, and a container that ran from
+// before the Manager's start (restartGracePeriod) stays ready until its
+// readiness probe has a result. Such a container that shows nothing (a
+// static pod, whose status the agent does not keep) reads started and ready,
+// as the kubelet's first status after its restart has them: the probes
+// decide once they have run.
 func (m *Manager) UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus) {
 	for i := range status.ContainerStatuses {
 		m.updateContainerStatus(pod.UID, &status.ContainerStatuses[i])
@@ -378,12 +390,15 @@ func (m *Manager) UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus) {
 }
 
 func (m *Manager) updateContainerStatus(uid types.UID, c *v1.ContainerStatus) {
+	keep := !m.cfg.ResetStatusOnRestart
+	shown, wasStarted, wasReady := c.Started != nil, c.Started != nil && *c.Started, c.Ready
+	preExisting := keep && m.preExisting(c)
 	started := false
 	if c.State.Running != nil {
 		if r, ok := m.results[Startup].Get(c.ContainerID); ok {
 			started = r == Success
 		} else {
-			started = !m.has(probeKey{uid, c.Name, Startup})
+			started = (keep && wasStarted) || !m.has(probeKey{uid, c.Name, Startup}) || (preExisting && !shown)
 		}
 	}
 	c.Started = &started
@@ -391,7 +406,8 @@ func (m *Manager) updateContainerStatus(uid types.UID, c *v1.ContainerStatus) {
 	if !started {
 		return
 	}
-	if r, ok := m.results[Readiness].Get(c.ContainerID); ok && r == Success {
+	r, haveReadiness := m.results[Readiness].Get(c.ContainerID)
+	if haveReadiness && r == Success {
 		c.Ready = true
 		return
 	}
@@ -402,12 +418,23 @@ func (m *Manager) updateContainerStatus(uid types.UID, c *v1.ContainerStatus) {
 		c.Ready = true // no readiness probe: ready once started
 		return
 	}
+	if !haveReadiness && preExisting {
+		c.Ready = wasReady || !shown
+	}
 	if p.index >= 0 && !p.stopping && !p.triggered {
 		p.triggered = true
 		p.due = time.Now()
 		heap.Fix(&m.queue, p.index)
 		m.pokeIfHeadLocked(p)
 	}
+}
+
+// preExisting reports whether running container c started before the
+// Manager did, by more than restartGracePeriod: it ran before the agent's
+// restart.
+func (m *Manager) preExisting(c *v1.ContainerStatus) bool {
+	return c.State.Running != nil && !c.State.Running.StartedAt.IsZero() &&
+		c.State.Running.StartedAt.Time.Before(m.started.Add(-restartGracePeriod))
 }
 
 func (m *Manager) has(k probeKey) bool {

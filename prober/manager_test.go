@@ -620,3 +620,81 @@ func TestManagerStartsWorkersAsNeeded(t *testing.T) {
 		}
 	})
 }
+
+// TestManagerKeepsStatusAcrossRestart: a container that ran from before the
+// Manager's start keeps the Started and Ready it showed until its probes have
+// results of their own; one that shows nothing (a static pod's) reads started
+// and ready, as the kubelet's first status after its restart; a container
+// started since, or every container under ResetStatusOnRestart, starts over.
+func TestManagerKeepsStatusAcrossRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, func(p time.Duration) time.Duration { return p - time.Second })
+		pod := testPod("p", v1.Container{Name: "app", StartupProbe: execProbe("startup"), ReadinessProbe: execProbe("ready")})
+		before := h.start.Add(-time.Minute)
+		status := func(started *bool, ready bool, since time.Time) v1.PodStatus {
+			st := runningStatus("c1", started)
+			st.ContainerStatuses[0].Ready = ready
+			st.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(since)
+			return st
+		}
+		h.status.set(pod.UID, status(nil, false, before))
+		if err := h.m.AddPod(pod); err != nil {
+			t.Fatal(err)
+		}
+		h.setOutcomes("ready", OutcomeFailure)
+		read := func(st v1.PodStatus) [2]bool {
+			h.m.UpdatePodStatus(pod, &st)
+			return [2]bool{*st.ContainerStatuses[0].Started, st.ContainerStatuses[0].Ready}
+		}
+		for _, tc := range []struct {
+			name string
+			st   v1.PodStatus
+			want [2]bool
+		}{
+			{"shown started and ready", status(ptr.To(true), true, before), [2]bool{true, true}},
+			{"shown started, not ready", status(ptr.To(true), false, before), [2]bool{true, false}},
+			{"shown not started", status(ptr.To(false), false, before), [2]bool{false, false}},
+			{"nothing shown (static pod)", status(nil, false, before), [2]bool{true, true}},
+			{"started since the Manager: starts over", status(nil, false, h.start.Add(-5*time.Second)), [2]bool{false, false}},
+		} {
+			if got := read(tc.st); got != tc.want {
+				t.Errorf("%s: started, ready = %v, want %v", tc.name, got, tc.want)
+			}
+		}
+		// The readiness probe runs (UpdatePodStatus triggered it, then every
+		// 10 s) and fails three times: from then on its result decides.
+		h.status.set(pod.UID, status(ptr.To(true), true, before))
+		h.advance(25 * time.Second)
+		if n := len(h.callTimes("ready")); n != 3 {
+			t.Fatalf("readiness ran %d times in 25 s, want 3", n)
+		}
+		if got := read(status(ptr.To(true), true, before)); got != [2]bool{true, false} {
+			t.Errorf("after the readiness probe failed: started, ready = %v, want [true false]", got)
+		}
+		if calls := h.callTimes("startup"); len(calls) != 0 {
+			t.Errorf("the startup probe of a started container ran at %v", calls)
+		}
+	})
+}
+
+func TestManagerResetStatusOnRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := New(Config{ResetStatusOnRestart: true}, Deps{Status: &fakeStatus{m: map[types.UID]v1.PodStatus{}}, Exec: RunnerFunc(func(context.Context, Target) (Outcome, string, error) {
+			return OutcomeSuccess, "", nil
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := testPod("p", v1.Container{Name: "app", StartupProbe: execProbe("startup"), ReadinessProbe: execProbe("ready")})
+		if err := m.AddPod(pod); err != nil {
+			t.Fatal(err)
+		}
+		st := runningStatus("c1", ptr.To(true))
+		st.ContainerStatuses[0].Ready = true
+		st.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(time.Now().Add(-time.Minute))
+		m.UpdatePodStatus(pod, &st)
+		if c := st.ContainerStatuses[0]; *c.Started || c.Ready {
+			t.Errorf("started, ready = %v, %v; want both false under ResetStatusOnRestart", *c.Started, c.Ready)
+		}
+	})
+}

@@ -10,8 +10,8 @@ import (
 
 // restartGracePeriod is how long before the agent's start a container must
 // have started for it to count as pre-existing when the agent (re)starts:
-// such a container keeps its reported ready/started values (kubelet ≥ 1.35,
-// KEP-4781) instead of being reset.
+// such a container keeps the ready/started values it showed until its probes
+// have results (kubelet ≥ 1.35, KEP-4781) instead of being reset.
 const restartGracePeriod = 10 * time.Second
 
 // thresholds are the run lengths after which a result is reported.
@@ -116,7 +116,9 @@ func decideTick(pt ProbeType, initialDelaySeconds int32, st state, in tickInput)
 	if c.ContainerID != st.ContainerID {
 		t.Remove = st.ContainerID
 		st = state{ContainerID: c.ContainerID}
-		t.Set = append(t.Set, initialResult(pt, c, in))
+		if r, ok := initialResult(pt, c, in); ok {
+			t.Set = append(t.Set, r)
+		}
 	}
 	if st.OnHold {
 		return st, t
@@ -153,23 +155,20 @@ func decideTick(pt ProbeType, initialDelaySeconds int32, st state, in tickInput)
 }
 
 // initialResult is the value a probe publishes when it first sees a
-// container: not ready, alive, not yet started, except for containers that
-// were running before the agent started, which keep their reported status.
-func initialResult(pt ProbeType, c *v1.ContainerStatus, in tickInput) Result {
+// container: not ready, alive, not yet started. A readiness or startup
+// probe of a container that ran from before the agent started publishes
+// nothing (ok false) until it has a result of its own, as the kubelet ≥ 1.35
+// sets no initial value for it: the container keeps the status it showed
+// (Manager.UpdatePodStatus).
+func initialResult(pt ProbeType, c *v1.ContainerStatus, in tickInput) (r Result, ok bool) {
 	preExisting := in.KeepStatusOnRestart && c.State.Running != nil &&
 		c.State.Running.StartedAt.Time.Before(in.AgentStart.Add(-restartGracePeriod))
 	switch pt {
 	case Liveness:
-		return Success
+		return Success, true
 	case Readiness:
-		if preExisting && c.Ready {
-			return Success
-		}
-		return Failure
+		return Failure, !preExisting
 	default:
-		if preExisting && c.Started != nil && *c.Started {
-			return Success
-		}
-		return Unknown
+		return Unknown, !preExisting
 	}
 }

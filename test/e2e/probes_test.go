@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -315,5 +316,67 @@ spec:
 	want := max(-997, agentScore)
 	if got := score("guaranteed"); got != want {
 		t.Errorf("Guaranteed oom_score_adj %d, want %d (-997, clamped to the agent's %d where lowering is refused)", got, want, agentScore)
+	}
+}
+
+// TestProbeStatusAcrossAgentRestart: a container that was started and ready
+// when the agent stopped stays so across the agent's restart, as with the
+// kubelet ≥ 1.35 (upstream "MirrorPod when kubelet restarts should not change
+// container status"): its startup probe, which would now fail, does not run
+// again (the container had started), and its readiness stays until the
+// readiness probe has a result of its own, which then decides.
+func TestProbeStatusAcrossAgentRestart(t *testing.T) {
+	a := StartAgent(t, Options{})
+	a.WriteManifest("keep.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: keep
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: %[1]s
+    args: ["serve", "--http", "8080"]
+    startupProbe:
+      httpGet: {path: /startupz, port: 8080}
+      periodSeconds: 1
+      failureThreshold: 100
+    readinessProbe:
+      httpGet: {path: /readyz, port: 8080}
+      periodSeconds: 1
+      failureThreshold: 1
+`, testbox))
+	startedReady := func(p *v1.Pod) bool {
+		if len(p.Status.ContainerStatuses) == 0 {
+			return false
+		}
+		cs := p.Status.ContainerStatuses[0]
+		return cs.State.Running != nil && cs.Started != nil && *cs.Started && cs.Ready
+	}
+	p := a.WaitPod("keep-e2e", "started and ready", startedReady)
+	control(t, p, "startup=fail")
+	// The container counts as running from before the agent's start once it
+	// started more than the kubelet's 10 s restart grace before it.
+	startedAt := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	a.Eventually("the container older than the restart grace", 30*time.Second, func() (bool, string) {
+		return time.Since(startedAt) > 11*time.Second, fmt.Sprintf("started %v ago", time.Since(startedAt))
+	})
+	if code := a.Stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("nodekeeper exited %d after SIGTERM, want 0", code)
+	}
+	a.Start()
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		p = a.Pod("keep-e2e")
+		if !startedReady(p) || p.Status.ContainerStatuses[0].RestartCount != 0 {
+			cs := p.Status.ContainerStatuses
+			t.Fatalf("after the agent's restart: %s statuses %+v", podSummary(p), cs)
+		}
+		time.Sleep(200 * time.Millisecond) // sampling the agent's published status
+	}
+	control(t, p, "readiness=fail")
+	a.WaitPod("keep-e2e", "not ready once its readiness probe fails", readyIs(false))
+	if cs := a.Pod("keep-e2e").Status.ContainerStatuses[0]; cs.Started == nil || !*cs.Started {
+		t.Errorf("started = %v after readiness failed, want true", cs.Started)
 	}
 }

@@ -1,7 +1,10 @@
 package podruntime
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -62,11 +65,13 @@ func (m *Manager) notStarted(pod *v1.Pod, status *PodStatus) map[string]bool {
 }
 
 // sidecarStarted reports whether the running sidecar c (its runtime status
-// cs), which has a startup probe, has started: the probe succeeded.
+// cs), which has a startup probe, has started: the probe succeeded, or it
+// has no result yet for a sidecar that ran from before the agent's start
+// (prober.Manager.UpdatePodStatus).
 func (m *Manager) sidecarStarted(pod *v1.Pod, c *v1.Container, cs *runtimeapi.ContainerStatus) bool {
 	st := v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{{
 		Name: c.Name, ContainerID: m.containerID(cs.Id),
-		State: v1.ContainerState{Running: &v1.ContainerStateRunning{}},
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(0, cs.StartedAt))}},
 	}}}
 	m.probes.UpdatePodStatus(pod, &st)
 	s := st.InitContainerStatuses[0].Started

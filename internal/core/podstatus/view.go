@@ -331,10 +331,16 @@ func podPhase(initDone, initFailed bool, running, waiting, stopped, stoppedForGo
 }
 
 // withProbes sets a running container's Started and Ready from its probes
-// (initCtr: a restartable init container).
+// (initCtr: a restartable init container), handing them what the pod showed
+// last for the same container (shown), as the kubelet's status generation
+// hands its prober the old status's Started.
 func withProbes(in Input, cs v1.ContainerStatus, initCtr bool) v1.ContainerStatus {
 	if in.Node.Probes == nil || cs.State.Running == nil {
 		return cs
+	}
+	cs.Started, cs.Ready = nil, false
+	if old, ok := shown(in, cs, initCtr); ok {
+		cs.Started, cs.Ready = old.Started, old.Ready
 	}
 	var st v1.PodStatus
 	if initCtr {
@@ -347,6 +353,32 @@ func withProbes(in Input, cs v1.ContainerStatus, initCtr bool) v1.ContainerStatu
 		return st.InitContainerStatuses[0]
 	}
 	return st.ContainerStatuses[0]
+}
+
+// shown is the status the pod showed last for container cs (by name and
+// container ID): Previous's, else the one the pod came with (an API pod's
+// status on the API server, which is all the agent has of it after its
+// restart, as the kubelet falls back to the pod's status).
+func shown(in Input, cs v1.ContainerStatus, initCtr bool) (v1.ContainerStatus, bool) {
+	var prev *v1.PodStatus
+	switch {
+	case in.Previous != nil:
+		prev = in.Previous
+	case in.Pod != nil:
+		prev = &in.Pod.Status
+	default:
+		return v1.ContainerStatus{}, false
+	}
+	list := prev.ContainerStatuses
+	if initCtr {
+		list = prev.InitContainerStatuses
+	}
+	for _, old := range list {
+		if old.Name == cs.Name && old.ContainerID == cs.ContainerID {
+			return old, true
+		}
+	}
+	return v1.ContainerStatus{}, false
 }
 
 // RecursiveReadOnly resolves a volume mount's recursiveReadOnly mode
