@@ -7,15 +7,14 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/e2eimages"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/kubebuild"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
-// buildImages writes the OCI tarballs the runs import into dir: nodekeeper's
-// pause image (containerd's sandbox image) and the stand-ins of the suite's
-// e2e test images, of agnhost and sampledeviceplugin the binaries built from
+// buildImages writes the OCI tarballs the runs import into dir: the
+// stand-ins of the suite's e2e test images (their pause image is the runs'
+// sandbox image), of agnhost and sampledeviceplugin the binaries built from
 // hack/kube.
 func buildImages(ctx context.Context, root, dir, agnhost, sampleDevicePlugin string) ([]string, []e2eimages.Image, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -39,14 +38,6 @@ func buildImages(ctx context.Context, root, dir, agnhost, sampleDevicePlugin str
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, nil, err
-	}
-	pause := filepath.Join(dir, "pause.tar")
-	if _, err := ocibuild.WriteFile(pause, ocibuild.PauseImage(b)); err != nil {
-		return nil, nil, err
-	}
 	porter, err := kubebuild.PorterDir()
 	if err != nil {
 		return nil, nil, err
@@ -58,7 +49,7 @@ func buildImages(ctx context.Context, root, dir, agnhost, sampleDevicePlugin str
 	if err != nil {
 		return nil, nil, err
 	}
-	paths := []string{pause}
+	var paths []string
 	for _, im := range imgs {
 		paths = append(paths, im.Path)
 	}

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodekeeper/nodekeeper/internal/machine/containerd"
-	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/e2eimages"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/kubebuild"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
@@ -369,15 +368,18 @@ func run(ctx context.Context, o runOptions) (err error) {
 const runBridge = "nkconf0"
 
 // startContainerd runs a containerd of cfg (its StateDir, and Binary,
-// CDISpecDirs and RegistryMirrors when set) with the run's sandbox image, pod
-// network and pid file, until stop is called (an interrupt of ctx does not
+// CDISpecDirs and RegistryMirrors when set) with the run's sandbox image (the
+// stand-in of upstream's registry.k8s.io/pause, which the registry serves: an
+// agent's image GC may remove it, as the kubelet's does where the runtime does
+// not pin it, containerd 1.6's, and containerd pulls it back for the next
+// sandbox, as on an upstream node), pod network and pid file, until stop is called (an interrupt of ctx does not
 // stop it), and imports images into it: every image is there before the
 // suite starts, and the stand-in named by a digest
 // (e2eimages.BusyboxDigestRef) can only be imported.
 func startContainerd(ctx context.Context, log *slog.Logger, cfg containerd.Config, images []string) (*containerd.Managed, func(), error) {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stateDir := cfg.StateDir
-	cfg.SandboxImage, cfg.PodCIDR, cfg.CNIBridge = ocibuild.PauseRef, podCIDR, runBridge
+	cfg.SandboxImage, cfg.PodCIDR, cfg.CNIBridge = e2eimages.PauseRef, podCIDR, runBridge
 	cfg.Logger, cfg.DieWithParent = log.With("subsystem", "containerd"), true
 	cfg.Place = func(pid int) error { _, err := recordRuntime(runtimePidFile(stateDir), pid); return err }
 	m, err := containerd.New(cfg)
