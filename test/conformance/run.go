@@ -638,9 +638,12 @@ func runSuite(ctx context.Context, log *slog.Logger, o runOptions, b binaries, a
 	defer logFile.Close()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Interrupted, ginkgo stops the specs, runs their cleanup and writes
-	// its report: what ran is kept.
+	// its report: what ran is kept. It writes the report only at its end,
+	// after each process's cleanup (AfterEach prepulls, the suite's own
+	// teardown), which took more than 3 minutes after an interrupt on this
+	// machine (2026-11-28, the report lost): it gets 10.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 3 * time.Minute
+	cmd.WaitDelay = 10 * time.Minute
 	if err := portsFree(suitePorts...); err != nil {
 		return results{}, err
 	}
