@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/nodekeeper/nodekeeper/internal/machine/ocibuild"
 	"github.com/nodekeeper/nodekeeper/internal/testenv/apiservertest"
+	"github.com/nodekeeper/nodekeeper/internal/testenv/toolbuild"
 )
 
 // clusterNode is the node name the harness gives the agent.
@@ -529,5 +533,91 @@ func TestClusterImageUpdateRestarts(t *testing.T) {
 		}).Status.ContainerStatuses[1]; cs.RestartCount != 0 {
 			t.Errorf("%s: the other container restarted %d times", name, cs.RestartCount)
 		}
+	}
+}
+
+// TestClusterRestartShowsNoStopInBetween: a sync that stops containers to
+// start them again shows them running, then restarted, never terminated in
+// between, as the kubelet publishes a pod's status only between its syncs:
+// the API server refuses to see a terminated container of a Never pod running
+// again, so a status showing the stop would hold the pod's status there for
+// good. Both containers' images change at once; the first one's preStop hook
+// keeps the sync's kills busy for 4 s while the second has stopped and waits
+// for its start.
+func TestClusterRestartShowsNoStopInBetween(t *testing.T) {
+	c := startCluster(t, Options{Prepare: func(a *Agent) { writeTestbox2(t, a.Root) }})
+	pod := c.apiPod("both", "sleep")
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/testbox", "sleep", "4s"}}}}
+	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: "second", Image: testbox, ImagePullPolicy: v1.PullNever, Args: []string{"sleep"}})
+	c.create(pod)
+	c.waitAPIPod("both", "both containers running", 60*time.Second, func(p *v1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 2 && p.Status.ContainerStatuses[0].State.Running != nil && p.Status.ContainerStatuses[1].State.Running != nil
+	})
+	p, err := c.admin.CoreV1().Pods(c.ns).Get(context.Background(), "both", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Containers[0].Image = testbox2
+	p.Spec.Containers[1].Image = testbox2
+	if _, err := c.admin.CoreV1().Pods(c.ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	w, err := c.admin.CoreV1().Pods(c.ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=both", ResourceVersion: p.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	deadline := time.After(slow(t, 30*time.Second))
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended")
+			}
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok {
+				continue
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Terminated != nil {
+					t.Fatalf("container %s shown terminated while it restarts: %s", cs.Name, podSummary(p))
+				}
+			}
+			if cs := p.Status.ContainerStatuses; len(cs) == 2 && cs[0].RestartCount == 1 && cs[1].RestartCount == 1 &&
+				cs[0].State.Running != nil && cs[1].State.Running != nil {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("both containers not restarted within 30 s: %s", podSummary(c.agent.Pod("both")))
+		}
+	}
+}
+
+// testbox2 is testbox under a second reference: an image to update a
+// testbox container to.
+const testbox2 = "localhost/nodekeeper/testbox:2"
+
+// writeTestbox2 builds images/testbox and writes it as testbox2 to
+// root/images, which the agent imports at start.
+func writeTestbox2(t testing.TB, root string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "testbox")
+	cmd := exec.Command(toolbuild.GoTool(), "build", "-o", bin, "github.com/nodekeeper/nodekeeper/images/testbox")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build images/testbox: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := ocibuild.TestboxImage(b)
+	img.Ref = testbox2
+	if err := os.MkdirAll(filepath.Join(root, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ocibuild.WriteFile(filepath.Join(root, "images", "testbox2.tar"), img); err != nil {
+		t.Fatal(err)
 	}
 }

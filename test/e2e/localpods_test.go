@@ -193,3 +193,58 @@ func TestCriticalStaticPodPreemptsLocalPod(t *testing.T) {
 		t.Errorf("the restarted agent preempted again: the victim was admitted")
 	}
 }
+
+// TestInitContainerRemovedAfterInit: an init container removed from the
+// runtime once its pod's containers run (upstream's "StaticPod ... should be
+// ready after init container is removed and kubelet restarts") does not run
+// again, before or after the agent's restart; its status reads exited 0
+// with the kubelet's message, and the pod stays ready.
+func TestInitContainerRemovedAfterInit(t *testing.T) {
+	a := StartAgent(t, Options{})
+	a.WriteManifest("init.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: withinit
+spec:
+  terminationGracePeriodSeconds: 3
+  initContainers:
+  - name: init
+    image: %[1]s
+    args: ["exit", "0"]
+  containers:
+  - name: main
+    image: %[1]s
+    args: ["sleep"]
+`, testbox))
+	p := a.WaitPod("withinit-e2e", "initialized and running", func(p *v1.Pod) bool {
+		return len(p.Status.InitContainerStatuses) == 1 && p.Status.InitContainerStatuses[0].State.Terminated != nil &&
+			len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	initID := strings.TrimPrefix(p.Status.InitContainerStatuses[0].ContainerID, "containerd://")
+	if err := a.CRI().RemoveContainer(t.Context(), initID); err != nil {
+		t.Fatalf("remove the init container: %v", err)
+	}
+	lost := func(p *v1.Pod) bool {
+		term := p.Status.InitContainerStatuses[0].State.Terminated
+		return term != nil && term.ExitCode == 0 && strings.Contains(term.Message, "Unable to get init container status") &&
+			p.Status.ContainerStatuses[0].State.Running != nil && readyIs(true)(p)
+	}
+	a.WaitPod("withinit-e2e", "the removed init container read as exited 0", lost)
+	if code := a.Stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("nodekeeper exited %d after SIGTERM, want 0", code)
+	}
+	a.Start()
+	p = a.WaitPod("withinit-e2e", "the removed init container read as exited 0 after the restart", lost)
+	if n := p.Status.ContainerStatuses[0].RestartCount; n != 0 {
+		t.Errorf("main restarted %d times", n)
+	}
+	cs, err := a.CRI().ListContainers(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.GetMetadata().GetName() == "init" && c.GetLabels()["io.kubernetes.pod.uid"] == string(p.UID) {
+			t.Errorf("the init container ran again: %s (%v)", c.GetId(), c.GetState())
+		}
+	}
+}

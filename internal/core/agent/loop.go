@@ -595,6 +595,8 @@ func (l *loop) statusInput(e *entry, node podstatus.Node) podstatus.Input {
 		Final: e.final, Killed: e.finalByKill, Rejected: e.rejected,
 		// The runtime listed after the kill: what did not finish never will.
 		Deleted: e.deleting && e.phase == phaseTerminated, Settled: l.relistSeen >= e.minRelist,
+		// From a sync's dispatch until the runtime was listed after it.
+		Syncing: e.settle != nil,
 	}
 	if e.view != nil {
 		in.Previous = &e.view.pod.Status

@@ -158,6 +158,16 @@ type Input struct {
 	// Settled, with Deleted: the runtime was listed after the kill, so a
 	// container that has not finished never will.
 	Settled bool
+	// Syncing: a SyncPod of the pod is in flight, or the runtime has not
+	// been listed since it ended. A regular container that Previous shows
+	// running and that has stopped since shows as Previous has it until then,
+	// as the kubelet generates a pod's status only between its syncs, from a
+	// listing made after the last: a sync that stops a container to start it
+	// again (a changed spec, a failed liveness or startup probe) shows it
+	// running, then restarted, never terminated in between, which the API
+	// server refuses to see running again in a pod whose restartPolicy does
+	// not restart it.
+	Syncing bool
 	// Devices is, per container name, the health of each device-plugin
 	// device assigned to the container (devicemanager's
 	// AllocatedResourcesStatus): its status's allocatedResourcesStatus.

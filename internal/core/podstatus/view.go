@@ -163,18 +163,25 @@ func view(in Input, now time.Time) v1.PodStatus {
 	// Init containers, then containers, of the pod's current run.
 	ra := in.Runtime.RestartAll(pod)
 	initDone, initFailed := true, false
+	regularRan := regularCreated(in, ra)
 	var incomplete []string
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := containerAPIStatus(in, ra, c, "PodInitializing")
+		newest, _, _ := newestOf(in.Runtime, ra, c.Name)
 		if nodeapi.IsSidecar(c) {
 			cs = withProbes(in, cs, true)
 		} else {
+			if newest == nil && regularRan && cs.State.Waiting != nil {
+				// Removed from the runtime after the pod was initialized
+				// (static pods keep no status of their own): the kubelet
+				// treats it as exited 0, and it does not run again.
+				cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed", Message: messageInitStatusLost}}
+			}
 			// A regular init container is ready once it has succeeded.
 			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 		}
 		out.InitContainerStatuses = append(out.InitContainerStatuses, cs)
-		newest, _, _ := newestOf(in.Runtime, ra, c.Name)
 		if nodeapi.IsSidecar(c) {
 			if newest == nil {
 				initDone = false
@@ -183,6 +190,7 @@ func view(in Input, now time.Time) v1.PodStatus {
 			continue
 		}
 		switch {
+		case newest == nil && regularRan:
 		case newest != nil && newest.State == runtimeapi.ContainerState_CONTAINER_EXITED && newest.ExitCode == 0:
 		case newest != nil && newest.State == runtimeapi.ContainerState_CONTAINER_EXITED && !nodeapi.RestartsAfterExit(pod.Spec.RestartPolicy, c, nodeapi.InitContainer, newest.ExitCode):
 			initFailed = true
@@ -201,7 +209,10 @@ func view(in Input, now time.Time) v1.PodStatus {
 	var unready []string
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		cs := withProbes(in, containerAPIStatus(in, ra, c, defaultWaiting), false)
+		cs, held := heldStatus(in, ra, c)
+		if !held {
+			cs = withProbes(in, containerAPIStatus(in, ra, c, defaultWaiting), false)
+		}
 		out.ContainerStatuses = append(out.ContainerStatuses, cs)
 		switch {
 		case cs.State.Waiting != nil && ra.Trigger != nil && cs.ContainerID == "":
@@ -353,6 +364,41 @@ func withProbes(in Input, cs v1.ContainerStatus, initCtr bool) v1.ContainerStatu
 		return st.InitContainerStatuses[0]
 	}
 	return st.ContainerStatuses[0]
+}
+
+// messageInitStatusLost is the kubelet's message for an init container
+// that is gone from the runtime after its pod was initialized.
+const messageInitStatusLost = "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally"
+
+// regularCreated reports whether a regular container of the pod's current
+// run was created (whatever its state since): the pod was initialized.
+func regularCreated(in Input, ra RestartAll) bool {
+	for i := range in.Pod.Spec.Containers {
+		if newest, _, _ := newestOf(in.Runtime, ra, in.Pod.Spec.Containers[i].Name); newest != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// heldStatus is Previous's status of regular container c while a sync is in
+// flight (Input.Syncing) and c's newest instance, which Previous shows
+// running, has stopped since.
+func heldStatus(in Input, ra RestartAll, c *v1.Container) (v1.ContainerStatus, bool) {
+	if !in.Syncing || in.Previous == nil {
+		return v1.ContainerStatus{}, false
+	}
+	newest, _, _ := newestOf(in.Runtime, ra, c.Name)
+	if newest == nil || newest.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		return v1.ContainerStatus{}, false
+	}
+	id := in.Node.RuntimeName + "://" + newest.Id
+	for _, old := range in.Previous.ContainerStatuses {
+		if old.Name == c.Name && old.ContainerID == id && old.State.Running != nil {
+			return old, true
+		}
+	}
+	return v1.ContainerStatus{}, false
 }
 
 // shown is the status the pod showed last for container cs (by name and

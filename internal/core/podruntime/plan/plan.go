@@ -277,6 +277,12 @@ func (p *planner) initContainers() bool {
 		if cs != nil && cs.State == runtimeapi.ContainerState_CONTAINER_EXITED && cs.ExitCode == 0 {
 			continue
 		}
+		if cs == nil && initialized {
+			// Removed from the runtime after the pod was initialized: it
+			// exited 0 (podstatus shows it so), and it does not run again,
+			// as with the kubelet.
+			continue
+		}
 		switch {
 		case cs == nil:
 			p.start(c)
