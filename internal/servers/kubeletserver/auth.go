@@ -42,7 +42,8 @@ var webhookBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5,
 type auth struct {
 	authn authenticator.Request
 	authz authorizer.UnconditionalAuthorizer
-	// runs are background loops Run starts (the client CA file's reload).
+	// runs are background loops Run starts (the client CA file's reload,
+	// and the serving certificate's, which New adds).
 	runs []func(ctx context.Context)
 }
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -380,4 +381,84 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServingCertificateReload: a server on tlsCertFile and tlsPrivateKeyFile
+// serves the pair the files hold, taken again within fileRecheck of their
+// change (upstream's "KubletTLS certificate reload" and
+// "ReloadKubeletClientCAFileTest" specs); files that do not load leave the
+// pair served as it was.
+func TestServingCertificateReload(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
+	write := func(host string) {
+		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, loopback, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first")
+	s, err := New(Config{NodeName: "node-1", Address: "127.0.0.1", TLSCertFile: certFile, TLSPrivateKeyFile: keyFile,
+		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow},
+		Authentication: kubeletv1beta1.KubeletAuthentication{Webhook: kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(false)},
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(true)}}},
+		Deps{Pods: noPods, Runtime: fakeRuntime{}, Shared: sharedOK, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := runServer(t, s)
+	served := func() string {
+		conn, err := tls.Dial("tcp", strings.TrimPrefix(base, "https://"), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatalf("dial %s: %v", base, err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	waitServed := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(fileRecheck + 10*time.Second)
+		for served() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("served %q %v after the files changed, want %q", served(), fileRecheck+10*time.Second, want)
+			}
+			time.Sleep(100 * time.Millisecond) // the server's own ticker: nothing to wait on
+		}
+	}
+	if got := served(); !strings.HasPrefix(got, "first") {
+		t.Fatalf("served %q, want the first pair", got)
+	}
+	write("second")
+	waitServed(servedName(t, certFile))
+	if got := served(); !strings.HasPrefix(got, "second") {
+		t.Fatalf("served %q, want the second pair", got)
+	}
+	if err := os.WriteFile(keyFile, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(fileRecheck + time.Second) // past the next check
+	if got := served(); !strings.HasPrefix(got, "second") {
+		t.Errorf("served %q after the key file went bad, want the second pair kept", got)
+	}
+}
+
+// servedName is the common name of the certificate in file.
+func servedName(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := certutil.ParseCertsPEM(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certs[0].Subject.CommonName
 }

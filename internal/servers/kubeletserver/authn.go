@@ -36,9 +36,6 @@ type TokenReviewer interface {
 	Create(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error)
 }
 
-// clientCARecheck is how often the client CA file is checked for changes.
-const clientCARecheck = time.Minute
-
 // errInvalidToken is the error of a bearer token the API server did not
 // authenticate.
 var errInvalidToken = errors.New("invalid bearer token")
@@ -97,9 +94,10 @@ type x509Auth struct {
 	file string
 	log  *slog.Logger
 	pool atomic.Pointer[x509.CertPool]
-	// pem is the bundle's content pool was built from; only Run's goroutine
-	// (and newX509Auth before it) uses it.
-	pem []byte
+	// pem is the bundle's content pool was built from, stamp the file's then;
+	// only Run's goroutine (and newX509Auth before it) uses them.
+	pem   []byte
+	stamp fileStamp
 }
 
 // newX509Auth reads the CA bundle file.
@@ -114,10 +112,15 @@ func newX509Auth(file string, log *slog.Logger) (*x509Auth, error) {
 // reload reads the bundle and, when it changed, replaces the pool; it
 // reports whether it did. A bad bundle leaves the pool as it was.
 func (a *x509Auth) reload() (bool, error) {
+	stamp := stampOf(a.file)
+	if a.pem != nil && stamp == a.stamp {
+		return false, nil // not changed: not read
+	}
 	data, err := decode.ReadRegularFile(a.file, 0) // at most 10 MiB; a FIFO is refused, not waited on
 	if err != nil {
 		return false, err
 	}
+	a.stamp = stamp
 	if a.pem != nil && bytes.Equal(data, a.pem) {
 		return false, nil
 	}
@@ -130,9 +133,9 @@ func (a *x509Auth) reload() (bool, error) {
 	return true, nil
 }
 
-// Run checks the bundle file every clientCARecheck until ctx ends.
+// Run checks the bundle file every fileRecheck until ctx ends.
 func (a *x509Auth) Run(ctx context.Context) {
-	t := time.NewTicker(clientCARecheck)
+	t := time.NewTicker(fileRecheck)
 	defer t.Stop()
 	for {
 		select {

@@ -357,7 +357,7 @@ func TestClientCAReload(t *testing.T) {
 		if err := os.WriteFile(first.File, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(clientCARecheck - time.Second) // the bubble's clock
+		time.Sleep(fileRecheck - time.Second) // the bubble's clock
 		synctest.Wait()
 		if !accepts(first) {
 			t.Error("the bundle changed before a check")
@@ -371,7 +371,7 @@ func TestClientCAReload(t *testing.T) {
 		if err := os.WriteFile(first.File, []byte("garbage"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(clientCARecheck)
+		time.Sleep(fileRecheck)
 		synctest.Wait()
 		if !accepts(second) {
 			t.Error("a bad bundle file replaced the loaded bundle")

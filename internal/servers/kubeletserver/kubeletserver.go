@@ -202,11 +202,15 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if s.debug, err = NewDebugging(DebuggingDeps{Pods: deps.Pods, Runtime: deps.Runtime, Clock: s.clock, Logger: log}); err != nil {
 		return nil, err
 	}
-	if s.tls, err = tlsConfig(cfg, log, s.clock.Now()); err != nil {
+	var files *certFiles
+	if s.tls, files, err = tlsConfig(cfg, log, s.clock.Now()); err != nil {
 		return nil, err
 	}
 	if s.auth, err = newAuth(cfg, deps, log); err != nil {
 		return nil, err
+	}
+	if files != nil {
+		s.auth.runs = append(s.auth.runs, files.Run)
 	}
 	s.router = s.routes()
 	return s, nil
@@ -249,7 +253,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.ready)
 
-	var bg sync.WaitGroup // the auth's background loops (client CA file reload)
+	var bg sync.WaitGroup // the background loops (client CA and serving certificate reloads)
 	bgCtx, stopBG := context.WithCancel(ctx)
 	for _, run := range s.auth.runs {
 		bg.Go(func() { run(bgCtx) })

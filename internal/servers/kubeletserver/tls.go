@@ -1,13 +1,17 @@
 package kubeletserver
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
@@ -28,31 +32,116 @@ var tlsVersions = map[string]uint16{
 	"VersionTLS13": tls.VersionTLS13,
 }
 
+// fileRecheck is how often the files the server reads again when they
+// change (the serving certificate and key, the client CA bundle) are looked
+// at: a stat of each, and a read only when one changed.
+const fileRecheck = 5 * time.Second
+
 // tlsConfig builds the server's TLS configuration at now: the serving certificate,
 // the minimum version and cipher suites. Client certificates are requested,
 // not required: the authenticator verifies them against the client CA, so a
-// request without one can still authenticate with a token.
-func tlsConfig(cfg Config, log *slog.Logger, now time.Time) (*tls.Config, error) {
+// request without one can still authenticate with a token. With tlsCertFile
+// and tlsPrivateKeyFile, files is non-nil: its Run reads them again when they
+// change, and new connections get the new certificate.
+func tlsConfig(cfg Config, log *slog.Logger, now time.Time) (_ *tls.Config, files *certFiles, _ error) {
 	min, ok := tlsVersions[cfg.TLSMinVersion]
 	if !ok {
-		return nil, fmt.Errorf("kubeletserver: tlsMinVersion %q: want VersionTLS12 or VersionTLS13", cfg.TLSMinVersion)
+		return nil, nil, fmt.Errorf("kubeletserver: tlsMinVersion %q: want VersionTLS12 or VersionTLS13", cfg.TLSMinVersion)
 	}
 	suites, err := cipherSuites(cfg.TLSCipherSuites)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cert, err := servingCert(cfg, log, now)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{
+	c := &tls.Config{
 		MinVersion:   min,
 		CipherSuites: suites,
-		Certificates: []tls.Certificate{cert},
 		ClientAuth:   tls.RequestClientCert,
 		// HTTP/1.1 only: exec, attach and port-forward upgrade the connection.
 		NextProtos: []string{"http/1.1"},
-	}, nil
+	}
+	if cfg.TLSCertFile != "" || cfg.TLSPrivateKeyFile != "" {
+		if cfg.TLSCertFile == "" || cfg.TLSPrivateKeyFile == "" {
+			return nil, nil, fmt.Errorf("kubeletserver: tlsCertFile %q and tlsPrivateKeyFile %q: set both or neither", cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
+		}
+		files = &certFiles{certFile: cfg.TLSCertFile, keyFile: cfg.TLSPrivateKeyFile, log: log}
+		if _, err := files.reload(); err != nil {
+			return nil, nil, fmt.Errorf("kubeletserver: tlsCertFile %q, tlsPrivateKeyFile %q: %w", cfg.TLSCertFile, cfg.TLSPrivateKeyFile, err)
+		}
+		c.GetCertificate = files.get
+		return c, files, nil
+	}
+	cert, err := selfSigned(cfg, log, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.Certificates = []tls.Certificate{cert}
+	return c, nil, nil
+}
+
+// certFiles is the serving certificate of tlsCertFile and
+// tlsPrivateKeyFile, read again when either file changes, as the kubelet's
+// ReloadKubeletServerCertificateFile (on by default) has it.
+type certFiles struct {
+	certFile, keyFile string
+	log               *slog.Logger
+	cur               atomic.Pointer[tls.Certificate]
+	// stamps are the files' when cur was read; only reload's caller
+	// (New, then Run's goroutine) uses them.
+	stamps [2]fileStamp
+}
+
+func (f *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return f.cur.Load(), nil }
+
+// reload reads the pair again when a file changed and reports whether it
+// did. A pair that does not load leaves the certificate as it was.
+func (f *certFiles) reload() (bool, error) {
+	stamps := [2]fileStamp{stampOf(f.certFile), stampOf(f.keyFile)}
+	if f.cur.Load() != nil && stamps == f.stamps {
+		return false, nil
+	}
+	c, err := loadKeyPair(f.certFile, f.keyFile)
+	if err != nil {
+		return false, err
+	}
+	f.cur.Store(&c)
+	f.stamps = stamps
+	return true, nil
+}
+
+// Run looks at the files every fileRecheck until ctx ends.
+func (f *certFiles) Run(ctx context.Context) {
+	t := time.NewTicker(fileRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed, err := f.reload()
+		switch {
+		case err != nil:
+			f.log.Error("Serving certificate unreadable; keeping the one loaded", "certFile", f.certFile, "keyFile", f.keyFile, "err", err)
+		case changed:
+			f.log.Info("Serving certificate reloaded", "certFile", f.certFile, "keyFile", f.keyFile)
+		}
+	}
+}
+
+// fileStamp tells a changed file from an unchanged one without reading it:
+// a write changes its modification time or size, a replacement its inode.
+type fileStamp struct {
+	ino, size int64
+	mtime     time.Time
+}
+
+// stampOf is path's stamp; the zero stamp when it cannot be read.
+func stampOf(path string) fileStamp {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{ino: int64(st.Ino), size: st.Size, mtime: time.Unix(st.Mtim.Unix())}
 }
 
 // cipherSuites maps IANA cipher suite names to their IDs.
@@ -89,20 +178,9 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	return tls.X509KeyPair(certPEM, keyPEM)
 }
 
-// servingCert loads Config.TLSCertFile and TLSPrivateKeyFile, or else the
-// self-signed pair in CertDir, made and written there when it is missing,
-// unreadable or expired at now.
-func servingCert(cfg Config, log *slog.Logger, now time.Time) (tls.Certificate, error) {
-	if cfg.TLSCertFile != "" || cfg.TLSPrivateKeyFile != "" {
-		if cfg.TLSCertFile == "" || cfg.TLSPrivateKeyFile == "" {
-			return tls.Certificate{}, fmt.Errorf("kubeletserver: tlsCertFile %q and tlsPrivateKeyFile %q: set both or neither", cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
-		}
-		c, err := loadKeyPair(cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
-		if err != nil {
-			return tls.Certificate{}, fmt.Errorf("kubeletserver: tlsCertFile %q, tlsPrivateKeyFile %q: %w", cfg.TLSCertFile, cfg.TLSPrivateKeyFile, err)
-		}
-		return c, nil
-	}
+// selfSigned is the self-signed pair in CertDir (no tlsCertFile given),
+// made and written there when it is missing, unreadable or expired at now.
+func selfSigned(cfg Config, log *slog.Logger, now time.Time) (tls.Certificate, error) {
 	if !filepath.IsAbs(cfg.CertDir) {
 		return tls.Certificate{}, fmt.Errorf("kubeletserver: Config.CertDir %q: want an absolute path (no tlsCertFile given)", cfg.CertDir)
 	}
