@@ -135,22 +135,7 @@ func (a *x509Auth) reload() (bool, error) {
 
 // Run checks the bundle file every fileRecheck until ctx ends.
 func (a *x509Auth) Run(ctx context.Context) {
-	t := time.NewTicker(fileRecheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		changed, err := a.reload()
-		switch {
-		case err != nil:
-			a.log.Error("Client CA bundle unreadable; keeping the one loaded", "path", a.file, "err", err)
-		case changed:
-			a.log.Info("Client CA bundle reloaded", "path", a.file)
-		}
-	}
+	reloadEvery(ctx, a.log, "Client CA bundle", a.reload, "path", a.file)
 }
 
 func (a *x509Auth) AuthenticateRequest(r *http.Request) (*authenticator.Response, bool, error) {

@@ -110,6 +110,13 @@ func (f *certFiles) reload() (bool, error) {
 
 // Run looks at the files every fileRecheck until ctx ends.
 func (f *certFiles) Run(ctx context.Context) {
+	reloadEvery(ctx, f.log, "Serving certificate", f.reload, "certFile", f.certFile, "keyFile", f.keyFile)
+}
+
+// reloadEvery calls reload every fileRecheck until ctx ends, and logs what
+// each call did: a file that does not load (what stays as it was), or a
+// reload.
+func reloadEvery(ctx context.Context, log *slog.Logger, what string, reload func() (bool, error), args ...any) {
 	t := time.NewTicker(fileRecheck)
 	defer t.Stop()
 	for {
@@ -118,12 +125,12 @@ func (f *certFiles) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		changed, err := f.reload()
+		changed, err := reload()
 		switch {
 		case err != nil:
-			f.log.Error("Serving certificate unreadable; keeping the one loaded", "certFile", f.certFile, "keyFile", f.keyFile, "err", err)
+			log.Error(what+" unreadable; keeping the one loaded", append(args, "err", err)...)
 		case changed:
-			f.log.Info("Serving certificate reloaded", "certFile", f.certFile, "keyFile", f.keyFile)
+			log.Info(what+" reloaded", args...)
 		}
 	}
 }
