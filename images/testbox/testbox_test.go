@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -119,6 +120,34 @@ func next(t *testing.T, c <-chan string) string {
 	}
 }
 
+// fixedPort is a free loopback port below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), so that no socket bound to port 0 and no
+// outgoing connection of another test can take it while the TCP port is
+// closed, nor a dial to it connect to itself: a port of the ephemeral
+// range, closed and opened again, was taken in between on a busy CI.
+func fixedPort(t *testing.T) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	for range 100 {
+		port := 10000 + rand.IntN(max(low-10000, 1))
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			addr := ln.Addr().String()
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatalf("no free loopback port in 10000-%d", low)
+	return ""
+}
+
 // TestServe runs serve on loopback: HTTP control switches the TCP port and
 // the gRPC health answers; it exits 0 when stopped.
 func TestServe(t *testing.T) {
@@ -126,8 +155,9 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	out, c := lines(t)
 	done := make(chan int, 1)
+	tcp := fixedPort(t)
 	go func() {
-		done <- run(ctx, []string{"serve", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, nil, out, io.Discard)
+		done <- run(ctx, []string{"serve", "--http", "127.0.0.1:0", "--tcp", tcp, "--grpc", "127.0.0.1:0"}, nil, out, io.Discard)
 	}()
 	addr := map[string]string{}
 	for range 3 {
