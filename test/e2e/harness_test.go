@@ -166,7 +166,7 @@ cgroupRoot: %s
 podCIDR: %s
 %shealthzPort: 0
 fileCheckFrequency: 2s
-%s%s`, a.Manifests, a.Logs, a.CgroupRoot, a.PodCIDR, readOnly, hostDiskNeutral(opts.Config), opts.Config)
+%s%s`, a.Manifests, a.Logs, a.CgroupRoot, a.PodCIDR, readOnly, integration.HostDiskNeutral(opts.Config), opts.Config)
 	if err := os.WriteFile(a.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -176,24 +176,6 @@ fileCheckFrequency: 2s
 	t.Cleanup(a.cleanup)
 	a.Start()
 	return a
-}
-
-// hostDiskNeutral is the configuration that keeps an agent's image GC and
-// disk eviction off the machine's own disk, which holds its root: the
-// defaults (image GC above 85 % used, eviction below 10-15 % available) acted
-// on a full enough disk, the test's images were collected and its pods left
-// Pending (seen beside a conformance run filling a loop file). A test that
-// sets image GC or eviction thresholds, on a filesystem of its own, keeps
-// its own.
-func hostDiskNeutral(config string) string {
-	var out string
-	if !strings.Contains(config, "imageGC") {
-		out += "imageGCHighThresholdPercent: 100\n"
-	}
-	if !strings.Contains(config, "evictionHard") {
-		out += "evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 1%\n  nodefs.inodesFree: 1%\n  imagefs.available: 1%\n"
-	}
-	return out
 }
 
 // slow is integration.Slow: d scaled for the cgroup v2 lane's emulated VM.

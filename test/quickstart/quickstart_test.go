@@ -80,7 +80,10 @@ type node struct {
 }
 
 // newNode writes the configuration: examples/nodekeeper.yaml's with the
-// test's cgroup root, pod network, pod log directory and healthz port.
+// test's cgroup root, pod network, pod log directory and healthz port, and
+// image GC and disk eviction thresholds the machine's disk does not reach
+// (integration.HostDiskNeutral: CI failed with the example pods in
+// ImagePullBackOff when another run took this disk past 85 % used).
 func newNode(t testing.TB, healthz int) *node {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "nke-")
@@ -97,8 +100,8 @@ func newNode(t testing.TB, healthz int) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("%scgroupRoot: %s\npodCIDR: %s\npodLogsDir: %s\nhealthzPort: %d\n",
-		example, n.cgroupRoot, n.podCIDR, filepath.Join(dir, "logs"), healthz)
+	cfg := fmt.Sprintf("%scgroupRoot: %s\npodCIDR: %s\npodLogsDir: %s\nhealthzPort: %d\n%s",
+		example, n.cgroupRoot, n.podCIDR, filepath.Join(dir, "logs"), healthz, integration.HostDiskNeutral(string(example)))
 	if err := os.WriteFile(n.conf, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -62,3 +62,25 @@ func TestSlow(t *testing.T) {
 		t.Errorf("factor 15: %v", got)
 	}
 }
+
+// TestHostDiskNeutral: a config naming no thresholds gets both, one that
+// names its own keeps them.
+func TestHostDiskNeutral(t *testing.T) {
+	for _, tc := range []struct {
+		config         string
+		imageGC, evict bool
+	}{
+		{"failSwapOn: false\n", true, true},
+		{"imageGCHighThresholdPercent: 90\n", false, true},
+		{"evictionHard:\n  nodefs.available: 5%\n", true, false},
+		{"imageGCLowThresholdPercent: 50\nevictionHard: {}\n", false, false},
+	} {
+		got := HostDiskNeutral(tc.config)
+		if has := strings.Contains(got, "imageGCHighThresholdPercent: 100\n"); has != tc.imageGC {
+			t.Errorf("HostDiskNeutral(%q) = %q: image GC line %v, want %v", tc.config, got, has, tc.imageGC)
+		}
+		if has := strings.Contains(got, "imagefs.available: 1%\n"); has != tc.evict {
+			t.Errorf("HostDiskNeutral(%q) = %q: eviction lines %v, want %v", tc.config, got, has, tc.evict)
+		}
+	}
+}
