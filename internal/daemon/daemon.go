@@ -41,6 +41,7 @@ import (
 	"github.com/nodekeeper/nodekeeper/internal/core/node"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
+	"github.com/nodekeeper/nodekeeper/internal/machine/containerd"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
 	"github.com/nodekeeper/nodekeeper/internal/machine/stats"
 	"github.com/nodekeeper/nodekeeper/internal/servers/eventring"
@@ -192,6 +193,7 @@ type root struct {
 	client, heartbeat *kubeclient.Clientset // nil: standalone
 	rt                *cri.Client
 	endpoint          string
+	managed           *containerd.Managed // nil with containerRuntimeEndpoint
 	memory            int64
 	cgc               cgroups.Config
 	cg                *cgroups.Manager

@@ -173,7 +173,7 @@ func (r *root) loop() error {
 		ClusterDomain: r.ac.ClusterDomain, Swap: r.swap, MaxParallelImagePulls: int(r.ac.MaxParallelImagePulls),
 		OOMGroup:  containerOOMGroup(r.layout.Version == cgroups.V2, r.ac.SingleProcessOOMKill),
 		CrashLoop: podplan.CrashLoopPolicy(r.ac.ReducedCrashLoopBackOff, r.ac.MaxContainerRestartPeriod),
-	}, podruntime.Deps{Runtime: r.rt, Cgroups: r.cg, Logger: r.log, Recorder: r.recorder, Devices: r.n.Devices,
+	}, podruntime.Deps{Runtime: r.podRuntime(), Cgroups: r.cg, Logger: r.log, Recorder: r.recorder, Devices: r.n.Devices,
 		Probes: r.n.Probes, KubeAPI: kubeAPI})
 	if err != nil {
 		return err

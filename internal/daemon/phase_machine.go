@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/nodekeeper/nodekeeper/internal/cluster/kubeclient"
 	"github.com/nodekeeper/nodekeeper/internal/core/podruntime"
 	"github.com/nodekeeper/nodekeeper/internal/machine/cgroups"
@@ -183,7 +185,7 @@ func (r *root) managedRuntime(p *plan) error {
 	if err != nil {
 		return ConfigError{err}
 	}
-	r.endpoint = m.Endpoint()
+	r.managed, r.endpoint = m, m.Endpoint()
 	rt, err := cri.New(r.endpoint, cri.Options{Timeout: r.ac.RuntimeRequestTimeout})
 	if err != nil {
 		return fmt.Errorf("managed containerd endpoint %q: %w", r.endpoint, err)
@@ -196,6 +198,33 @@ func (r *root) managedRuntime(p *plan) error {
 			return r.checkManaged(ctx, m, checked)
 		}})
 	return nil
+}
+
+// podRuntime is the runtime the pods' syncs use: the CRI client, whose
+// pulls of an image imported from an image directory import it again from
+// its file with the managed containerd (importAgain).
+func (r *root) podRuntime() podruntime.Runtime {
+	if r.managed == nil {
+		return r.rt
+	}
+	return importAgain{Runtime: r.rt, m: r.managed}
+}
+
+// importAgain pulls the images the managed containerd imported from the
+// image directories from their files (containerd.Managed.ImportAgain),
+// whatever the pull policy, and the others from their registries: an image
+// image GC removed comes back when a pod needs it, as the kubelet pulls it
+// again, and a file built again is what IfNotPresent-less pods (Always) get.
+type importAgain struct {
+	podruntime.Runtime
+	m *containerd.Managed
+}
+
+func (p importAgain) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	if id, ok, err := p.m.ImportAgain(ctx, image.GetImage()); ok {
+		return id, err
+	}
+	return p.Runtime.PullImage(ctx, image, auth, sandbox)
 }
 
 // checkManaged imports the images (RootDir/images and ImageDirs) into the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/testenv/ociregistry"
 )
@@ -260,5 +261,37 @@ spec:
 				}
 			}
 		})
+	}
+}
+
+// TestImageImportedAgain: an image the agent imported from its image
+// directory and that is removed since (as its image GC removes unused
+// images on a full disk) is imported again from its file when a pod needs
+// it, as the kubelet pulls a collected image again: no registry serves
+// localhost/nodekeeper/testbox:1, and without this the pod stayed in
+// ImagePullBackOff (the quick start's pods did, on a disk past 85 %).
+func TestImageImportedAgain(t *testing.T) {
+	a := StartAgent(t, Options{})
+	a.Eventually("testbox imported at start", 60*time.Second, func() (bool, string) {
+		return strings.Contains(a.Log(), `msg="image imported" image=`+testbox), "not in the log yet"
+	})
+	if err := a.CRI().RemoveImage(t.Context(), &runtimeapi.ImageSpec{Image: testbox}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := a.CRI().ImageStatus(t.Context(), &runtimeapi.ImageSpec{Image: testbox}, false); err != nil || st.GetImage() != nil {
+		t.Fatalf("%s after RemoveImage: %v, %v; want gone", testbox, st.GetImage(), err)
+	}
+	a.WriteManifest("web.yaml", webManifest("web", "again"))
+	a.WaitPod("web-e2e", "running on the image imported again", running)
+	again := regexp.MustCompile(`msg="image imported again from its file" .*image=` + regexp.QuoteMeta(testbox) + " ")
+	if !again.MatchString(a.Log()) {
+		t.Errorf("the agent's log does not say it imported %s again; tail:\n%s", testbox, tail(a.Log(), 30))
+	}
+	evs, err := a.events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, ok := pullEvents(evs, "Pulled")["web-e2e"]; !ok || !strings.Contains(msg, "Successfully pulled image") {
+		t.Errorf("Pulled event of web-e2e = %q, want the pull's", msg)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekeeper/nodekeeper/internal/machine/cri"
@@ -97,10 +98,60 @@ func (m *Managed) ImportFiles(ctx context.Context, files ...string) ([]Imported,
 				continue
 			}
 			out = append(out, Imported{File: f, Ref: ref, ID: id})
+			m.remember(ref, f)
 			m.cfg.Logger.Info("imported image", "file", f, "image", ref, "imageID", id)
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// remember records that the image named ref came from file.
+func (m *Managed) remember(ref, file string) {
+	m.sourcesMu.Lock()
+	defer m.sourcesMu.Unlock()
+	if m.sources == nil {
+		m.sources = map[string]string{}
+	}
+	m.sources[normalizedName(ref)] = file
+}
+
+// ImportAgain imports image again from the file an earlier import took it
+// from, and returns its image ID: the image directories are where those
+// images come from, as a registry is for the others, so an image removed
+// since (by image GC, or by hand) comes back when a pod needs it, as the
+// kubelet pulls a collected image again. ok is false when no import took
+// image from a file (pull it). image is a pod's image reference, normalized
+// as the runtime does ("app:1" is "docker.io/library/app:1").
+func (m *Managed) ImportAgain(ctx context.Context, image string) (id string, ok bool, err error) {
+	name := normalizedName(image)
+	m.sourcesMu.Lock()
+	file, ok := m.sources[name]
+	m.sourcesMu.Unlock()
+	if !ok {
+		return "", false, nil
+	}
+	imported, err := m.ImportFiles(ctx, file)
+	for _, im := range imported {
+		if normalizedName(im.Ref) == name {
+			m.cfg.Logger.Info("image imported again from its file", "image", image, "file", file, "imageID", im.ID)
+			return im.ID, true, nil
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("%s no longer holds it", file)
+	}
+	return "", true, fmt.Errorf("import image %q again from %s: %w", image, file, err)
+}
+
+// normalizedName is ref as containerd names it (docker.io/library/ for a
+// bare name, :latest without a tag or digest); ref itself when it does not
+// parse.
+func normalizedName(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
+	}
+	return reference.TagNameOnly(named).String()
 }
 
 // ctrPath finds ctr next to the containerd binary, else on PATH.

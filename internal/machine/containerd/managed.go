@@ -60,6 +60,10 @@ type Managed struct {
 	// reapInterval and stuckAfter time the reaping of stuck runc inits
 	// (tests shorten them); set by New.
 	reapInterval, stuckAfter time.Duration
+	// sources maps each image imported from a file (its normalized name)
+	// to that file, for ImportAgain; guarded by sourcesMu.
+	sourcesMu sync.Mutex
+	sources   map[string]string
 }
 
 // New validates cfg and resolves its defaults and the oom_score_adj detection.

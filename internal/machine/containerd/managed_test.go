@@ -379,6 +379,53 @@ func TestManagedImportDir(t *testing.T) {
 	}
 }
 
+// TestManagedImportAgain: an image imported from a file and removed since
+// (as image GC does) is imported again from that file, under its full name
+// or the short one a pod spec gives; an image no file gave is not (pull it),
+// and a file gone since is an error naming it.
+func TestManagedImportAgain(t *testing.T) {
+	s := newState(t)
+	r := start(t, s.config(t))
+	extra := filepath.Join(s.dir, "more-images")
+	if err := os.MkdirAll(extra, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := containerdtest.BuildImage(t, extra, containerdtest.Image{Ref: "docker.io/library/app:latest", Runnable: true})
+	if _, err := r.m.ImportDir(t.Context(), extra); err != nil {
+		t.Fatal(err)
+	}
+	listed := func() bool {
+		st, err := r.cri.ImageStatus(t.Context(), &runtimeapi.ImageSpec{Image: img.Ref}, false)
+		return err == nil && st.GetImage().GetId() == img.ID
+	}
+	for _, name := range []string{"docker.io/library/app:latest", "app", "library/app:latest"} {
+		if err := r.cri.RemoveImage(t.Context(), &runtimeapi.ImageSpec{Image: img.Ref}); err != nil {
+			t.Fatal(err)
+		}
+		if listed() {
+			t.Fatalf("%s still listed after RemoveImage", img.Ref)
+		}
+		id, ok, err := r.m.ImportAgain(t.Context(), name)
+		if !ok || err != nil || id != img.ID {
+			t.Errorf("ImportAgain(%q) = %q, %v, %v; want %s, true, nil", name, id, ok, err, img.ID)
+		}
+		if !listed() {
+			t.Errorf("ImportAgain(%q): %s not listed by CRI", name, img.Ref)
+		}
+	}
+	for _, name := range []string{"app:2", "example.com/app:latest", "docker.io/library/other:latest"} {
+		if id, ok, err := r.m.ImportAgain(t.Context(), name); ok || err != nil || id != "" {
+			t.Errorf("ImportAgain(%q) = %q, %v, %v; want nothing: no file gave it", name, id, ok, err)
+		}
+	}
+	if err := os.Remove(img.Path); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := r.m.ImportAgain(t.Context(), "app"); !ok || err == nil || !strings.Contains(err.Error(), img.Path) {
+		t.Errorf("ImportAgain with its file gone = %v, %v; want an error naming %s", ok, err, img.Path)
+	}
+}
+
 // agentEnv names the state dir the test binary runs a Managed on when
 // TestManagedOutlivesAgent starts it as a stand-in agent.
 const agentEnv = "NODEKEEPER_TEST_AGENT_STATE"
