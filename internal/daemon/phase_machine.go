@@ -214,7 +214,7 @@ func (r *root) podRuntime() podruntime.Runtime {
 // image directories from their files (containerd.Managed.ImportAgain),
 // whatever the pull policy, and the others from their registries: an image
 // image GC removed comes back when a pod needs it, as the kubelet pulls it
-// again, and a file built again is what IfNotPresent-less pods (Always) get.
+// again, and a pod whose pull policy is Always gets the file as it is now.
 type importAgain struct {
 	podruntime.Runtime
 	m *containerd.Managed
