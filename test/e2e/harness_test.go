@@ -408,6 +408,7 @@ func (a *Agent) ContainerPID(containerID string) int {
 func (a *Agent) cleanup() {
 	t := a.t
 	if t.Failed() {
+		t.Logf("containerd log, its end:\n%s", tailFile(filepath.Join(a.socket(), "..", "containerd.log"), 40))
 		t.Logf("agent log:\n%s", a.Log())
 	}
 	a.mu.Lock()
@@ -485,4 +486,25 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// tailFile returns the last n lines of the file at path, read from its last
+// 64 KiB, or why it could not be read.
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	const most = 64 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > most {
+		if _, err := f.Seek(fi.Size()-most, io.SeekStart); err != nil {
+			return err.Error()
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, most))
+	if err != nil {
+		return err.Error()
+	}
+	return tail(string(b), n)
 }

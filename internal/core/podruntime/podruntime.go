@@ -246,10 +246,10 @@ type Manager struct {
 	// container and sandbox (see containerStatus).
 	ctrCache map[string]*runtimeapi.ContainerStatus
 	sbCache  map[string]*runtimeapi.PodSandboxStatus
-	// killedOnce holds the containers seen exited by SIGKILL without the
-	// OOMKilled reason once: read again at the next relist (see
-	// containerStatus).
-	killedOnce map[string]bool
+	// killedSeen holds when a relist first saw each container exited by
+	// SIGKILL without the OOMKilled reason: read again at each relist for
+	// oomReasonWait (see containerStatus).
+	killedSeen map[string]time.Time
 	// last is the previous Statuses' result: what a pod the runtime cannot
 	// be asked about shows meanwhile.
 	last map[types.UID]*PodStatus
@@ -284,7 +284,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 		cfg: cfg, rt: deps.Runtime, cgroups: deps.Cgroups, log: deps.Logger,
 		rec: deps.Recorder, probes: deps.Probes, devices: deps.Devices,
 		ctrCache:   map[string]*runtimeapi.ContainerStatus{},
-		killedOnce: map[string]bool{},
+		killedSeen: map[string]time.Time{},
 		sbCache:    map[string]*runtimeapi.PodSandboxStatus{},
 		hookClient: newHookClient(),
 		pulls:      newPullGate(cfg.MaxParallelImagePulls),

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -166,9 +167,9 @@ func (m *Manager) pruneCaches(listed map[string]bool) {
 			delete(m.ctrCache, id)
 		}
 	}
-	for id := range m.killedOnce {
+	for id := range m.killedSeen {
 		if !listed[id] {
-			delete(m.killedOnce, id)
+			delete(m.killedSeen, id)
 		}
 	}
 	for id := range m.sbCache {
@@ -236,10 +237,13 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 		st.Message = terminationMessage(st)
 	}
 	if st.State == c.State {
+		now := time.Now()
 		m.mu.Lock()
-		if reasonMayChange(st) && !m.killedOnce[c.Id] {
-			m.killedOnce[c.Id] = true // not cached: read once more
-		} else {
+		if !reasonMayChange(st) {
+			m.ctrCache[c.Id] = st
+		} else if seen, ok := m.killedSeen[c.Id]; !ok {
+			m.killedSeen[c.Id] = now // not cached: read again meanwhile
+		} else if now.Sub(seen) >= oomReasonWait {
 			m.ctrCache[c.Id] = st
 		}
 		m.mu.Unlock()
@@ -247,10 +251,17 @@ func (m *Manager) containerStatus(ctx context.Context, c *runtimeapi.Container) 
 	return st, nil
 }
 
+// oomReasonWait is how long after a relist first saw a container killed by
+// SIGKILL without the OOMKilled reason the relists read it again (see
+// reasonMayChange) before they keep its Error.
+const oomReasonWait = 10 * time.Second
+
 // reasonMayChange reports whether exited container st's reason may still
 // change: containerd gives a container killed by SIGKILL (exit code 137) the
-// reason Error until its handler of the container's OOM event has run, then
-// OOMKilled, and a relist under load can read between the two.
+// reason Error until its event loop has handled the container's OOM event,
+// then OOMKilled. A relist under load can read between the two, and the
+// relists right after a worker's operation come milliseconds apart (CI saw
+// two reads in a row say Error: e2e TestOOMKilled failed).
 func reasonMayChange(st *runtimeapi.ContainerStatus) bool {
 	return st.State == runtimeapi.ContainerState_CONTAINER_EXITED && st.ExitCode == 137 && st.Reason != "OOMKilled"
 }
