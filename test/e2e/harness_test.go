@@ -427,6 +427,9 @@ func (a *Agent) cleanup() {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+	}
+	removeSandboxes(t, a.socket())
+	if running {
 		a.Stop(syscall.SIGTERM)
 	}
 	// A killed agent leaves its containerd running (the next one adopts it).
@@ -435,6 +438,40 @@ func (a *Agent) cleanup() {
 	}
 	containerdtest.RemoveState(t, a.Dir, a.socket(), daemon.BridgeName(a.Root))
 	removeCgroups(t, a.CgroupRoot)
+}
+
+// removeSandboxes stops and removes, through the runtime at socket, the
+// sandboxes an agent left: those a stopped or killed agent kept running (its
+// containerd keeps them for the next agent), or those whose removal the
+// cleanup's deadline cut short. So CNI releases their addresses and
+// containerd removes their network namespaces, which killed shims would leave
+// in /run/netns. Nothing to do when that containerd is not running.
+func removeSandboxes(t testing.TB, socket string) {
+	if _, err := os.Stat(socket); err != nil {
+		return
+	}
+	c, err := cri.New("unix://"+socket, cri.Options{Timeout: slow(t, 30*time.Second)})
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+		return
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), slow(t, 60*time.Second))
+	defer cancel()
+	sbs, err := c.ListPodSandbox(ctx, nil)
+	if err != nil {
+		t.Logf("cleanup: list the sandboxes left: %v", err)
+		return
+	}
+	for _, sb := range sbs {
+		t.Logf("cleanup: removing sandbox %s of pod %s the agent left", sb.Id, sb.GetMetadata().GetName())
+		if err := c.StopPodSandbox(ctx, sb.Id); err != nil {
+			t.Logf("cleanup: stop sandbox %s: %v", sb.Id, err)
+		}
+		if err := c.RemovePodSandbox(ctx, sb.Id); err != nil {
+			t.Logf("cleanup: remove sandbox %s: %v", sb.Id, err)
+		}
+	}
 }
 
 // removeCgroups removes the cgroup tree root in every hierarchy, deepest first.
