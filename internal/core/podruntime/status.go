@@ -260,8 +260,8 @@ const oomReasonWait = 10 * time.Second
 // change: containerd gives a container killed by SIGKILL (exit code 137) the
 // reason Error until its event loop has handled the container's OOM event,
 // then OOMKilled. A relist under load can read between the two, and the
-// relists right after a worker's operation come milliseconds apart (CI saw
-// two reads in a row say Error: e2e TestOOMKilled failed).
+// relists right after a worker's operation come milliseconds apart, so one
+// read more was not enough (e2e TestOOMKilled saw Error kept in CI).
 func reasonMayChange(st *runtimeapi.ContainerStatus) bool {
 	return st.State == runtimeapi.ContainerState_CONTAINER_EXITED && st.ExitCode == 137 && st.Reason != "OOMKilled"
 }
