@@ -408,7 +408,7 @@ func (a *Agent) ContainerPID(containerID string) int {
 func (a *Agent) cleanup() {
 	t := a.t
 	if t.Failed() {
-		t.Logf("containerd log, its end:\n%s", tailFile(filepath.Join(a.socket(), "..", "containerd.log"), 40))
+		t.Logf("containerd log, its end:\n%s", tailFile(filepath.Join(a.Root, "containerd", "containerd.log"), 40))
 		t.Logf("agent log:\n%s", a.Log())
 	}
 	a.mu.Lock()
@@ -458,20 +458,7 @@ func removeSandboxes(t testing.TB, socket string) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), slow(t, 60*time.Second))
 	defer cancel()
-	sbs, err := c.ListPodSandbox(ctx, nil)
-	if err != nil {
-		t.Logf("cleanup: list the sandboxes left: %v", err)
-		return
-	}
-	for _, sb := range sbs {
-		t.Logf("cleanup: removing sandbox %s of pod %s the agent left", sb.Id, sb.GetMetadata().GetName())
-		if err := c.StopPodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: stop sandbox %s: %v", sb.Id, err)
-		}
-		if err := c.RemovePodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: remove sandbox %s: %v", sb.Id, err)
-		}
-	}
+	containerdtest.RemoveSandboxes(ctx, t, c)
 }
 
 // removeCgroups removes the cgroup tree root in every hierarchy, deepest first.

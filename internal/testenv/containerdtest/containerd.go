@@ -368,20 +368,28 @@ func (c *Containerd) WaitExited(t testing.TB, id string) {
 func (c *Containerd) removePods(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), slowTimeout)
 	defer cancel()
-	sbs, err := c.CRI.ListPodSandbox(ctx, nil)
+	RemoveSandboxes(ctx, t, c.CRI)
+	_ = c.CRI.Close()
+}
+
+// RemoveSandboxes stops and removes every sandbox the runtime behind client
+// holds, so CNI releases their addresses and containerd removes their network
+// namespaces; problems are logged, not fatal.
+func RemoveSandboxes(ctx context.Context, t testing.TB, client *cri.Client) {
+	sbs, err := client.ListPodSandbox(ctx, nil)
 	if err != nil {
 		t.Logf("cleanup: list sandboxes: %v", err)
 		return
 	}
 	for _, sb := range sbs {
-		if err := c.CRI.StopPodSandbox(ctx, sb.Id); err != nil {
+		t.Logf("cleanup: removing sandbox %s of pod %s", sb.Id, sb.GetMetadata().GetName())
+		if err := client.StopPodSandbox(ctx, sb.Id); err != nil {
 			t.Logf("cleanup: stop sandbox %s: %v", sb.Id, err)
 		}
-		if err := c.CRI.RemovePodSandbox(ctx, sb.Id); err != nil {
+		if err := client.RemovePodSandbox(ctx, sb.Id); err != nil {
 			t.Logf("cleanup: remove sandbox %s: %v", sb.Id, err)
 		}
 	}
-	_ = c.CRI.Close()
 }
 
 // RemoveState removes what a containerd serving socket from dir left: it
